@@ -1,0 +1,121 @@
+// Package checks decides, from a history and the declared policy, whether a
+// limiter kept its promise. Every checker is a pure function: no network, no
+// clock, no files. A checker never claims a violation that timing uncertainty
+// could explain: each request was decided somewhere in [Sent, Recv], widened
+// by the declared slack.
+//
+// checks imports only history, policy and the standard library.
+package checks
+
+import (
+	"time"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// Verdict of one check.
+type Verdict string
+
+// Verdicts, merged as Fail > Unknown > Pass.
+const (
+	Pass    Verdict = "pass"
+	Fail    Verdict = "fail"
+	Unknown Verdict = "unknown"
+	// Skip: the check does not apply to this run (e.g. no sink data). It
+	// never fails a run and merges below Pass.
+	Skip Verdict = "skip"
+)
+
+func (v Verdict) rank() int {
+	switch v {
+	case Fail:
+		return 3
+	case Unknown:
+		return 2
+	case Pass:
+		return 1
+	}
+	return 0
+}
+
+// Merge returns the more severe verdict: fail > unknown > pass > skip.
+func Merge(a, b Verdict) Verdict {
+	if b.rank() > a.rank() {
+		return b
+	}
+	return a
+}
+
+// MaxIDs caps the request ids listed in one piece of evidence.
+const MaxIDs = 20
+
+// Evidence is what proves (or explains) a verdict, enough for a reader to
+// find the requests in the history.
+type Evidence struct {
+	Key string `json:"key,omitempty"`
+	// Limit names the limit of the key's tier that was judged.
+	Limit string `json:"limit,omitempty"`
+	// From and To bound the interval, in ns since the run start.
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+	// Bound is what the policy allows there; Observed what happened.
+	Bound    float64 `json:"bound"`
+	Observed float64 `json:"observed"`
+	// RequestIDs are some of the requests involved (at most MaxIDs);
+	// TotalIDs how many there were.
+	RequestIDs []uint64 `json:"request_ids,omitempty"`
+	TotalIDs   int      `json:"total_ids,omitempty"`
+	Message    string   `json:"message"`
+}
+
+// Result is one check's verdict.
+type Result struct {
+	Name    string  `json:"name"`
+	Verdict Verdict `json:"verdict"`
+	// Summary is one line for a table.
+	Summary  string     `json:"summary"`
+	Evidence []Evidence `json:"evidence,omitempty"`
+	// Figures are measurements worth reporting whatever the verdict
+	// (e.g. "worst_rolling_window": 19).
+	Figures map[string]float64 `json:"figures,omitempty"`
+}
+
+// Options tune the checks.
+type Options struct {
+	// Slack widens every request's decision interval on both sides: clock
+	// skew between merged shards plus the limiter's clock quantum.
+	Slack time.Duration
+	// Only runs just these checks (by name); empty runs all.
+	Only []string
+	// MaxEvidence caps evidence items per check (default 5).
+	MaxEvidence int
+}
+
+// Checker is one named invariant.
+type Checker struct {
+	Name string
+	// Doc is one sentence on what the check proves.
+	Doc   string
+	Check func(h *history.History, p *policy.Policy, o Options) Result
+}
+
+// ids returns at most MaxIDs of the given ids and their total.
+func ids(all []uint64) ([]uint64, int) {
+	if len(all) > MaxIDs {
+		return append([]uint64(nil), all[:MaxIDs]...), len(all)
+	}
+	return all, len(all)
+}
+
+// Overall merges the verdicts of rs.
+func Overall(rs []Result) Verdict {
+	v := Skip
+	for _, r := range rs {
+		v = Merge(v, r.Verdict)
+	}
+	if v == Skip {
+		return Pass
+	}
+	return v
+}

@@ -1,0 +1,193 @@
+// Package history is the record of one run: a header, one Event per request,
+// the fault windows and the downstream sink's counts, streamed as JSON lines
+// while the run goes and read back for offline checking. Several histories
+// (shards) can be merged.
+//
+// history is a leaf package: it imports no other rlverify package.
+package history
+
+import (
+	"time"
+)
+
+// Version of the JSONL format written by this package.
+const Version = 1
+
+// Record types, the "t" field of every line.
+const (
+	TypeRun   = "run"
+	TypeEvent = "e"
+	TypeFault = "fault"
+	TypeSink  = "sink"
+	TypeEnd   = "end"
+)
+
+// Run is the first line of a history.
+type Run struct {
+	T       string `json:"t"`
+	Version int    `json:"version"`
+	ID      string `json:"id"`
+	// Start is the wall-clock instant that monotonic offset 0 stands for.
+	Start time.Time `json:"start"`
+	Plan  string    `json:"plan,omitempty"`
+	// Target says what was attacked: "embedded", "external", a limiter name.
+	Target  string `json:"target,omitempty"`
+	Limiter string `json:"limiter,omitempty"`
+	Env     string `json:"env,omitempty"`
+	Store   string `json:"store,omitempty"`
+	// Policy is the file or built-in name of the declared policy.
+	Policy    string   `json:"policy,omitempty"`
+	Instances []string `json:"instances,omitempty"`
+	Shard     string   `json:"shard,omitempty"`
+	Seed      int64    `json:"seed,omitempty"`
+	// Notes are facts a reader of the report should know (e.g. "redis is an
+	// in-process emulation").
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Event is one request. Times are nanoseconds since Run.Start on one
+// monotonic clock. The limiter decided the request somewhere in [Sent, Recv].
+type Event struct {
+	T  string `json:"t"`
+	ID uint64 `json:"id"`
+	// Key is the logical identity the plan meant (the API key before any
+	// bypass variant was applied).
+	Key string `json:"key"`
+	// Sent is what was actually put on the wire when it differs from Key
+	// (bypass variants: case, whitespace, spoofed X-Forwarded-For).
+	Variant  string `json:"variant,omitempty"`
+	Tier     string `json:"tier,omitempty"`
+	Instance int    `json:"inst"`
+	Phase    string `json:"phase"`
+	// Intended is when the scheduler meant to send; Sent when it did.
+	Intended int64 `json:"intended"`
+	Sent     int64 `json:"sent"`
+	Recv     int64 `json:"recv"`
+	// Status is the HTTP status, 0 when no response arrived (see Err).
+	Status int `json:"status"`
+	// Raw rate-limit response headers, as received.
+	RetryAfter      string `json:"retry_after,omitempty"`
+	RateLimit       string `json:"ratelimit,omitempty"`
+	RateLimitPolicy string `json:"ratelimit_policy,omitempty"`
+	XLimit          string `json:"x_limit,omitempty"`
+	XRemaining      string `json:"x_remaining,omitempty"`
+	XReset          string `json:"x_reset,omitempty"`
+	Err             string `json:"err,omitempty"`
+}
+
+// Outcome of a request as far as the limiter's decision is concerned.
+type Outcome int8
+
+// Outcomes: admitted (2xx), rejected (429, or 503 with Retry-After from a
+// fail-closed limiter), unknown (no response, other 5xx, anything else).
+const (
+	Unknown Outcome = iota
+	Admitted
+	Rejected
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Admitted:
+		return "admitted"
+	case Rejected:
+		return "rejected"
+	}
+	return "unknown"
+}
+
+// Outcome classifies e. Checks that bound admissions from above count only
+// Admitted; checks that bound from below treat Unknown as possibly consumed.
+func (e *Event) Outcome() Outcome {
+	switch {
+	case e.Status >= 200 && e.Status < 300:
+		return Admitted
+	case e.Status == 429:
+		return Rejected
+	case e.Status == 503 && e.RetryAfter != "":
+		return Rejected
+	}
+	return Unknown
+}
+
+// Fault is a window during which a fault was injected.
+type Fault struct {
+	T string `json:"t"`
+	// Kind: store-down, store-slow, clock-skew, instance-down, partition.
+	Kind   string `json:"kind"`
+	Target string `json:"target,omitempty"`
+	// Start and End are offsets like Event times; End is 0 while open.
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+	// Param is the fault's size: latency, skew.
+	Param string `json:"param,omitempty"`
+}
+
+// Sink is what the downstream sink saw for one key by the end of the run.
+type Sink struct {
+	T        string `json:"t"`
+	Key      string `json:"key"`
+	Arrivals int64  `json:"arrivals"`
+	// First and Last arrival offsets.
+	First int64 `json:"first,omitempty"`
+	Last  int64 `json:"last,omitempty"`
+	// PeakPerSecond is the most arrivals (all keys for Key "*") in any one
+	// second-long rolling window.
+	PeakPerSecond int64 `json:"peak_per_second,omitempty"`
+}
+
+// End is the last line of a history that was closed properly.
+type End struct {
+	T           string `json:"t"`
+	Elapsed     int64  `json:"elapsed"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Requests    int64  `json:"requests"`
+	// Late counts requests sent more than the plan's tolerance after their
+	// intended time; Dropped those the engine could not send at all.
+	Late    int64 `json:"late,omitempty"`
+	Dropped int64 `json:"dropped,omitempty"`
+}
+
+// History is a whole run in memory.
+type History struct {
+	Run    Run
+	Events []Event
+	Faults []Fault
+	Sink   []Sink
+	// End is nil when the file ended without an end record (crash or kill).
+	End *End
+	// Truncated is set when the last line was cut off and skipped.
+	Truncated bool
+}
+
+// Stats counts outcomes.
+type Stats struct {
+	Requests int64 `json:"requests"`
+	Admitted int64 `json:"admitted"`
+	Rejected int64 `json:"rejected"`
+	Errors   int64 `json:"errors"`
+}
+
+// Stats counts h's events by outcome.
+func (h *History) Stats() Stats {
+	var s Stats
+	for i := range h.Events {
+		s.Requests++
+		switch h.Events[i].Outcome() {
+		case Admitted:
+			s.Admitted++
+		case Rejected:
+			s.Rejected++
+		default:
+			s.Errors++
+		}
+	}
+	return s
+}
+
+// Interrupted reports whether the run did not end normally.
+func (h *History) Interrupted() bool { return h.End == nil || h.End.Interrupted }
+
+// Wall converts an event offset to wall-clock time.
+func (h *History) Wall(off int64) time.Time { return h.Run.Start.Add(time.Duration(off)) }

@@ -1,0 +1,496 @@
+// Package policy describes what a rate limiter promises: the algorithm and its
+// parameters, the tiers and the keys they apply to, the response-header
+// contract, the failure mode when the state store is down, and the declared
+// tolerances. It also holds the envelope arithmetic the checkers use.
+//
+// policy is a leaf package: it imports no other rlverify package except
+// internal helpers, and does no I/O beyond reading the file it is asked to load.
+package policy
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rlverify/rlverify/internal/yamlx"
+)
+
+// Algorithm names a family of rate-limiting algorithms.
+type Algorithm string
+
+// The algorithm families a policy can declare.
+const (
+	TokenBucket    Algorithm = "token-bucket"
+	GCRA           Algorithm = "gcra"
+	FixedWindow    Algorithm = "fixed-window"
+	SlidingLog     Algorithm = "sliding-log"
+	SlidingCounter Algorithm = "sliding-counter"
+)
+
+// Algorithms lists every family in a stable order.
+var Algorithms = []Algorithm{TokenBucket, GCRA, FixedWindow, SlidingLog, SlidingCounter}
+
+// Bucketed reports whether a is parametrised by capacity and refill rate
+// (token bucket, GCRA) rather than by a count per window.
+func (a Algorithm) Bucketed() bool { return a == TokenBucket || a == GCRA }
+
+// Valid reports whether a is a known family.
+func (a Algorithm) Valid() bool {
+	for _, k := range Algorithms {
+		if a == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Limit is one limit on a key. Both views are always filled after loading:
+// a bucket of Capacity K refilled at Rate r per second maps to Count N = K per
+// Window W = K/r, and the other way round.
+type Limit struct {
+	// Name tells limits on the same key apart ("per-minute", "per-day").
+	Name      string    `yaml:"name,omitempty" json:"name,omitempty"`
+	Algorithm Algorithm `yaml:"algorithm" json:"algorithm"`
+	// Capacity is the bucket size K (token bucket, GCRA burst).
+	Capacity int64 `yaml:"capacity,omitempty" json:"capacity"`
+	// Rate is the refill rate r in tokens per second.
+	Rate Rate `yaml:"rate,omitempty" json:"rate"`
+	// Count is the number of requests N allowed per Window.
+	Count int64 `yaml:"limit,omitempty" json:"limit"`
+	// Window is W.
+	Window Duration `yaml:"window,omitempty" json:"window"`
+	// ErrorBound is the declared relative over-admission of a sliding-window
+	// counter in any rolling window (0.0 means the default, 1.0: up to 2N).
+	ErrorBound float64 `yaml:"error_bound,omitempty" json:"error_bound,omitempty"`
+}
+
+// Tier is a class of keys with their own limits.
+type Tier struct {
+	Name string `yaml:"name" json:"name"`
+	// KeyPrefix selects the keys of this tier; the longest matching prefix wins.
+	KeyPrefix string  `yaml:"key_prefix" json:"key_prefix"`
+	Limits    []Limit `yaml:"limits" json:"limits"`
+}
+
+// Headers is the response contract the limiter declares.
+type Headers struct {
+	// RetryAfter: every 429 carries Retry-After.
+	RetryAfter bool `yaml:"retry_after" json:"retry_after"`
+	// RateLimit: RateLimit and RateLimit-Policy per draft-ietf-httpapi-ratelimit-headers-10.
+	RateLimit bool `yaml:"ratelimit" json:"ratelimit"`
+	// XRateLimit: X-RateLimit-Limit, -Remaining and -Reset.
+	XRateLimit bool `yaml:"x_ratelimit" json:"x_ratelimit"`
+	// XReset is the form of X-RateLimit-Reset: "relative" seconds, "epoch"
+	// seconds or an HTTP "date".
+	XReset string `yaml:"x_ratelimit_reset" json:"x_ratelimit_reset"`
+}
+
+// Failure modes when the state store is unavailable.
+const (
+	FailOpen   = "open"
+	FailClosed = "closed"
+	FailLocal  = "local"
+	FailQueue  = "queue"
+)
+
+// Failure is the declared behaviour when the store is down or slow.
+type Failure struct {
+	// Mode is open (admit), closed (reject with 503), local (per-instance
+	// in-memory limit at LocalShare of the quota) or queue (hold up to
+	// QueueWait, at most QueueSize waiting, then reject).
+	Mode string `yaml:"mode" json:"mode"`
+	// StoreTimeout bounds every store call.
+	StoreTimeout Duration `yaml:"store_timeout" json:"store_timeout"`
+	// LocalShare is the fraction of each limit an instance enforces alone in
+	// local mode.
+	LocalShare float64  `yaml:"local_share,omitempty" json:"local_share,omitempty"`
+	QueueSize  int      `yaml:"queue_size,omitempty" json:"queue_size,omitempty"`
+	QueueWait  Duration `yaml:"queue_wait,omitempty" json:"queue_wait,omitempty"`
+	// BreakerFailures consecutive store errors open the circuit for
+	// BreakerCooldown.
+	BreakerFailures int      `yaml:"breaker_failures,omitempty" json:"breaker_failures,omitempty"`
+	BreakerCooldown Duration `yaml:"breaker_cooldown,omitempty" json:"breaker_cooldown,omitempty"`
+}
+
+// Identity says where the reference service takes the caller's key from.
+type Identity struct {
+	// Header carrying the API key (default X-API-Key).
+	Header string `yaml:"header" json:"header"`
+	// TrustedProxies are the peer addresses (CIDR) whose X-Forwarded-For is
+	// believed; empty means never.
+	TrustedProxies []string `yaml:"trusted_proxies,omitempty" json:"trusted_proxies,omitempty"`
+}
+
+// Policy is the whole declared promise of a limiter. The zero value is not
+// useful; build one with Load, Parse or Default.
+type Policy struct {
+	Name string `yaml:"name" json:"name"`
+	// Version is part of every limit key, so a policy change starts fresh.
+	Version string `yaml:"version" json:"version"`
+	// Action is the API action limited (part of the key); default "api".
+	Action string `yaml:"action" json:"action"`
+	Tiers  []Tier `yaml:"tiers" json:"tiers"`
+	// DefaultTier applies to keys that match no prefix; empty rejects them.
+	DefaultTier string   `yaml:"default_tier" json:"default_tier"`
+	Headers     Headers  `yaml:"headers" json:"headers"`
+	Failure     Failure  `yaml:"failure" json:"failure"`
+	Identity    Identity `yaml:"identity" json:"identity"`
+	// Global is an optional aggregate cap across all keys (protects downstream).
+	Global *Limit `yaml:"global,omitempty" json:"global,omitempty"`
+	// Tolerance is the declared relative overrun allowed across regions
+	// (0.05 = 5%).
+	Tolerance float64 `yaml:"tolerance" json:"tolerance"`
+	// ClockQuantum is the resolution of the limiter's clock; it widens every
+	// decision interval in the checks.
+	ClockQuantum Duration `yaml:"clock_quantum" json:"clock_quantum"`
+
+	// Source is the file the policy came from ("builtin:NAME" for shipped ones).
+	Source string `yaml:"-" json:"source"`
+}
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the text of the built-in default policy.
+func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
+
+// Default returns the built-in policy for quick runs: free keys (prefix
+// "free-") get a bucket of 10 refilled at 5/s, paid keys ("paid-") 100 at 50/s.
+func Default() *Policy {
+	p, err := Parse("builtin:default", defaultYAML)
+	if err != nil {
+		panic(fmt.Sprintf("policy: built-in default is invalid: %v", err))
+	}
+	return p
+}
+
+// Load reads and validates the policy in file.
+func Load(file string) (*Policy, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	return Parse(file, data)
+}
+
+// Parse decodes and validates a policy; file names it in errors.
+func Parse(file string, data []byte) (*Policy, error) {
+	var p Policy
+	doc, err := yamlx.Decode(file, data, &p)
+	if err != nil {
+		return nil, err
+	}
+	p.Source = file
+	if err := p.normalize(doc); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Validate checks a policy built in code and fills in the derived fields.
+func (p *Policy) Validate() error { return p.normalize(nil) }
+
+func (p *Policy) normalize(doc *yamlx.Doc) error {
+	errf := func(path, format string, args ...any) error {
+		if doc != nil {
+			return doc.Errorf(path, format, args...)
+		}
+		return fmt.Errorf("policy %s: %s: %s", p.Name, path, fmt.Sprintf(format, args...))
+	}
+	if p.Name == "" {
+		p.Name = "policy"
+	}
+	if p.Version == "" {
+		p.Version = "v1"
+	}
+	if p.Action == "" {
+		p.Action = "api"
+	}
+	if strings.ContainsAny(p.Version+p.Action, "{}: \t") {
+		return errf("version", "version and action must not contain braces, colons or spaces")
+	}
+	if len(p.Tiers) == 0 {
+		return errf("tiers", "at least one tier is required")
+	}
+	names := map[string]bool{}
+	for i := range p.Tiers {
+		t := &p.Tiers[i]
+		path := fmt.Sprintf("tiers.%d", i)
+		if t.Name == "" {
+			return errf(path+".name", "a tier needs a name")
+		}
+		if names[t.Name] {
+			return errf(path+".name", "tier %q is declared twice", t.Name)
+		}
+		names[t.Name] = true
+		if len(t.Limits) == 0 {
+			return errf(path+".limits", "tier %q needs at least one limit", t.Name)
+		}
+		if len(t.Limits) > 8 {
+			return errf(path+".limits", "tier %q has %d limits; at most 8", t.Name, len(t.Limits))
+		}
+		for j := range t.Limits {
+			if err := t.Limits[j].normalize(fmt.Sprintf("%s.limits.%d", path, j), errf); err != nil {
+				return err
+			}
+		}
+	}
+	if p.DefaultTier != "" && !names[p.DefaultTier] {
+		return errf("default_tier", "default tier %q is not one of the tiers", p.DefaultTier)
+	}
+	if p.Global != nil {
+		if err := p.Global.normalize("global", errf); err != nil {
+			return err
+		}
+	}
+	if p.Headers.XReset == "" {
+		p.Headers.XReset = "relative"
+	}
+	switch p.Headers.XReset {
+	case "relative", "epoch", "date":
+	default:
+		return errf("headers.x_ratelimit_reset", "%q: want relative, epoch or date", p.Headers.XReset)
+	}
+	f := &p.Failure
+	if f.Mode == "" {
+		f.Mode = FailOpen
+	}
+	switch f.Mode {
+	case FailOpen, FailClosed, FailQueue:
+	case FailLocal:
+		if f.LocalShare == 0 {
+			f.LocalShare = 1
+		}
+	default:
+		return errf("failure.mode", "%q: want open, closed, local or queue", f.Mode)
+	}
+	if f.LocalShare < 0 || f.LocalShare > 1 {
+		return errf("failure.local_share", "%g: want a fraction in (0, 1]", f.LocalShare)
+	}
+	if f.StoreTimeout == 0 {
+		f.StoreTimeout = Duration(50 * time.Millisecond)
+	}
+	if f.StoreTimeout < 0 || f.StoreTimeout.D() > time.Minute {
+		return errf("failure.store_timeout", "%s: want a duration in (0, 1m]", f.StoreTimeout)
+	}
+	if f.Mode == FailQueue {
+		if f.QueueSize <= 0 {
+			f.QueueSize = 100
+		}
+		if f.QueueWait <= 0 {
+			f.QueueWait = Duration(time.Second)
+		}
+	}
+	if f.QueueSize < 0 || f.QueueSize > 1_000_000 {
+		return errf("failure.queue_size", "%d: want 0 … 1000000", f.QueueSize)
+	}
+	if f.BreakerFailures == 0 {
+		f.BreakerFailures = 5
+	}
+	if f.BreakerFailures < 0 {
+		return errf("failure.breaker_failures", "%d: must be positive", f.BreakerFailures)
+	}
+	if f.BreakerCooldown == 0 {
+		f.BreakerCooldown = Duration(time.Second)
+	}
+	if p.Identity.Header == "" {
+		p.Identity.Header = "X-API-Key"
+	}
+	if p.Tolerance < 0 || p.Tolerance > 10 {
+		return errf("tolerance", "%g: want a fraction ≥ 0 (0.05 = 5%%)", p.Tolerance)
+	}
+	if p.ClockQuantum < 0 {
+		return errf("clock_quantum", "must not be negative")
+	}
+	return nil
+}
+
+// Bounds on limit parameters: outside them the arithmetic stops being
+// meaningful (float precision) or a run could never finish.
+const (
+	MaxCount  = 1_000_000_000
+	MinWindow = time.Millisecond
+	MaxWindow = 400 * 24 * time.Hour
+)
+
+func (l *Limit) normalize(path string, errf func(string, string, ...any) error) error {
+	if l.Algorithm == "" {
+		l.Algorithm = TokenBucket
+	}
+	if !l.Algorithm.Valid() {
+		return errf(path+".algorithm", "unknown algorithm %q (want one of %s)", l.Algorithm, joinAlgorithms())
+	}
+	hasBucket := l.Capacity != 0 || l.Rate != 0
+	hasWindow := l.Count != 0 || l.Window != 0
+	switch {
+	case hasBucket && hasWindow:
+		return errf(path, "give capacity and rate, or limit and window, not both")
+	case hasBucket:
+		if l.Capacity <= 0 || l.Capacity > MaxCount {
+			return errf(path+".capacity", "%d: want 1 … %d", l.Capacity, MaxCount)
+		}
+		if !(l.Rate > 0) || float64(l.Rate) > MaxCount {
+			return errf(path+".rate", "%g/s: want a positive rate up to %d/s", float64(l.Rate), MaxCount)
+		}
+		l.Count = l.Capacity
+		l.Window = Duration(time.Duration(float64(l.Capacity) / float64(l.Rate) * float64(time.Second)))
+	case hasWindow:
+		if l.Count <= 0 || l.Count > MaxCount {
+			return errf(path+".limit", "%d: want 1 … %d", l.Count, MaxCount)
+		}
+		if l.Window.D() < MinWindow || l.Window.D() > MaxWindow {
+			return errf(path+".window", "%s: want %s … %s", l.Window, MinWindow, MaxWindow)
+		}
+		l.Capacity = l.Count
+		l.Rate = Rate(float64(l.Count) / l.Window.D().Seconds())
+	default:
+		return errf(path, "a limit needs capacity and rate (e.g. capacity: 10, rate: 5/s) or limit and window (e.g. limit: 100, window: 1m)")
+	}
+	if l.Window.D() < MinWindow || l.Window.D() > MaxWindow {
+		return errf(path, "window %s derived from capacity/rate is outside %s … %s", l.Window, MinWindow, MaxWindow)
+	}
+	if l.ErrorBound < 0 || l.ErrorBound > 1 {
+		return errf(path+".error_bound", "%g: want a fraction in [0, 1]", l.ErrorBound)
+	}
+	if l.Algorithm == SlidingCounter && l.ErrorBound == 0 {
+		// n ≈ n_prev·r + n_cur with integer counts can admit up to N plus the
+		// share of the previous window it underweights; 1.0 (2N in a rolling
+		// window) is the mathematical worst case, declare less if measured.
+		l.ErrorBound = 1
+	}
+	if l.Name == "" {
+		l.Name = l.defaultName()
+	}
+	return nil
+}
+
+func (l Limit) defaultName() string {
+	if l.Algorithm.Bucketed() {
+		return fmt.Sprintf("%d@%s", l.Capacity, FormatRate(float64(l.Rate)))
+	}
+	return fmt.Sprintf("%d/%s", l.Count, l.Window)
+}
+
+func joinAlgorithms() string {
+	s := make([]string, len(Algorithms))
+	for i, a := range Algorithms {
+		s[i] = string(a)
+	}
+	return strings.Join(s, ", ")
+}
+
+// K returns the capacity as a float.
+func (l Limit) K() float64 { return float64(l.Capacity) }
+
+// R returns the refill rate per second.
+func (l Limit) R() float64 { return float64(l.Rate) }
+
+// W returns the window.
+func (l Limit) W() time.Duration { return l.Window.D() }
+
+// Envelope returns the most requests a limit of this family may admit for one
+// key in any interval of length d, starting from a full bucket / empty window:
+// K + r·d for buckets; for windows the count of windows the interval can touch
+// times N (sliding log: ⌈d/W⌉·N rolling; fixed window: aligned windows
+// touched). Checks use it for figures; exact decisions are in checks.
+func (l Limit) Envelope(d time.Duration) float64 {
+	if d < 0 {
+		d = 0
+	}
+	switch l.Algorithm {
+	case TokenBucket, GCRA:
+		return l.K() + l.R()*d.Seconds()
+	case FixedWindow:
+		return float64(l.Count) * (math.Floor(float64(d)/float64(l.W())) + 2)
+	default:
+		return float64(l.Count) * math.Max(1, math.Ceil(float64(d)/float64(l.W())))
+	}
+}
+
+// Describe formats the limit for people: "token-bucket K=10 r=5/s (N=10/W=2s)".
+func (l Limit) Describe() string {
+	if l.Algorithm.Bucketed() {
+		return fmt.Sprintf("%s K=%d r=%s (≡ %d per %s)", l.Algorithm, l.Capacity, FormatRate(l.R()), l.Count, l.Window)
+	}
+	return fmt.Sprintf("%s N=%d W=%s (≡ K=%d r=%s)", l.Algorithm, l.Count, l.Window, l.Capacity, FormatRate(l.R()))
+}
+
+// TierFor returns the tier of key: the longest matching KeyPrefix, else the
+// default tier. ok is false when no tier applies.
+func (p *Policy) TierFor(key string) (t *Tier, ok bool) {
+	best := -1
+	for i := range p.Tiers {
+		pre := p.Tiers[i].KeyPrefix
+		if strings.HasPrefix(key, pre) && (best < 0 || len(pre) > len(p.Tiers[best].KeyPrefix)) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		return &p.Tiers[best], true
+	}
+	return p.Tier(p.DefaultTier)
+}
+
+// Tier returns the tier called name.
+func (p *Policy) Tier(name string) (*Tier, bool) {
+	for i := range p.Tiers {
+		if p.Tiers[i].Name == name {
+			return &p.Tiers[i], true
+		}
+	}
+	return nil, false
+}
+
+// LimitKey is the store key for key under limit i of its tier: tenant +
+// action + policy version, with the tenant in a hash tag so every limit of one
+// key lives in one Redis Cluster slot.
+func (p *Policy) LimitKey(tier *Tier, key string, i int) string {
+	return fmt.Sprintf("rl:{%s:%s}:%s:%s:%d", tier.Name, key, p.Action, p.Version, i)
+}
+
+// Clone returns a deep copy of p.
+func (p *Policy) Clone() *Policy {
+	c := *p
+	c.Tiers = make([]Tier, len(p.Tiers))
+	for i, t := range p.Tiers {
+		t.Limits = append([]Limit(nil), t.Limits...)
+		c.Tiers[i] = t
+	}
+	if p.Global != nil {
+		g := *p.Global
+		c.Global = &g
+	}
+	c.Identity.TrustedProxies = append([]string(nil), p.Identity.TrustedProxies...)
+	return &c
+}
+
+// WithAlgorithm returns a copy of p in which every tier limit is of family a,
+// keeping its (K, r) ≡ (N, W) parameters. A reference limiter declares the
+// policy it was given in its own family this way.
+func (p *Policy) WithAlgorithm(a Algorithm) *Policy {
+	c := p.Clone()
+	for i := range c.Tiers {
+		for j := range c.Tiers[i].Limits {
+			l := &c.Tiers[i].Limits[j]
+			l.Algorithm = a
+			if a == SlidingCounter && l.ErrorBound == 0 {
+				l.ErrorBound = 1
+			}
+		}
+	}
+	return c
+}
+
+// TierNames returns the tier names sorted.
+func (p *Policy) TierNames() []string {
+	s := make([]string, len(p.Tiers))
+	for i, t := range p.Tiers {
+		s[i] = t.Name
+	}
+	sort.Strings(s)
+	return s
+}
