@@ -7,6 +7,7 @@
 package history
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -20,6 +21,7 @@ const (
 	TypeFault = "fault"
 	TypeSink  = "sink"
 	TypeEnd   = "end"
+	TypePhase = "phase"
 )
 
 // Run is the first line of a history.
@@ -36,10 +38,13 @@ type Run struct {
 	Env     string `json:"env,omitempty"`
 	Store   string `json:"store,omitempty"`
 	// Policy is the file or built-in name of the declared policy.
-	Policy    string   `json:"policy,omitempty"`
-	Instances []string `json:"instances,omitempty"`
-	Shard     string   `json:"shard,omitempty"`
-	Seed      int64    `json:"seed,omitempty"`
+	Policy string `json:"policy,omitempty"`
+	// Declared is the declared policy itself (policy.Policy as JSON), so a
+	// history can be checked without the policy file.
+	Declared  json.RawMessage `json:"declared,omitempty"`
+	Instances []string        `json:"instances,omitempty"`
+	Shard     string          `json:"shard,omitempty"`
+	Seed      int64           `json:"seed,omitempty"`
 	// Notes are facts a reader of the report should know (e.g. "redis is an
 	// in-process emulation").
 	Notes []string `json:"notes,omitempty"`
@@ -136,6 +141,35 @@ type Sink struct {
 	PeakPerSecond int64 `json:"peak_per_second,omitempty"`
 }
 
+// Phase records how one phase of the plan went: its span and, for bursts,
+// how tightly the requests left (spread of actual send times around the
+// release instant) and how close a boundary burst landed to its aim.
+type Phase struct {
+	T        string `json:"t"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+	Start    int64  `json:"start"`
+	End      int64  `json:"end"`
+	Requests int64  `json:"requests"`
+	// Spread of send times after the release, ns (bursts only).
+	SpreadP50 int64 `json:"spread_p50,omitempty"`
+	SpreadP99 int64 `json:"spread_p99,omitempty"`
+	SpreadMax int64 `json:"spread_max,omitempty"`
+	// AimError is the signed distance between the intended release instant
+	// and the median actual send time, ns (boundary and probe phases).
+	AimError int64 `json:"aim_error,omitempty"`
+	// Target is the instant aimed at (a window edge), as an offset.
+	Target int64 `json:"target,omitempty"`
+	// Late and Dropped count sends after their intended time (beyond the
+	// tolerance) and sends that never happened (rate phases).
+	Late    int64 `json:"late,omitempty"`
+	Dropped int64 `json:"dropped,omitempty"`
+	// Rate is the achieved send rate per second (rate phases).
+	Rate float64 `json:"rate,omitempty"`
+	// Wanted is the requested rate per second (rate phases).
+	Wanted float64 `json:"wanted,omitempty"`
+}
+
 // End is the last line of a history that was closed properly.
 type End struct {
 	T           string `json:"t"`
@@ -155,6 +189,7 @@ type History struct {
 	Events []Event
 	Faults []Fault
 	Sink   []Sink
+	Phases []Phase
 	// End is nil when the file ended without an end record (crash or kill).
 	End *End
 	// Truncated is set when the last line was cut off and skipped.

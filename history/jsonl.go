@@ -90,6 +90,9 @@ func (w *Writer) WriteFault(f Fault) error { f.T = TypeFault; return w.writeJSON
 // WriteSink appends a sink observation.
 func (w *Writer) WriteSink(s Sink) error { s.T = TypeSink; return w.writeJSON(s) }
 
+// WritePhase appends a phase record.
+func (w *Writer) WritePhase(p Phase) error { p.T = TypePhase; return w.writeJSON(p) }
+
 // WriteEnd appends the end record.
 func (w *Writer) WriteEnd(e End) error { e.T = TypeEnd; return w.writeJSON(e) }
 
@@ -237,6 +240,7 @@ func Read(name string, r io.Reader) (*History, error) {
 	sc.Buffer(make([]byte, 0, 1<<16), MaxLine)
 	line := 0
 	var pendingErr error
+	pendingCut := false // the bad line is not valid JSON: maybe cut off
 	for sc.Scan() {
 		line++
 		b := sc.Bytes()
@@ -249,6 +253,7 @@ func Read(name string, r io.Reader) (*History, error) {
 		}
 		if err := h.decodeLine(b); err != nil {
 			pendingErr = fmt.Errorf("%s:%d: %w: %v", name, line, ErrFormat, err)
+			pendingCut = !json.Valid(b)
 			continue
 		}
 		if line == 1 && h.Run.T != TypeRun {
@@ -262,7 +267,7 @@ func Read(name string, r io.Reader) (*History, error) {
 		return nil, fmt.Errorf("%s: %w: the file is empty", name, ErrFormat)
 	}
 	if pendingErr != nil {
-		if line == 1 || h.End != nil {
+		if line == 1 || h.End != nil || !pendingCut {
 			return nil, pendingErr
 		}
 		h.Truncated = true
@@ -326,6 +331,12 @@ func (h *History) decodeLine(b []byte) error {
 			return err
 		}
 		h.Sink = append(h.Sink, s)
+	case TypePhase:
+		var p Phase
+		if err := strict(b, &p); err != nil {
+			return err
+		}
+		h.Phases = append(h.Phases, p)
 	case TypeEnd:
 		var e End
 		if err := strict(b, &e); err != nil {
@@ -333,7 +344,7 @@ func (h *History) decodeLine(b []byte) error {
 		}
 		h.End = &e
 	default:
-		return fmt.Errorf("unknown record type %q (want run, e, fault, sink or end)", probe.T)
+		return fmt.Errorf("unknown record type %q (want run, e, phase, fault, sink or end)", probe.T)
 	}
 	return nil
 }
@@ -401,6 +412,14 @@ func Merge(hs ...*History) (*History, error) {
 			out.Faults = append(out.Faults, f)
 		}
 		out.Sink = append(out.Sink, h.Sink...)
+		for _, p := range h.Phases {
+			p.Start += shift
+			p.End += shift
+			if p.Target != 0 {
+				p.Target += shift
+			}
+			out.Phases = append(out.Phases, p)
+		}
 		if i > 0 {
 			out.Run.Instances = append(out.Run.Instances, h.Run.Instances...)
 			out.Run.Notes = append(out.Run.Notes, h.Run.Notes...)

@@ -326,6 +326,11 @@ func (l *Limit) normalize(path string, errf func(string, string, ...any) error) 
 	}
 	hasBucket := l.Capacity != 0 || l.Rate != 0
 	hasWindow := l.Count != 0 || l.Window != 0
+	if hasBucket && hasWindow && l.Count == l.Capacity && l.Rate > 0 &&
+		math.Abs(l.Window.D().Seconds()-float64(l.Capacity)/float64(l.Rate)) < 1e-6 {
+		// An already normalized limit (both views agree): keep the bucket view.
+		hasWindow = false
+	}
 	switch {
 	case hasBucket && hasWindow:
 		return errf(path, "give capacity and rate, or limit and window, not both")

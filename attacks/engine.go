@@ -1,0 +1,522 @@
+package attacks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/targets"
+)
+
+// Defaults for the engine's safety limits.
+const (
+	DefaultMaxRequests = 200_000
+	DefaultMaxDuration = 10 * time.Minute
+	DefaultTimeout     = 5 * time.Second
+	// DefaultPath is the path every request asks for.
+	DefaultPath = "/api"
+)
+
+// Options configure an Engine. Instances, Policy and Writer are required.
+type Options struct {
+	// Instances are the base URLs of the target's instances.
+	Instances []string
+	// Policy is the declared policy (used to aim at windows and wait for
+	// refills, never to judge).
+	Policy *policy.Policy
+	// Writer receives every event as it completes.
+	Writer *history.Writer
+	// Faults and Sink come from the environment; either may be nil.
+	Faults targets.FaultInjector
+	Sink   targets.SinkReader
+	// Client sends the requests; a tuned keep-alive client when nil.
+	Client *http.Client
+	// Now is the engine's clock (time.Now when nil). Offsets in the history
+	// are differences of its readings, monotonic when it is time.Now.
+	Now func() time.Time
+	// Sleep waits (time.Sleep-like, but returns early when ctx ends).
+	Sleep func(ctx context.Context, d time.Duration)
+	// MaxRequests and MaxDuration bound the run (defaults above).
+	MaxRequests int64
+	MaxDuration time.Duration
+	// Timeout bounds one request.
+	Timeout time.Duration
+	// Shard (0-based) of Shards runs a deterministic share of the plan.
+	Shard, Shards int
+	// Seed makes random choices (instances, jitter, variants) repeatable.
+	Seed int64
+	// RunID tags keys so runs never share limiter state; random when empty.
+	RunID string
+	// Progress, when set, is called after every phase and every ~250ms.
+	Progress func(Progress)
+	// LateTolerance: a send later than this after its intended time counts
+	// as late (default 10ms).
+	LateTolerance time.Duration
+}
+
+// Progress is a snapshot for a progress display.
+type Progress struct {
+	Phase    string
+	Sent     int64
+	Admitted int64
+	Rejected int64
+	Errors   int64
+	Elapsed  time.Duration
+}
+
+// Summary is what a run did.
+type Summary struct {
+	RunID       string
+	Start       time.Time
+	Elapsed     time.Duration
+	Requests    int64
+	Interrupted bool
+	Reason      string
+	Phases      []history.Phase
+}
+
+// Engine runs plans. One Engine runs one plan once.
+type Engine struct {
+	o      Options
+	client *http.Client
+	start  time.Time
+	rng    *mrand.Rand
+	rngMu  sync.Mutex
+	// counters
+	seq                          atomic.Uint64
+	sent, adm, rej, errs, late   atomic.Int64
+	phase                        atomic.Value // string
+	lastRejection                sync.Map     // key -> rejection
+	keysUsed                     sync.Map     // key -> struct{}
+	stopReason                   atomic.Value // string
+	rrNext                       atomic.Uint64
+	faultMu                      sync.Mutex
+	openFaults                   map[string]history.Fault
+}
+
+type rejection struct {
+	recv       int64
+	retryAfter time.Duration
+}
+
+// New checks o and returns an engine.
+func New(o Options) (*Engine, error) {
+	if len(o.Instances) == 0 {
+		return nil, errors.New("attacks: no target instances")
+	}
+	for _, in := range o.Instances {
+		u, err := url.Parse(in)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("attacks: target %q is not an http(s) URL", in)
+		}
+	}
+	if o.Policy == nil || o.Writer == nil {
+		return nil, errors.New("attacks: a policy and a history writer are required")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleepCtx
+	}
+	if o.MaxRequests <= 0 {
+		o.MaxRequests = DefaultMaxRequests
+	}
+	if o.MaxDuration <= 0 {
+		o.MaxDuration = DefaultMaxDuration
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Shards <= 0 {
+		o.Shards = 1
+	}
+	if o.Shard < 0 || o.Shard >= o.Shards {
+		return nil, fmt.Errorf("attacks: shard %d of %d is out of range", o.Shard+1, o.Shards)
+	}
+	if o.LateTolerance <= 0 {
+		o.LateTolerance = 10 * time.Millisecond
+	}
+	if o.RunID == "" {
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		o.RunID = hex.EncodeToString(b[:])
+	}
+	e := &Engine{o: o, client: o.Client}
+	if e.client == nil {
+		e.client = NewClient(o.Timeout)
+	}
+	e.rng = mrand.New(mrand.NewPCG(uint64(o.Seed), uint64(o.Shard)))
+	e.phase.Store("")
+	e.stopReason.Store("")
+	return e, nil
+}
+
+// NewClient returns an HTTP client tuned for load: keep-alive connections
+// without a per-host cap, no compression, no proxy.
+func NewClient(timeout time.Duration) *http.Client {
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: MaxConcurrency,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+	return &http.Client{Transport: tr, Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// off is the engine's time since start in ns.
+func (e *Engine) off() int64 { return e.o.Now().Sub(e.start).Nanoseconds() }
+
+// RunID returns the tag appended to every key of this run.
+func (e *Engine) RunID() string { return e.o.RunID }
+
+// Key returns the key actually sent for the plan's logical key: the run tag
+// is appended so the tier prefix still matches and runs never share state.
+func (e *Engine) Key(planKey string) string { return planKey + "-" + e.o.RunID }
+
+// Run executes p, writing run (its Start is set here) and every event to the
+// writer. It returns when the plan ends, ctx is cancelled (Summary marked
+// interrupted, no error), or a fatal error occurs. The history always gets
+// its end record and sink counts.
+func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, error) {
+	e.start = e.o.Now()
+	run.Start = e.start
+	run.Plan = p.Name
+	if e.o.Shards > 1 {
+		run.Shard = fmt.Sprintf("%d/%d", e.o.Shard+1, e.o.Shards)
+	}
+	run.Seed = e.o.Seed
+	if run.ID == "" {
+		run.ID = e.o.RunID
+	}
+	if err := e.o.Writer.WriteRun(run); err != nil {
+		return Summary{}, err
+	}
+	sum := Summary{RunID: e.o.RunID, Start: e.start}
+	runCtx, cancel := context.WithTimeout(ctx, e.o.MaxDuration)
+	defer cancel()
+
+	// Flush and report progress regularly so an interrupted run loses nothing
+	// that finished more than a moment ago.
+	tick := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-tick:
+				return
+			case <-t.C:
+				_ = e.o.Writer.Flush()
+				e.progress()
+			}
+		}
+	}()
+
+	var runErr error
+	for i := range p.Phases {
+		ph := &p.Phases[i]
+		if runCtx.Err() != nil {
+			break
+		}
+		e.phase.Store(ph.Name)
+		rec, err := e.runPhase(runCtx, ph)
+		if rec != nil {
+			rec.Name, rec.Kind = ph.Name, ph.Kind
+			sum.Phases = append(sum.Phases, *rec)
+			if werr := e.o.Writer.WritePhase(*rec); werr != nil && runErr == nil {
+				runErr = werr
+			}
+		}
+		if err != nil {
+			runErr = fmt.Errorf("phase %s (%s): %w", ph.Name, ph.Kind, err)
+			break
+		}
+		e.progress()
+	}
+	close(tick)
+	wg.Wait()
+	e.client.CloseIdleConnections()
+
+	sum.Elapsed = time.Duration(e.off())
+	sum.Requests = e.sent.Load()
+	switch {
+	case ctx.Err() != nil:
+		sum.Interrupted, sum.Reason = true, "interrupted: "+context.Cause(ctx).Error()
+	case runCtx.Err() != nil:
+		sum.Interrupted, sum.Reason = true, fmt.Sprintf("stopped at --max-duration %s", e.o.MaxDuration)
+	case e.stopReason.Load().(string) != "":
+		sum.Interrupted, sum.Reason = true, e.stopReason.Load().(string)
+	case runErr != nil:
+		sum.Interrupted, sum.Reason = true, runErr.Error()
+	}
+	if e.o.Faults != nil {
+		e.clearFaults()
+		e.faultMu.Lock()
+		for _, f := range e.openFaults {
+			f.End = e.off()
+			_ = e.o.Writer.WriteFault(f)
+		}
+		e.openFaults = nil
+		e.faultMu.Unlock()
+	}
+	if e.o.Sink != nil {
+		for _, s := range e.o.Sink.Snapshot(e.start) {
+			if s.Key == "*" || e.ownKey(s.Key) {
+				_ = e.o.Writer.WriteSink(s)
+			}
+		}
+	}
+	var late, dropped int64
+	for _, ph := range sum.Phases {
+		late += ph.Late
+		dropped += ph.Dropped
+	}
+	end := history.End{Elapsed: int64(sum.Elapsed), Interrupted: sum.Interrupted, Reason: sum.Reason,
+		Requests: sum.Requests, Late: late, Dropped: dropped}
+	if err := e.o.Writer.WriteEnd(end); err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := e.o.Writer.Flush(); err != nil && runErr == nil {
+		runErr = err
+	}
+	e.progress()
+	return sum, runErr
+}
+
+func (e *Engine) ownKey(k string) bool {
+	_, ok := e.keysUsed.Load(k)
+	return ok
+}
+
+func (e *Engine) progress() {
+	if e.o.Progress == nil {
+		return
+	}
+	e.o.Progress(Progress{
+		Phase: e.phase.Load().(string), Sent: e.sent.Load(), Admitted: e.adm.Load(),
+		Rejected: e.rej.Load(), Errors: e.errs.Load(), Elapsed: time.Duration(e.off()),
+	})
+}
+
+// share returns this shard's part of n.
+func (e *Engine) share(n int) int {
+	s := n / e.o.Shards
+	if e.o.Shard < n%e.o.Shards {
+		s++
+	}
+	return s
+}
+
+// req is one request to send.
+type req struct {
+	key      string // logical key as recorded (with run tag)
+	sendKey  string // what goes in the header (bypass variants differ)
+	variant  string
+	inst     int
+	phase    string
+	path     string
+	xff      string
+	intended int64
+}
+
+// newID returns the next event id, unique across shards of one plan.
+func (e *Engine) newID() uint64 {
+	c := e.seq.Add(1) - 1
+	return c*uint64(e.o.Shards) + uint64(e.o.Shard) + 1
+}
+
+// reserve takes n sends from the request budget; false when exhausted.
+func (e *Engine) reserve(n int64) bool {
+	if e.sent.Add(n) > e.o.MaxRequests {
+		e.sent.Add(-n)
+		e.stopReason.CompareAndSwap("", fmt.Sprintf("stopped at --max-requests %d", e.o.MaxRequests))
+		return false
+	}
+	return true
+}
+
+// pickInstance chooses the instance of the i-th request of a phase.
+func (e *Engine) pickInstance(ph *Phase, i int) int {
+	n := len(e.o.Instances)
+	switch ph.Instances {
+	case "pinned":
+		return ph.Instance % n
+	case "random":
+		e.rngMu.Lock()
+		defer e.rngMu.Unlock()
+		return e.rng.IntN(n)
+	}
+	_ = i
+	return int(e.rrNext.Add(1)-1) % n
+}
+
+// build makes the HTTP request for r.
+func (e *Engine) build(ctx context.Context, r *req) (*http.Request, error) {
+	path := r.path
+	if path == "" {
+		path = DefaultPath
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, e.o.Instances[r.inst]+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request for %s: %w", e.o.Instances[r.inst], err)
+	}
+	hr.Header.Set(e.o.Policy.Identity.Header, r.sendKey)
+	if r.xff != "" {
+		hr.Header.Set("X-Forwarded-For", r.xff)
+	}
+	return hr, nil
+}
+
+// record fills e from the response and writes it.
+func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
+	if err != nil {
+		ev.Status = 0
+		ev.Err = err.Error()
+	} else {
+		ev.Status = resp.StatusCode
+		h := resp.Header
+		ev.RetryAfter = h.Get("Retry-After")
+		ev.RateLimit = h.Get("RateLimit")
+		ev.RateLimitPolicy = h.Get("RateLimit-Policy")
+		ev.XLimit = h.Get("X-RateLimit-Limit")
+		ev.XRemaining = h.Get("X-RateLimit-Remaining")
+		ev.XReset = h.Get("X-RateLimit-Reset")
+	}
+	switch ev.Outcome() {
+	case history.Admitted:
+		e.adm.Add(1)
+	case history.Rejected:
+		e.rej.Add(1)
+		if ra, ok := parseDelaySeconds(ev.RetryAfter); ok {
+			e.lastRejection.Store(ev.Key, rejection{recv: ev.Recv, retryAfter: ra})
+		}
+	default:
+		e.errs.Add(1)
+	}
+	_ = e.o.Writer.WriteEvent(ev)
+}
+
+func parseDelaySeconds(s string) (time.Duration, bool) {
+	if s == "" || len(s) > 10 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(s[i]-'0')
+	}
+	return time.Duration(n) * time.Second, true
+}
+
+// do sends r now and records it.
+func (e *Engine) do(ctx context.Context, r *req) {
+	ev := e.newEvent(r)
+	hr, err := e.build(ctx, r)
+	if err != nil {
+		ev.Sent, ev.Recv = e.off(), e.off()
+		e.record(ev, nil, err)
+		return
+	}
+	ev.Sent = e.off()
+	resp, err := e.client.Do(hr)
+	if err == nil {
+		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+	}
+	ev.Recv = e.off()
+	e.record(ev, resp, err)
+}
+
+func (e *Engine) newEvent(r *req) *history.Event {
+	e.keysUsed.Store(r.key, struct{}{})
+	ev := &history.Event{
+		ID: e.newID(), Key: r.key, Instance: r.inst, Phase: r.phase, Intended: r.intended,
+	}
+	if t, ok := e.o.Policy.TierFor(r.key); ok {
+		ev.Tier = t.Name
+	}
+	if r.variant != "" {
+		ev.Variant = r.variant
+	}
+	return ev
+}
+
+// limitFor returns the first limit of key's tier.
+func (e *Engine) limitFor(key string) (policy.Limit, error) {
+	t, ok := e.o.Policy.TierFor(key)
+	if !ok {
+		return policy.Limit{}, fmt.Errorf("key %q matches no tier of policy %s and there is no default tier", key, e.o.Policy.Name)
+	}
+	return t.Limits[0], nil
+}
+
+// percentile of sorted xs (nearest rank).
+func percentile(xs []int64, p float64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(xs)))) - 1
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(xs) {
+		i = len(xs) - 1
+	}
+	return xs[i]
+}
+
+func sortedCopy(xs []int64) []int64 {
+	s := append([]int64(nil), xs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s
+}
+
+// clearFaults ends any fault left injected at the end of a run.
+func (e *Engine) clearFaults() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, k := range []string{targets.FaultStoreDown, targets.FaultStoreSlow, targets.FaultClockSkew} {
+		if e.o.Faults.Supports(k) {
+			_ = e.o.Faults.Clear(ctx, k)
+		}
+	}
+}
+
+func sqrtF(x float64) float64 { return math.Sqrt(x) }

@@ -1,0 +1,473 @@
+package attacks
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/rlverify/rlverify/history"
+)
+
+// runPhase runs one phase and returns its record.
+func (e *Engine) runPhase(ctx context.Context, ph *Phase) (*history.Phase, error) {
+	start := e.off()
+	var rec *history.Phase
+	var err error
+	switch ph.Kind {
+	case KindBurst:
+		n := e.share(ph.Requests)
+		rec, err = e.burst(ctx, ph, e.Key(ph.Key), n, -1)
+	case KindBoundary:
+		rec, err = e.boundary(ctx, ph)
+	case KindIdle:
+		rec, err = e.idle(ctx, ph)
+	case KindRate:
+		rec, err = e.rate(ctx, ph, []weighted{{key: e.Key(ph.Key), w: 1}})
+	case KindTenants:
+		ws := make([]weighted, len(ph.Tenants))
+		for i, t := range ph.Tenants {
+			ws[i] = weighted{key: e.Key(t.Key), w: t.Weight}
+		}
+		rec, err = e.rate(ctx, ph, ws)
+	case KindFault:
+		rec, err = e.fault(ctx, ph)
+	default:
+		rec, err = e.runMore(ctx, ph)
+	}
+	if rec == nil {
+		rec = &history.Phase{}
+	}
+	if rec.Start == 0 {
+		rec.Start = start
+	}
+	rec.End = e.off()
+	return rec, err
+}
+
+// warm opens n keep-alive connections to each instance in use so a burst
+// does not pay for TCP handshakes.
+func (e *Engine) warm(ctx context.Context, insts map[int]int) {
+	var wg sync.WaitGroup
+	for inst, n := range insts {
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(inst int) {
+				defer wg.Done()
+				hr, err := http.NewRequestWithContext(ctx, http.MethodGet, e.o.Instances[inst]+"/healthz", nil)
+				if err != nil {
+					return
+				}
+				resp, err := e.client.Do(hr)
+				if err == nil {
+					resp.Body.Close()
+				}
+			}(inst)
+		}
+	}
+	wg.Wait()
+}
+
+// burst sends n requests for key released together at offset at (a
+// negative at: as soon as everything is ready), by last-byte
+// synchronisation on plain HTTP and through a barrier otherwise.
+func (e *Engine) burst(ctx context.Context, ph *Phase, key string, n int, at int64) (*history.Phase, error) {
+	if n <= 0 {
+		return &history.Phase{}, nil
+	}
+	if !e.reserve(int64(n)) {
+		return &history.Phase{}, nil
+	}
+	rs := make([]*req, n)
+	per := map[int]int{}
+	for i := range rs {
+		inst := e.pickInstance(ph, i)
+		rs[i] = &req{key: key, sendKey: key, inst: inst, phase: ph.Name}
+		per[inst]++
+	}
+	asap := at < 0
+	sent, release, ok, err := e.rawBurst(ctx, rs, at)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		sent, release, err = e.clientBurst(ctx, rs, per, at)
+		if err != nil {
+			return nil, err
+		}
+	}
+	spread := make([]int64, n)
+	for i, s := range sent {
+		spread[i] = s - release
+	}
+	spread = sortedCopy(spread)
+	rec := &history.Phase{
+		Start: release, Requests: int64(n),
+		SpreadP50: percentile(spread, 0.5), SpreadP99: percentile(spread, 0.99), SpreadMax: spread[len(spread)-1],
+	}
+	if !asap {
+		rec.Target = at
+		rec.AimError = percentile(sortedCopy(sent), 0.5) - at
+	}
+	return rec, nil
+}
+
+// clientBurst releases rs through a barrier over warmed net/http
+// connections (used for https targets).
+func (e *Engine) clientBurst(ctx context.Context, rs []*req, per map[int]int, at int64) ([]int64, int64, error) {
+	n := len(rs)
+	e.warm(ctx, per)
+	type prepared struct {
+		hr *http.Request
+		ev *history.Event
+	}
+	ps := make([]prepared, n)
+	for i, r := range rs {
+		hr, err := e.build(ctx, r)
+		if err != nil {
+			return nil, 0, err
+		}
+		ps[i] = prepared{hr: hr, ev: e.newEvent(r)}
+	}
+	gate := make(chan struct{})
+	var ready, done sync.WaitGroup
+	sent := make([]int64, n)
+	for i := range ps {
+		ready.Add(1)
+		done.Add(1)
+		go func(i int) {
+			defer done.Done()
+			p := ps[i]
+			ready.Done()
+			<-gate
+			p.ev.Sent = e.off()
+			resp, err := e.client.Do(p.hr)
+			if err == nil {
+				_, err = drain(resp)
+			}
+			p.ev.Recv = e.off()
+			sent[i] = p.ev.Sent
+			e.record(p.ev, resp, err)
+		}(i)
+	}
+	ready.Wait()
+	if wait := time.Duration(at - e.off()); wait > 0 {
+		e.o.Sleep(ctx, wait)
+	}
+	release := e.off()
+	for i := range ps {
+		ps[i].ev.Intended = max(at, release)
+	}
+	close(gate)
+	done.Wait()
+	return sent, release, nil
+}
+
+func drain(resp *http.Response) (int64, error) {
+	defer resp.Body.Close()
+	var buf [512]byte
+	var n int64
+	for {
+		m, err := resp.Body.Read(buf[:])
+		n += int64(m)
+		if err != nil {
+			if err.Error() == "EOF" {
+				return n, nil
+			}
+			return n, err
+		}
+		if n > 1<<20 {
+			return n, nil
+		}
+	}
+}
+
+// boundary aims one burst just before a window edge and one just after.
+func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error) {
+	key := e.Key(ph.Key)
+	lim, err := e.limitFor(key)
+	if err != nil {
+		return nil, err
+	}
+	n := ph.Requests
+	if n == 0 {
+		n = int(min(lim.Count, MaxBurstRequests))
+	}
+	n = e.share(n)
+	before, after := ph.Before.D(), ph.After.D()
+	if before == 0 {
+		before = DefaultEdgeOffset
+	}
+	if after == 0 {
+		after = DefaultEdgeOffset
+	}
+	w := lim.W()
+	// Next epoch-aligned edge far enough ahead to warm up (at least 300ms).
+	nowWall := e.start.Add(time.Duration(e.off()))
+	lead := 300*time.Millisecond + before
+	edgeWall := nowWall.Add(lead).Truncate(w).Add(w)
+	if edgeWall.Sub(nowWall) > e.o.MaxDuration {
+		return nil, fmt.Errorf("the next %s window edge is %s away, beyond --max-duration", w, edgeWall.Sub(nowWall))
+	}
+	edge := edgeWall.Sub(e.start).Nanoseconds()
+	r1, err := e.burst(ctx, ph, key, n, edge-int64(before))
+	if err != nil || ctx.Err() != nil {
+		return r1, err
+	}
+	r2, err := e.burst(ctx, ph, key, n, edge+int64(after))
+	rec := &history.Phase{
+		Start: r1.Start, Requests: r1.Requests + r2.Requests, Target: edge,
+		SpreadP50: max(r1.SpreadP50, r2.SpreadP50), SpreadP99: max(r1.SpreadP99, r2.SpreadP99),
+		SpreadMax: max(r1.SpreadMax, r2.SpreadMax),
+		AimError:  absMax(r1.AimError, r2.AimError),
+	}
+	return rec, err
+}
+
+func absMax(a, b int64) int64 {
+	if a < 0 {
+		a = -a
+	}
+	if b < 0 {
+		b = -b
+	}
+	return max(a, b)
+}
+
+// idle waits for a duration or until every bucket used so far is full.
+func (e *Engine) idle(ctx context.Context, ph *Phase) (*history.Phase, error) {
+	d := ph.Duration.D()
+	if ph.Until == "full" {
+		var worst time.Duration
+		e.keysUsed.Range(func(k, _ any) bool {
+			if t, ok := e.o.Policy.TierFor(k.(string)); ok {
+				for _, l := range t.Limits {
+					worst = max(worst, l.W())
+				}
+			}
+			return true
+		})
+		if ph.Key != "" {
+			if t, ok := e.o.Policy.TierFor(e.Key(ph.Key)); ok {
+				for _, l := range t.Limits {
+					worst = max(worst, l.W())
+				}
+			}
+		}
+		// A bucket refills completely in K/r = W; a window empties in W.
+		d = worst + 50*time.Millisecond
+	}
+	if d > e.o.MaxDuration {
+		return nil, fmt.Errorf("idle for %s exceeds --max-duration %s", d, e.o.MaxDuration)
+	}
+	e.o.Sleep(ctx, d)
+	return &history.Phase{}, nil
+}
+
+type weighted struct {
+	key string
+	w   float64
+}
+
+// rate runs an open-model phase through vegeta's attacker: requests leave at
+// the pacer's times whether or not earlier ones have returned (up to
+// Concurrency in flight). Keys are drawn by weight.
+func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history.Phase, error) {
+	r0 := float64(ph.Rate) / float64(e.o.Shards)
+	r1 := float64(ph.RateTo) / float64(e.o.Shards)
+	dur := ph.Duration.D()
+	limit := uint64(0)
+	if ph.Requests > 0 {
+		limit = uint64(e.share(ph.Requests))
+	}
+	if dur == 0 {
+		dur = time.Duration(float64(limit)/r0*float64(time.Second)) + time.Second
+	}
+	var pacer vegeta.Pacer = vegeta.ConstantPacer{Freq: int(max(1, r0)), Per: time.Second}
+	if r0 < 1 {
+		pacer = vegeta.ConstantPacer{Freq: 1, Per: time.Duration(float64(time.Second) / r0)}
+	}
+	var slope float64
+	if r1 > 0 {
+		slope = (r1 - r0) / dur.Seconds()
+		pacer = vegeta.LinearPacer{StartAt: vegeta.Rate{Freq: int(max(1, r0)), Per: time.Second}, Slope: slope}
+	}
+	expected := uint64(r0*dur.Seconds() + slope*dur.Seconds()*dur.Seconds()/2)
+	if limit > 0 {
+		expected = min(expected, limit)
+	}
+	budget := int64(e.o.MaxRequests) - e.sent.Load()
+	if int64(expected) > budget {
+		expected = uint64(max(budget, 0))
+		limit = expected
+		e.stopReason.CompareAndSwap("", fmt.Sprintf("stopped at --max-requests %d", e.o.MaxRequests))
+	}
+	if limit > 0 {
+		pacer = countedPacer{Pacer: pacer, limit: limit}
+	}
+	conc := ph.Concurrency
+	if conc == 0 {
+		conc = 256
+	}
+	var total float64
+	for _, k := range keys {
+		total += k.w
+	}
+	var mu sync.Mutex
+	pending := map[uint64]*history.Event{}
+	phaseStart := e.off()
+	var count int
+	tr := func(t *vegeta.Target) error {
+		mu.Lock()
+		i := count
+		count++
+		mu.Unlock()
+		key := keys[0].key
+		if len(keys) > 1 {
+			e.rngMu.Lock()
+			x := e.rng.Float64() * total
+			e.rngMu.Unlock()
+			for _, k := range keys {
+				if x < k.w {
+					key = k.key
+					break
+				}
+				x -= k.w
+			}
+		}
+		r := &req{key: key, sendKey: key, inst: e.pickInstance(ph, i), phase: ph.Name}
+		ev := e.newEvent(r)
+		mu.Lock()
+		pending[ev.ID] = ev
+		mu.Unlock()
+		t.Method = http.MethodGet
+		t.URL = e.o.Instances[r.inst] + DefaultPath + "?rlv=" + strconv.FormatUint(ev.ID, 10)
+		t.Header = http.Header{e.o.Policy.Identity.Header: []string{key}}
+		return nil
+	}
+	atk := vegeta.NewAttacker(vegeta.Client(e.client), vegeta.MaxWorkers(uint64(conc)),
+		vegeta.Workers(uint64(min(conc, 16))), vegeta.MaxBody(1<<16))
+	results := atk.Attack(tr, pacer, dur, ph.Name)
+	var sentN, late int64
+	var lastSent int64
+	stopped := false
+	for res := range results {
+		if !stopped && ctx.Err() != nil {
+			atk.Stop()
+			stopped = true
+		}
+		id := idFromURL(res.URL)
+		mu.Lock()
+		ev := pending[id]
+		delete(pending, id)
+		mu.Unlock()
+		if ev == nil {
+			continue // the targeter never completed (attack stopped)
+		}
+		e.sent.Add(1)
+		sentN++
+		ev.Sent = res.Timestamp.Sub(e.start).Nanoseconds()
+		ev.Recv = res.Timestamp.Add(res.Latency).Sub(e.start).Nanoseconds()
+		ev.Intended = phaseStart + intendedOffset(res.Seq, r0, slope)
+		if ev.Sent-ev.Intended > int64(e.o.LateTolerance) {
+			late++
+		}
+		lastSent = max(lastSent, ev.Sent)
+		var resp *http.Response
+		var err error
+		if res.Code == 0 {
+			err = fmt.Errorf("%s", res.Error)
+		} else {
+			resp = &http.Response{StatusCode: int(res.Code), Header: res.Headers}
+		}
+		e.record(ev, resp, err)
+	}
+	span := time.Duration(lastSent - phaseStart).Seconds()
+	rec := &history.Phase{Start: phaseStart, Requests: sentN, Late: late, Wanted: r0 + slope*dur.Seconds()/2}
+	if span > 0 {
+		rec.Rate = float64(sentN) / span
+	}
+	if !stopped && int64(expected) > sentN {
+		rec.Dropped = int64(expected) - sentN
+	}
+	return rec, nil
+}
+
+func idFromURL(u string) uint64 {
+	for i := len(u) - 1; i >= 0; i-- {
+		if u[i] == '=' {
+			id, _ := strconv.ParseUint(u[i+1:], 10, 64)
+			return id
+		}
+	}
+	return 0
+}
+
+// intendedOffset returns when hit number seq should leave, for a pacer
+// starting at r0 per second and rising by slope per second².
+func intendedOffset(seq uint64, r0, slope float64) int64 {
+	k := float64(seq)
+	if slope == 0 {
+		return int64(k / r0 * float64(time.Second))
+	}
+	// k = r0·t + slope·t²/2
+	disc := r0*r0 + 2*slope*k
+	if disc < 0 {
+		return 0
+	}
+	t := (-r0 + sqrtF(disc)) / slope
+	return int64(t * float64(time.Second))
+}
+
+// fault injects or clears a fault through the environment and records the
+// window in the history.
+func (e *Engine) fault(ctx context.Context, ph *Phase) (*history.Phase, error) {
+	if e.o.Faults == nil || !e.o.Faults.Supports(ph.Fault) {
+		return nil, fmt.Errorf("the environment cannot inject %s faults (run the plan with --store redis, or --env docker)", ph.Fault)
+	}
+	if e.o.Shard != 0 {
+		return &history.Phase{}, nil // one shard drives the faults
+	}
+	e.faultMu.Lock()
+	defer e.faultMu.Unlock()
+	if e.openFaults == nil {
+		e.openFaults = map[string]history.Fault{}
+	}
+	switch ph.Action {
+	case "inject":
+		if err := e.o.Faults.Inject(ctx, ph.Fault, ph.Param); err != nil {
+			return nil, fmt.Errorf("inject %s: %w", ph.Fault, err)
+		}
+		e.openFaults[ph.Fault] = history.Fault{Kind: ph.Fault, Start: e.off(), Param: ph.Param}
+	case "clear":
+		if err := e.o.Faults.Clear(ctx, ph.Fault); err != nil {
+			return nil, fmt.Errorf("clear %s: %w", ph.Fault, err)
+		}
+		if f, ok := e.openFaults[ph.Fault]; ok {
+			f.End = e.off()
+			delete(e.openFaults, ph.Fault)
+			if err := e.o.Writer.WriteFault(f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &history.Phase{}, nil
+}
+
+// countedPacer stops a pacer after limit hits.
+type countedPacer struct {
+	vegeta.Pacer
+	limit uint64
+}
+
+// Pace implements vegeta.Pacer.
+func (c countedPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
+	if hits >= c.limit {
+		return 0, true
+	}
+	return c.Pacer.Pace(elapsed, hits)
+}

@@ -1,0 +1,412 @@
+// Package attacks turns attack plans (YAML) into requests against a target
+// and streams every request into a history. It holds the plan language, its
+// validation, the built-in plans, the scheduler (barrier-released bursts,
+// window-edge aiming, idle refills, open-model rate phases through vegeta's
+// attacker) and the engine.
+//
+// attacks imports targets, history and policy; never checks or reports.
+package attacks
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rlverify/rlverify/internal/yamlx"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// Plan is a named sequence of phases.
+type Plan struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Proves says what a pass of this plan shows.
+	Proves string `yaml:"proves"`
+	// Needs lists capabilities the plan requires: "redis" (shared store),
+	// "faults" (a fault injector), "instances>=N".
+	Needs []string `yaml:"needs,omitempty"`
+	// Instances is how many service instances the plan wants by default.
+	Instances int `yaml:"instances,omitempty"`
+	// Limiter and Policy name what the plan is meant for (optional).
+	Limiter string `yaml:"limiter,omitempty"`
+	Policy  string `yaml:"policy,omitempty"`
+	// Checks limits which checks judge the run (empty: all that apply).
+	Checks []string `yaml:"checks,omitempty"`
+	Seed   int64    `yaml:"seed,omitempty"`
+	Phases []Phase  `yaml:"phases"`
+
+	// Source is the file or "builtin:NAME".
+	Source string `yaml:"-"`
+}
+
+// Phase is one step. Which fields apply depends on Kind; Validate rejects
+// fields that a kind does not use.
+type Phase struct {
+	Name string `yaml:"name,omitempty"`
+	Kind string `yaml:"kind"`
+	// Key is the logical API key (its prefix selects the tier). The engine
+	// appends a per-run suffix so runs never share state.
+	Key string `yaml:"key,omitempty"`
+	// Requests is the number of requests of the phase (burst, boundary per
+	// side, retry clients, spread, bypass per variant).
+	Requests int `yaml:"requests,omitempty"`
+	// Concurrency bounds requests in flight (rate, spread).
+	Concurrency int `yaml:"concurrency,omitempty"`
+	// Instances picks the instance of each request: round-robin (default),
+	// random, or pinned (always Instance).
+	Instances string `yaml:"instances,omitempty"`
+	Instance  int    `yaml:"instance,omitempty"`
+	// Duration of idle and rate phases.
+	Duration policy.Duration `yaml:"duration,omitempty"`
+	// Until "full" makes idle last until every bucket used is full again.
+	Until string `yaml:"until,omitempty"`
+	// Rate and RateTo (ramp) for rate phases.
+	Rate   policy.Rate `yaml:"rate,omitempty"`
+	RateTo policy.Rate `yaml:"rate_to,omitempty"`
+	// Before and After place boundary bursts around the window edge.
+	Before policy.Duration `yaml:"before,omitempty"`
+	After  policy.Duration `yaml:"after,omitempty"`
+	// Align is "epoch" (default) or "headers" (discover the edge from the
+	// target's reset headers).
+	Align string `yaml:"align,omitempty"`
+	// Tenants of a tenants phase.
+	Tenants []Tenant `yaml:"tenants,omitempty"`
+	// Retries bounds the retries per client of a retry phase; Jitter adds
+	// up to this much random delay to each advised wait.
+	Retries int             `yaml:"retries,omitempty"`
+	Jitter  policy.Duration `yaml:"jitter,omitempty"`
+	// At is when a probe fires: "retry-after" (exactly when the last
+	// rejection of Key advised) or a duration after the phase starts.
+	At string `yaml:"at,omitempty"`
+	// Variants of a bypass phase: xff, case, space, path.
+	Variants []string `yaml:"variants,omitempty"`
+	// Fault steps: Action inject or clear, Fault kind, Param (latency or skew).
+	Action string `yaml:"action,omitempty"`
+	Fault  string `yaml:"fault,omitempty"`
+	Param  string `yaml:"param,omitempty"`
+}
+
+// Tenant is one key of a tenants phase with its share of the requests.
+type Tenant struct {
+	Key    string  `yaml:"key"`
+	Weight float64 `yaml:"weight"`
+}
+
+// Phase kinds.
+const (
+	KindBurst    = "burst"
+	KindBoundary = "boundary"
+	KindIdle     = "idle"
+	KindRate     = "rate"
+	KindRetry    = "retry"
+	KindTenants  = "tenants"
+	KindSpread   = "spread"
+	KindProbe    = "probe"
+	KindBypass   = "bypass"
+	KindFault    = "fault"
+)
+
+// Limits that keep every plan bounded.
+const (
+	MaxPhases         = 1000
+	MaxPhaseRequests  = 1_000_000
+	MaxPhaseDuration  = 2 * time.Hour
+	MaxRate           = 200_000
+	MaxConcurrency    = 10_000
+	MaxBurstRequests  = 10_000
+	DefaultEdgeOffset = 20 * time.Millisecond
+)
+
+//go:embed plans/*.yaml
+var builtinFS embed.FS
+
+// Builtins returns the built-in plans sorted by name.
+func Builtins() []*Plan {
+	entries, err := fs.ReadDir(builtinFS, "plans")
+	if err != nil {
+		panic(err)
+	}
+	var out []*Plan
+	for _, e := range entries {
+		p, err := loadBuiltin(e.Name())
+		if err != nil {
+			panic(fmt.Sprintf("attacks: built-in plan %s is invalid: %v", e.Name(), err))
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func loadBuiltin(file string) (*Plan, error) {
+	data, err := builtinFS.ReadFile(path.Join("plans", file))
+	if err != nil {
+		return nil, err
+	}
+	return Parse("builtin:"+strings.TrimSuffix(file, ".yaml"), data)
+}
+
+// BuiltinYAML returns the source of the built-in plan name.
+func BuiltinYAML(name string) ([]byte, bool) {
+	data, err := builtinFS.ReadFile(path.Join("plans", name+".yaml"))
+	return data, err == nil
+}
+
+// Load returns the built-in plan called nameOrFile, or the plan in that
+// file when no built-in has the name (or it contains a path separator or
+// ends in .yaml/.yml).
+func Load(nameOrFile string) (*Plan, error) {
+	looksLikeFile := strings.ContainsAny(nameOrFile, `/\`) || strings.HasSuffix(nameOrFile, ".yaml") || strings.HasSuffix(nameOrFile, ".yml")
+	if !looksLikeFile {
+		if _, ok := BuiltinYAML(nameOrFile); ok {
+			return loadBuiltin(nameOrFile + ".yaml")
+		}
+		if _, err := os.Stat(nameOrFile); err != nil {
+			var names []string
+			for _, p := range Builtins() {
+				names = append(names, p.Name)
+			}
+			return nil, fmt.Errorf("no built-in plan %q and no such file (built-ins: %s)", nameOrFile, strings.Join(names, ", "))
+		}
+	}
+	data, err := os.ReadFile(nameOrFile)
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	return Parse(nameOrFile, data)
+}
+
+// Parse decodes and validates a plan; file names it in errors.
+func Parse(file string, data []byte) (*Plan, error) {
+	var p Plan
+	doc, err := yamlx.Decode(file, data, &p)
+	if err != nil {
+		return nil, err
+	}
+	p.Source = file
+	if err := p.validate(doc); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Validate checks a plan built in code.
+func (p *Plan) Validate() error { return p.validate(&yamlx.Doc{File: p.Source}) }
+
+func (p *Plan) validate(doc *yamlx.Doc) error {
+	if p.Name == "" {
+		return doc.Errorf("name", "a plan needs a name")
+	}
+	if len(p.Phases) == 0 {
+		return doc.Errorf("phases", "a plan needs at least one phase")
+	}
+	if len(p.Phases) > MaxPhases {
+		return doc.Errorf("phases", "%d phases; at most %d", len(p.Phases), MaxPhases)
+	}
+	if p.Instances < 0 || p.Instances > 64 {
+		return doc.Errorf("instances", "%d: want 1 … 64", p.Instances)
+	}
+	for _, n := range p.Needs {
+		if n != "redis" && n != "faults" && !strings.HasPrefix(n, "instances>=") {
+			return doc.Errorf("needs", "unknown need %q (want redis, faults, instances>=N)", n)
+		}
+	}
+	for i := range p.Phases {
+		ph := &p.Phases[i]
+		at := fmt.Sprintf("phases.%d", i)
+		if ph.Name == "" {
+			ph.Name = fmt.Sprintf("%d-%s", i+1, ph.Kind)
+		}
+		if err := ph.validate(doc, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// used lists, per kind, the fields it may set (besides name and kind).
+var used = map[string][]string{
+	KindBurst:    {"key", "requests", "instances", "instance"},
+	KindBoundary: {"key", "requests", "instances", "instance", "before", "after", "align"},
+	KindIdle:     {"duration", "until", "key"},
+	KindRate:     {"key", "rate", "rate_to", "duration", "concurrency", "instances", "instance", "requests"},
+	KindRetry:    {"key", "requests", "retries", "jitter", "instances", "instance", "duration"},
+	KindTenants:  {"tenants", "rate", "duration", "concurrency", "instances", "instance", "requests"},
+	KindSpread:   {"key", "requests", "instances", "instance", "concurrency"},
+	KindProbe:    {"key", "at", "instances", "instance"},
+	KindBypass:   {"key", "requests", "variants", "instances", "instance"},
+	KindFault:    {"action", "fault", "param"},
+}
+
+func (ph *Phase) set() map[string]bool {
+	return map[string]bool{
+		"key": ph.Key != "", "requests": ph.Requests != 0, "concurrency": ph.Concurrency != 0,
+		"instances": ph.Instances != "", "instance": ph.Instance != 0, "duration": ph.Duration != 0,
+		"until": ph.Until != "", "rate": ph.Rate != 0, "rate_to": ph.RateTo != 0,
+		"before": ph.Before != 0, "after": ph.After != 0, "align": ph.Align != "",
+		"tenants": len(ph.Tenants) > 0, "retries": ph.Retries != 0, "jitter": ph.Jitter != 0,
+		"at": ph.At != "", "variants": len(ph.Variants) > 0, "action": ph.Action != "",
+		"fault": ph.Fault != "", "param": ph.Param != "",
+	}
+}
+
+func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
+	allowed, ok := used[ph.Kind]
+	if !ok {
+		kinds := make([]string, 0, len(used))
+		for k := range used {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		return doc.Errorf(at+".kind", "unknown phase kind %q (want one of %s)", ph.Kind, strings.Join(kinds, ", "))
+	}
+	allow := map[string]bool{}
+	for _, f := range allowed {
+		allow[f] = true
+	}
+	for f, isSet := range ph.set() {
+		if isSet && !allow[f] {
+			return doc.Errorf(at+"."+f, "field %q does not apply to a %s phase (it takes: %s)", f, ph.Kind, strings.Join(allowed, ", "))
+		}
+	}
+	needKey := ph.Kind != KindIdle && ph.Kind != KindFault && ph.Kind != KindTenants
+	if needKey && ph.Key == "" {
+		return doc.Errorf(at+".key", "a %s phase needs a key (e.g. key: free-a)", ph.Kind)
+	}
+	if ph.Requests < 0 || ph.Requests > MaxPhaseRequests {
+		return doc.Errorf(at+".requests", "%d: want 1 … %d", ph.Requests, MaxPhaseRequests)
+	}
+	if ph.Concurrency < 0 || ph.Concurrency > MaxConcurrency {
+		return doc.Errorf(at+".concurrency", "%d: want 1 … %d", ph.Concurrency, MaxConcurrency)
+	}
+	if ph.Duration < 0 || ph.Duration.D() > MaxPhaseDuration {
+		return doc.Errorf(at+".duration", "%s: want 0 … %s", ph.Duration, MaxPhaseDuration)
+	}
+	if ph.Rate < 0 || ph.Rate > MaxRate || ph.RateTo < 0 || ph.RateTo > MaxRate {
+		return doc.Errorf(at+".rate", "want a rate in (0, %d/s]", MaxRate)
+	}
+	switch ph.Instances {
+	case "", "round-robin", "random", "pinned":
+	default:
+		return doc.Errorf(at+".instances", "%q: want round-robin, random or pinned", ph.Instances)
+	}
+	if ph.Instance < 0 {
+		return doc.Errorf(at+".instance", "must not be negative")
+	}
+	switch ph.Kind {
+	case KindBurst:
+		if ph.Requests == 0 {
+			return doc.Errorf(at+".requests", "a burst needs requests: N")
+		}
+		if ph.Requests > MaxBurstRequests {
+			return doc.Errorf(at+".requests", "%d: a burst holds at most %d requests", ph.Requests, MaxBurstRequests)
+		}
+	case KindBoundary:
+		if ph.Requests > MaxBurstRequests {
+			return doc.Errorf(at+".requests", "%d: a burst holds at most %d requests", ph.Requests, MaxBurstRequests)
+		}
+		if ph.Before < 0 || ph.After < 0 {
+			return doc.Errorf(at+".before", "before and after must not be negative")
+		}
+		switch ph.Align {
+		case "", "epoch", "headers":
+		default:
+			return doc.Errorf(at+".align", "%q: want epoch or headers", ph.Align)
+		}
+	case KindIdle:
+		if (ph.Duration == 0) == (ph.Until == "") {
+			return doc.Errorf(at, "an idle phase needs either duration or until: full")
+		}
+		if ph.Until != "" && ph.Until != "full" {
+			return doc.Errorf(at+".until", "%q: the only value is full", ph.Until)
+		}
+	case KindRate:
+		if ph.Rate == 0 {
+			return doc.Errorf(at+".rate", "a rate phase needs rate (e.g. rate: 100/s)")
+		}
+		if ph.Duration == 0 && ph.Requests == 0 {
+			return doc.Errorf(at+".duration", "a rate phase needs duration or requests")
+		}
+	case KindTenants:
+		if len(ph.Tenants) == 0 {
+			return doc.Errorf(at+".tenants", "a tenants phase needs tenants")
+		}
+		for j, t := range ph.Tenants {
+			if t.Key == "" || !(t.Weight > 0) || t.Weight > 1e6 {
+				return doc.Errorf(fmt.Sprintf("%s.tenants.%d", at, j), "each tenant needs a key and a positive weight")
+			}
+		}
+		if ph.Rate == 0 {
+			return doc.Errorf(at+".rate", "a tenants phase needs rate (the total over all tenants)")
+		}
+		if ph.Duration == 0 && ph.Requests == 0 {
+			return doc.Errorf(at+".duration", "a tenants phase needs duration or requests")
+		}
+	case KindRetry:
+		if ph.Requests == 0 {
+			return doc.Errorf(at+".requests", "a retry phase needs requests: N (the number of clients)")
+		}
+		if ph.Retries < 0 || ph.Retries > 100 {
+			return doc.Errorf(at+".retries", "%d: want 0 … 100", ph.Retries)
+		}
+	case KindSpread:
+		if ph.Requests == 0 {
+			return doc.Errorf(at+".requests", "a spread phase needs requests: N")
+		}
+	case KindProbe:
+		if ph.At == "" {
+			ph.At = "retry-after"
+		}
+		if ph.At != "retry-after" {
+			if _, err := policy.ParseDuration(ph.At); err != nil {
+				return doc.Errorf(at+".at", "%q: want retry-after or a duration", ph.At)
+			}
+		}
+	case KindBypass:
+		if len(ph.Variants) == 0 {
+			ph.Variants = []string{"xff", "case", "space", "path"}
+		}
+		for _, v := range ph.Variants {
+			switch v {
+			case "xff", "case", "space", "path":
+			default:
+				return doc.Errorf(at+".variants", "%q: want xff, case, space or path", v)
+			}
+		}
+	case KindFault:
+		if ph.Action != "inject" && ph.Action != "clear" {
+			return doc.Errorf(at+".action", "%q: want inject or clear", ph.Action)
+		}
+		switch ph.Fault {
+		case "store-down", "store-slow", "clock-skew":
+		default:
+			return doc.Errorf(at+".fault", "%q: want store-down, store-slow or clock-skew", ph.Fault)
+		}
+		if ph.Fault == "store-slow" && ph.Action == "inject" {
+			if _, err := policy.ParseDuration(ph.Param); err != nil {
+				return doc.Errorf(at+".param", "store-slow needs param: a latency such as 200ms")
+			}
+		}
+	}
+	return nil
+}
+
+// NeedsRedis reports whether the plan requires a shared store.
+func (p *Plan) NeedsRedis() bool { return p.needs("redis") }
+
+// NeedsFaults reports whether the plan injects faults.
+func (p *Plan) NeedsFaults() bool { return p.needs("faults") }
+
+func (p *Plan) needs(n string) bool {
+	for _, x := range p.Needs {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}

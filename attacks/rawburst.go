@@ -1,0 +1,176 @@
+package attacks
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rlverify/rlverify/history"
+)
+
+// rawBurst releases a burst with last-byte synchronisation: every request is
+// written on its own connection except its final byte; at the release
+// instant one loop writes the missing bytes back to back. A server cannot
+// parse a request before its last byte, so each request's decision lies in
+// [the instant its last byte was written, its response], and the send times
+// spread over only the few microseconds of that loop. Plain http:// targets
+// only; it returns ok=false to fall back to net/http otherwise.
+func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int64, release int64, ok bool, err error) {
+	hosts := make([]string, len(e.o.Instances))
+	for i, in := range e.o.Instances {
+		u, perr := url.Parse(in)
+		if perr != nil || u.Scheme != "http" {
+			return nil, 0, false, nil
+		}
+		hosts[i] = u.Host
+	}
+	n := len(rs)
+	conns := make([]net.Conn, n)
+	evs := make([]*history.Event, n)
+	lasts := make([]byte, n)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	// Dial and write everything but the last byte, a few at a time.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, 64)
+	dialer := net.Dialer{Timeout: e.o.Timeout}
+	for i, r := range rs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int, r *req) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c, derr := dialer.DialContext(ctx, "tcp", hosts[r.inst])
+			if derr != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = derr
+				}
+				mu.Unlock()
+				return
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetNoDelay(true)
+			}
+			b := e.rawRequest(hosts[r.inst], r)
+			lasts[i] = b[len(b)-1]
+			_ = c.SetDeadline(time.Now().Add(e.o.Timeout + 10*time.Second))
+			if _, werr := c.Write(b[:len(b)-1]); werr != nil {
+				c.Close()
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = werr
+				}
+				mu.Unlock()
+				return
+			}
+			conns[i] = c
+		}(i, r)
+	}
+	wg.Wait()
+	for i, r := range rs {
+		evs[i] = e.newEvent(r)
+	}
+	// Readers wait for the responses.
+	sent = make([]int64, n)
+	var done sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range rs {
+		done.Add(1)
+		go func(i int) {
+			defer done.Done()
+			ev := evs[i]
+			<-gate
+			if conns[i] == nil {
+				ev.Sent, ev.Recv = sent[i], sent[i]
+				msg := "connect failed"
+				if firstErr != nil {
+					msg = firstErr.Error()
+				}
+				e.record(ev, nil, fmt.Errorf("%s", msg))
+				return
+			}
+			c := conns[i]
+			_ = c.SetReadDeadline(time.Now().Add(e.o.Timeout))
+			resp, rerr := http.ReadResponse(bufio.NewReaderSize(c, 4096), nil)
+			if rerr == nil {
+				_, rerr = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+				resp.Body.Close()
+			}
+			ev.Sent = sent[i]
+			ev.Recv = e.off()
+			e.record(ev, resp, rerr)
+		}(i)
+	}
+	if wait := time.Duration(at - e.off()); wait > 0 {
+		e.o.Sleep(ctx, wait)
+	}
+	// Release: one tight loop, no allocation.
+	release = e.off()
+	intended := at
+	if at < 0 {
+		intended = release
+	}
+	for _, ev := range evs {
+		ev.Intended = intended
+	}
+	var one [1]byte
+	for i, c := range conns {
+		sent[i] = e.off()
+		if c != nil {
+			one[0] = lasts[i]
+			_, _ = c.Write(one[:])
+		}
+	}
+	close(gate)
+	done.Wait()
+	return sent, release, true, nil
+}
+
+// rawRequest is r as HTTP/1.1 bytes.
+func (e *Engine) rawRequest(host string, r *req) []byte {
+	path := r.path
+	if path == "" {
+		path = DefaultPath
+	}
+	var b strings.Builder
+	b.Grow(160)
+	b.WriteString("GET ")
+	b.WriteString(path)
+	b.WriteString(" HTTP/1.1\r\nHost: ")
+	b.WriteString(host)
+	b.WriteString("\r\nUser-Agent: rlverify\r\nConnection: close\r\n")
+	b.WriteString(e.o.Policy.Identity.Header)
+	b.WriteString(": ")
+	b.WriteString(sanitizeHeader(r.sendKey))
+	b.WriteString("\r\n")
+	if r.xff != "" {
+		b.WriteString("X-Forwarded-For: ")
+		b.WriteString(sanitizeHeader(r.xff))
+		b.WriteString("\r\n")
+	}
+	b.WriteString("\r\n")
+	return []byte(b.String())
+}
+
+// sanitizeHeader drops CR and LF so a plan cannot inject headers.
+func sanitizeHeader(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.NewReplacer("\r", "", "\n", "").Replace(s)
+}

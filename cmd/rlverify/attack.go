@@ -1,0 +1,365 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/limiters/catalog"
+	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/reports"
+	"github.com/rlverify/rlverify/targets"
+)
+
+type attackFlags struct {
+	plan        string
+	limiter     string
+	store       string
+	redisURL    string
+	instances   int
+	policyFile  string
+	out         string
+	formats     []string
+	env         string
+	targetURLs  []string
+	sinkURL     string
+	allowRemote bool
+	maxRequests int64
+	maxDuration time.Duration
+	timeout     time.Duration
+	shard       string
+	seed        int64
+	only        []string
+	quiet       bool
+}
+
+func attackCmd() *cobra.Command {
+	var f attackFlags
+	c := &cobra.Command{
+		Use:   "attack --plan NAME|FILE",
+		Short: "Run an attack plan against a limiter, record the history, check it and report",
+		Long: `Run an attack plan against the built-in reference limiters (the embedded
+environment, the default) or your own instances (--env external --target URL),
+stream every request to DIR/history.jsonl, then judge the history.
+
+Examples:
+  rlverify attack --plan concurrent-burst
+  rlverify attack --plan concurrent-burst --limiter faulty/racy-token-bucket
+  rlverify attack --plan boundary-burst --limiter fixed-window --format json
+  rlverify attack --plan concurrent-burst --env external --target http://127.0.0.1:8080 --policy my-policy.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runAttack(c.Context(), &f, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.plan, "plan", "", "built-in plan name or plan file (see rlverify plans)")
+	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to attack in the embedded environment (see rlverify limiters)")
+	fl.StringVar(&f.store, "store", "", "state store of the reference limiter: memory or redis (default: redis when the plan needs it)")
+	fl.StringVar(&f.redisURL, "redis", "", "use this Redis (redis://host:port) instead of starting one")
+	fl.IntVar(&f.instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
+	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
+	fl.StringVar(&f.out, "out", "rlverify-out", "directory for history.jsonl and the reports")
+	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
+	fl.StringVar(&f.env, "env", "embedded", "environment: embedded or external")
+	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
+	fl.StringVar(&f.sinkURL, "sink", "", "URL of an `rlverify sink` your service forwards admitted requests to (external env)")
+	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow targets outside loopback (only attack services you own)")
+	fl.Int64Var(&f.maxRequests, "max-requests", attacks.DefaultMaxRequests, "stop after this many requests")
+	fl.DurationVar(&f.maxDuration, "max-duration", attacks.DefaultMaxDuration, "stop after this long")
+	fl.DurationVar(&f.timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
+	fl.StringVar(&f.shard, "shard", "", "run shard i/n of the plan (e.g. 1/3) for several load machines")
+	fl.Int64Var(&f.seed, "seed", 1, "seed for random choices (instances, keys, jitter)")
+	fl.StringSliceVar(&f.only, "checks", nil, "run only these checks (default: all that apply)")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	return c
+}
+
+func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) error {
+	if f.plan == "" {
+		return usageErr("attack: --plan is required (see rlverify plans)")
+	}
+	plan, err := attacks.Load(f.plan)
+	if err != nil {
+		return usageWrap(err)
+	}
+	pol, err := loadPolicy(f.policyFile)
+	if err != nil {
+		return err
+	}
+	if err := checks.Validate(f.only); err != nil {
+		return usageWrap(fmt.Errorf("--checks: %w", err))
+	}
+	for _, format := range f.formats {
+		if _, err := reports.Lookup(format); err != nil {
+			return usageWrap(fmt.Errorf("--format: %w", err))
+		}
+	}
+	shard, shards, err := parseShard(f.shard)
+	if err != nil {
+		return usageWrap(err)
+	}
+	if len(f.targetURLs) > 0 {
+		f.env = "external"
+	}
+	instances := f.instances
+	if instances == 0 {
+		instances = max(plan.Instances, 1)
+	}
+	if instances < 1 || instances > targets.MaxInstances {
+		return usageErr("--instances %d: want 1 … %d", instances, targets.MaxInstances)
+	}
+
+	run := history.Run{Env: f.env, Policy: pol.Source}
+	declared := pol
+	var env targets.Environment
+	spec := targets.Spec{Instances: instances, RedisURL: f.redisURL, Log: func(format string, a ...any) {
+		if !f.quiet {
+			fmt.Fprintf(stderr, format+"\n", a...)
+		}
+	}}
+	switch f.env {
+	case "embedded":
+		store := f.store
+		if store == "" && plan.NeedsRedis() {
+			store = catalog.Redis
+		}
+		entry, err := catalog.Lookup(f.limiter, store)
+		if err != nil {
+			return usageWrap(err)
+		}
+		declared = pol.WithAlgorithm(entry.Algorithm)
+		spec.Policy, spec.Limiter, spec.Store = declared, entry.Name, entry.Store
+		run.Limiter, run.Target = entry.Name, entry.Name
+		env = targets.Embedded{}
+	case "external":
+		if len(f.targetURLs) == 0 {
+			return usageErr("--env external needs at least one --target URL")
+		}
+		if err := checkTargets(f.targetURLs, f.allowRemote); err != nil {
+			return usageWrap(err)
+		}
+		spec.Policy, spec.Targets = pol, f.targetURLs
+		run.Target = strings.Join(f.targetURLs, " ")
+		env = targets.External{SinkURL: f.sinkURL}
+	default:
+		return usageErr("--env %q: want embedded or external", f.env)
+	}
+	if plan.NeedsFaults() && f.env == "external" {
+		return usageErr("plan %s injects faults, which the external environment cannot do", plan.Name)
+	}
+
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return runErr(fmt.Errorf("--out: %w", err))
+	}
+	histFile := filepath.Join(f.out, "history.jsonl")
+	w, err := history.Create(histFile)
+	if err != nil {
+		return runErr(err)
+	}
+	defer w.Close()
+
+	stack, err := env.Start(ctx, spec)
+	if err != nil {
+		return runErr(fmt.Errorf("start %s environment: %w", env.Name(), err))
+	}
+	defer stack.Close()
+	run.Instances = stack.Instances
+	run.Store = stack.StoreDesc
+	run.Notes = append(run.Notes, stack.Notes...)
+	if b, err := json.Marshal(declared); err == nil {
+		run.Declared = b
+	}
+
+	prog := newProgress(stderr, f.quiet)
+	eng, err := attacks.New(attacks.Options{
+		Instances: stack.Instances, Policy: declared, Writer: w,
+		Faults: stack.Faults, Sink: stack.Sink,
+		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
+		Shard: shard, Shards: shards, Seed: f.seed, Progress: prog.update,
+	})
+	if err != nil {
+		return usageWrap(err)
+	}
+	sum, runE := eng.Run(ctx, plan, run)
+	prog.done()
+	if err := w.Close(); err != nil {
+		return runErr(err)
+	}
+	if err := stack.Close(); err != nil {
+		fmt.Fprintf(stderr, "rlverify: tearing down the %s environment: %v\n", env.Name(), err)
+	}
+	if runE != nil {
+		fmt.Fprintf(stderr, "rlverify: the run stopped early: %v\n", runE)
+	}
+	if sum.Requests > 0 && allUnreachable(histFile) {
+		return runErr(fmt.Errorf("no request got a response: is the target up? (history kept in %s)", histFile))
+	}
+	only := f.only
+	if len(only) == 0 {
+		only = plan.Checks
+	}
+	return judge(ctx, []string{histFile}, declared, checks.Options{Only: only}, f.formats, f.out, stdout, stderr)
+}
+
+// judge reads histories back from disk, checks them and reports: the live run
+// and `rlverify check` share this path, so they give the same verdicts.
+func judge(_ context.Context, files []string, pol *policy.Policy, o checks.Options, formats []string, out string, stdout, stderr io.Writer) error {
+	var hs []*history.History
+	for _, file := range files {
+		h, err := history.ReadFile(file)
+		if err != nil {
+			return usageWrap(err)
+		}
+		hs = append(hs, h)
+	}
+	h, err := history.Merge(hs...)
+	if err != nil {
+		return usageWrap(err)
+	}
+	if pol == nil {
+		if len(h.Run.Declared) == 0 {
+			return usageErr("the history does not carry its policy: give --policy FILE")
+		}
+		var p policy.Policy
+		if err := json.Unmarshal(h.Run.Declared, &p); err != nil {
+			return usageWrap(fmt.Errorf("the history's declared policy: %w", err))
+		}
+		if err := p.Validate(); err != nil {
+			return usageWrap(fmt.Errorf("the history's declared policy: %w", err))
+		}
+		pol = &p
+	}
+	rs := checks.Run(h, pol, o)
+	doc := reports.Build(h, pol, rs)
+	if err := render(doc, formats, out, stdout); err != nil {
+		return runErr(err)
+	}
+	switch {
+	case doc.Verdict == checks.Fail:
+		return &exitError{code: ExitFail}
+	case doc.Interrupted && h.End != nil && strings.HasPrefix(h.End.Reason, "interrupted"):
+		fmt.Fprintln(stderr, "rlverify: run interrupted; verdicts cover what was recorded")
+		return &exitError{code: ExitInterrupted}
+	}
+	return nil
+}
+
+// render writes the first format to stdout and every format into out (when
+// set), plus result.json so `rlverify report` can render it again.
+func render(doc *reports.Document, formats []string, out string, stdout io.Writer) error {
+	for i, format := range formats {
+		r, err := reports.Lookup(format)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			if t, ok := r.(reports.Text); ok {
+				t.Color = isTerminal(stdout)
+				r = t
+			}
+			if err := r.Render(stdout, doc); err != nil {
+				return err
+			}
+		}
+		if out == "" {
+			continue
+		}
+		if err := writeReport(filepath.Join(out, "report."+reports.Extension(format)), r, doc); err != nil {
+			return err
+		}
+	}
+	if out != "" {
+		return writeReport(filepath.Join(out, "result.json"), reports.JSON{}, doc)
+	}
+	return nil
+}
+
+func writeReport(file string, r reports.Renderer, doc *reports.Document) error {
+	if t, ok := r.(reports.Text); ok {
+		t.Color = false
+		r = t
+	}
+	fh, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := r.Render(fh, doc); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
+}
+
+func allUnreachable(file string) bool {
+	h, err := history.ReadFile(file)
+	if err != nil || len(h.Events) == 0 {
+		return false
+	}
+	for i := range h.Events {
+		if h.Events[i].Status != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func parseShard(s string) (int, int, error) {
+	if s == "" {
+		return 0, 1, nil
+	}
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n || n > 1000 {
+		return 0, 0, fmt.Errorf("--shard %q: want i/n with 1 ≤ i ≤ n, e.g. 2/3", s)
+	}
+	return i - 1, n, nil
+}
+
+// checkTargets refuses targets outside loopback unless allowed.
+func checkTargets(urls []string, allowRemote bool) error {
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--target %q: want an http(s) base URL such as http://127.0.0.1:8080", raw)
+		}
+		if allowRemote {
+			continue
+		}
+		host := u.Hostname()
+		if host == "localhost" {
+			continue
+		}
+		ip := net.ParseIP(host)
+		if ip == nil || !ip.IsLoopback() {
+			return fmt.Errorf("--target %s is not a loopback address; pass --allow-remote to attack it (only services you own)", raw)
+		}
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
+}
+
+var errNoPolicy = errors.New("no policy")

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/reports"
+)
+
+func decodeDoc(t *testing.T, s string) reports.Document {
+	t.Helper()
+	var d reports.Document
+	require.NoError(t, json.Unmarshal([]byte(s), &d), s)
+	return d
+}
+
+func verdicts(d reports.Document) map[string]string {
+	m := map[string]string{}
+	for _, c := range d.Checks {
+		m[c.Name] = string(c.Verdict)
+	}
+	return m
+}
+
+func TestAttackConcurrentBurstPassesAndRecheckAgrees(t *testing.T) {
+	dir := t.TempDir()
+	out, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--format", "json", "--out", dir, "--quiet")
+	require.Equal(t, 0, code, stderr+out)
+	live := decodeDoc(t, out)
+	require.Equal(t, "pass", string(live.Verdict))
+	require.Equal(t, int64(100), live.Stats.Requests)
+	require.Equal(t, "pass", verdicts(live)["oversell"])
+	require.Equal(t, "pass", verdicts(live)["retry-after"])
+	require.Equal(t, "pass", verdicts(live)["downstream"])
+
+	// The saved history judged offline, with the policy file, agrees.
+	pol := filepath.Join(dir, "policy.yaml")
+	out2, stderr2, code2 := rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--policy", "../../policy/default.yaml", "--format", "json")
+	require.Equal(t, 0, code2, stderr2)
+	require.Equal(t, verdicts(live), verdicts(decodeDoc(t, out2)))
+	_ = pol
+	for _, f := range []string{"history.jsonl", "result.json", "report.json"} {
+		_, err := os.Stat(filepath.Join(dir, f))
+		require.NoError(t, err, f)
+	}
+}
+
+func TestAttackRacyBucketFailsOversellWithEvidence(t *testing.T) {
+	dir := t.TempDir()
+	out, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--limiter", "faulty/racy-token-bucket", "--format", "json", "--out", dir, "--quiet")
+	require.Equal(t, ExitFail, code, stderr)
+	d := decodeDoc(t, out)
+	require.Equal(t, "fail", string(d.Verdict))
+	var found bool
+	for _, c := range d.Checks {
+		if c.Name != "oversell" {
+			continue
+		}
+		found = true
+		require.Equal(t, "fail", string(c.Verdict))
+		require.NotEmpty(t, c.Evidence)
+		ev := c.Evidence[0]
+		require.NotEmpty(t, ev.RequestIDs)
+		require.Greater(t, ev.Observed, ev.Bound)
+		require.NotEmpty(t, ev.Key)
+	}
+	require.True(t, found)
+	// Same verdicts offline, from the policy recorded in the history.
+	out2, _, code2 := rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--format", "json")
+	require.Equal(t, ExitFail, code2)
+	require.Equal(t, verdicts(d), verdicts(decodeDoc(t, out2)))
+}
+
+func TestAttackBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("name: x\nphases:\n  - kind: burst\n    key: free-a\n    requests: many\n"), 0o644))
+	unknown := filepath.Join(dir, "unknown.yaml")
+	require.NoError(t, os.WriteFile(unknown, []byte("name: x\nphases:\n  - kind: burst\n    key: free-a\n    requests: 5\n    color: red\n"), 0o644))
+	noKey := filepath.Join(dir, "nokey.yaml")
+	require.NoError(t, os.WriteFile(noKey, []byte("name: x\nphases:\n  - kind: burst\n    requests: 5\n"), 0o644))
+
+	// A closed port for "unreachable".
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"malformed plan", []string{"attack", "--plan", bad}, ExitUsage, bad + ":5"},
+		{"unknown field", []string{"attack", "--plan", unknown}, ExitUsage, bad[:0] + unknown + ":6"},
+		{"missing key", []string{"attack", "--plan", noKey}, ExitUsage, noKey + ":3"},
+		{"no plan", []string{"attack"}, ExitUsage, "--plan is required"},
+		{"unknown plan", []string{"attack", "--plan", "no-such-plan"}, ExitUsage, "no built-in plan"},
+		{"unknown limiter", []string{"attack", "--plan", "concurrent-burst", "--limiter", "nope"}, ExitUsage, "unknown limiter"},
+		{"remote target", []string{"attack", "--plan", "concurrent-burst", "--target", "http://192.0.2.1:80"}, ExitUsage, "--allow-remote"},
+		{"unreachable target", []string{"attack", "--plan", "concurrent-burst", "--target", closed, "--out", dir}, ExitRun, "unreachable"},
+		{"bad format", []string{"attack", "--plan", "concurrent-burst", "--format", "pdf"}, ExitUsage, "unknown format"},
+		{"bad shard", []string{"attack", "--plan", "concurrent-burst", "--shard", "4/3"}, ExitUsage, "--shard"},
+		{"unknown flag", []string{"attack", "--nope"}, ExitUsage, "unknown flag"},
+		{"check without history", []string{"check"}, ExitUsage, "--history"},
+		{"check garbage history", []string{"check", "--history", bad}, ExitUsage, "not a valid rlverify history"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := rl(t, tc.args...)
+			require.Equal(t, tc.code, code, stderr)
+			require.Contains(t, stderr, tc.want)
+		})
+	}
+}

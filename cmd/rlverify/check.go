@@ -1,0 +1,65 @@
+package main
+
+import (
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/reports"
+)
+
+func checkCmd() *cobra.Command {
+	var (
+		files      []string
+		policyFile string
+		formats    []string
+		out        string
+		skew       time.Duration
+		only       []string
+	)
+	c := &cobra.Command{
+		Use:   "check --history FILE [--history FILE …]",
+		Short: "Judge saved histories (several shards are merged) against a policy",
+		Long: `Judge one or more saved histories. Shards written by attack --shard i/n
+are merged; --clock-skew widens every request's time interval by the largest
+clock difference between the load machines. Without --policy the policy
+recorded in the history is used.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return usageErr("check: --history FILE is required")
+			}
+			var pol *policy.Policy
+			if policyFile != "" {
+				p, err := loadPolicy(policyFile)
+				if err != nil {
+					return err
+				}
+				pol = p
+			}
+			if err := checks.Validate(only); err != nil {
+				return usageWrap(err)
+			}
+			for _, f := range formats {
+				if _, err := reports.Lookup(f); err != nil {
+					return usageWrap(err)
+				}
+			}
+			if skew < 0 {
+				return usageErr("--clock-skew must not be negative")
+			}
+			return judge(c.Context(), files, pol, checks.Options{Slack: skew, Only: only}, formats, out, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	fl := c.Flags()
+	fl.StringArrayVar(&files, "history", nil, "history JSONL file (repeat to merge shards)")
+	fl.StringVar(&policyFile, "policy", "", "declared policy YAML (default: the one recorded in the history)")
+	fl.StringSliceVar(&formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", "))
+	fl.StringVar(&out, "out", "", "also write the reports into this directory")
+	fl.DurationVar(&skew, "clock-skew", 0, "largest clock difference between the machines that wrote the shards")
+	fl.StringSliceVar(&only, "checks", nil, "run only these checks")
+	return c
+}

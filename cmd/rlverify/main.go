@@ -1,0 +1,29 @@
+// Command rlverify load-tests HTTP rate limiters and proves, with evidence,
+// whether they keep their declared policy. See the README for usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.err != nil {
+				fmt.Fprintln(os.Stderr, "rlverify:", ee.err)
+			}
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "rlverify:", err)
+		os.Exit(ExitUsage)
+	}
+}

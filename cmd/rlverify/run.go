@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Run executes the command line args, writing to stdout and stderr. It is
+// main without the process: tests call it in process.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := &cobra.Command{
+		Use:   "rlverify",
+		Short: "Load-test HTTP rate limiters and prove they keep their promise",
+		Long: `rlverify fires attack plans at rate limiters, records every request in a
+history, and runs checkers that prove or refute the limiter's declared policy.
+
+Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
+3 the run could not be done, 130 interrupted with no failure found.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetContext(ctx)
+	root.AddCommand(
+		attackCmd(),
+		checkCmd(),
+		plansCmd(),
+		limitersCmd(),
+		serveCmd(),
+		sinkCmd(),
+		simulateCmd(),
+	)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return nil
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	// Cobra's own errors (unknown flag, bad value) are usage errors.
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown") || strings.Contains(msg, "flag") || strings.Contains(msg, "argument") {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	return &exitError{code: ExitUsage, err: err}
+}

@@ -1,0 +1,113 @@
+package policy
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDefaultAndSeedTiers(t *testing.T) {
+	p := Default()
+	free, ok := p.TierFor("free-abc")
+	require.True(t, ok)
+	require.Equal(t, "free", free.Name)
+	l := free.Limits[0]
+	require.Equal(t, int64(10), l.Capacity)
+	require.InDelta(t, 5.0, l.R(), 1e-12)
+	require.Equal(t, int64(10), l.Count)
+	require.Equal(t, 2*time.Second, l.W())
+	paid, _ := p.TierFor("paid-x")
+	require.Equal(t, int64(100), paid.Limits[0].Capacity)
+	def, ok := p.TierFor("someone")
+	require.True(t, ok, "default tier applies")
+	require.Equal(t, "free", def.Name)
+
+	seed, err := Load("../policies/seed-tiers.yaml")
+	require.NoError(t, err)
+	f, _ := seed.Tier("free")
+	require.InDelta(t, 100.0/60, f.Limits[0].R(), 1e-12)
+	require.Equal(t, time.Minute, f.Limits[0].W())
+	pd, _ := seed.Tier("paid")
+	require.Equal(t, int64(10000), pd.Limits[0].Count)
+	require.Equal(t, time.Minute, pd.Limits[0].W())
+}
+
+func TestParseRateAndDuration(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64
+	}{{"5/s", 5}, {"100/min", 100.0 / 60}, {"10000/m", 10000.0 / 60}, {"3600/h", 1}, {"86400/day", 1}, {"2.5", 2.5}, {"10/2s", 5}} {
+		got, err := ParseRate(tc.in)
+		require.NoError(t, err, tc.in)
+		require.InDelta(t, tc.want, got, 1e-12, tc.in)
+	}
+	for _, bad := range []string{"", "fast", "5/fortnight", "NaN", "x/s"} {
+		_, err := ParseRate(bad)
+		require.Error(t, err, bad)
+	}
+	d, err := ParseDuration("1.5")
+	require.NoError(t, err)
+	require.Equal(t, 1500*time.Millisecond, d)
+	d, err = ParseDuration("1d")
+	require.NoError(t, err)
+	require.Equal(t, 24*time.Hour, d)
+	for _, bad := range []string{"", "soon", "1e300", "-1d"} {
+		_, err := ParseDuration(bad)
+		require.Error(t, err, bad)
+	}
+	require.Equal(t, "100/min", FormatRate(100.0/60))
+	require.Equal(t, "5/s", FormatRate(5))
+}
+
+func TestPolicyErrorsNameFileLineField(t *testing.T) {
+	base := "name: p\ntiers:\n  - name: free\n    key_prefix: free-\n    limits:\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"no tiers", "name: p\n", "p.yaml:1: tiers: at least one tier"},
+		{"both views", base + "      - capacity: 10\n        rate: 5/s\n        limit: 3\n        window: 1s\n", "p.yaml:6: tiers.0.limits.0: give capacity and rate, or limit and window"},
+		{"negative capacity", base + "      - capacity: -1\n        rate: 5/s\n", "p.yaml:6: tiers.0.limits.0.capacity"},
+		{"absurd capacity", base + "      - capacity: 100000000000\n        rate: 5/s\n", "tiers.0.limits.0.capacity"},
+		{"zero rate", base + "      - capacity: 10\n        rate: 0/s\n", "tiers.0.limits.0"},
+		{"bad algorithm", base + "      - algorithm: leaky\n        capacity: 1\n        rate: 1\n", "p.yaml:6: tiers.0.limits.0.algorithm: unknown algorithm \"leaky\""},
+		{"tiny window", base + "      - limit: 5\n        window: 1ns\n", "tiers.0.limits.0.window"},
+		{"unknown field", base + "      - capacity: 1\n        rate: 1\n        burst: 3\n", "p.yaml:8: field burst not found"},
+		{"wrong type", base + "      - capacity: many\n        rate: 1\n", "p.yaml:6: cannot unmarshal a string `many` into int64"},
+		{"bad default", base + "      - capacity: 1\n        rate: 1\ndefault_tier: gold\n", "p.yaml:8: default_tier"},
+		{"bad mode", base + "      - capacity: 1\n        rate: 1\nfailure:\n  mode: maybe\n", "p.yaml:9: failure.mode"},
+		{"dup tier", "name: p\ntiers:\n  - name: a\n    limits: [{capacity: 1, rate: 1}]\n  - name: a\n    limits: [{capacity: 1, rate: 1}]\n", "p.yaml:5: tiers.1.name"},
+		{"no limits", "name: p\ntiers:\n  - name: a\n", "tiers.0.limits"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("p.yaml", []byte(tc.yaml))
+			require.Error(t, err)
+			require.True(t, strings.Contains(err.Error(), tc.want), "got %q want %q", err, tc.want)
+		})
+	}
+}
+
+func TestWithAlgorithmKeepsParametersAndRevalidates(t *testing.T) {
+	p := Default().WithAlgorithm(SlidingLog)
+	l := p.Tiers[0].Limits[0]
+	require.Equal(t, SlidingLog, l.Algorithm)
+	require.Equal(t, int64(10), l.Count)
+	require.Equal(t, 2*time.Second, l.W())
+	require.NoError(t, p.Validate(), "a normalized policy validates again")
+	require.Equal(t, TokenBucket, Default().Tiers[0].Limits[0].Algorithm, "the original is untouched")
+}
+
+func TestEnvelope(t *testing.T) {
+	l := Default().Tiers[0].Limits[0]
+	require.InDelta(t, 10+5*0.5, l.Envelope(500*time.Millisecond), 1e-9)
+	require.Equal(t, "rl:{free:k}:api:v1:0", Default().LimitKey(&Default().Tiers[0], "k", 0))
+}
+
+func TestShippedPoliciesLoad(t *testing.T) {
+	entries, err := os.ReadDir("../policies")
+	require.NoError(t, err)
+	for _, e := range entries {
+		_, err := Load("../policies/" + e.Name())
+		require.NoError(t, err, e.Name())
+	}
+}

@@ -1,0 +1,171 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rlverify/rlverify/checks"
+)
+
+// Text renders a terminal table. Color enables ANSI colours (only when
+// writing to a terminal).
+type Text struct{ Color bool }
+
+func (t Text) paint(v checks.Verdict) string {
+	s := strings.ToUpper(string(v))
+	if !t.Color {
+		return s
+	}
+	switch v {
+	case checks.Pass:
+		return "\x1b[32m" + s + "\x1b[0m"
+	case checks.Fail:
+		return "\x1b[31;1m" + s + "\x1b[0m"
+	case checks.Unknown:
+		return "\x1b[33m" + s + "\x1b[0m"
+	}
+	return "\x1b[2m" + s + "\x1b[0m"
+}
+
+// Render implements Renderer.
+func (t Text) Render(w io.Writer, d *Document) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rlverify: plan %s", orDash(d.Run.Plan))
+	if d.Run.Limiter != "" {
+		fmt.Fprintf(&b, " · limiter %s", d.Run.Limiter)
+	}
+	if d.Run.Env != "" {
+		fmt.Fprintf(&b, " · env %s", d.Run.Env)
+	}
+	if d.Run.Store != "" {
+		fmt.Fprintf(&b, " · store %s", d.Run.Store)
+	}
+	if n := len(d.Run.Instances); n > 0 {
+		fmt.Fprintf(&b, " · %d instance(s)", n)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "policy %s (%s)\n", d.Policy.Name, d.Policy.Source)
+	for _, l := range d.Policy.Limits {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	fmt.Fprintf(&b, "requests %d: admitted %d, rejected %d, errors %d\n",
+		d.Stats.Requests, d.Stats.Admitted, d.Stats.Rejected, d.Stats.Errors)
+	for _, n := range d.Run.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	if d.Interrupted {
+		fmt.Fprintf(&b, "INTERRUPTED: %s (verdicts judge what was recorded)\n", d.Reason)
+	}
+	if d.Truncated {
+		b.WriteString("note: the history's last line was cut off and skipped\n")
+	}
+	for _, ph := range d.Phases {
+		fmt.Fprintf(&b, "phase %-14s %-9s %5d req", ph.Name, ph.Kind, ph.Requests)
+		if ph.SpreadMax > 0 || ph.SpreadP99 > 0 {
+			fmt.Fprintf(&b, "  spread p50 %s p99 %s max %s", dur(ph.SpreadP50), dur(ph.SpreadP99), dur(ph.SpreadMax))
+		}
+		if ph.AimError != 0 {
+			fmt.Fprintf(&b, "  aim error %s", dur(ph.AimError))
+		}
+		if ph.Wanted > 0 {
+			fmt.Fprintf(&b, "  rate %.0f/s of %.0f/s, late %d, dropped %d", ph.Rate, ph.Wanted, ph.Late, ph.Dropped)
+		}
+		b.WriteString("\n")
+	}
+	for _, f := range d.Faults {
+		fmt.Fprintf(&b, "fault %s %s from %s to %s\n", f.Kind, f.Param, dur(f.Start), dur(f.End))
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tVERDICT\tSUMMARY")
+	for _, r := range d.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, t.paint(r.Verdict), r.Summary)
+	}
+	tw.Flush()
+	for _, r := range d.Checks {
+		if r.Verdict != checks.Fail && r.Verdict != checks.Unknown {
+			continue
+		}
+		if len(r.Evidence) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n%s %s:\n", r.Name, strings.ToLower(string(r.Verdict)))
+		for _, ev := range r.Evidence {
+			fmt.Fprintf(&b, "  - %s\n", ev.Message)
+			if ev.Key != "" {
+				fmt.Fprintf(&b, "    key %s", ev.Key)
+				if ev.Limit != "" {
+					fmt.Fprintf(&b, " limit %s", ev.Limit)
+				}
+				fmt.Fprintf(&b, " in [%s, %s]: observed %g, bound %.4g\n", dur(ev.From), dur(ev.To), ev.Observed, ev.Bound)
+			}
+			if len(ev.RequestIDs) > 0 {
+				ids := make([]string, len(ev.RequestIDs))
+				for i, id := range ev.RequestIDs {
+					ids[i] = fmt.Sprint(id)
+				}
+				more := ""
+				if ev.TotalIDs > len(ev.RequestIDs) {
+					more = fmt.Sprintf(" … (%d in all)", ev.TotalIDs)
+				}
+				fmt.Fprintf(&b, "    requests %s%s\n", strings.Join(ids, ", "), more)
+			}
+		}
+	}
+	figs := figureLines(d.Checks)
+	if len(figs) > 0 {
+		b.WriteString("\nfigures:\n")
+		for _, l := range figs {
+			b.WriteString("  " + l + "\n")
+		}
+	}
+	fmt.Fprintf(&b, "\nverdict: %s\n", t.paint(d.Verdict))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func figureLines(rs []checks.Result) []string {
+	var out []string
+	for _, r := range rs {
+		if len(r.Figures) == 0 || r.Verdict == checks.Skip {
+			continue
+		}
+		keys := make([]string, 0, len(r.Figures))
+		for k := range r.Figures {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s=%.4g", k, r.Figures[k])
+		}
+		out = append(out, fmt.Sprintf("%s: %s", r.Name, strings.Join(parts, " ")))
+	}
+	return out
+}
+
+func dur(ns int64) string {
+	d := time.Duration(ns)
+	switch {
+	case d == 0:
+		return "0"
+	case d < 0:
+		return "-" + dur(-ns)
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

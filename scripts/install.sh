@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what rlverify needs on a fresh Debian machine: Go modules, and
+# redis-server/redis-cli (used by the redis store, the local environment and
+# the tests). Safe to run again. Without root it installs nothing from apt and
+# says what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
+if [ "${RLVERIFY_DOCKER:-0}" = 1 ] && ! command -v dockerd >/dev/null 2>&1; then
+  need_apt+=(docker.io)
+fi
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "install: apt-get install ${need_apt[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "install: please install ${need_apt[*]} (not root or no apt-get); rlverify falls back to an in-process Redis emulation" >&2
+  fi
+fi
+
+go mod download
+echo "install: ok ($(go version | awk '{print $3}'), $(redis-server --version 2>/dev/null | awk '{print $3}' || echo 'no redis-server'))" >&2

@@ -1,0 +1,153 @@
+package targets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rlverify/rlverify/limiters"
+	"github.com/rlverify/rlverify/limiters/catalog"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// Embedded runs reference limiter instances as HTTP servers inside this
+// process, on 127.0.0.1 with ephemeral ports. With the memory store all
+// instances share one in-process state (as a shared store would), except
+// limiters that are per-instance by design (faulty/local-only).
+type Embedded struct {
+	// Now is the base clock of every instance (time.Now when nil).
+	Now func() time.Time
+}
+
+// Name implements Environment.
+func (Embedded) Name() string { return "embedded" }
+
+// Start implements Environment.
+func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
+	if spec.Policy == nil {
+		return nil, errors.New("embedded: no policy")
+	}
+	n := spec.Instances
+	if n <= 0 {
+		n = 1
+	}
+	if n > MaxInstances {
+		return nil, fmt.Errorf("embedded: %d instances; at most %d", n, MaxInstances)
+	}
+	entry, err := catalog.Lookup(spec.Limiter, spec.Store)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	st := &Stack{Env: "embedded", StoreDesc: entry.Store}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = st.Close()
+		}
+	}()
+	store, err := e.startStore(ctx, spec, entry, st)
+	if err != nil {
+		return nil, err
+	}
+	sink := NewSink(e.Now)
+	st.Sink = sink
+	var shared map[string]limiters.Limiter
+	for i := 0; i < n; i++ {
+		now := e.clock(spec, i)
+		var lims map[string]limiters.Limiter
+		if shared != nil {
+			lims = shared
+		} else {
+			lims, err = BuildLimiters(spec.Policy, entry, catalog.Env{Instance: i, Now: now, Redis: store.client, Skew: skew(spec, i)})
+			if err != nil {
+				return nil, fmt.Errorf("embedded: instance %d: %w", i, err)
+			}
+			if entry.Store == catalog.Memory {
+				shared = lims
+			}
+		}
+		svc := &Service{
+			Policy:     spec.Policy,
+			Limiters:   lims,
+			Downstream: sink,
+			Now:        now,
+			TrustXFF:   entry.TrustXFF,
+			Metrics:    NewMetrics(),
+			Name:       fmt.Sprintf("i%d", i),
+		}
+		url, stop, err := ServeLoopback(svc)
+		if err != nil {
+			return nil, fmt.Errorf("embedded: instance %d: %w", i, err)
+		}
+		st.OnClose(stop)
+		st.Instances = append(st.Instances, url)
+	}
+	ok = true
+	return st, nil
+}
+
+// MaxInstances bounds the instances one environment starts.
+const MaxInstances = 64
+
+func skew(spec Spec, i int) time.Duration {
+	if i < len(spec.Skews) {
+		return spec.Skews[i]
+	}
+	return 0
+}
+
+func (e Embedded) clock(spec Spec, i int) func() time.Time {
+	base := e.Now
+	if base == nil {
+		base = time.Now
+	}
+	d := skew(spec, i)
+	if d == 0 {
+		return base
+	}
+	return func() time.Time { return base().Add(d) }
+}
+
+// BuildLimiters builds one limiter per tier of p with entry.
+func BuildLimiters(pol *policy.Policy, entry catalog.Entry, env catalog.Env) (map[string]limiters.Limiter, error) {
+	out := map[string]limiters.Limiter{}
+	for i := range pol.Tiers {
+		t := &pol.Tiers[i]
+		l, err := entry.New(t.Limits, env)
+		if err != nil {
+			return nil, fmt.Errorf("tier %s: %w", t.Name, err)
+		}
+		out[t.Name] = l
+	}
+	return out, nil
+}
+
+// ServeLoopback serves h on 127.0.0.1 with an ephemeral port and returns its
+// base URL and a function that shuts it down.
+func ServeLoopback(h http.Handler) (string, func() error, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("listen on 127.0.0.1: %w", err)
+	}
+	srv := Server(h)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	stop := func() error {
+		// Give in-flight requests a moment, then cut whatever is left
+		// (connections a client opened but never used would otherwise hold
+		// a graceful shutdown for seconds).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+		if serr := <-done; !errClosed(serr) {
+			return serr
+		}
+		return nil
+	}
+	return "http://" + ln.Addr().String(), stop, nil
+}

@@ -1,0 +1,108 @@
+// Package targets runs the things rlverify attacks: the reference HTTP
+// limiter service, the downstream sink that counts what got through, fault
+// injectors, and the environments that start them (embedded in process,
+// local redis-server processes, Docker containers, or the user's own
+// external instances).
+//
+// targets imports limiters, policy and history; never attacks, checks or
+// reports.
+package targets
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// Spec says what stack to start.
+type Spec struct {
+	// Policy is the declared policy the instances enforce.
+	Policy *policy.Policy
+	// Limiter is the catalog name of the limiter implementation.
+	Limiter string
+	// Store is "memory" or "redis".
+	Store string
+	// RedisURL points at an existing Redis instead of starting one.
+	RedisURL string
+	// RedisCluster > 0 starts a cluster of that many nodes (local env).
+	RedisCluster int
+	// Instances is the number of service instances (default 1).
+	Instances int
+	// Targets are the base URLs of external instances (external env).
+	Targets []string
+	// Skews gives instance i a clock offset of Skews[i] (faulty/instance-clock).
+	Skews []time.Duration
+	// Log receives progress lines about the environment (may be nil).
+	Log func(format string, args ...any)
+}
+
+// Fault kinds an injector may support.
+const (
+	FaultStoreDown = "store-down"
+	FaultStoreSlow = "store-slow"
+	FaultClockSkew = "clock-skew"
+)
+
+// FaultInjector breaks and mends parts of a running stack.
+type FaultInjector interface {
+	// Inject starts a fault; param is its size (latency for store-slow,
+	// skew for clock-skew, empty otherwise).
+	Inject(ctx context.Context, kind, param string) error
+	// Clear ends the fault of that kind.
+	Clear(ctx context.Context, kind string) error
+	// Supports reports whether kind can be injected.
+	Supports(kind string) bool
+}
+
+// SinkReader returns what the downstream sink saw since start, per request
+// key, plus one record with Key "*" carrying the aggregate and its peak rate.
+// Offsets are from start.
+type SinkReader interface {
+	Snapshot(start time.Time) []history.Sink
+}
+
+// Stack is a started environment.
+type Stack struct {
+	// Env is the environment's name.
+	Env string
+	// Instances are the base URLs to attack, one per instance.
+	Instances []string
+	// Sink is nil when downstream arrivals cannot be observed.
+	Sink SinkReader
+	// Faults is nil when the environment cannot inject faults.
+	Faults FaultInjector
+	// Notes are facts for the report ("redis: in-process emulation").
+	Notes []string
+	// StoreDesc describes the state store ("memory", "redis 127.0.0.1:6379").
+	StoreDesc string
+	closers   []func() error
+}
+
+// OnClose registers f to run (in reverse order) when the stack closes.
+func (s *Stack) OnClose(f func() error) { s.closers = append(s.closers, f) }
+
+// Close tears everything down, always running every closer, and returns the
+// first error.
+func (s *Stack) Close() error {
+	var first error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](); err != nil && first == nil {
+			first = err
+		}
+	}
+	s.closers = nil
+	return first
+}
+
+// Environment starts stacks.
+type Environment interface {
+	Name() string
+	Start(ctx context.Context, spec Spec) (*Stack, error)
+}
+
+// ErrUnavailable wraps errors of an environment that cannot run here (no
+// Docker, no redis-server).
+var ErrUnavailable = fmt.Errorf("environment unavailable")

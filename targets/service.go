@@ -1,0 +1,217 @@
+package targets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rlverify/rlverify/limiters"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// Forwarder passes an admitted request on to the downstream.
+type Forwarder interface {
+	Forward(ctx context.Context, key string) error
+}
+
+// Service is the reference rate-limited HTTP service. Identity comes from the
+// policy's identity header (X-API-Key by default); the tier from the key's
+// prefix; the decision from the tier's limiter. Admitted requests are
+// forwarded downstream and answered 200; denied ones 429 with Retry-After and
+// the declared rate-limit headers.
+//
+// Key normalisation: surrounding white space is trimmed and the key is
+// lower-cased, so "Free-A " and "free-a" share one quota. Keys are limited to
+// 200 bytes of printable ASCII.
+type Service struct {
+	Policy *policy.Policy
+	// Limiters holds one limiter per tier name.
+	Limiters map[string]limiters.Limiter
+	// Downstream receives admitted requests (may be nil).
+	Downstream Forwarder
+	// Now is the instance clock; time.Now when nil.
+	Now func() time.Time
+	// TrustXFF takes the identity from X-Forwarded-For when present, from
+	// any peer. It is the defect of faulty/trust-xff; never set it otherwise.
+	TrustXFF bool
+	// Metrics, when set, records every decision.
+	Metrics *Metrics
+	// Name identifies the instance in responses (X-RL-Instance).
+	Name string
+}
+
+// MaxKeyLen bounds an accepted API key.
+const MaxKeyLen = 200
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// NormalizeKey applies the service's key normalisation; ok is false for a
+// key that is empty or not printable ASCII.
+func NormalizeKey(raw string) (string, bool) {
+	k := strings.ToLower(strings.TrimSpace(raw))
+	if k == "" || len(k) > MaxKeyLen {
+		return "", false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return "", false
+		}
+	}
+	return k, true
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.Name != "" {
+		w.Header().Set("X-RL-Instance", s.Name)
+	}
+	switch r.URL.Path {
+	case "/healthz":
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("ok\n"))
+		return
+	case "/metrics":
+		if s.Metrics != nil {
+			s.Metrics.ServeHTTP(w, r)
+			return
+		}
+	}
+	raw := r.Header.Get(s.Policy.Identity.Header)
+	if raw == "" {
+		http.Error(w, "missing API key in "+s.Policy.Identity.Header, http.StatusUnauthorized)
+		return
+	}
+	key, ok := NormalizeKey(raw)
+	if !ok {
+		http.Error(w, "malformed API key", http.StatusUnauthorized)
+		return
+	}
+	tier, ok := s.Policy.TierFor(key)
+	if !ok {
+		http.Error(w, "no tier for this API key", http.StatusForbidden)
+		return
+	}
+	identity := key
+	if xff := r.Header.Get("X-Forwarded-For"); xff != "" && (s.TrustXFF || s.trustedPeer(r.RemoteAddr)) {
+		ip, _, _ := strings.Cut(xff, ",")
+		identity = key + "@" + strings.TrimSpace(ip)
+	}
+	lim := s.Limiters[tier.Name]
+	if lim == nil {
+		http.Error(w, "no limiter for tier "+tier.Name, http.StatusInternalServerError)
+		return
+	}
+	start := time.Now()
+	d, err := lim.Allow(r.Context(), s.now(), s.Policy.LimitKey(tier, identity, 0), 1)
+	s.Metrics.observe(tier.Name, d, err, time.Since(start))
+	if err != nil {
+		// A limiter that has no failure mode of its own: fail closed, loudly.
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "rate limiter store unavailable: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	s.writeHeaders(w, tier, d)
+	if !d.Allowed {
+		status := http.StatusTooManyRequests
+		if d.Fallback == limiters.FallbackClosed {
+			status = http.StatusServiceUnavailable
+		}
+		if ra := retryAfterSeconds(d.RetryAfter); ra > 0 && !d.OmitRetryAfter {
+			w.Header().Set("Retry-After", strconv.FormatInt(ra, 10))
+		}
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	if s.Downstream != nil {
+		if err := s.Downstream.Forward(r.Context(), key); err != nil {
+			http.Error(w, "downstream: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+func (s *Service) trustedPeer(remote string) bool {
+	if len(s.Policy.Identity.TrustedProxies) == 0 {
+		return false
+	}
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	for _, c := range s.Policy.Identity.TrustedProxies {
+		if _, n, err := net.ParseCIDR(c); err == nil && ip != nil && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// retryAfterSeconds rounds a wait up to whole seconds (never advise too
+// short); a positive wait is at least 1.
+func retryAfterSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(d.Seconds()))
+}
+
+func (s *Service) writeHeaders(w http.ResponseWriter, tier *policy.Tier, d limiters.Decision) {
+	h := w.Header()
+	lim := tier.Limits[0]
+	for _, l := range tier.Limits {
+		if l.Count == d.Limit {
+			lim = l
+			break
+		}
+	}
+	reset := retryAfterSeconds(d.ResetAfter)
+	if s.Policy.Headers.RateLimit {
+		wsec := int64(math.Ceil(lim.W().Seconds()))
+		h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d;w=%d", tier.Name, lim.Count, wsec))
+		h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", tier.Name, max(d.Remaining, 0), reset))
+	}
+	if s.Policy.Headers.XRateLimit {
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(lim.Count, 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(d.Remaining, 0), 10))
+		switch s.Policy.Headers.XReset {
+		case "epoch":
+			h.Set("X-RateLimit-Reset", strconv.FormatInt(s.now().Add(time.Duration(reset)*time.Second).Unix(), 10))
+		case "date":
+			h.Set("X-RateLimit-Reset", s.now().Add(time.Duration(reset)*time.Second).UTC().Format(http.TimeFormat))
+		default:
+			h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+		}
+	}
+}
+
+// Server wraps h in an http.Server with the timeouts a public service
+// needs: slow clients cannot hold connections open forever.
+func Server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           http.MaxBytesHandler(h, 1<<20),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// errClosed reports a listener closed on purpose.
+func errClosed(err error) bool {
+	return err == nil || errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed)
+}
