@@ -1,18 +1,24 @@
 // Package catalog names every limiter rlverify can run: the reference
-// algorithms on each store and the deliberately faulty variants. The CLI and
-// the reference service pick limiters from here by name.
+// algorithms on each store, the deliberately faulty variants and the
+// third-party adapters. The CLI and the reference service pick limiters from
+// here by name and store.
 //
-// catalog imports limiters and limiters/faulty; nothing in limiters imports it.
+// catalog imports limiters, limiters/faulty and limiters/thirdparty; nothing
+// in limiters imports it.
 package catalog
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/limiters/faulty"
+	"github.com/rlverify/rlverify/limiters/thirdparty"
 	"github.com/rlverify/rlverify/policy"
 )
 
@@ -22,12 +28,18 @@ const (
 	Redis  = "redis"
 )
 
-// Env is what a constructor may use besides the limits.
+// Env is what a constructor may use besides the limits. The zero value is a
+// memory-only environment for instance 0 on the real clock.
 type Env struct {
 	// Instance is the index of the service instance building the limiter.
 	Instance int
+	// Redis is the shared store (nil for memory entries). Redis entries fail
+	// to build without it.
+	Redis redis.UniversalClient
 	// Now is the instance clock (time.Now when nil).
 	Now func() time.Time
+	// Skew shifts the instance clock (faulty/instance-clock uses Now()+Skew).
+	Skew time.Duration
 }
 
 // Entry describes one limiter.
@@ -38,45 +50,259 @@ type Entry struct {
 	Algorithm policy.Algorithm
 	Store     string
 	Faulty    bool
+	// ThirdParty marks adapters of other projects' limiters.
+	ThirdParty bool
+	// TrustXFF asks the reference service to take the caller's identity from
+	// X-Forwarded-For without checking the peer (faulty/trust-xff).
+	TrustXFF bool
 	// Breaks names the invariant a faulty limiter violates.
 	Breaks      string
 	Description string
 	New         func(limits []policy.Limit, env Env) (limiters.Limiter, error)
 }
 
-var entries = []Entry{
-	{
-		Name: "token-bucket", Algorithm: policy.TokenBucket, Store: Memory,
-		Description: "token bucket, capacity K refilled at r/s, starts full",
-		New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
-			return limiters.NewTokenBucket(l)
-		},
-	},
-	{
-		Name: "sliding-log", Algorithm: policy.SlidingLog, Store: Memory,
-		Description: "sliding-window log, at most N admitted in any rolling W",
-		New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
-			return limiters.NewSlidingLog(l)
-		},
-	},
-	{
-		Name: "faulty/racy-token-bucket", Algorithm: policy.TokenBucket, Store: Memory, Faulty: true,
-		Breaks:      "oversell: read-modify-write is not atomic",
-		Description: "token bucket whose read and write are separate steps; concurrent requests oversell",
-		New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
-			return faulty.NewRacyTokenBucket(l, 0), nil
-		},
-	},
+// Mapping says how the policy's parameters become the limiter's: "(K, r) →
+// …" for bucket families, "(N, W) → …" for window families.
+func (e Entry) Mapping() string {
+	switch {
+	case e.Name == "x/time/rate":
+		return "(K, r) → rate.NewLimiter(rate.Limit(r), K) per key"
+	case e.Name == "redis_rate":
+		return "(K, r) → redis_rate.Limit{Rate: K, Burst: K, Period: K/r}"
+	case e.Algorithm == policy.GCRA:
+		return "(K, r) → emission interval T = 1/r, burst tolerance τ = K·T"
+	case e.Algorithm.Bucketed():
+		return "(K, r) → bucket of K tokens refilled at r/s, starting full"
+	case e.Algorithm == policy.FixedWindow || e.Name == "faulty/unweighted-fixed-window":
+		return "(N, W) → N per epoch-aligned window of W"
+	case e.Algorithm == policy.SlidingLog:
+		return "(N, W) → N admitted in any rolling W"
+	case e.Algorithm == policy.SlidingCounter:
+		return "(N, W) → n_prev·(1 − elapsed/W) + n_cur + cost ≤ N"
+	}
+	return ""
 }
 
-// All returns every entry, reference limiters first, then faulty ones, each
-// group sorted by name then store.
+func needRedis(env Env) (redis.UniversalClient, error) {
+	if env.Redis == nil {
+		return nil, errors.New("catalog: this limiter keeps its state in Redis: no Redis client in the environment")
+	}
+	return env.Redis, nil
+}
+
+var descriptions = map[policy.Algorithm]string{
+	policy.TokenBucket:    "token bucket, capacity K refilled at r/s, starts full",
+	policy.GCRA:           "GCRA (theoretical arrival time), admits what a token bucket (K, r) admits",
+	policy.FixedWindow:    "fixed window, N per epoch-aligned W (up to 2N across a boundary)",
+	policy.SlidingLog:     "sliding-window log, at most N admitted in any rolling W",
+	policy.SlidingCounter: "sliding-window counter, weighted previous + current window ≤ N",
+}
+
+func reference() []Entry {
+	var out []Entry
+	for _, a := range policy.Algorithms {
+		a := a
+		out = append(out,
+			Entry{
+				Name: string(a), Algorithm: a, Store: Memory, Description: descriptions[a],
+				New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) { return limiters.New(a, l) },
+			},
+			Entry{
+				Name: string(a), Algorithm: a, Store: Redis, Description: descriptions[a] + "; Redis Lua script, Redis TIME",
+				New: func(l []policy.Limit, env Env) (limiters.Limiter, error) {
+					c, err := needRedis(env)
+					if err != nil {
+						return nil, err
+					}
+					return limiters.NewRedis(a, c, l)
+				},
+			})
+	}
+	return out
+}
+
+func memOrRedis(alg policy.Algorithm) func(l []policy.Limit, env Env) (limiters.Limiter, error) {
+	return func(l []policy.Limit, env Env) (limiters.Limiter, error) {
+		if env.Redis != nil {
+			return limiters.NewRedis(alg, env.Redis, l)
+		}
+		return limiters.New(alg, l)
+	}
+}
+
+// both returns the entry on memory and, with the same constructor reading
+// env.Redis, on redis.
+func both(e Entry) []Entry {
+	m, r := e, e
+	m.Store, r.Store = Memory, Redis
+	newFn := e.New
+	m.New = func(l []policy.Limit, env Env) (limiters.Limiter, error) {
+		env.Redis = nil
+		return newFn(l, env)
+	}
+	r.New = func(l []policy.Limit, env Env) (limiters.Limiter, error) {
+		if _, err := needRedis(env); err != nil {
+			return nil, err
+		}
+		return newFn(l, env)
+	}
+	return []Entry{m, r}
+}
+
+func faultyEntries() []Entry {
+	out := []Entry{
+		{
+			Name: "faulty/racy-token-bucket", Algorithm: policy.TokenBucket, Store: Memory,
+			Breaks:      "oversell: read-modify-write is not atomic",
+			Description: "token bucket whose read and write are separate steps; concurrent requests oversell",
+			New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
+				return faulty.NewRacyTokenBucket(l, 0), nil
+			},
+		},
+		{
+			Name: "faulty/racy-token-bucket", Algorithm: policy.TokenBucket, Store: Redis,
+			Breaks:      "oversell: GET then SET, no script or transaction",
+			Description: "token bucket in Redis read and written in separate round trips; concurrent requests oversell",
+			New: func(l []policy.Limit, env Env) (limiters.Limiter, error) {
+				c, err := needRedis(env)
+				if err != nil {
+					return nil, err
+				}
+				return faulty.NewRacyRedisTokenBucket(c, l, 0)
+			},
+		},
+		{
+			Name: "faulty/uncapped-refill", Algorithm: policy.TokenBucket, Store: Memory,
+			Breaks:      "token bounds / oversell after idle: refill not capped at K",
+			Description: "token bucket whose idle time accumulates credit beyond K",
+			New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
+				return faulty.NewUncappedRefill(l)
+			},
+		},
+		{
+			Name: "faulty/deduct-on-reject", Algorithm: policy.TokenBucket, Store: Memory,
+			Breaks:      "under-admission and retry-after: rejected requests still consume",
+			Description: "token bucket that deducts the cost of rejected requests, going negative",
+			New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
+				return faulty.NewDeductOnReject(l)
+			},
+		},
+		{
+			Name: "faulty/local-only", Algorithm: policy.TokenBucket, Store: Redis,
+			Breaks:      "instances: per-instance state, N instances admit N× the quota",
+			Description: "correct token bucket kept in each instance's memory although the run provides Redis",
+			New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
+				return faulty.NewLocalOnly(policy.TokenBucket, l)
+			},
+		},
+		{
+			Name: "faulty/instance-clock", Algorithm: policy.TokenBucket, Store: Redis,
+			Breaks:      "oversell / fairness under skew: time from the instance clock, not Redis",
+			Description: "Redis token bucket deciding at the instance's clock plus Env.Skew",
+			New: func(l []policy.Limit, env Env) (limiters.Limiter, error) {
+				c, err := needRedis(env)
+				if err != nil {
+					return nil, err
+				}
+				return faulty.NewInstanceClock(c, l, env.Now, env.Skew)
+			},
+		},
+	}
+	wrap := func(w func(limiters.Limiter) limiters.Limiter) func([]policy.Limit, Env) (limiters.Limiter, error) {
+		inner := memOrRedis(policy.TokenBucket)
+		return func(l []policy.Limit, env Env) (limiters.Limiter, error) {
+			lim, err := inner(l, env)
+			if err != nil {
+				return nil, err
+			}
+			return w(lim), nil
+		}
+	}
+	out = append(out, both(Entry{
+		Name: "faulty/unweighted-fixed-window", Algorithm: policy.SlidingLog,
+		Breaks:      "oversell: a fixed window claiming to be a sliding log admits 2N across a boundary",
+		Description: "plain fixed window presented as a sliding-window log",
+		New: func(l []policy.Limit, env Env) (limiters.Limiter, error) {
+			var c redis.Scripter
+			if env.Redis != nil {
+				c = env.Redis
+			}
+			return faulty.NewUnweightedFixedWindow(c, l)
+		},
+	})...)
+	out = append(out, both(Entry{
+		Name: "faulty/no-retry-after", Algorithm: policy.TokenBucket,
+		Breaks:      "retry-after: 429 without Retry-After",
+		Description: "correct token bucket whose denials carry no Retry-After",
+		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.NoRetryAfter{Limiter: l} }),
+	})...)
+	out = append(out, both(Entry{
+		Name: "faulty/short-retry-after", Algorithm: policy.TokenBucket,
+		Breaks:      "retry-after: advice is half the true wait",
+		Description: "correct token bucket advising half the wait it needs",
+		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.ShortRetryAfter{Limiter: l} }),
+	})...)
+	out = append(out, both(Entry{
+		Name: "faulty/trust-xff", Algorithm: policy.TokenBucket, TrustXFF: true,
+		Breaks:      "bypass: identity from a spoofable X-Forwarded-For",
+		Description: "correct token bucket; the service keys requests on X-Forwarded-For from any peer",
+		New:         memOrRedis(policy.TokenBucket),
+	})...)
+	for i := range out {
+		out[i].Faulty = true
+	}
+	return out
+}
+
+func thirdPartyEntries() []Entry {
+	return []Entry{
+		{
+			Name: "x/time/rate", Algorithm: policy.TokenBucket, Store: Memory, ThirdParty: true,
+			Description: "golang.org/x/time/rate, one rate.Limiter per key (single limit)",
+			New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
+				return thirdparty.NewXTimeRate(l)
+			},
+		},
+		{
+			Name: "redis_rate", Algorithm: policy.GCRA, Store: Redis, ThirdParty: true,
+			Description: "github.com/go-redis/redis_rate/v10, GCRA in Redis (single limit)",
+			New: func(l []policy.Limit, env Env) (limiters.Limiter, error) {
+				c, err := needRedis(env)
+				if err != nil {
+					return nil, err
+				}
+				return thirdparty.NewRedisRate(c, l)
+			},
+		},
+	}
+}
+
+var entries = func() []Entry {
+	var e []Entry
+	e = append(e, reference()...)
+	e = append(e, thirdPartyEntries()...)
+	e = append(e, faultyEntries()...)
+	return e
+}()
+
+func group(e Entry) int {
+	switch {
+	case e.Faulty:
+		return 2
+	case e.ThirdParty:
+		return 1
+	}
+	return 0
+}
+
+// All returns every entry: reference limiters first, then third-party
+// adapters, then faulty ones, each group sorted by name then store.
 func All() []Entry {
 	out := append([]Entry(nil), entries...)
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
-		if a.Faulty != b.Faulty {
-			return !a.Faulty
+		if group(a) != group(b) {
+			return group(a) < group(b)
 		}
 		if a.Name != b.Name {
 			return a.Name < b.Name
@@ -98,22 +324,23 @@ func Lookup(name, store string) (Entry, error) {
 	if len(cands) == 0 {
 		return Entry{}, fmt.Errorf("unknown limiter %q (known: %s; see rlverify limiters)", name, strings.Join(Names(), ", "))
 	}
-	if store == "" {
-		store = Memory
+	want := store
+	if want == "" {
+		want = Memory
 	}
 	for _, e := range cands {
-		if e.Store == store {
+		if e.Store == want {
 			return e, nil
 		}
 	}
-	if len(cands) == 1 && store == Memory {
+	if len(cands) == 1 && store == "" {
 		return cands[0], nil
 	}
 	stores := make([]string, len(cands))
 	for i, e := range cands {
 		stores[i] = e.Store
 	}
-	return Entry{}, fmt.Errorf("limiter %q has no %s store (it has: %s)", name, store, strings.Join(stores, ", "))
+	return Entry{}, fmt.Errorf("limiter %q has no %s store (it has: %s)", name, want, strings.Join(stores, ", "))
 }
 
 // Names lists the distinct limiter names.

@@ -1,0 +1,21 @@
+//go:build !linux
+
+package redisproc
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setProcAttr puts the child in its own process group.
+func setProcAttr(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
+
+func killGroup(cmd *exec.Cmd) {
+	if cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Process.Kill()
+}

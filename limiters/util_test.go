@@ -1,0 +1,5 @@
+package limiters
+
+import "errors"
+
+var errorsIs = errors.Is
