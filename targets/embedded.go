@@ -54,14 +54,21 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 	}
 	sink := NewSink(e.Now)
 	st.Sink = sink
+	faults := &localFaults{proxy: store.proxy}
 	var shared map[string]limiters.Limiter
 	for i := 0; i < n; i++ {
-		now := e.clock(spec, i)
-		var lims map[string]limiters.Limiter
-		if shared != nil {
-			lims = shared
-		} else {
-			lims, err = BuildLimiters(spec.Policy, entry, catalog.Env{Instance: i, Now: now, Redis: store.client, Skew: skew(spec, i)})
+		base := e.Now
+		if base == nil {
+			base = time.Now
+		}
+		clk := &skewClock{base: base}
+		clk.offset.Store(int64(skew(spec, i)))
+		faults.clocks = append(faults.clocks, clk)
+		faults.base = append(faults.base, skew(spec, i))
+		metrics := NewMetrics()
+		lims := shared
+		if lims == nil {
+			lims, err = BuildLimiters(spec.Policy, entry, catalog.Env{Instance: i, Now: clk.now, Redis: store.client, Skew: skew(spec, i)}, metrics)
 			if err != nil {
 				return nil, fmt.Errorf("embedded: instance %d: %w", i, err)
 			}
@@ -73,9 +80,9 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 			Policy:     spec.Policy,
 			Limiters:   lims,
 			Downstream: sink,
-			Now:        now,
+			Now:        clk.now,
 			TrustXFF:   entry.TrustXFF,
-			Metrics:    NewMetrics(),
+			Metrics:    metrics,
 			Name:       fmt.Sprintf("i%d", i),
 		}
 		url, stop, err := ServeLoopback(svc)
@@ -85,6 +92,7 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		st.OnClose(stop)
 		st.Instances = append(st.Instances, url)
 	}
+	st.Faults = faults
 	ok = true
 	return st, nil
 }
@@ -99,26 +107,28 @@ func skew(spec Spec, i int) time.Duration {
 	return 0
 }
 
-func (e Embedded) clock(spec Spec, i int) func() time.Time {
-	base := e.Now
-	if base == nil {
-		base = time.Now
-	}
-	d := skew(spec, i)
-	if d == 0 {
-		return base
-	}
-	return func() time.Time { return base().Add(d) }
-}
-
-// BuildLimiters builds one limiter per tier of p with entry.
-func BuildLimiters(pol *policy.Policy, entry catalog.Entry, env catalog.Env) (map[string]limiters.Limiter, error) {
+// BuildLimiters builds one limiter per tier of pol with entry. Limiters on
+// a store that can fail (Redis) are wrapped with the policy's store timeout,
+// circuit breaker and failure mode, reporting to m (which may be nil).
+func BuildLimiters(pol *policy.Policy, entry catalog.Entry, env catalog.Env, m *Metrics) (map[string]limiters.Limiter, error) {
 	out := map[string]limiters.Limiter{}
 	for i := range pol.Tiers {
 		t := &pol.Tiers[i]
 		l, err := entry.New(t.Limits, env)
 		if err != nil {
 			return nil, fmt.Errorf("tier %s: %w", t.Name, err)
+		}
+		if entry.Store == catalog.Redis {
+			alg := entry.Algorithm
+			if !alg.Valid() {
+				alg = policy.TokenBucket
+			}
+			r, err := limiters.NewResilient(l, alg, t.Limits, pol.Failure, m.observer())
+			if err != nil {
+				return nil, fmt.Errorf("tier %s: %w", t.Name, err)
+			}
+			r.Tier = t.Name
+			l = r
 		}
 		out[t.Name] = l
 	}

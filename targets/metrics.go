@@ -21,6 +21,8 @@ type Metrics struct {
 	latency   prometheus.Histogram
 	errors    prometheus.Counter
 	fallbacks *prometheus.CounterVec
+	storeLat  prometheus.Histogram
+	circuit   *prometheus.GaugeVec
 	handler   http.Handler
 }
 
@@ -44,7 +46,17 @@ func NewMetrics() *Metrics {
 		Name: "rlverify_fallback_decisions_total",
 		Help: "Decisions made by the declared failure mode instead of the store.",
 	}, []string{"mode"})
-	m.reg.MustRegister(m.decisions, m.latency, m.errors, m.fallbacks,
+	m.storeLat = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "rlverify_store_latency_seconds",
+		Help:    "Latency of calls to the limiter's state store, failed or not.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+	})
+	m.circuit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rlverify_circuit_state",
+		Help: "1 for the circuit breaker's current state (closed, open, half-open), 0 for the others.",
+	}, []string{"state"})
+	m.circuit.WithLabelValues(limiters.CircuitClosed).Set(1)
+	m.reg.MustRegister(m.decisions, m.latency, m.errors, m.fallbacks, m.storeLat, m.circuit,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
@@ -75,5 +87,32 @@ func (m *Metrics) observe(tier string, d limiters.Decision, err error, took time
 	}
 	if d.Fallback != "" {
 		m.fallbacks.WithLabelValues(d.Fallback).Inc()
+	}
+}
+
+// observer adapts m to limiters.Observer for the resilience wrapper.
+// Decisions themselves are counted by the service.
+func (m *Metrics) observer() limiters.Observer {
+	if m == nil {
+		return nil
+	}
+	return metricsObserver{m}
+}
+
+type metricsObserver struct{ m *Metrics }
+
+func (o metricsObserver) OnDecision(string, string, string) {}
+
+func (o metricsObserver) OnStoreLatency(d time.Duration) { o.m.storeLat.Observe(d.Seconds()) }
+
+func (o metricsObserver) OnStoreError(error) { o.m.errors.Inc() }
+
+func (o metricsObserver) OnCircuit(state string) {
+	for _, s := range []string{limiters.CircuitClosed, limiters.CircuitOpen, limiters.CircuitHalfOpen} {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		o.m.circuit.WithLabelValues(s).Set(v)
 	}
 }

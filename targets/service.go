@@ -124,7 +124,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.writeHeaders(w, tier, d)
 	if !d.Allowed {
 		status := http.StatusTooManyRequests
-		if d.Fallback == limiters.FallbackClosed {
+		if d.Fallback == limiters.FallbackClosed || d.Fallback == limiters.FallbackQueue {
 			status = http.StatusServiceUnavailable
 		}
 		if ra := retryAfterSeconds(d.RetryAfter); ra > 0 && !d.OmitRetryAfter {

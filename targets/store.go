@@ -17,6 +17,8 @@ import (
 type storeHandle struct {
 	client redis.UniversalClient
 	addr   string
+	// proxy sits between the instances and Redis to inject store faults.
+	proxy *FaultProxy
 }
 
 // startStore brings up the store the limiter entry needs: nothing for the
@@ -59,10 +61,15 @@ func (e Embedded) startStore(ctx context.Context, spec Spec, entry catalog.Entry
 		st.StoreDesc = "in-process Redis emulation " + addr
 		st.Notes = append(st.Notes, "redis-server is not on PATH: the store is miniredis, an in-process emulation, not real Redis")
 	}
-	client := limiters.NewRedisClient(addr, timeout)
+	proxy, err := NewFaultProxy(addr)
+	if err != nil {
+		return storeHandle{}, fmt.Errorf("embedded: %w", err)
+	}
+	st.OnClose(proxy.Close)
+	client := limiters.NewRedisClient(proxy.Addr(), timeout)
 	st.OnClose(client.Close)
 	if err := client.Ping(ctx).Err(); err != nil {
 		return storeHandle{}, fmt.Errorf("embedded: redis at %s does not answer PING: %w", addr, err)
 	}
-	return storeHandle{client: client, addr: addr}, nil
+	return storeHandle{client: client, addr: addr, proxy: proxy}, nil
 }

@@ -46,11 +46,12 @@ headers. /healthz answers 200, /metrics serves Prometheus metrics.`,
 				defer client.Close()
 				env.Redis = client
 			}
-			lims, err := targets.BuildLimiters(declared, entry, env)
+			metrics := targets.NewMetrics()
+			lims, err := targets.BuildLimiters(declared, entry, env, metrics)
 			if err != nil {
 				return runErr(err)
 			}
-			svc := &targets.Service{Policy: declared, Limiters: lims, Metrics: targets.NewMetrics(), TrustXFF: entry.TrustXFF, Name: addr}
+			svc := &targets.Service{Policy: declared, Limiters: lims, Metrics: metrics, TrustXFF: entry.TrustXFF, Name: addr}
 			if downstream != "" {
 				svc.Downstream = &targets.HTTPForwarder{URL: downstream, Client: &http.Client{Timeout: 5 * time.Second}}
 			}

@@ -1,0 +1,126 @@
+package targets
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlverify/rlverify/policy"
+)
+
+// skewClock is an instance clock whose offset a fault can change.
+type skewClock struct {
+	base   func() time.Time
+	offset atomic.Int64
+}
+
+func (c *skewClock) now() time.Time { return c.base().Add(time.Duration(c.offset.Load())) }
+
+// localFaults injects faults into an embedded or local stack: store faults
+// through the proxy in front of Redis, clock skew through the instances'
+// clocks.
+type localFaults struct {
+	proxy  *FaultProxy
+	clocks []*skewClock
+	base   []time.Duration // each instance's configured skew
+}
+
+// Supports implements FaultInjector.
+func (f *localFaults) Supports(kind string) bool {
+	switch kind {
+	case FaultStoreDown, FaultStoreSlow:
+		return f.proxy != nil
+	case FaultClockSkew:
+		return len(f.clocks) > 0
+	}
+	return false
+}
+
+// Inject implements FaultInjector.
+func (f *localFaults) Inject(_ context.Context, kind, param string) error {
+	if !f.Supports(kind) {
+		return fmt.Errorf("%s faults need the redis store (--store redis)", kind)
+	}
+	switch kind {
+	case FaultStoreDown:
+		f.proxy.SetDown(true)
+	case FaultStoreSlow:
+		d, err := policy.ParseDuration(param)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("store-slow: param %q: want a latency such as 200ms", param)
+		}
+		f.proxy.SetLatency(d)
+	case FaultClockSkew:
+		skews, err := ParseSkews(param, len(f.clocks))
+		if err != nil {
+			return err
+		}
+		for i, c := range f.clocks {
+			c.offset.Store(int64(f.base[i] + skews[i]))
+		}
+	}
+	return nil
+}
+
+// Clear implements FaultInjector.
+func (f *localFaults) Clear(_ context.Context, kind string) error {
+	switch kind {
+	case FaultStoreDown:
+		if f.proxy != nil {
+			f.proxy.SetDown(false)
+		}
+	case FaultStoreSlow:
+		if f.proxy != nil {
+			f.proxy.SetLatency(0)
+		}
+	case FaultClockSkew:
+		for i, c := range f.clocks {
+			c.offset.Store(int64(f.base[i]))
+		}
+	}
+	return nil
+}
+
+// ParseSkews reads a clock-skew parameter for n instances: "D" (e.g. 2s or
+// +2s) gives even instances +D and odd ones −D, so instances disagree by
+// 2D; "0=+2s,2=-1s" sets single instances (the rest keep 0).
+func ParseSkews(param string, n int) ([]time.Duration, error) {
+	out := make([]time.Duration, n)
+	param = strings.TrimSpace(param)
+	if param == "" {
+		return nil, fmt.Errorf("clock-skew: param needs a skew such as 2s or 0=+2s,1=-2s")
+	}
+	if !strings.Contains(param, "=") {
+		d, err := policy.ParseDuration(strings.TrimPrefix(param, "+"))
+		if err != nil {
+			return nil, fmt.Errorf("clock-skew: %q: %w", param, err)
+		}
+		for i := range out {
+			if i%2 == 0 {
+				out[i] = d
+			} else {
+				out[i] = -d
+			}
+		}
+		return out, nil
+	}
+	for _, part := range strings.Split(param, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		var i int
+		if _, err := fmt.Sscanf(k, "%d", &i); err != nil || i < 0 || i >= n {
+			return nil, fmt.Errorf("clock-skew: %q: instance %q is not 0 … %d", param, k, n-1)
+		}
+		neg := strings.HasPrefix(v, "-")
+		d, err := policy.ParseDuration(strings.TrimLeft(v, "+-"))
+		if err != nil {
+			return nil, fmt.Errorf("clock-skew: %q: %w", param, err)
+		}
+		if neg {
+			d = -d
+		}
+		out[i] = d
+	}
+	return out, nil
+}

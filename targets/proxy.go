@@ -1,0 +1,151 @@
+package targets
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// FaultProxy is a TCP proxy between the limiter instances and their store.
+// It forwards bytes untouched until told to break: Down cuts every
+// connection and refuses new ones (a dead store), Slow delays every chunk
+// in both directions (a slow store). It is our own small proxy rather than
+// toxiproxy: these two faults are all the harness needs, and it keeps a
+// large dependency tree out of the binary.
+type FaultProxy struct {
+	ln      net.Listener
+	backend string
+	down    atomic.Bool
+	latency atomic.Int64 // ns
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
+	closed  atomic.Bool
+}
+
+// NewFaultProxy listens on 127.0.0.1 with an ephemeral port and forwards to
+// backend.
+func NewFaultProxy(backend string) (*FaultProxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("fault proxy: listen: %w", err)
+	}
+	p := &FaultProxy{ln: ln, backend: backend, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is where clients connect.
+func (p *FaultProxy) Addr() string { return p.ln.Addr().String() }
+
+// SetDown breaks (true) or mends (false) the store connection.
+func (p *FaultProxy) SetDown(down bool) {
+	p.down.Store(down)
+	if down {
+		p.mu.Lock()
+		for c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+	}
+}
+
+// SetLatency delays every forwarded chunk by d (0 mends).
+func (p *FaultProxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// Close stops the proxy and cuts every connection.
+func (p *FaultProxy) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	err := p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return err
+}
+
+func (p *FaultProxy) track(c net.Conn, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		p.conns[c] = struct{}{}
+	} else {
+		delete(p.conns, c)
+	}
+}
+
+func (p *FaultProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || p.closed.Load() {
+				return
+			}
+			continue
+		}
+		if p.down.Load() {
+			c.Close()
+			continue
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+func (p *FaultProxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	backend, err := net.DialTimeout("tcp", p.backend, 2*time.Second)
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.track(client, true)
+	p.track(backend, true)
+	defer func() {
+		p.track(client, false)
+		p.track(backend, false)
+		client.Close()
+		backend.Close()
+	}()
+	done := make(chan struct{}, 2)
+	go func() { p.pipe(backend, client); done <- struct{}{} }()
+	go func() { p.pipe(client, backend); done <- struct{}{} }()
+	<-done
+}
+
+// pipe copies src to dst, delaying each chunk by the current latency.
+func (p *FaultProxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if d := time.Duration(p.latency.Load()); d > 0 {
+				time.Sleep(d)
+			}
+			if p.down.Load() {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package targets
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/limiters/catalog"
+	"github.com/rlverify/rlverify/policy"
+)
+
+func newService(t *testing.T, limiter string, now func() time.Time) (*Service, *Sink) {
+	t.Helper()
+	pol := policy.Default()
+	entry, err := catalog.Lookup(limiter, catalog.Memory)
+	require.NoError(t, err)
+	declared := pol.WithAlgorithm(entry.Algorithm)
+	lims, err := BuildLimiters(declared, entry, catalog.Env{}, nil)
+	require.NoError(t, err)
+	sink := NewSink(now)
+	return &Service{Policy: declared, Limiters: lims, Downstream: sink, Now: now, TrustXFF: entry.TrustXFF, Metrics: NewMetrics()}, sink
+}
+
+func get(t *testing.T, h http.Handler, path string, hdr map[string]string) *http.Response {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r.RemoteAddr = "127.0.0.1:5555"
+	for k, v := range hdr {
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Result()
+}
+
+func TestServiceContract(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
+	svc, sink := newService(t, "token-bucket", func() time.Time { return now })
+
+	resp := get(t, svc, "/api", nil)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "missing key")
+	resp = get(t, svc, "/api", map[string]string{"X-API-Key": "bad\x01key"})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "garbage key")
+
+	// Free tier: K=10, r=5/s. Ten admitted, the eleventh denied.
+	for i := 0; i < 10; i++ {
+		resp = get(t, svc, "/api", map[string]string{"X-API-Key": "free-a"})
+		require.Equal(t, http.StatusOK, resp.StatusCode, i)
+	}
+	require.Equal(t, `"free";q=10;w=2`, resp.Header.Get("RateLimit-Policy"))
+	require.Equal(t, `"free";r=0;t=2`, resp.Header.Get("RateLimit"))
+	require.Equal(t, "10", resp.Header.Get("X-RateLimit-Limit"))
+	require.Equal(t, "0", resp.Header.Get("X-RateLimit-Remaining"))
+	resp = get(t, svc, "/api", map[string]string{"X-API-Key": " FREE-A "})
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "case and space variants share the quota")
+	require.Equal(t, "1", resp.Header.Get("Retry-After"), "0.2s rounds up to 1s")
+
+	// After the advised wait (1 s at 5/s) five tokens are back.
+	now = now.Add(time.Second)
+	for i := 0; i < 5; i++ {
+		resp = get(t, svc, "/api", map[string]string{"X-API-Key": "free-a"})
+		require.Equal(t, http.StatusOK, resp.StatusCode, i)
+	}
+
+	// A spoofed X-Forwarded-For from an untrusted peer changes nothing.
+	resp = get(t, svc, "/api", map[string]string{"X-API-Key": "free-a", "X-Forwarded-For": "198.18.0.7"})
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+
+	// Paid keys have their own, larger quota.
+	resp = get(t, svc, "/api", map[string]string{"X-API-Key": "paid-z"})
+	require.Equal(t, "100", resp.Header.Get("X-RateLimit-Limit"))
+
+	snap := sink.Snapshot(t0.Add(-time.Second))
+	var free int64
+	for _, s := range snap {
+		if s.Key == "free-a" {
+			free = s.Arrivals
+		}
+	}
+	require.Equal(t, int64(15), free, "every admitted request reached downstream, nothing else")
+
+	resp = get(t, svc, "/metrics", nil)
+	body, _ := io.ReadAll(resp.Body)
+	require.Contains(t, string(body), `rlverify_decisions_total{outcome="denied",tier="free"}`)
+	resp = get(t, svc, "/healthz", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+func TestTrustXFFBuysQuota(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	svc, _ := newService(t, "faulty/trust-xff", func() time.Time { return now })
+	admitted := 0
+	for i := 0; i < 30; i++ {
+		resp := get(t, svc, "/api", map[string]string{"X-API-Key": "free-a", "X-Forwarded-For": "198.18.0." + string(rune('a'+i))})
+		if resp.StatusCode == http.StatusOK {
+			admitted++
+		}
+	}
+	require.Equal(t, 30, admitted, "every spoofed address gets its own bucket")
+}
+
+func TestEmbeddedStoreDownFailsOpenAndRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis")
+	}
+	pol := policy.Default()
+	stack, err := Embedded{}.Start(context.Background(), Spec{Policy: pol, Limiter: "token-bucket", Store: catalog.Redis, Instances: 2})
+	require.NoError(t, err)
+	defer stack.Close()
+	require.Len(t, stack.Instances, 2)
+	require.True(t, stack.Faults.Supports(FaultStoreDown))
+	client := &http.Client{Timeout: 3 * time.Second}
+	hit := func() int {
+		req, _ := http.NewRequest(http.MethodGet, stack.Instances[0]+"/api", nil)
+		req.Header.Set("X-API-Key", "free-down")
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := 0; i < 10; i++ {
+		require.Equal(t, 200, hit())
+	}
+	require.Equal(t, 429, hit(), "redis enforces the quota")
+	require.NoError(t, stack.Faults.Inject(context.Background(), FaultStoreDown, ""))
+	start := time.Now()
+	require.Equal(t, 200, hit(), "fail open while the store is down")
+	require.Less(t, time.Since(start), time.Second, "decided within the store timeout, not hung")
+	require.NoError(t, stack.Faults.Clear(context.Background(), FaultStoreDown))
+	deadline := time.Now().Add(3 * time.Second)
+	for hit() == 200 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, 429, hit(), "enforcement resumes after recovery")
+	require.NoError(t, stack.Close())
+}
+
+func TestParseSkews(t *testing.T) {
+	s, err := ParseSkews("2s", 3)
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{2 * time.Second, -2 * time.Second, 2 * time.Second}, s)
+	s, err = ParseSkews("1=-1500ms", 3)
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{0, -1500 * time.Millisecond, 0}, s)
+	for _, bad := range []string{"", "soon", "7=1s", "x=1s"} {
+		_, err := ParseSkews(bad, 3)
+		require.Error(t, err, bad)
+	}
+	require.True(t, strings.HasPrefix("x", "x"))
+}
