@@ -77,13 +77,14 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 			}
 		}
 		svc := &Service{
-			Policy:     spec.Policy,
-			Limiters:   lims,
-			Downstream: sink,
-			Now:        clk.now,
-			TrustXFF:   entry.TrustXFF,
-			Metrics:    metrics,
-			Name:       fmt.Sprintf("i%d", i),
+			Policy:          spec.Policy,
+			Limiters:        lims,
+			Downstream:      sink,
+			Now:             clk.now,
+			TrustXFF:        entry.TrustXFF,
+			ForwardRejected: entry.ForwardRejected,
+			Metrics:         metrics,
+			Name:            fmt.Sprintf("i%d", i),
 		}
 		url, stop, err := ServeLoopback(svc)
 		if err != nil {
@@ -118,7 +119,7 @@ func BuildLimiters(pol *policy.Policy, entry catalog.Entry, env catalog.Env, m *
 		if err != nil {
 			return nil, fmt.Errorf("tier %s: %w", t.Name, err)
 		}
-		if entry.Store == catalog.Redis {
+		if entry.Store == catalog.Redis && !entry.Unguarded {
 			alg := entry.Algorithm
 			if !alg.Valid() {
 				alg = policy.TokenBucket

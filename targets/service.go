@@ -40,6 +40,9 @@ type Service struct {
 	// TrustXFF takes the identity from X-Forwarded-For when present, from
 	// any peer. It is the defect of faulty/trust-xff; never set it otherwise.
 	TrustXFF bool
+	// ForwardRejected forwards denied requests downstream as well. It is the
+	// defect of faulty/forward-rejected; never set it otherwise.
+	ForwardRejected bool
 	// Metrics, when set, records every decision.
 	Metrics *Metrics
 	// Name identifies the instance in responses (X-RL-Instance).
@@ -129,6 +132,9 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if ra := retryAfterSeconds(d.RetryAfter); ra > 0 && !d.OmitRetryAfter {
 			w.Header().Set("Retry-After", strconv.FormatInt(ra, 10))
+		}
+		if s.ForwardRejected && s.Downstream != nil {
+			_ = s.Downstream.Forward(r.Context(), key)
 		}
 		http.Error(w, http.StatusText(status), status)
 		return

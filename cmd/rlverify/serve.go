@@ -51,7 +51,7 @@ headers. /healthz answers 200, /metrics serves Prometheus metrics.`,
 			if err != nil {
 				return runErr(err)
 			}
-			svc := &targets.Service{Policy: declared, Limiters: lims, Metrics: metrics, TrustXFF: entry.TrustXFF, Name: addr}
+			svc := &targets.Service{Policy: declared, Limiters: lims, Metrics: metrics, TrustXFF: entry.TrustXFF, ForwardRejected: entry.ForwardRejected, Name: addr}
 			if downstream != "" {
 				svc.Downstream = &targets.HTTPForwarder{URL: downstream, Client: &http.Client{Timeout: 5 * time.Second}}
 			}

@@ -55,6 +55,13 @@ type Entry struct {
 	// TrustXFF asks the reference service to take the caller's identity from
 	// X-Forwarded-For without checking the peer (faulty/trust-xff).
 	TrustXFF bool
+	// Unguarded: the service must not wrap this store-backed limiter with
+	// the policy's store timeout, circuit breaker and failure mode
+	// (faulty/unguarded-store).
+	Unguarded bool
+	// ForwardRejected: the service forwards denied requests downstream too
+	// (faulty/forward-rejected).
+	ForwardRejected bool
 	// Breaks names the invariant a faulty limiter violates.
 	Breaks      string
 	Description string
@@ -229,6 +236,24 @@ func faultyEntries() []Entry {
 			}
 			return faulty.NewUnweightedFixedWindow(c, l)
 		},
+	})...)
+	out = append(out, both(Entry{
+		Name: "faulty/shared-bucket", Algorithm: policy.TokenBucket,
+		Breaks:      "isolation: all tenants of a tier share one bucket",
+		Description: "correct token bucket keyed on the tier, not the tenant",
+		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.SharedBucket{Limiter: l} }),
+	})...)
+	out = append(out, Entry{
+		Name: "faulty/unguarded-store", Algorithm: policy.TokenBucket, Store: Redis, Unguarded: true,
+		Breaks:      "fail-mode: no failure mode; store errors surface as 503s whatever the policy declares",
+		Description: "atomic Redis token bucket without store timeout, circuit breaker or declared failure mode",
+		New:         memOrRedis(policy.TokenBucket),
+	})
+	out = append(out, both(Entry{
+		Name: "faulty/forward-rejected", Algorithm: policy.TokenBucket, ForwardRejected: true,
+		Breaks:      "downstream: denied requests are still forwarded",
+		Description: "correct decisions, but the service forwards 429ed requests downstream as well",
+		New:         memOrRedis(policy.TokenBucket),
 	})...)
 	out = append(out, both(Entry{
 		Name: "faulty/no-retry-after", Algorithm: policy.TokenBucket,
