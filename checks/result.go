@@ -1,10 +1,3 @@
-// Package checks decides, from a history and the declared policy, whether a
-// limiter kept its promise. Every checker is a pure function: no network, no
-// clock, no files. A checker never claims a violation that timing uncertainty
-// could explain: each request was decided somewhere in [Sent, Recv], widened
-// by the declared slack.
-//
-// checks imports only history, policy and the standard library.
 package checks
 
 import (

@@ -1,0 +1,73 @@
+package checks
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
+)
+
+var benchHist sync.Map // "n/keys" → *history.History
+
+// benchHistory simulates n events over keys keys of a correct bucket
+// (K=10, r=5/s: the default policy's free tier) with up to 50ms latency.
+func benchHistory(n, keys int) *history.History {
+	k := fmt.Sprintf("%d/%d", n, keys)
+	if h, ok := benchHist.Load(k); ok {
+		return h.(*history.History)
+	}
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(keys)))
+	h := simulate(rng, simOpts{keys: keys, n: n, K: 10, r: 5, maxLat: int64(50 * time.Millisecond), timeoutP: 0.01, load: 1.5})
+	for i := range h.Events {
+		h.Events[i].Key = "free-" + h.Events[i].Key
+		h.Events[i].RateLimit = ""
+		h.Events[i].RateLimitPolicy = ""
+	}
+	benchHist.Store(k, h)
+	return h
+}
+
+func benchPolicy() *policy.Policy {
+	p := policy.Default()
+	p.Headers.RateLimit = false // the simulation names its policy "k"
+	return p
+}
+
+// BenchmarkRunAll runs every check over 1,000,000 events of 10,000 keys.
+func BenchmarkRunAll(b *testing.B) {
+	h := benchHistory(1_000_000, 10_000)
+	p := benchPolicy()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, r := range Run(h, p, Options{}) {
+			if r.Verdict == Fail {
+				b.Fatalf("%s fails on a correct bucket: %s", r.Name, r.Summary)
+			}
+		}
+	}
+	b.ReportMetric(float64(len(h.Events))*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkOversell measures the oversell check alone (index included) at
+// several sizes and key counts, to state how it scales.
+func BenchmarkOversell(b *testing.B) {
+	p := benchPolicy()
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		for _, keys := range []int{1, 1000, 100_000} {
+			b.Run(fmt.Sprintf("events=%d/keys=%d", n, keys), func(b *testing.B) {
+				h := benchHistory(n, keys)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if r := Run(h, p, Options{Only: []string{"oversell"}})[0]; r.Verdict == Fail {
+						b.Fatalf("oversell fails on a correct bucket: %s", r.Summary)
+					}
+				}
+				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			})
+		}
+	}
+}

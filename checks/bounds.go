@@ -1,0 +1,146 @@
+package checks
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/rlverify/rlverify/history"
+)
+
+const docBounds = "Reported remaining (X-RateLimit-Remaining, or r of RateLimit) lies in [0, limit]; an admission never reports the full quota left; on a single-limit tier a 429 reports 0, both headers agree, and for buckets remaining never grows faster than the refill between two responses that were surely decided in order."
+
+// remaining returns the remaining count a response reported, and the limit
+// it reported it against (-1 when unknown).
+func remaining(e *history.Event, hc *headerCache) (rem, lim int64, xrem int64, ok bool) {
+	rem, lim, xrem = -1, -1, -1
+	if e.XLimit != "" {
+		if v, err := parseInt(e.XLimit); err == nil {
+			lim = v
+		}
+	}
+	if e.XRemaining != "" {
+		if v, err := parseInt(e.XRemaining); err == nil {
+			rem, xrem, ok = v, v, true
+		}
+	}
+	if e.RateLimit != "" {
+		if items, err := hc.rateLimit(e.RateLimit); err == nil && len(items) == 1 {
+			if !ok {
+				rem, ok = items[0].Remaining, true
+			}
+			if lim < 0 && e.RateLimitPolicy != "" {
+				if pol, err := hc.policy(e.RateLimitPolicy); err == nil && len(pol) == 1 {
+					lim = pol[0].Quota
+				}
+			}
+			if xrem >= 0 && items[0].Remaining != xrem {
+				// Signal disagreement through xrem ≠ rem.
+				rem = items[0].Remaining
+			}
+		}
+	}
+	return rem, lim, xrem, ok
+}
+
+func checkBounds(ix *index) Result {
+	col := ix.collector()
+	hc := newHeaderCache()
+	seen := 0
+	// Pass 1, in file order: bounds of each response alone. Remember what
+	// each reported for pass 2.
+	// rems holds, by position in ix.recs, the remaining a response reported
+	// against its tier's single limit, or -1.
+	rems := make([]int32, len(ix.recs))
+	for i := range rems {
+		rems[i] = -1
+	}
+	for i := range ix.h.Events {
+		e := &ix.h.Events[i]
+		g := &ix.groups[ix.gid[i]]
+		if g.tier == nil || (e.XRemaining == "" && e.RateLimit == "") {
+			continue
+		}
+		r := ix.mkRec(e, i)
+		if !ix.judgedResponse(r) {
+			continue
+		}
+		rem, lim, xrem, ok := remaining(e, hc)
+		if !ok {
+			continue
+		}
+		seen++
+		maxK := int64(0)
+		for _, l := range g.tier.Limits {
+			maxK = max(maxK, l.Count)
+		}
+		if lim < 0 {
+			lim = maxK
+		}
+		single := len(g.tier.Limits) == 1
+		bad := func(bound float64, format string, args ...any) {
+			col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, Bound: bound, Observed: float64(rem),
+				RequestIDs: []uint64{e.ID}, TotalIDs: 1, Message: fmt.Sprintf("request %d of key %s: ", e.ID, g.key) + fmt.Sprintf(format, args...)})
+		}
+		switch {
+		case rem < 0:
+			bad(0, "reported %d remaining (negative)", rem)
+		case rem > lim || rem > maxK:
+			bad(float64(min(lim, maxK)), "reported %d remaining, more than the limit %d", rem, min(lim, maxK))
+		case r.out == history.Admitted && rem >= lim && tierHasCount(g.tier, lim):
+			bad(float64(lim-1), "was admitted yet reported the whole quota (%d) remaining; after consuming at most %d can remain", rem, lim-1)
+		case single && r.out == history.Rejected && rem >= 1:
+			bad(0, "got 429 while reporting %d remaining on a single-limit tier", rem)
+		case single && xrem >= 0 && xrem != rem:
+			bad(float64(xrem), "X-RateLimit-Remaining %d and RateLimit r=%d disagree", xrem, rem)
+		default:
+			// Only reports against the tier's single limit take part in pass 2.
+			if single && lim == g.tier.Limits[0].Count && rem <= math.MaxInt32 {
+				rems[ix.pos[i]] = int32(rem)
+			}
+		}
+	}
+	// Pass 2, per key: for single-limit buckets, remaining never grows faster
+	// than the refill between two responses surely decided in order.
+	var prev []int // positions in g.recs
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		if g.tier == nil || len(g.tier.Limits) != 1 || !g.tier.Limits[0].Algorithm.Bucketed() {
+			continue
+		}
+		bucket := &g.tier.Limits[0]
+		prev = prev[:0]
+		grems := rems[g.off : int(g.off)+len(g.recs)]
+		for j, r := range g.recs {
+			rem := grems[j]
+			if rem < 0 {
+				continue
+			}
+			for k := len(prev) - 1; k >= 0 && k >= len(prev)-8; k-- {
+				p, prem := g.recs[prev[k]], grems[prev[k]]
+				if p.hi >= r.lo {
+					continue
+				}
+				gain := bucket.R() * float64(r.hi-p.lo) / 1e9
+				bound := float64(prem) + gain
+				if r.out != history.Admitted {
+					bound++
+				}
+				if float64(rem) >= bound+eps {
+					e := ix.ev(r)
+					col.add(Evidence{Key: g.key, Limit: bucket.Name, From: p.lo, To: r.hi, Bound: bound, Observed: float64(rem),
+						RequestIDs: []uint64{ix.ev(p).ID, e.ID}, TotalIDs: 2,
+						Message: fmt.Sprintf("request %d of key %s reported %d remaining, but request %d (surely decided earlier) reported %d and the bucket can refill only %s tokens in between",
+							e.ID, g.key, rem, ix.ev(p).ID, prem, fmtF(gain))})
+					break
+				}
+			}
+			prev = append(prev, j)
+		}
+	}
+	figs := map[string]float64{"responses_with_remaining": float64(seen)}
+	if seen == 0 {
+		return col.result(Skip, "no response reported a remaining count", figs, "")
+	}
+	return col.result(Pass, fmt.Sprintf("%s reported remaining counts within bounds and consistent", plural(seen, "response", "responses")), figs,
+		fmt.Sprintf("%s reported impossible remaining counts", plural(col.total, "response", "responses")))
+}

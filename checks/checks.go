@@ -1,0 +1,392 @@
+package checks
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// DefaultMaxEvidence is the evidence cap per check when Options.MaxEvidence
+// is zero.
+const DefaultMaxEvidence = 5
+
+// checker is the internal form of a check: it reads the shared index.
+type checker struct {
+	name, doc string
+	run       func(ix *index) Result
+}
+
+var registry = []checker{
+	{"oversell", docOversell, checkOversell},
+	{"under-admission", docUnder, checkUnder},
+	{"token-bounds", docBounds, checkBounds},
+	{"retry-after", docRetry, checkRetryAfter},
+	{"headers", docHeaders, checkHeaders},
+	{"isolation", docIsolation, checkIsolation},
+	{"instances", docInstances, checkInstances},
+	{"fail-mode", docFailMode, checkFailMode},
+	{"downstream", docDownstream, checkDownstream},
+	{"bypass", docBypass, checkBypass},
+	{"regions", docRegions, checkRegions},
+}
+
+// All returns every checker in a stable order. Each Checker's Check builds
+// its own index of the history; Run shares one index between all checks.
+func All() []Checker {
+	out := make([]Checker, len(registry))
+	for i, c := range registry {
+		c := c
+		out[i] = Checker{Name: c.name, Doc: c.doc, Check: func(h *history.History, p *policy.Policy, o Options) Result {
+			r := c.run(newIndex(h, p, o))
+			r.Name = c.name
+			return r
+		}}
+	}
+	return out
+}
+
+// Names returns the checker names in the order of All.
+func Names() []string {
+	out := make([]string, len(registry))
+	for i, c := range registry {
+		out[i] = c.name
+	}
+	return out
+}
+
+// Validate returns an error naming the first unknown check name in names and
+// listing the known ones.
+func Validate(names []string) error {
+	for _, n := range names {
+		if !slices.Contains(Names(), n) {
+			return fmt.Errorf("checks: unknown check %q (known: %s)", n, strings.Join(Names(), ", "))
+		}
+	}
+	return nil
+}
+
+// Run runs every check (or those named in o.Only, in the order of All) on h
+// against p, sharing one sorted index of the history. An unknown name in
+// o.Only yields a Result with verdict Unknown saying so; call Validate first
+// to turn that into a usage error. Run is safe for concurrent use on
+// histories that are not being modified.
+func Run(h *history.History, p *policy.Policy, o Options) []Result {
+	ix := newIndex(h, p, o)
+	var out []Result
+	want := map[string]bool{}
+	for _, n := range o.Only {
+		want[n] = true
+	}
+	var run []checker
+	for _, c := range registry {
+		if len(want) == 0 || want[c.name] {
+			run = append(run, c)
+		}
+	}
+	// Checks only read the index (each writes its own scratch), so they run
+	// on all CPUs; the results keep the order of All.
+	out = make([]Result, len(run))
+	workers := min(runtime.GOMAXPROCS(0), len(run))
+	var next sync.Mutex
+	k := 0
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				next.Lock()
+				i := k
+				k++
+				next.Unlock()
+				if i >= len(run) {
+					return
+				}
+				out[i] = run[i].run(ix)
+				out[i].Name = run[i].name
+			}
+		}()
+	}
+	wg.Wait()
+	for _, n := range o.Only {
+		if err := Validate([]string{n}); err != nil {
+			out = append(out, Result{Name: n, Verdict: Unknown, Summary: err.Error()})
+		}
+	}
+	return out
+}
+
+// rec is the compact form of one event used by every check.
+type rec struct {
+	lo, hi int64 // the decision interval: [Sent−slack, Recv+slack]
+	idx    int32 // index in h.Events
+	status int16 // HTTP status
+	inst   int16 // Event.Instance, clamped to int16
+	out    history.Outcome
+	// variant is set for bypass probes (Event.Variant != "").
+	variant bool
+	// fault is set when the interval overlaps a store fault window.
+	fault bool
+}
+
+// group is all events of one key, sorted by (lo, hi, id).
+type group struct {
+	key  string
+	tier *policy.Tier
+	recs []rec
+	// off is the position of recs[0] in index.recs.
+	off   int32
+	insts int // distinct instances among non-variant events
+	// nVariant counts variant events.
+	nVariant int
+}
+
+// index is the history sorted once and shared by all checks. Lazily computed
+// results shared between checks live here too.
+type index struct {
+	h      *history.History
+	p      *policy.Policy
+	o      Options
+	slack  int64
+	groups []group // sorted by key
+	// gid is the group of each event, by index in h.Events; pos its
+	// position in recs.
+	gid, pos []int32
+	recs     []rec // all recs, grouped by key
+	// startNs is Run.Start in Unix ns (for epoch-aligned windows).
+	startNs int64
+	// maxLat is the largest hi−lo of any event.
+	maxLat int64
+	insts  int // distinct instances in the run
+	// untiered counts events whose key has no tier.
+	untiered int
+
+	envOnce   sync.Once
+	envCache  []keyEnvelope
+	underOnce sync.Once
+	underRes  *underResult
+}
+
+func newIndex(h *history.History, p *policy.Policy, o Options) *index {
+	if o.MaxEvidence <= 0 {
+		o.MaxEvidence = DefaultMaxEvidence
+	}
+	ix := &index{h: h, p: p, o: o, slack: int64(o.Slack) + int64(p.ClockQuantum)}
+	if ix.slack < 0 {
+		ix.slack = 0
+	}
+	if !h.Run.Start.IsZero() {
+		ix.startNs = h.Run.Start.UnixNano()
+	}
+	n := len(h.Events)
+	// Intern keys: events are mostly already in send order, so a counting
+	// sort by key keeps that order and only out-of-order groups need sorting.
+	kid := make([]int32, n)
+	ids := make(map[string]int32)
+	var keys []string
+	var counts []int32
+	var tierOf []string
+	instSeen := map[int]bool{}
+	last := ""
+	lastID := int32(-1)
+	for i := range h.Events {
+		e := &h.Events[i]
+		id := lastID
+		if lastID < 0 || e.Key != last {
+			var ok bool
+			id, ok = ids[e.Key]
+			if !ok {
+				id = int32(len(keys))
+				ids[e.Key] = id
+				keys = append(keys, e.Key)
+				counts = append(counts, 0)
+				tierOf = append(tierOf, "")
+			}
+			last, lastID = e.Key, id
+		}
+		kid[i] = id
+		counts[id]++
+		if e.Tier != "" && tierOf[id] == "" {
+			tierOf[id] = e.Tier
+		}
+		if len(instSeen) < 1024 {
+			instSeen[e.Instance] = true
+		}
+	}
+	ix.insts = len(instSeen)
+	// Order keys by name so results are deterministic.
+	order := make([]int32, len(keys))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	sort.Slice(order, func(a, b int) bool { return keys[order[a]] < keys[order[b]] })
+	start := make([]int32, len(keys))
+	pos := int32(0)
+	for _, k := range order {
+		start[k] = pos
+		pos += counts[k]
+	}
+	ix.recs = make([]rec, n)
+	ix.pos = make([]int32, n)
+	fill := append([]int32(nil), start...)
+	for i := range h.Events {
+		e := &h.Events[i]
+		r := ix.mkRec(e, i)
+		if d := r.hi - r.lo; d > ix.maxLat {
+			ix.maxLat = d
+		}
+		k := kid[i]
+		ix.recs[fill[k]] = r
+		fill[k]++
+	}
+	rank := make([]int32, len(keys))
+	for gi, k := range order {
+		rank[k] = int32(gi)
+	}
+	ix.gid = kid
+	for i, k := range kid {
+		ix.gid[i] = rank[k]
+	}
+	ix.groups = make([]group, len(keys))
+	var inst []int16
+	for gi, k := range order {
+		g := &ix.groups[gi]
+		g.key = keys[k]
+		g.recs = ix.recs[start[k] : start[k]+counts[k]]
+		g.off = start[k]
+		if !slices.IsSortedFunc(g.recs, cmpRec) {
+			slices.SortFunc(g.recs, cmpRec)
+		}
+		tierName := tierOf[k]
+		inst = inst[:0]
+		for j := range g.recs {
+			if g.recs[j].variant {
+				g.nVariant++
+				continue
+			}
+			if in := g.recs[j].inst; !slices.Contains(inst, in) && len(inst) < 64 {
+				inst = append(inst, in)
+			}
+		}
+		g.insts = len(inst)
+		for j := range g.recs {
+			ix.pos[g.recs[j].idx] = start[k] + int32(j)
+		}
+		if tierName != "" {
+			g.tier, _ = p.Tier(tierName)
+		} else {
+			g.tier, _ = p.TierFor(g.key)
+		}
+		if g.tier == nil {
+			ix.untiered += len(g.recs)
+		}
+	}
+	return ix
+}
+
+// mkRec builds the compact record of event i.
+func (ix *index) mkRec(e *history.Event, i int) rec {
+	r := rec{lo: e.Sent - ix.slack, hi: e.Recv + ix.slack, idx: int32(i), status: int16(e.Status), out: e.Outcome(), variant: e.Variant != "",
+		inst: int16(max(math.MinInt16, min(math.MaxInt16, e.Instance)))}
+	if r.hi < r.lo {
+		r.hi = r.lo
+	}
+	r.fault = len(ix.h.Faults) > 0 && ix.inFault(r.lo, r.hi)
+	return r
+}
+
+func cmpRec(a, b rec) int {
+	switch {
+	case a.lo != b.lo:
+		return cmpI64(a.lo, b.lo)
+	case a.hi != b.hi:
+		return cmpI64(a.hi, b.hi)
+	}
+	return cmpI64(int64(a.idx), int64(b.idx))
+}
+
+func cmpI64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (ix *index) ev(r rec) *history.Event { return &ix.h.Events[r.idx] }
+
+// inFault reports whether [lo, hi] overlaps a store fault window.
+func (ix *index) inFault(lo, hi int64) bool {
+	for _, f := range ix.h.Faults {
+		if f.Kind != "store-down" && f.Kind != "store-slow" {
+			continue
+		}
+		end := f.End
+		if end == 0 {
+			end = 1<<62 - 1
+		}
+		if lo <= end && hi >= f.Start {
+			return true
+		}
+	}
+	return false
+}
+
+// collector keeps the first MaxEvidence violations and counts them all.
+type collector struct {
+	max   int
+	total int
+	items []Evidence
+}
+
+func (ix *index) collector() *collector { return &collector{max: ix.o.MaxEvidence} }
+
+func (c *collector) add(e Evidence) {
+	c.total++
+	if len(c.items) < c.max {
+		c.items = append(c.items, e)
+	}
+}
+
+// idList builds the capped id list of evidence from recs.
+func (ix *index) idList(rs []rec) ([]uint64, int) {
+	all := make([]uint64, 0, min(len(rs), MaxIDs+1))
+	for _, r := range rs {
+		if len(all) > MaxIDs {
+			break
+		}
+		all = append(all, ix.ev(r).ID)
+	}
+	got, _ := ids(all)
+	return got, len(rs)
+}
+
+// result assembles a Result from a collector: fail when it holds
+// violations, else the given verdict and summary.
+func (c *collector) result(v Verdict, summary string, figs map[string]float64, failSummary string) Result {
+	if figs == nil {
+		figs = map[string]float64{}
+	}
+	figs["violations"] = float64(c.total)
+	if c.total > 0 {
+		v = Fail
+		summary = failSummary
+	}
+	return Result{Verdict: v, Summary: summary, Evidence: c.items, Figures: figs}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

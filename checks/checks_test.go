@@ -1,0 +1,244 @@
+package checks
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+
+// loadFixture reads testdata/name.jsonl and the policy its run header names.
+// A note "expect 1 2 3" lists request ids the evidence must name; "expect
+// skip" says the check does not apply.
+func loadFixture(t *testing.T, file string) (*history.History, *policy.Policy, []uint64, bool) {
+	t.Helper()
+	h, err := history.ReadFile(file)
+	require.NoError(t, err)
+	require.NotEmpty(t, h.Run.Policy, "%s: the run header must name its policy", file)
+	p, err := policy.Load(filepath.Join("testdata", h.Run.Policy))
+	require.NoError(t, err)
+	var want []uint64
+	skip := false
+	for _, n := range h.Run.Notes {
+		rest, ok := strings.CutPrefix(n, "expect")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Fields(rest) {
+			if f == "skip" {
+				skip = true
+				continue
+			}
+			id, err := strconv.ParseUint(f, 10, 64)
+			require.NoError(t, err, "%s: note %q", file, n)
+			want = append(want, id)
+		}
+	}
+	return h, p, want, skip
+}
+
+func TestFixtures(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.jsonl")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	covered := map[string][2]bool{}
+	for _, file := range files {
+		base := strings.TrimSuffix(filepath.Base(file), ".jsonl")
+		var name string
+		var bad bool
+		for _, n := range Names() {
+			if strings.HasPrefix(base, n+"-ok") {
+				name = n
+			} else if strings.HasPrefix(base, n+"-bad") {
+				name, bad = n, true
+			}
+		}
+		require.NotEmpty(t, name, "%s: name fixtures <check>-ok-* or <check>-bad-*", file)
+		c := covered[name]
+		c[btoi(bad)] = true
+		covered[name] = c
+		t.Run(base, func(t *testing.T) {
+			h, p, want, skip := loadFixture(t, file)
+			rs := Run(h, p, Options{Only: []string{name}})
+			require.Len(t, rs, 1)
+			r := rs[0]
+			assert.Equal(t, name, r.Name)
+			assert.NotEmpty(t, r.Summary)
+			switch {
+			case bad:
+				require.Equal(t, Fail, r.Verdict, "%s: %s", r.Summary, dump(r))
+				require.NotEmpty(t, r.Evidence)
+				var got []uint64
+				for _, e := range r.Evidence {
+					assert.NotEmpty(t, e.Message)
+					got = append(got, e.RequestIDs...)
+				}
+				for _, id := range want {
+					assert.Contains(t, got, id, "evidence must name request %d: %s", id, dump(r))
+				}
+				assert.Equal(t, float64(r.Figures["violations"]) > 0, true)
+			case skip:
+				assert.Equal(t, Skip, r.Verdict, "%s", dump(r))
+			default:
+				assert.Equal(t, Pass, r.Verdict, "%s", dump(r))
+				assert.Empty(t, r.Evidence)
+			}
+		})
+	}
+	for _, n := range Names() {
+		assert.Equal(t, [2]bool{true, true}, covered[n], "check %s needs an -ok and a -bad fixture", n)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func dump(v any) string {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return string(b)
+}
+
+func TestFixtureFigures(t *testing.T) {
+	h, p, _, _ := loadFixture(t, "testdata/oversell-ok-fixed-boundary.jsonl")
+	r := Run(h, p, Options{Only: []string{"oversell"}})[0]
+	assert.Equal(t, Pass, r.Verdict)
+	assert.Equal(t, 11.0, r.Figures["worst_rolling_window"], "10 sent in 150ms around the boundary plus the straddler")
+	assert.InDelta(t, 2.2, r.Figures["boundary_ratio"], 1e-9)
+
+	h, p, _, _ = loadFixture(t, "testdata/instances-bad.jsonl")
+	r = Run(h, p, Options{Only: []string{"instances"}})[0]
+	require.Equal(t, Fail, r.Verdict)
+	assert.Contains(t, r.Evidence[0].Message, "key free-a admitted 30 across 3 instances where one quota allows 10")
+	assert.Contains(t, r.Evidence[0].Message, "≈3× — per-instance state?")
+	assert.Equal(t, 3.0, r.Figures["instances"])
+
+	h, p, _, _ = loadFixture(t, "testdata/oversell-bad-burst.jsonl")
+	r = Run(h, p, Options{Only: []string{"oversell"}, MaxEvidence: 1})[0]
+	assert.Equal(t, "12 requests admitted in 5ms; a bucket of K=10 refilling at 5/s allows at most 10", r.Evidence[0].Message)
+	assert.InDelta(t, 1.2, r.Figures["max_overrun"], 0.01)
+}
+
+func TestRunAllOnFixtures(t *testing.T) {
+	// Every check runs on every fixture without panicking, and returns a
+	// known verdict with a summary.
+	files, _ := filepath.Glob("testdata/*.jsonl")
+	for _, file := range files {
+		h, p, _, _ := loadFixture(t, file)
+		rs := Run(h, p, Options{})
+		require.Len(t, rs, len(Names()))
+		for i, r := range rs {
+			assert.Equal(t, Names()[i], r.Name)
+			assert.Contains(t, []Verdict{Pass, Fail, Unknown, Skip}, r.Verdict)
+			assert.NotEmpty(t, r.Summary, "%s %s", file, r.Name)
+			assert.LessOrEqual(t, len(r.Evidence), DefaultMaxEvidence)
+		}
+	}
+}
+
+func TestValidateAndNames(t *testing.T) {
+	require.NoError(t, Validate([]string{"oversell", "regions"}))
+	err := Validate([]string{"oversell", "overcell"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"overcell"`)
+	assert.Contains(t, err.Error(), "under-admission")
+	assert.Equal(t, []string{"oversell", "under-admission", "token-bounds", "retry-after", "headers", "isolation",
+		"instances", "fail-mode", "downstream", "bypass", "regions"}, Names())
+	all := All()
+	require.Len(t, all, len(Names()))
+	for i, c := range all {
+		assert.Equal(t, Names()[i], c.Name)
+		assert.NotEmpty(t, c.Doc)
+	}
+	h, p, _, _ := loadFixture(t, "testdata/oversell-bad-burst.jsonl")
+	assert.Equal(t, Fail, all[0].Check(h, p, Options{}).Verdict)
+	rs := Run(h, p, Options{Only: []string{"nope"}})
+	require.Len(t, rs, 1)
+	assert.Equal(t, Unknown, rs[0].Verdict)
+}
+
+func TestEvidenceCap(t *testing.T) {
+	// 50 keys each oversold: 5 evidence items, 50 violations counted.
+	p := policy.Default()
+	h := &history.History{}
+	id := uint64(0)
+	for k := 0; k < 50; k++ {
+		for i := 0; i < 12; i++ {
+			id++
+			h.Events = append(h.Events, history.Event{ID: id, Key: "free-" + strconv.Itoa(k), Sent: 0, Recv: 1e6, Status: 200})
+		}
+	}
+	r := Run(h, p, Options{Only: []string{"oversell"}})[0]
+	assert.Equal(t, Fail, r.Verdict)
+	assert.Len(t, r.Evidence, 5)
+	assert.Equal(t, 50.0, r.Figures["violations"])
+	r = Run(h, p, Options{Only: []string{"oversell"}, MaxEvidence: 2})[0]
+	assert.Len(t, r.Evidence, 2)
+}
+
+func TestSlackHidesViolation(t *testing.T) {
+	// 11 admitted 100ms apart from a burst of 10: with 200ms slack the 11th
+	// could have come at 200ms.
+	p := policy.Default()
+	h := &history.History{}
+	for i := 0; i < 10; i++ {
+		h.Events = append(h.Events, history.Event{ID: uint64(i + 1), Key: "free-a", Sent: 0, Recv: 1e6, Status: 200})
+	}
+	h.Events = append(h.Events, history.Event{ID: 11, Key: "free-a", Sent: 100e6, Recv: 101e6, Status: 200})
+	assert.Equal(t, Fail, Run(h, p, Options{Only: []string{"oversell"}})[0].Verdict)
+	assert.Equal(t, Pass, Run(h, p, Options{Only: []string{"oversell"}, Slack: 100e6})[0].Verdict)
+}
+
+func TestInterruptedHistoryStillJudged(t *testing.T) {
+	h, p, _, _ := loadFixture(t, "testdata/oversell-bad-burst.jsonl")
+	h.End = nil
+	require.True(t, h.Interrupted())
+	assert.Equal(t, Fail, Run(h, p, Options{Only: []string{"oversell"}})[0].Verdict)
+}
+
+func TestGolden(t *testing.T) {
+	for _, c := range []struct{ fixture, check string }{
+		{"oversell-bad-burst", "oversell"},
+		{"retry-after-bad", "retry-after"},
+		{"instances-bad", "instances"},
+		{"fail-mode-bad", "fail-mode"},
+	} {
+		t.Run(c.fixture, func(t *testing.T) {
+			h, p, _, _ := loadFixture(t, filepath.Join("testdata", c.fixture+".jsonl"))
+			r := Run(h, p, Options{Only: []string{c.check}})[0]
+			got, err := json.MarshalIndent(r, "", "  ")
+			require.NoError(t, err)
+			got = append(got, '\n')
+			file := filepath.Join("testdata", "golden", c.fixture+".json")
+			if *update {
+				require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+				require.NoError(t, os.WriteFile(file, got, 0o644))
+			}
+			want, err := os.ReadFile(file)
+			require.NoError(t, err, "run go test ./checks -run TestGolden -update to create it")
+			assert.Equal(t, string(want), string(got))
+		})
+	}
+}
+
+func TestMergeOrder(t *testing.T) {
+	assert.Equal(t, Fail, Merge(Pass, Fail))
+	assert.Equal(t, Unknown, Merge(Unknown, Pass))
+	assert.Equal(t, Pass, Merge(Skip, Pass))
+	assert.True(t, slices.Contains([]Verdict{Pass}, Overall([]Result{{Verdict: Skip}})))
+}

@@ -1,0 +1,492 @@
+package checks
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// eps absorbs float rounding when a count is compared with a bound.
+const eps = 1e-6
+
+// cert is a proven violation of one limit: every request in recs must have
+// been decided inside [from, to], and there are more of them than the limit
+// allows there.
+type cert struct {
+	limit    *policy.Limit
+	from, to int64
+	count    int
+	bound    float64
+	recs     []rec
+}
+
+// envStatus is the outcome of judging one set of admissions against a limit.
+type envStatus struct {
+	certs []cert
+	// unknown counts clusters for which neither a witness schedule nor a
+	// certificate was found.
+	unknown int
+	// worstRolling is the most admissions (by send time) in any rolling W
+	// (fixed windows only).
+	worstRolling int
+}
+
+// scratch holds buffers reused across keys so the hot loops do not allocate.
+type scratch struct {
+	heap   []int32
+	lo, hi []int64
+	ord    []int32
+	seg    segTree
+	recs   []rec
+	deque  []int32
+}
+
+// judgeLimit judges admissions rs (sorted by lo) against limit l.
+func (ix *index) judgeLimit(rs []rec, l *policy.Limit, sc *scratch) envStatus {
+	var st envStatus
+	if len(rs) == 0 {
+		return st
+	}
+	switch l.Algorithm {
+	case policy.TokenBucket, policy.GCRA:
+		ix.judgeBucket(rs, l, sc, &st)
+	case policy.FixedWindow:
+		ix.judgeFixed(rs, l, &st)
+	case policy.SlidingLog:
+		judgeSliding(rs, l, float64(l.Count), sc, &st)
+	case policy.SlidingCounter:
+		judgeSliding(rs, l, math.Floor(float64(l.Count)*(1+l.ErrorBound)+eps), sc, &st)
+	}
+	return st
+}
+
+// judgeBucket splits rs into clusters separated by a full refill and judges
+// each: witness (EDF forwards, then backwards) or certificate (max excess).
+func (ix *index) judgeBucket(rs []rec, l *policy.Limit, sc *scratch, st *envStatus) {
+	K := l.K()
+	if float64(len(rs)) <= K {
+		return
+	}
+	r := l.R() / 1e9 // tokens per ns
+	refill := int64(math.Ceil(K / r))
+	start := 0
+	maxHi := rs[0].hi
+	for i := 1; i <= len(rs); i++ {
+		if i < len(rs) && rs[i].lo-maxHi < refill {
+			if rs[i].hi > maxHi {
+				maxHi = rs[i].hi
+			}
+			continue
+		}
+		c := rs[start:i]
+		if float64(len(c)) > K && !edfWitness(c, K, r, sc) {
+			if ct, ok := hallCert(c, K, r, l, sc); ok {
+				st.certs = append(st.certs, ct)
+			} else if !edfWitnessReverse(c, K, r, sc) {
+				st.unknown++
+			}
+		}
+		if i < len(rs) {
+			start, maxHi = i, rs[i].hi
+		}
+	}
+}
+
+// edfWitness tries to schedule every request of c (sorted by lo) inside its
+// interval, serving the earliest deadline first as soon as the bucket holds
+// a token. Success is a witness that the admissions fit the bucket.
+func edfWitness(c []rec, K, r float64, sc *scratch) bool {
+	sc.lo = sc.lo[:0]
+	sc.hi = sc.hi[:0]
+	for _, x := range c {
+		sc.lo = append(sc.lo, x.lo)
+		sc.hi = append(sc.hi, x.hi)
+	}
+	return edf(sc.lo, sc.hi, K, r, sc)
+}
+
+// edfWitnessReverse runs the same schedule on the time-reversed requests
+// (the envelope K + r·(b−a) is symmetric in time): as late as possible,
+// latest release first.
+func edfWitnessReverse(c []rec, K, r float64, sc *scratch) bool {
+	sc.ord = sc.ord[:0]
+	for i := range c {
+		sc.ord = append(sc.ord, int32(i))
+	}
+	slices.SortFunc(sc.ord, func(a, b int32) int { return cmpI64(c[b].hi, c[a].hi) })
+	sc.lo = sc.lo[:0]
+	sc.hi = sc.hi[:0]
+	for _, i := range sc.ord {
+		sc.lo = append(sc.lo, -c[i].hi)
+		sc.hi = append(sc.hi, -c[i].lo)
+	}
+	return edf(sc.lo, sc.hi, K, r, sc)
+}
+
+// edf runs the schedule on intervals sorted by lo. Times are taken relative
+// to lo[0] so float64 keeps nanosecond precision.
+func edf(lo, hi []int64, K, r float64, sc *scratch) bool {
+	n := len(lo)
+	base := lo[0]
+	h := sc.heap[:0]
+	defer func() { sc.heap = h[:0] }()
+	less := func(a, b int32) bool { return hi[a] < hi[b] }
+	push := func(x int32) {
+		h = append(h, x)
+		for j := len(h) - 1; j > 0; {
+			p := (j - 1) / 2
+			if !less(h[j], h[p]) {
+				break
+			}
+			h[j], h[p] = h[p], h[j]
+			j = p
+		}
+	}
+	pop := func() int32 {
+		top := h[0]
+		last := len(h) - 1
+		h[0] = h[last]
+		h = h[:last]
+		for j := 0; ; {
+			l, m := 2*j+1, j
+			if l < len(h) && less(h[l], h[m]) {
+				m = l
+			}
+			if l+1 < len(h) && less(h[l+1], h[m]) {
+				m = l + 1
+			}
+			if m == j {
+				break
+			}
+			h[j], h[m] = h[m], h[j]
+			j = m
+		}
+		return top
+	}
+	L := K
+	t := 0.0
+	i := 0
+	advance := func(nt float64) {
+		if nt > t {
+			L = math.Min(K, L+r*(nt-t))
+			t = nt
+		}
+	}
+	for i < n || len(h) > 0 {
+		if len(h) == 0 {
+			advance(float64(lo[i] - base))
+		}
+		for i < n && float64(lo[i]-base) <= t {
+			push(int32(i))
+			i++
+		}
+		if L >= 1-1e-9 {
+			j := pop()
+			if float64(hi[j]-base) < t-1 {
+				return false
+			}
+			L--
+			continue
+		}
+		tn := t + (1-L)/r
+		if i < n && float64(lo[i]-base) < tn {
+			advance(float64(lo[i] - base))
+			continue
+		}
+		if float64(hi[h[0]]-base) < tn-1 {
+			return false
+		}
+		t, L = tn, 1
+	}
+	return true
+}
+
+// hallCert finds the interval [a, b] maximising the number of requests of c
+// that must be decided inside it minus what the bucket allows there. A
+// positive excess is a certificate.
+func hallCert(c []rec, K, r float64, l *policy.Limit, sc *scratch) (cert, bool) {
+	m := len(c)
+	base := c[0].lo
+	sc.ord = sc.ord[:0]
+	for i := range c {
+		sc.ord = append(sc.ord, int32(i))
+	}
+	slices.SortFunc(sc.ord, func(a, b int32) int { return cmpI64(c[a].hi, c[b].hi) })
+	seg := &sc.seg
+	seg.init(m, func(k int) float64 { return r * float64(c[k].lo-base) })
+	best, bestK, bestB := math.Inf(-1), -1, int64(0)
+	for j := 0; j < m; {
+		b := c[sc.ord[j]].hi
+		for ; j < m && c[sc.ord[j]].hi == b; j++ {
+			seg.add(0, int(sc.ord[j]), 1)
+		}
+		// Candidates a = lo_k with lo_k ≤ b.
+		ub, _ := slices.BinarySearchFunc(c, b+1, func(x rec, t int64) int { return cmpI64(x.lo, t) })
+		if ub == 0 {
+			continue
+		}
+		v, k := seg.max(0, ub-1)
+		if ex := v - r*float64(b-base) - K; ex > best {
+			best, bestK, bestB = ex, k, b
+		}
+	}
+	if best <= eps || bestK < 0 {
+		return cert{}, false
+	}
+	a := c[bestK].lo
+	ct := cert{limit: l, from: a, to: bestB, bound: K + r*float64(bestB-a)}
+	for _, x := range c {
+		if x.lo >= a && x.hi <= bestB {
+			ct.recs = append(ct.recs, x)
+		}
+	}
+	ct.count = len(ct.recs)
+	if float64(ct.count) <= ct.bound+eps {
+		return cert{}, false
+	}
+	return ct, true
+}
+
+// judgeSliding finds groups of requests, consecutive by send time, that all
+// had to be decided within less than W and number more than limit.
+func judgeSliding(rs []rec, l *policy.Limit, limit float64, sc *scratch, st *envStatus) {
+	M := int(limit) + 1
+	if len(rs) < M {
+		return
+	}
+	W := int64(l.W())
+	// Sliding maximum of hi over rs[i : i+M] with a monotone deque.
+	dq := sc.deque[:0]
+	defer func() { sc.deque = dq[:0] }()
+	next := 0 // first index not yet pushed
+	for i := 0; i+M <= len(rs); i++ {
+		for ; next < i+M; next++ {
+			for len(dq) > 0 && rs[dq[len(dq)-1]].hi <= rs[next].hi {
+				dq = dq[:len(dq)-1]
+			}
+			dq = append(dq, int32(next))
+		}
+		for dq[0] < int32(i) {
+			dq = dq[1:]
+		}
+		mx := rs[dq[0]].hi
+		if mx-rs[i].lo >= W {
+			continue
+		}
+		// Extend the group while it still fits in less than W.
+		j := i + M
+		for j < len(rs) && max(mx, rs[j].hi)-rs[i].lo < W {
+			mx = max(mx, rs[j].hi)
+			j++
+		}
+		st.certs = append(st.certs, cert{limit: l, from: rs[i].lo, to: mx, count: j - i, bound: limit, recs: rs[i:j:j]})
+		// Continue after this group; rebuild the deque from there.
+		i = j - 1
+		dq = dq[:0]
+		next = j
+	}
+}
+
+// judgeFixed counts admissions whose whole interval lies inside one
+// epoch-aligned window, and measures the worst rolling window by send time.
+func (ix *index) judgeFixed(rs []rec, l *policy.Limit, st *envStatus) {
+	W := int64(l.W())
+	N := int(l.Count)
+	win := func(off int64) int64 { return floorDiv(ix.startNs+off, W) }
+	// rs is sorted by lo, so windows of lo are non-decreasing; collect runs.
+	for i := 0; i < len(rs); {
+		k := win(rs[i].lo)
+		j := i
+		var in []rec
+		for j < len(rs) && win(rs[j].lo) == k {
+			if win(rs[j].hi) == k {
+				in = append(in, rs[j])
+			}
+			j++
+		}
+		if len(in) > N {
+			from := k*W - ix.startNs
+			st.certs = append(st.certs, cert{limit: l, from: from, to: from + W - 1, count: len(in), bound: float64(N), recs: in})
+		}
+		i = j
+	}
+	// Worst rolling window by send time (lo + slack = Sent).
+	j := 0
+	for i := range rs {
+		for rs[i].lo-rs[j].lo >= W {
+			j++
+		}
+		if n := i - j + 1; n > st.worstRolling {
+			st.worstRolling = n
+		}
+	}
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+// maxIn is the most admissions limit l allows for one key in any closed
+// interval of length d, starting from a full bucket or empty windows.
+func maxIn(l *policy.Limit, d time.Duration) float64 {
+	if d < 0 {
+		d = 0
+	}
+	n := float64(l.Count)
+	switch l.Algorithm {
+	case policy.TokenBucket, policy.GCRA:
+		return l.K() + l.R()*d.Seconds()
+	case policy.FixedWindow:
+		return n * float64(int64(d)/int64(l.W())+2)
+	case policy.SlidingCounter:
+		return math.Floor(n*(1+l.ErrorBound)+eps) * float64(int64(d)/int64(l.W())+1)
+	}
+	return n * float64(int64(d)/int64(l.W())+1)
+}
+
+// certMessage explains a certificate for people.
+func certMessage(ct *cert) string {
+	d := time.Duration(ct.to - ct.from)
+	l := ct.limit
+	switch l.Algorithm {
+	case policy.TokenBucket, policy.GCRA:
+		return fmt.Sprintf("%d requests admitted in %s; a bucket of K=%d refilling at %s allows at most %s",
+			ct.count, fmtDur(d), l.Capacity, policy.FormatRate(l.R()), fmtF(ct.bound))
+	case policy.FixedWindow:
+		return fmt.Sprintf("%d requests admitted inside one fixed window of %s; the limit is %d", ct.count, l.Window, l.Count)
+	case policy.SlidingCounter:
+		return fmt.Sprintf("%d requests admitted within %s (< W=%s); a sliding counter of N=%d with error bound %g allows at most %s",
+			ct.count, fmtDur(d), l.Window, l.Count, l.ErrorBound, fmtF(ct.bound))
+	}
+	return fmt.Sprintf("%d requests admitted within %s (< W=%s); a sliding log allows at most %d", ct.count, fmtDur(d), l.Window, l.Count)
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.String()
+}
+
+// fmtF formats a bound with one decimal, without a trailing ".0".
+func fmtF(v float64) string {
+	s := fmt.Sprintf("%.1f", math.Floor(v*10+eps)/10)
+	if len(s) > 2 && s[len(s)-2:] == ".0" {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// evidence turns a certificate into Evidence for key.
+func (ix *index) evidence(key string, ct *cert, msg string) Evidence {
+	idl, total := ix.idList(ct.recs)
+	if msg == "" {
+		msg = certMessage(ct)
+	}
+	return Evidence{Key: key, Limit: ct.limit.Name, From: ct.from, To: ct.to, Bound: ct.bound, Observed: float64(ct.count),
+		RequestIDs: idl, TotalIDs: total, Message: msg}
+}
+
+// admitted appends the admitted records of rs to dst; variants are kept
+// only when withVariants.
+func admitted(dst, rs []rec, withVariants bool) []rec {
+	for _, r := range rs {
+		if r.out == history.Admitted && (withVariants || !r.variant) {
+			dst = append(dst, r)
+		}
+	}
+	return dst
+}
+
+// segTree is a max segment tree with range add, over n leaves.
+type segTree struct {
+	n    int
+	mx   []float64
+	lazy []float64
+}
+
+func (s *segTree) init(n int, leaf func(int) float64) {
+	s.n = n
+	size := 1
+	for size < n {
+		size <<= 1
+	}
+	need := 2 * size
+	if cap(s.mx) < need {
+		s.mx = make([]float64, need)
+		s.lazy = make([]float64, need)
+	}
+	s.mx = s.mx[:need]
+	s.lazy = s.lazy[:need]
+	clear(s.lazy)
+	s.build(1, 0, n-1, leaf)
+}
+
+func (s *segTree) build(node, l, r int, leaf func(int) float64) {
+	if l == r {
+		s.mx[node] = leaf(l)
+		return
+	}
+	m := (l + r) / 2
+	s.build(2*node, l, m, leaf)
+	s.build(2*node+1, m+1, r, leaf)
+	s.mx[node] = math.Max(s.mx[2*node], s.mx[2*node+1])
+}
+
+func (s *segTree) add(l, r int, v float64) { s.addRec(1, 0, s.n-1, l, r, v) }
+
+func (s *segTree) addRec(node, nl, nr, l, r int, v float64) {
+	if r < nl || nr < l {
+		return
+	}
+	if l <= nl && nr <= r {
+		s.mx[node] += v
+		s.lazy[node] += v
+		return
+	}
+	m := (nl + nr) / 2
+	s.addRec(2*node, nl, m, l, r, v)
+	s.addRec(2*node+1, m+1, nr, l, r, v)
+	s.mx[node] = math.Max(s.mx[2*node], s.mx[2*node+1]) + s.lazy[node]
+}
+
+// max returns the largest leaf value in [l, r] and its index.
+func (s *segTree) max(l, r int) (float64, int) { return s.maxRec(1, 0, s.n-1, l, r) }
+
+func (s *segTree) maxRec(node, nl, nr, l, r int) (float64, int) {
+	if r < nl || nr < l {
+		return math.Inf(-1), -1
+	}
+	if nl == nr {
+		return s.mx[node], nl
+	}
+	if l <= nl && nr <= r {
+		// Descend to the arg max.
+		m := (nl + nr) / 2
+		acc := s.lazy[node]
+		if s.mx[2*node] >= s.mx[2*node+1] {
+			v, k := s.maxRec(2*node, nl, m, l, r)
+			return v + acc, k
+		}
+		v, k := s.maxRec(2*node+1, m+1, nr, l, r)
+		return v + acc, k
+	}
+	m := (nl + nr) / 2
+	v1, k1 := s.maxRec(2*node, nl, m, l, r)
+	v2, k2 := s.maxRec(2*node+1, m+1, nr, l, r)
+	if v2 > v1 {
+		return v2 + s.lazy[node], k2
+	}
+	return v1 + s.lazy[node], k1
+}

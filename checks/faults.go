@@ -1,0 +1,227 @@
+package checks
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
+)
+
+const docFailMode = "While the store is down (or slower than the store timeout), requests entirely inside the fault window behave as the declared mode says (open: admitted; closed: 503 with Retry-After or 429; local: per key and instance within LocalShare·(K + r·span); queue: answered within QueueWait + StoreTimeout + 100ms), are decided within StoreTimeout + 250ms, and from 1 s after recovery the envelope holds again from a full bucket."
+
+// Margins on the declared timeouts, for scheduling and loopback noise.
+const (
+	timeoutMargin = 250 * time.Millisecond
+	queueMargin   = 100 * time.Millisecond
+	recoveryDelay = time.Second
+)
+
+func checkFailMode(ix *index) Result {
+	col := ix.collector()
+	figs := map[string]float64{}
+	f := ix.p.Failure
+	lastRecv := int64(0)
+	for i := range ix.h.Events {
+		lastRecv = max(lastRecv, ix.h.Events[i].Recv)
+	}
+	n := 0
+	var sc scratch
+	for fi, fault := range ix.h.Faults {
+		if fault.Kind != "store-down" && fault.Kind != "store-slow" {
+			continue
+		}
+		n++
+		end := fault.End
+		if end == 0 {
+			end = lastRecv
+		}
+		// A slow store that still answers within the timeout is not a failure:
+		// only the latency bound applies then.
+		modeApplies := fault.Kind == "store-down"
+		if fault.Kind == "store-slow" {
+			if d, err := policy.ParseDuration(fault.Param); err == nil && d > f.StoreTimeout.D() {
+				modeApplies = true
+			}
+		}
+		pre := fmt.Sprintf("fault%d_", n)
+		var adm, rej, errs int
+		var lats []int64
+		latBound := f.StoreTimeout.D() + timeoutMargin
+		if f.Mode == policy.FailQueue {
+			latBound = f.QueueWait.D() + f.StoreTimeout.D() + queueMargin
+		}
+		type ki struct {
+			g    *group
+			inst int
+		}
+		local := map[ki][]rec{}
+		for gi := range ix.groups {
+			g := &ix.groups[gi]
+			for _, r := range g.recs {
+				e := ix.ev(r)
+				if e.Sent < fault.Start || e.Recv > end {
+					continue
+				}
+				lat := e.Recv - e.Sent
+				lats = append(lats, lat)
+				bad := func(format string, args ...any) {
+					col.add(Evidence{Key: g.key, From: fault.Start, To: end, RequestIDs: []uint64{e.ID}, TotalIDs: 1,
+						Message: fmt.Sprintf("%s %s–%s (mode %s): request %d of key %s ", fault.Kind, fmtDur(time.Duration(fault.Start)), fmtDur(time.Duration(end)), f.Mode, e.ID, g.key) + fmt.Sprintf(format, args...)})
+				}
+				switch r.out {
+				case history.Admitted:
+					adm++
+				case history.Rejected:
+					rej++
+				default:
+					errs++
+				}
+				if time.Duration(lat) > latBound && (e.Status != 0 || f.Mode != policy.FailQueue) {
+					bad("took %s, beyond the bound %s", fmtDur(time.Duration(lat)), latBound)
+					continue
+				}
+				if !modeApplies {
+					continue
+				}
+				switch f.Mode {
+				case policy.FailOpen:
+					if r.out == history.Rejected || (e.Status >= 400 && e.Status != 0) {
+						bad("got status %d; fail-open must admit", e.Status)
+					}
+				case policy.FailClosed:
+					if r.out == history.Admitted {
+						bad("was admitted (status %d); fail-closed must reject with 503 + Retry-After or 429", e.Status)
+					} else if e.Status == 503 && e.RetryAfter == "" {
+						bad("got 503 without Retry-After")
+					}
+				case policy.FailLocal:
+					if r.out == history.Admitted && g.tier != nil && !r.variant {
+						k := ki{g, e.Instance}
+						local[k] = append(local[k], r)
+					}
+				case policy.FailQueue:
+					if r.out == history.Unknown && e.Status != 0 {
+						bad("got status %d; a queued request must be admitted or rejected", e.Status)
+					}
+				}
+			}
+		}
+		// Local fallback: per key and instance within LocalShare of the envelope.
+		keys := make([]ki, 0, len(local))
+		for k := range local {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b ki) int {
+			if a.g.key != b.g.key {
+				if a.g.key < b.g.key {
+					return -1
+				}
+				return 1
+			}
+			return a.inst - b.inst
+		})
+		for _, k := range keys {
+			rs := local[k]
+			lo, hi := rs[0].lo, rs[0].hi
+			for _, r := range rs {
+				lo, hi = min(lo, r.lo), max(hi, r.hi)
+			}
+			for li := range k.g.tier.Limits {
+				l := &k.g.tier.Limits[li]
+				bound := f.LocalShare * maxIn(l, time.Duration(hi-lo))
+				if float64(len(rs)) > bound+eps {
+					ct := cert{limit: l, from: lo, to: hi, count: len(rs), bound: bound, recs: rs}
+					col.add(ix.evidence(k.g.key, &ct, fmt.Sprintf("%s (mode local, share %g): key %s on instance %d admitted %d in %s; the local fallback allows %s",
+						fault.Kind, f.LocalShare, k.g.key, k.inst, len(rs), fmtDur(time.Duration(hi-lo)), fmtF(bound))))
+				}
+			}
+		}
+		// Recovery: from End+1s to the next fault, the envelope from full.
+		if fault.End != 0 {
+			from := fault.End + int64(recoveryDelay)
+			until := int64(1<<62 - 1)
+			for _, o := range ix.h.Faults[fi+1:] {
+				if o.Start >= fault.End {
+					until = min(until, o.Start)
+				}
+			}
+			for gi := range ix.groups {
+				g := &ix.groups[gi]
+				if g.tier == nil {
+					continue
+				}
+				sc.recs = sc.recs[:0]
+				for _, r := range g.recs {
+					e := ix.ev(r)
+					if r.out == history.Admitted && !r.variant && e.Sent >= from && e.Recv < until {
+						sc.recs = append(sc.recs, r)
+					}
+				}
+				for li := range g.tier.Limits {
+					st := ix.judgeLimit(sc.recs, &g.tier.Limits[li], &sc)
+					for ci := range st.certs {
+						ct := &st.certs[ci]
+						col.add(ix.evidence(g.key, ct, fmt.Sprintf("after the %s ended at %s: %s (credit created by the downtime?)", fault.Kind, fmtDur(time.Duration(fault.End)), certMessage(ct))))
+					}
+				}
+			}
+		}
+		figs[pre+"admitted"] = float64(adm)
+		figs[pre+"rejected"] = float64(rej)
+		figs[pre+"errors"] = float64(errs)
+		if len(lats) > 0 {
+			slices.Sort(lats)
+			figs[pre+"p99_latency_ms"] = float64(lats[(len(lats)*99)/100]) / 1e6
+		}
+	}
+	figs["faults"] = float64(n)
+	if n == 0 {
+		return col.result(Skip, "no store-down or store-slow fault windows in this run", figs, "")
+	}
+	return col.result(Pass, fmt.Sprintf("behaviour in %s matched fail mode %q", plural(n, "fault window", "fault windows"), f.Mode), figs,
+		fmt.Sprintf("%s departed from fail mode %q", plural(col.total, "observation", "observations"), f.Mode))
+}
+
+const docDownstream = "What reached the downstream sink for each key is at most what was admitted for it, and with a global guard the sink's peak arrivals in any second stay within Global.K + Global.R."
+
+func checkDownstream(ix *index) Result {
+	col := ix.collector()
+	figs := map[string]float64{}
+	if len(ix.h.Sink) == 0 {
+		return col.result(Skip, "no downstream sink records in this run", figs, "")
+	}
+	adm := map[string]int64{}
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		for _, r := range g.recs {
+			if r.out == history.Admitted {
+				adm[g.key]++
+			}
+		}
+	}
+	var arrivals int64
+	for _, s := range ix.h.Sink {
+		if s.Key == "*" {
+			figs["peak_per_second"] = float64(s.PeakPerSecond)
+			if g := ix.p.Global; g != nil {
+				bound := g.K() + g.R()
+				figs["global_bound_per_second"] = bound
+				if float64(s.PeakPerSecond) > bound+eps {
+					col.add(Evidence{Key: "*", Limit: g.Name, From: s.First, To: s.Last, Bound: bound, Observed: float64(s.PeakPerSecond),
+						Message: fmt.Sprintf("downstream saw %d requests in one second; the global guard (%s) allows at most %s", s.PeakPerSecond, g.Describe(), fmtF(bound))})
+				}
+			}
+			continue
+		}
+		arrivals += s.Arrivals
+		if a := adm[s.Key]; s.Arrivals > a {
+			col.add(Evidence{Key: s.Key, From: s.First, To: s.Last, Bound: float64(a), Observed: float64(s.Arrivals),
+				Message: fmt.Sprintf("key %s: %d arrivals downstream but only %d requests admitted", s.Key, s.Arrivals, a)})
+		}
+	}
+	figs["arrivals"] = float64(arrivals)
+	return col.result(Pass, fmt.Sprintf("downstream saw %d arrivals, none beyond admissions", arrivals), figs,
+		fmt.Sprintf("%s of downstream traffic beyond what was admitted", plural(col.total, "case", "cases")))
+}

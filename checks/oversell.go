@@ -1,0 +1,257 @@
+package checks
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rlverify/rlverify/policy"
+)
+
+const docOversell = "Admitted requests of one key never exceed the limit's envelope: no choice of decision times inside [Sent−slack, Recv+slack] fits K + r·d for buckets, N per rolling W for sliding windows, N per aligned fixed window; fails only with an interval certificate."
+
+// keyEnvelope is the judgement of one key's non-variant admissions.
+type keyEnvelope struct {
+	g        *group
+	admitted int
+	// span is from the earliest possible decision to the latest.
+	span    int64
+	byLimit []envStatus
+}
+
+// envelopes judges every tiered key once; oversell, instances and regions
+// share the result.
+func (ix *index) envelopes() []keyEnvelope {
+	ix.envOnce.Do(ix.computeEnvelopes)
+	return ix.envCache
+}
+
+func (ix *index) computeEnvelopes() {
+	var sc scratch
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		if g.tier == nil {
+			continue
+		}
+		sc.recs = admitted(sc.recs[:0], g.recs, false)
+		ke := keyEnvelope{g: g, admitted: len(sc.recs)}
+		if len(sc.recs) > 0 {
+			lo, hi := sc.recs[0].lo, sc.recs[0].hi
+			for _, r := range sc.recs {
+				hi = max(hi, r.hi)
+			}
+			ke.span = hi - lo
+			ke.byLimit = make([]envStatus, len(g.tier.Limits))
+			for li := range g.tier.Limits {
+				st := ix.judgeLimit(sc.recs, &g.tier.Limits[li], &sc)
+				for ci := range st.certs {
+					// Detach certificate records from the scratch buffer.
+					st.certs[ci].recs = append([]rec(nil), st.certs[ci].recs...)
+				}
+				ke.byLimit[li] = st
+			}
+		}
+		ix.envCache = append(ix.envCache, ke)
+	}
+}
+
+func checkOversell(ix *index) Result {
+	col := ix.collector()
+	figs := map[string]float64{}
+	var admittedN, keys, unknown int
+	maxOver := 0.0
+	worst, worstN := 0, int64(0)
+	hasFixed := false
+	for _, ke := range ix.envelopes() {
+		if ke.admitted == 0 {
+			continue
+		}
+		keys++
+		admittedN += ke.admitted
+		for li, st := range ke.byLimit {
+			l := &ke.g.tier.Limits[li]
+			unknown += st.unknown
+			for ci := range st.certs {
+				ct := &st.certs[ci]
+				maxOver = math.Max(maxOver, float64(ct.count)/ct.bound)
+				col.add(ix.evidence(ke.g.key, ct, ""))
+			}
+			if l.Algorithm == policy.FixedWindow {
+				hasFixed = true
+				if float64(st.worstRolling)/float64(l.Count) > float64(worst)/math.Max(1, float64(worstN)) {
+					worst, worstN = st.worstRolling, l.Count
+				}
+			}
+		}
+	}
+	figs["admitted"] = float64(admittedN)
+	figs["keys"] = float64(keys)
+	figs["max_overrun"] = maxOver
+	if hasFixed {
+		figs["worst_rolling_window"] = float64(worst)
+		figs["boundary_ratio"] = float64(worst) / math.Max(1, float64(worstN))
+	}
+	if unknown > 0 {
+		figs["undecided_clusters"] = float64(unknown)
+	}
+	if keys == 0 {
+		return col.result(Skip, "no admitted requests of a key with a tier", figs, "")
+	}
+	v, sum := Pass, fmt.Sprintf("%s admitted across %s stayed within their envelopes", plural(admittedN, "request", "requests"), plural(keys, "key", "keys"))
+	if unknown > 0 {
+		v = Unknown
+		sum = fmt.Sprintf("%s could neither be scheduled within the envelope nor proven to exceed it (EDF found no schedule, no interval certificate exists)", plural(unknown, "burst", "bursts"))
+	}
+	fail := ""
+	if col.total > 0 {
+		fail = fmt.Sprintf("%s over the limit (worst %.2f× the envelope)", plural(col.total, "proven interval", "proven intervals"), maxOver)
+	}
+	return col.result(v, sum, figs, fail)
+}
+
+const docInstances = "For every key whose requests went to two or more instances, the aggregate admissions across instances fit one quota (the oversell envelope over the union); per-instance state shows up as ≈N× one quota."
+
+func checkInstances(ix *index) Result {
+	col := ix.collector()
+	figs := map[string]float64{"instances": float64(ix.insts)}
+	ratio := 0.0
+	keys, unknown := 0, 0
+	for _, ke := range ix.envelopes() {
+		if ke.g.insts < 2 || ke.admitted == 0 {
+			continue
+		}
+		keys++
+		for li, st := range ke.byLimit {
+			l := &ke.g.tier.Limits[li]
+			ratio = math.Max(ratio, float64(ke.admitted)/maxIn(l, time.Duration(ke.span)))
+			unknown += st.unknown
+			for ci := range st.certs {
+				ct := &st.certs[ci]
+				msg := fmt.Sprintf("key %s admitted %d across %d instances where one quota allows %s (≈%.0f× — per-instance state?)",
+					ke.g.key, ct.count, ke.g.insts, fmtF(ct.bound), float64(ct.count)/ct.bound)
+				col.add(ix.evidence(ke.g.key, ct, msg))
+			}
+		}
+	}
+	figs["aggregate_ratio"] = ratio
+	figs["keys"] = float64(keys)
+	if keys == 0 {
+		return col.result(Skip, "no key's requests went to two or more instances", figs, "")
+	}
+	v, sum := Pass, fmt.Sprintf("%s spread over instances stayed within one quota (aggregate ratio %.2f)", plural(keys, "key", "keys"), ratio)
+	if unknown > 0 {
+		v, sum = Unknown, fmt.Sprintf("%s could not be decided (no schedule, no certificate)", plural(unknown, "burst", "bursts"))
+	}
+	return col.result(v, sum, figs, fmt.Sprintf("%s exceeded one quota across instances", plural(col.total, "interval", "intervals")))
+}
+
+const docBypass = "Identity variants of a key (case, whitespace, spoofed X-Forwarded-For, path variants: events with Variant set) buy no extra quota: the key's admissions including all its variants fit one envelope."
+
+func checkBypass(ix *index) Result {
+	col := ix.collector()
+	figs := map[string]float64{}
+	var sc scratch
+	keys, variantsAdmitted, unknown := 0, 0, 0
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		if g.nVariant == 0 || g.tier == nil {
+			continue
+		}
+		keys++
+		sc.recs = admitted(sc.recs[:0], g.recs, true)
+		for _, r := range sc.recs {
+			if r.variant {
+				variantsAdmitted++
+			}
+		}
+		for li := range g.tier.Limits {
+			l := &g.tier.Limits[li]
+			st := ix.judgeLimit(sc.recs, l, &sc)
+			unknown += st.unknown
+			for ci := range st.certs {
+				ct := &st.certs[ci]
+				var vs []string
+				seen := map[string]bool{}
+				for _, r := range ct.recs {
+					if v := ix.ev(r).Variant; r.variant && !seen[v] {
+						seen[v] = true
+						vs = append(vs, fmt.Sprintf("%q", v))
+					}
+				}
+				sort.Strings(vs)
+				msg := certMessage(ct)
+				if len(vs) > 0 {
+					msg = fmt.Sprintf("key %s with variants %s: %s", g.key, strings.Join(vs, ", "), msg)
+				} else {
+					msg = fmt.Sprintf("key %s (no variant in the interval: plain oversell): %s", g.key, msg)
+				}
+				col.add(ix.evidence(g.key, ct, msg))
+			}
+		}
+	}
+	figs["keys"] = float64(keys)
+	figs["variants_admitted"] = float64(variantsAdmitted)
+	if keys == 0 {
+		return col.result(Skip, "no events with an identity variant (Variant) in this run", figs, "")
+	}
+	v, sum := Pass, fmt.Sprintf("%s probed with identity variants; together they stayed within one quota", plural(keys, "key", "keys"))
+	if unknown > 0 {
+		v, sum = Unknown, fmt.Sprintf("%s could not be decided (no schedule, no certificate)", plural(unknown, "burst", "bursts"))
+	}
+	return col.result(v, sum, figs, fmt.Sprintf("identity variants bought extra quota in %s", plural(col.total, "interval", "intervals")))
+}
+
+const docRegions = "Applies when an event's phase starts with \"region\", or the policy declares a tolerance and the run used several instances: each key's admissions over the whole run stay within (1+Tolerance)·E(span), E = K + r·span for buckets."
+
+func checkRegions(ix *index) Result {
+	applies := ix.p.Tolerance > 0 && ix.insts > 1
+	if !applies {
+		for i := range ix.h.Events {
+			if strings.HasPrefix(ix.h.Events[i].Phase, "region") {
+				applies = true
+				break
+			}
+		}
+	}
+	col := ix.collector()
+	figs := map[string]float64{"tolerance": ix.p.Tolerance}
+	if !applies {
+		return col.result(Skip, "no region data: no phase named region* and no declared tolerance with several instances", figs, "")
+	}
+	worst := 0.0
+	keys := 0
+	for _, ke := range ix.envelopes() {
+		if ke.admitted == 0 {
+			continue
+		}
+		keys++
+		g := ke.g
+		for li := range g.tier.Limits {
+			l := &g.tier.Limits[li]
+			bound := (1 + ix.p.Tolerance) * maxIn(l, time.Duration(ke.span))
+			over := float64(ke.admitted) / bound
+			worst = math.Max(worst, over)
+			if float64(ke.admitted) > bound+eps {
+				var rs []rec
+				rs = admitted(rs, g.recs, false)
+				first, last := rs[0].lo, rs[0].hi
+				for _, r := range rs {
+					last = max(last, r.hi)
+				}
+				ct := cert{limit: l, from: first, to: last, count: ke.admitted, bound: bound, recs: rs}
+				msg := fmt.Sprintf("key %s admitted %d over %s across regions; one quota plus the declared %.0f%% tolerance allows %s (overrun %.1f%%)",
+					g.key, ke.admitted, fmtDur(time.Duration(ke.span)), ix.p.Tolerance*100, fmtF(bound), (over*(1+ix.p.Tolerance)-1)*100)
+				col.add(ix.evidence(g.key, &ct, msg))
+			}
+		}
+	}
+	figs["worst_ratio"] = worst
+	figs["keys"] = float64(keys)
+	if keys == 0 {
+		return col.result(Skip, "no admitted requests of a key with a tier", figs, "")
+	}
+	return col.result(Pass, fmt.Sprintf("global admissions of %s within the %.0f%% tolerance (worst %.2f of the bound)", plural(keys, "key", "keys"), ix.p.Tolerance*100, worst),
+		figs, fmt.Sprintf("%s overran the declared tolerance", plural(col.total, "key", "keys")))
+}

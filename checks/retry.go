@@ -1,0 +1,154 @@
+package checks
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
+)
+
+const docRetry = "Every 429 carries a valid Retry-After (delay-seconds or HTTP-date) when declared; it is no longer than the tier's longest single-request wait (1/r for buckets, W for windows) plus 1 s of rounding; and a request sent after the advised wait, when nothing else of the key could have consumed in between, is admitted."
+
+// maxWait is the longest a single request can have to wait under tier t.
+func maxWait(t *policy.Tier) time.Duration {
+	var w time.Duration
+	for _, l := range t.Limits {
+		d := l.W()
+		if l.Algorithm.Bucketed() {
+			d = time.Duration(float64(time.Second) / l.R())
+		}
+		w = max(w, d)
+	}
+	return w
+}
+
+func checkRetryAfter(ix *index) Result {
+	col := ix.collector()
+	declared := ix.p.Headers.RetryAfter
+	var rejections, missing, invalid, tooLong, probed, honoured int
+	maxErr := math.Inf(-1)
+	var next []int32 // per position: index of the next possibly-consuming rec
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		if g.tier == nil {
+			continue
+		}
+		mw := maxWait(g.tier)
+		next = next[:0]
+		nextInit := false
+		for pos, r := range g.recs {
+			if r.out != history.Rejected || r.variant {
+				continue
+			}
+			if r.status != 429 || r.fault {
+				continue
+			}
+			e := ix.ev(r)
+			rejections++
+			bad := func(bound, obs float64, idl []uint64, format string, args ...any) {
+				col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, Bound: bound, Observed: obs,
+					RequestIDs: idl, TotalIDs: len(idl), Message: fmt.Sprintf(format, args...)})
+			}
+			if e.RetryAfter == "" {
+				if declared {
+					missing++
+					bad(0, 0, []uint64{e.ID}, "request %d of key %s got 429 without Retry-After", e.ID, g.key)
+				}
+				continue
+			}
+			d, err := ParseRetryAfter(e.RetryAfter, ix.h.Wall(e.Recv))
+			if err != nil {
+				invalid++
+				bad(0, 0, []uint64{e.ID}, "request %d of key %s: %v", e.ID, g.key, err)
+				continue
+			}
+			maxErr = math.Max(maxErr, (d - mw).Seconds())
+			if d > mw+time.Second {
+				tooLong++
+				bad((mw + time.Second).Seconds(), d.Seconds(), []uint64{e.ID},
+					"request %d of key %s was told to retry after %s; tier %s never needs more than %s (+1s rounding)", e.ID, g.key, d, g.tier.Name, fmtDur(mw))
+			}
+			// Honoured: the first later request sent after the advice.
+			at := e.Recv + int64(d) // lo_q = Sent_q − slack ≥ Recv + d  ⇔  Sent_q ≥ Recv + d + slack
+			qi, _ := slices.BinarySearchFunc(g.recs, at, func(x rec, t int64) int { return cmpI64(x.lo, t) })
+			for qi < len(g.recs) && g.recs[qi].variant {
+				qi++
+			}
+			if qi >= len(g.recs) {
+				continue
+			}
+			q := g.recs[qi]
+			if q.fault {
+				continue
+			}
+			if !nextInit {
+				next = nextCands(next, g.recs)
+				nextInit = true
+			}
+			if conflict(g.recs, next, pos, qi, ix.maxLat) {
+				continue
+			}
+			if q.out == history.Unknown {
+				continue
+			}
+			probed++
+			if q.out == history.Admitted {
+				honoured++
+				continue
+			}
+			qe := ix.ev(q)
+			bad(1, 0, []uint64{e.ID, qe.ID},
+				"request %d of key %s was told to retry after %s; request %d, sent %s after that and with nothing else of the key decided in between, was rejected too (status %d)",
+				e.ID, g.key, d, qe.ID, fmtDur(time.Duration(qe.Sent-e.Recv-int64(d))), qe.Status)
+		}
+	}
+	figs := map[string]float64{"rejections": float64(rejections), "missing": float64(missing), "invalid": float64(invalid),
+		"too_long": float64(tooLong), "probed": float64(probed), "honoured": float64(honoured)}
+	if !math.IsInf(maxErr, -1) {
+		figs["retry_after_max_error_s"] = maxErr
+	}
+	if rejections == 0 {
+		return col.result(Skip, "no 429 rejections to judge", figs, "")
+	}
+	return col.result(Pass, fmt.Sprintf("%s carried valid Retry-After; %d of %d probes honoured", plural(rejections, "429", "429s"), honoured, probed), figs,
+		fmt.Sprintf("%s with missing, invalid, too long or unhonoured Retry-After", plural(col.total, "rejection", "rejections")))
+}
+
+// nextCands fills next[i] with the index of the first rec at or after i that
+// could have consumed (admitted or unknown, variants included).
+func nextCands(next []int32, rs []rec) []int32 {
+	next = slices.Grow(next[:0], len(rs))[:len(rs)]
+	n := int32(len(rs))
+	for i := len(rs) - 1; i >= 0; i-- {
+		if rs[i].out != history.Rejected {
+			n = int32(i)
+		}
+		next[i] = n
+	}
+	return next
+}
+
+// conflict reports whether some possibly-consuming request other than rs[q]
+// could have been decided inside [rs[p].lo, rs[q].hi].
+func conflict(rs []rec, next []int32, p, q int, maxLat int64) bool {
+	lo, hi := rs[p].lo, rs[q].hi
+	// Earlier in send order but possibly decided after lo.
+	for i := p - 1; i >= 0 && rs[i].lo >= lo-maxLat; i-- {
+		if rs[i].out != history.Rejected && rs[i].hi >= lo {
+			return true
+		}
+	}
+	for i := int(next[p]); i < len(rs) && rs[i].lo <= hi; {
+		if i != q {
+			return true
+		}
+		if i+1 >= len(rs) {
+			break
+		}
+		i = int(next[i+1])
+	}
+	return false
+}
