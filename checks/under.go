@@ -243,7 +243,13 @@ func checkIsolation(ix *index) Result {
 		if order == nil {
 			order = ix.globalOrder()
 		}
-		busy := ix.busyKeys(order, w.g.key, w.r.lo, w.r.hi)
+		// Another key whose admissions fell within one refill horizon
+		// before this wrong rejection may have drained a shared quota.
+		var horizon int64
+		for _, l := range w.g.tier.Limits {
+			horizon = max(horizon, int64(l.W()))
+		}
+		busy := ix.busyKeys(order, w.g.key, w.r.lo-horizon, w.r.hi)
 		if len(busy) == 0 {
 			continue
 		}

@@ -48,6 +48,13 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 			_ = st.Close()
 		}
 	}()
+	if spec.Regions != nil {
+		if err := e.startRegions(ctx, spec, entry, st); err != nil {
+			return nil, err
+		}
+		ok = true
+		return st, nil
+	}
 	store, err := e.startStore(ctx, spec, entry, st)
 	if err != nil {
 		return nil, err

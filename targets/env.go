@@ -35,6 +35,8 @@ type Spec struct {
 	Targets []string
 	// Skews gives instance i a clock offset of Skews[i] (faulty/instance-clock).
 	Skews []time.Duration
+	// Regions, when set, starts a multi-region stack (embedded only).
+	Regions *RegionSpec
 	// Log receives progress lines about the environment (may be nil).
 	Log func(format string, args ...any)
 }

@@ -85,12 +85,24 @@ func (f *localFaults) Clear(_ context.Context, kind string) error {
 
 // ParseSkews reads a clock-skew parameter for n instances: "D" (e.g. 2s or
 // +2s) gives even instances +D and odd ones −D, so instances disagree by
-// 2D; "0=+2s,2=-1s" sets single instances (the rest keep 0).
+// 2D; "+2s@1" or "1=+2s" (comma-separated for several) set single
+// instances, the rest keep 0.
 func ParseSkews(param string, n int) ([]time.Duration, error) {
 	out := make([]time.Duration, n)
 	param = strings.TrimSpace(param)
 	if param == "" {
-		return nil, fmt.Errorf("clock-skew: param needs a skew such as 2s or 0=+2s,1=-2s")
+		return nil, fmt.Errorf("clock-skew: param needs a skew such as 2s, +2s@1 or 0=+2s,1=-2s")
+	}
+	if strings.Contains(param, "@") {
+		var parts []string
+		for _, p := range strings.Split(param, ",") {
+			d, inst, ok := strings.Cut(strings.TrimSpace(p), "@")
+			if !ok {
+				return nil, fmt.Errorf("clock-skew: %q: mix of D@i and other forms", param)
+			}
+			parts = append(parts, inst+"="+d)
+		}
+		param = strings.Join(parts, ",")
 	}
 	if !strings.Contains(param, "=") {
 		d, err := policy.ParseDuration(strings.TrimPrefix(param, "+"))

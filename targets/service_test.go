@@ -150,7 +150,10 @@ func TestParseSkews(t *testing.T) {
 	s, err = ParseSkews("1=-1500ms", 3)
 	require.NoError(t, err)
 	require.Equal(t, []time.Duration{0, -1500 * time.Millisecond, 0}, s)
-	for _, bad := range []string{"", "soon", "7=1s", "x=1s"} {
+	s, err = ParseSkews("+2s@1", 3)
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{0, 2 * time.Second, 0}, s)
+	for _, bad := range []string{"", "soon", "7=1s", "x=1s", "2s@9", "2s@1,3s"} {
 		_, err := ParseSkews(bad, 3)
 		require.Error(t, err, bad)
 	}

@@ -30,37 +30,55 @@ func (e Embedded) startStore(ctx context.Context, spec Spec, entry catalog.Entry
 		st.StoreDesc = "memory (shared by the in-process instances)"
 		return storeHandle{}, nil
 	}
-	timeout := spec.Policy.Failure.StoreTimeout.D()
-	if timeout <= 0 {
-		timeout = 50 * time.Millisecond
+	addr, desc, err := startRedis(ctx, spec.RedisURL, st)
+	if err != nil {
+		return storeHandle{}, fmt.Errorf("embedded: %w", err)
 	}
-	var addr string
+	st.StoreDesc = desc
+	return connectRedis(ctx, addr, storeTimeout(spec), st)
+}
+
+func storeTimeout(spec Spec) time.Duration {
+	if t := spec.Policy.Failure.StoreTimeout.D(); t > 0 {
+		return t
+	}
+	return 50 * time.Millisecond
+}
+
+// startRedis returns the address of a Redis to use: url when given, else a
+// new redis-server child process when one is on PATH, else an in-process
+// emulation (with a note for the report). What it starts stops with st.
+func startRedis(_ context.Context, url string, st *Stack) (addr, desc string, err error) {
 	switch {
-	case spec.RedisURL != "":
-		opt, err := redis.ParseURL(spec.RedisURL)
+	case url != "":
+		opt, err := redis.ParseURL(url)
 		if err != nil {
-			return storeHandle{}, fmt.Errorf("embedded: --redis %q: %w", spec.RedisURL, err)
+			return "", "", fmt.Errorf("--redis %q: %w", url, err)
 		}
-		addr = opt.Addr
-		st.StoreDesc = "redis " + addr + " (given)"
+		return opt.Addr, "redis " + opt.Addr + " (given)", nil
 	case redisproc.Available() == nil:
 		srv, err := redisproc.Start()
 		if err != nil {
-			return storeHandle{}, fmt.Errorf("embedded: start redis-server: %w", err)
+			return "", "", fmt.Errorf("start redis-server: %w", err)
 		}
 		st.OnClose(func() error { srv.Stop(); return nil })
-		addr = srv.Addr
-		st.StoreDesc = "redis-server " + addr + " (child process)"
-	default:
-		mr := miniredis.NewMiniRedis()
-		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-			return storeHandle{}, fmt.Errorf("embedded: start in-process redis: %w", err)
-		}
-		st.OnClose(func() error { mr.Close(); return nil })
-		addr = mr.Addr()
-		st.StoreDesc = "in-process Redis emulation " + addr
-		st.Notes = append(st.Notes, "redis-server is not on PATH: the store is miniredis, an in-process emulation, not real Redis")
+		return srv.Addr, "redis-server " + srv.Addr + " (child process)", nil
 	}
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		return "", "", fmt.Errorf("start in-process redis: %w", err)
+	}
+	st.OnClose(func() error { mr.Close(); return nil })
+	const note = "redis-server is not on PATH: the store is miniredis, an in-process emulation, not real Redis"
+	if len(st.Notes) == 0 || st.Notes[len(st.Notes)-1] != note {
+		st.Notes = append(st.Notes, note)
+	}
+	return mr.Addr(), "in-process Redis emulation " + mr.Addr(), nil
+}
+
+// connectRedis puts a fault proxy in front of addr and returns a client
+// through it.
+func connectRedis(ctx context.Context, addr string, timeout time.Duration, st *Stack) (storeHandle, error) {
 	proxy, err := NewFaultProxy(addr)
 	if err != nil {
 		return storeHandle{}, fmt.Errorf("embedded: %w", err)

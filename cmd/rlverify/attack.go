@@ -45,6 +45,10 @@ type attackFlags struct {
 	seed        int64
 	only        []string
 	quiet       bool
+	regions     int
+	regionMode  string
+	regionSync  time.Duration
+	regionLat   time.Duration
 }
 
 func attackCmd() *cobra.Command {
@@ -86,6 +90,10 @@ Examples:
 	fl.Int64Var(&f.seed, "seed", 1, "seed for random choices (instances, keys, jitter)")
 	fl.StringSliceVar(&f.only, "checks", nil, "run only these checks (default: all that apply)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	fl.IntVar(&f.regions, "regions", 0, "run the embedded token bucket in this many regions (each with --instances instances and its own Redis)")
+	fl.StringVar(&f.regionMode, "region-mode", targets.RegionReplicated, "how regions share the quota: replicated (local replicas + reconciliation), strict (one global store), independent (no sharing)")
+	fl.DurationVar(&f.regionSync, "region-sync", 100*time.Millisecond, "reconciliation interval between regions (replicated mode)")
+	fl.DurationVar(&f.regionLat, "region-latency", 20*time.Millisecond, "one-way latency between regions")
 	return c
 }
 
@@ -97,7 +105,11 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return usageWrap(err)
 	}
-	pol, err := loadPolicy(f.policyFile)
+	policyFile := f.policyFile
+	if policyFile == "" {
+		policyFile = plan.Policy
+	}
+	pol, err := loadPolicy(policyFile)
 	if err != nil {
 		return err
 	}
@@ -135,8 +147,11 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	switch f.env {
 	case "embedded":
 		store := f.store
-		if store == "" && plan.NeedsRedis() {
+		if store == "" && (plan.NeedsRedis() || f.regions > 1) {
 			store = catalog.Redis
+		}
+		if f.regions > 1 {
+			spec.Regions = &targets.RegionSpec{Regions: f.regions, Mode: f.regionMode, Sync: f.regionSync, Latency: f.regionLat}
 		}
 		entry, err := catalog.Lookup(f.limiter, store)
 		if err != nil {
@@ -213,7 +228,14 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if len(only) == 0 {
 		only = plan.Checks
 	}
-	return judge(ctx, []string{histFile}, declared, checks.Options{Only: only}, f.formats, f.out, stdout, stderr)
+	err = judge(ctx, []string{histFile}, declared, checks.Options{Only: only}, f.formats, f.out, stdout, stderr)
+	var ee *exitError
+	if runE != nil && ctx.Err() == nil && (err == nil || (errors.As(err, &ee) && ee.code == ExitInterrupted)) {
+		// The plan could not be carried out: what was recorded passed, but
+		// the run is not the proof the plan promises.
+		return runErr(fmt.Errorf("the plan did not complete (%v); verdicts above cover what was recorded, history in %s", runE, histFile))
+	}
+	return err
 }
 
 // judge reads histories back from disk, checks them and reports: the live run
@@ -362,4 +384,3 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
 }
 
-var errNoPolicy = errors.New("no policy")

@@ -35,6 +35,8 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 		serveCmd(),
 		sinkCmd(),
 		simulateCmd(),
+		reportCmd(),
+		selftestCmd(),
 	)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlverify/rlverify/reports"
+)
+
+func reportCmd() *cobra.Command {
+	var (
+		in      string
+		formats []string
+		out     string
+	)
+	c := &cobra.Command{
+		Use:   "report --in result.json [--format html] [--out DIR]",
+		Short: "Render a saved result (or comparison) in any format",
+		Long: `Render a result.json written by attack or check (or a comparison written
+by compare, told apart by its schema) again, in any format: text, json,
+junit, md or html. Without --out the one format goes to stdout; with --out
+every format is written to DIR/report.EXT (DIR/comparison.EXT for a
+comparison). The exit code does not depend on the verdicts.
+
+Examples:
+  rlverify report --in rlverify-out/result.json --format html --out rlverify-out
+  rlverify report --in rlverify-out/result.json --format md >> "$GITHUB_STEP_SUMMARY"`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runReport(in, formats, out, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&in, "in", "", "saved result or comparison JSON")
+	fl.StringSliceVar(&formats, "format", []string{"text"}, "formats: "+strings.Join(reports.FormatNames(), ", "))
+	fl.StringVar(&out, "out", "", "write the reports into this directory instead of stdout")
+	return c
+}
+
+func runReport(in string, formats []string, out string, stdout, stderr io.Writer) error {
+	if in == "" {
+		return usageErr("report: --in FILE is required")
+	}
+	if len(formats) == 0 {
+		return usageErr("report: --format needs at least one of %s", strings.Join(reports.FormatNames(), ", "))
+	}
+	for _, f := range formats {
+		if _, err := reports.Lookup(f); err != nil {
+			return usageWrap(fmt.Errorf("--format: %w", err))
+		}
+	}
+	if out == "" && len(formats) > 1 {
+		return usageErr("report: %d formats go to files: give --out DIR (or one --format)", len(formats))
+	}
+	doc, cmp, err := reports.ReadAny(in)
+	if err != nil {
+		return usageWrap(err)
+	}
+	write := func(w io.Writer, format string, color bool) error {
+		if cmp != nil {
+			if format == "text" {
+				return reports.Text{Color: color}.RenderComparison(w, cmp)
+			}
+			return reports.RenderComparison(w, format, cmp)
+		}
+		r, _ := reports.Lookup(format)
+		if t, ok := r.(reports.Text); ok {
+			t.Color = color
+			r = t
+		}
+		return r.Render(w, doc)
+	}
+	if out == "" {
+		if err := write(stdout, formats[0], isTerminal(stdout)); err != nil {
+			return runErr(err)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return runErr(fmt.Errorf("--out: %w", err))
+	}
+	base := "report."
+	if cmp != nil {
+		base = "comparison."
+	}
+	for _, format := range formats {
+		file := filepath.Join(out, base+reports.Extension(format))
+		if abs(file) == abs(in) {
+			return usageErr("report: %s would overwrite the input; choose another --out", file)
+		}
+		fh, err := os.Create(file)
+		if err != nil {
+			return runErr(fmt.Errorf("report: %w", err))
+		}
+		err = write(fh, format, false)
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return runErr(err)
+		}
+		fmt.Fprintf(stderr, "rlverify: wrote %s\n", file)
+	}
+	return nil
+}
+
+func abs(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	return a
+}

@@ -1,0 +1,239 @@
+package targets
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/require"
+	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/rlverify/rlverify/policy"
+)
+
+// testLimiterImage is the limiter image the tests build once per test binary
+// from the current source.
+const testLimiterImage = "rlverify/limiter:envtest"
+
+var (
+	imageOnce sync.Once
+	imageErr  error
+)
+
+// dockerForTest returns a Docker environment whose images exist locally
+// (nothing is pulled), building the limiter image once from ./cmd/rlverify.
+// Without Docker it skips, or fails under CI=true.
+func dockerForTest(t *testing.T) Docker {
+	t.Helper()
+	ctx := context.Background()
+	if err := DockerAvailable(ctx); err != nil {
+		skipOrFail(t, "the docker environment needs a Docker engine (scripts/docker-up.sh starts one): %v", err)
+	}
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	require.NoError(t, err)
+	defer cli.Close()
+
+	imageOnce.Do(func() {
+		dir := filepath.Join(os.TempDir(), "rlverify-envtest")
+		if imageErr = os.MkdirAll(dir, 0o755); imageErr != nil {
+			return
+		}
+		bin := filepath.Join(dir, "rlverify")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/rlverify")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			imageErr = errors.New("CGO_ENABLED=0 go build ./cmd/rlverify: " + err.Error() + ": " + string(out))
+			return
+		}
+		began := time.Now()
+		imageErr = BuildLimiterImage(ctx, cli.Client, testLimiterImage, bin)
+		t.Logf("built %s in %s", testLimiterImage, time.Since(began).Round(time.Millisecond))
+	})
+	require.NoError(t, imageErr)
+
+	redisImage := os.Getenv(EnvRedisImage)
+	if redisImage == "" {
+		for _, img := range []string{LocalRedisImage, DefaultRedisImage} {
+			if _, err := cli.ImageInspect(ctx, img); err == nil {
+				redisImage = img
+				break
+			}
+		}
+	}
+	if redisImage == "" {
+		skipOrFail(t, "no Redis image present locally (the tests never pull): run scripts/build-images.sh to build %s", LocalRedisImage)
+	}
+	if _, err := cli.ImageInspect(ctx, redisImage); err != nil {
+		skipOrFail(t, "Redis image %s (from %s) is not present locally: %v", redisImage, EnvRedisImage, err)
+	}
+	return Docker{RedisImage: redisImage, LimiterImage: testLimiterImage, NoPull: true}
+}
+
+// leftovers lists the containers and networks labelled key=value.
+func leftovers(t *testing.T, key, value string) (containers, networks []string) {
+	t.Helper()
+	ctx := context.Background()
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	require.NoError(t, err)
+	defer cli.Close()
+	f := make(client.Filters).Add("label", key+"="+value)
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	require.NoError(t, err)
+	for _, c := range cs.Items {
+		containers = append(containers, c.ID[:12]+" "+c.Image+" "+string(c.State))
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	require.NoError(t, err)
+	for _, n := range ns.Items {
+		networks = append(networks, n.Name)
+	}
+	return containers, networks
+}
+
+func TestDocker(t *testing.T) {
+	d := dockerForTest(t)
+	tag := newRunID()
+	d.Labels = map[string]string{"rlverify.test": tag}
+	p := testPolicy(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	began := time.Now()
+	st, err := d.Start(ctx, Spec{Policy: p, Limiter: "token-bucket", Store: "redis", Instances: 3, Log: t.Logf})
+	require.NoError(t, err)
+	closed := false
+	defer func() {
+		if !closed {
+			_ = st.Close()
+		}
+	}()
+	t.Logf("stack up in %s: %v; %s", time.Since(began).Round(time.Millisecond), st.Instances, st.StoreDesc)
+	require.Equal(t, "docker", st.Env)
+	require.Len(t, st.Instances, 3)
+	cs, ns := leftovers(t, "rlverify.test", tag)
+	require.Len(t, cs, 5, "redis, sink and 3 limiters carry the label")
+	require.Len(t, ns, 1)
+
+	t.Run("burst-respects-quota-and-sink-counts", func(t *testing.T) {
+		start := time.Now()
+		b := fireBurst(t, st.Instances, "free-docker-burst", 45)
+		checkQuota(t, p, b)
+		snap := st.Sink.Snapshot(start)
+		require.NoError(t, st.Sink.(*RemoteSink).Err())
+		require.NotEmpty(t, snap)
+		all := snap[len(snap)-1]
+		require.Equal(t, "*", all.Key)
+		require.EqualValues(t, b.admitted(), all.Arrivals, "every admitted request reaches the sink container")
+	})
+	t.Run("store-down-stop-start", func(t *testing.T) {
+		began := time.Now()
+		checkFailOpenAndRecover(t, st, p, "free-docker-outage")
+		t.Logf("store-down cycle took %s", time.Since(began).Round(time.Millisecond))
+	})
+	t.Run("store-slow-pause", func(t *testing.T) {
+		require.NoError(t, st.Faults.Inject(ctx, FaultStoreSlow, "1s"))
+		// A paused Redis never answers: fail open admits after the store timeout.
+		require.Equal(t, http.StatusOK, one(st.Instances[0], "free-docker-slow"))
+		require.NoError(t, st.Faults.Clear(ctx, FaultStoreSlow))
+	})
+	t.Run("instance-partition", func(t *testing.T) {
+		require.True(t, st.Faults.Supports(FaultInstancePartition))
+		require.Error(t, st.Faults.Inject(ctx, FaultInstancePartition, "7"))
+		require.NoError(t, st.Faults.Inject(ctx, FaultInstancePartition, "1"))
+		require.Equal(t, 0, one(st.Instances[1], "free-docker-part"), "a partitioned instance does not answer")
+		require.Equal(t, http.StatusOK, one(st.Instances[0], "free-docker-part"))
+		require.NoError(t, st.Faults.Clear(ctx, FaultInstancePartition))
+		require.Eventually(t, func() bool { return one(st.Instances[1], "free-docker-part") == http.StatusOK },
+			10*time.Second, 100*time.Millisecond, "the instance answers again after Clear")
+	})
+	require.False(t, st.Faults.Supports(FaultClockSkew))
+
+	began = time.Now()
+	require.NoError(t, st.Close())
+	closed = true
+	t.Logf("torn down in %s", time.Since(began).Round(time.Millisecond))
+	cs, ns = leftovers(t, "rlverify.test", tag)
+	require.Empty(t, cs, "containers left after Close")
+	require.Empty(t, ns, "networks left after Close")
+}
+
+// TestDockerCancelledStart is Ctrl-C during start-up: Start returns an error
+// and leaves no container or network behind.
+func TestDockerCancelledStart(t *testing.T) {
+	d := dockerForTest(t)
+	tag := newRunID()
+	d.Labels = map[string]string{"rlverify.test": tag}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(700*time.Millisecond, cancel)
+	st, err := d.Start(ctx, Spec{Policy: testPolicy(t), Limiter: "token-bucket", Instances: 2})
+	if err == nil {
+		// The machine was fast enough to finish first: Close must clean up.
+		require.NoError(t, st.Close())
+	}
+	cs, ns := leftovers(t, "rlverify.test", tag)
+	require.Empty(t, cs, "containers left after a cancelled Start")
+	require.Empty(t, ns, "networks left after a cancelled Start")
+}
+
+func TestDockerRejects(t *testing.T) {
+	p := testPolicy(t)
+	ctx := context.Background()
+	_, err := Docker{}.Start(ctx, Spec{Policy: p, Limiter: "token-bucket", Store: "memory"})
+	require.ErrorContains(t, err, "--store redis")
+	_, err = Docker{}.Start(ctx, Spec{Policy: p, Limiter: "token-bucket", Skews: []time.Duration{time.Second}})
+	require.ErrorContains(t, err, "clock skew")
+	_, err = Docker{}.Start(ctx, Spec{Policy: p, Limiter: "token-bucket", RedisCluster: 3})
+	require.ErrorContains(t, err, "Cluster")
+	_, err = Docker{}.Start(ctx, Spec{Policy: p, Limiter: "no-such-limiter"})
+	require.Error(t, err)
+}
+
+func TestDockerImageDefaults(t *testing.T) {
+	t.Setenv(EnvRedisImage, "")
+	t.Setenv(EnvLimiterImage, "")
+	require.Equal(t, DefaultRedisImage, Docker{}.redisImage())
+	require.Equal(t, DefaultLimiterImage, Docker{}.limiterImage())
+	t.Setenv(EnvRedisImage, LocalRedisImage)
+	require.Equal(t, LocalRedisImage, Docker{}.redisImage())
+	require.Equal(t, "mine:1", Docker{RedisImage: "mine:1"}.redisImage())
+}
+
+func TestStaticBinaryCheck(t *testing.T) {
+	// The race-enabled test binary needs cgo, so it is dynamically linked.
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	static, err := isStaticELF(exe)
+	require.NoError(t, err)
+	if !static {
+		_, err := Docker{Binary: exe}.staticBinary()
+		require.ErrorContains(t, err, "CGO_ENABLED=0")
+	}
+	_, err = Docker{Binary: "/nonexistent/rlverify"}.staticBinary()
+	require.Error(t, err)
+}
+
+func TestPolicyYAMLRoundTrip(t *testing.T) {
+	p := testPolicy(t)
+	for _, alg := range []string{"token-bucket", "gcra", "fixed-window", "sliding-log", "sliding-counter"} {
+		declared := p.WithAlgorithm(policyAlg(alg))
+		b, err := PolicyYAML(declared)
+		require.NoError(t, err, alg)
+		back, err := policyParse(b)
+		require.NoError(t, err, alg)
+		require.Equal(t, declared.Tiers, back.Tiers, alg)
+		require.Equal(t, declared.Failure, back.Failure, alg)
+		require.Equal(t, declared.Headers, back.Headers, alg)
+	}
+}
+
+func policyAlg(s string) policy.Algorithm { return policy.Algorithm(s) }
+
+func policyParse(b []byte) (*policy.Policy, error) { return policy.Parse("roundtrip.yaml", b) }

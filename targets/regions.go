@@ -1,0 +1,203 @@
+package targets
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rlverify/rlverify/limiters"
+	"github.com/rlverify/rlverify/limiters/catalog"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// Region modes: how regions share one global quota.
+const (
+	// RegionReplicated: each region decides against its own Redis replica of
+	// the global bucket; a reconciliation loop ships each region's
+	// consumption to the others every RegionSync, arriving RegionLatency
+	// later. Fast decisions, bounded overrun.
+	RegionReplicated = "replicated"
+	// RegionStrict: every region decides against one global Redis in the
+	// home region, paying RegionLatency each way on every decision. Exact,
+	// slow.
+	RegionStrict = "strict"
+	// RegionIndependent: each region enforces the whole quota alone, never
+	// reconciling: N regions admit N× the quota (the mistake to catch).
+	RegionIndependent = "independent"
+)
+
+// RegionSpec configures a multi-region embedded stack.
+type RegionSpec struct {
+	// Regions is the number of regions (≥ 2 to mean anything); each gets
+	// Spec.Instances instances.
+	Regions int
+	Mode    string
+	// Sync is the reconciliation interval (replicated mode).
+	Sync time.Duration
+	// Latency is the one-way delay between regions.
+	Latency time.Duration
+}
+
+// Describe names the setting for reports.
+func (r RegionSpec) Describe() string {
+	switch r.Mode {
+	case RegionStrict:
+		return fmt.Sprintf("%d regions, strict global store, %s between regions", r.Regions, r.Latency)
+	case RegionIndependent:
+		return fmt.Sprintf("%d regions, independent quotas, no reconciliation", r.Regions)
+	}
+	return fmt.Sprintf("%d regions, replicated buckets reconciled every %s, %s between regions", r.Regions, r.Sync, r.Latency)
+}
+
+func (r *RegionSpec) validate() error {
+	if r.Mode == "" {
+		r.Mode = RegionReplicated
+	}
+	switch r.Mode {
+	case RegionReplicated, RegionStrict, RegionIndependent:
+	default:
+		return fmt.Errorf("region mode %q: want replicated, strict or independent", r.Mode)
+	}
+	if r.Regions < 2 || r.Regions > 8 {
+		return fmt.Errorf("%d regions: want 2 … 8", r.Regions)
+	}
+	if r.Sync <= 0 {
+		r.Sync = 100 * time.Millisecond
+	}
+	if r.Latency < 0 || r.Latency > 5*time.Second || r.Sync > time.Minute {
+		return fmt.Errorf("region latency %s / sync %s out of range", r.Latency, r.Sync)
+	}
+	return nil
+}
+
+// startRegions builds a multi-region stack: instances of region g are
+// Instances[g·n … g·n+n-1].
+func (e Embedded) startRegions(ctx context.Context, spec Spec, entry catalog.Entry, st *Stack) error {
+	rs := *spec.Regions
+	if err := rs.validate(); err != nil {
+		return fmt.Errorf("embedded: %w", err)
+	}
+	if entry.Name != "token-bucket" {
+		return fmt.Errorf("embedded: regions run the reference token-bucket limiter (got %s)", entry.Name)
+	}
+	n := max(spec.Instances, 1)
+	timeout := storeTimeout(spec) + 4*rs.Latency
+	pol := spec.Policy
+	sink := NewSink(e.Now)
+	st.Sink = sink
+	st.StoreDesc = rs.Describe()
+	st.Notes = append(st.Notes, "regions: "+rs.Describe())
+
+	// One store per region, or one global store reached through latency.
+	var global string
+	if rs.Mode == RegionStrict {
+		addr, desc, err := startRedis(ctx, "", st)
+		if err != nil {
+			return fmt.Errorf("embedded: %w", err)
+		}
+		global = addr
+		st.StoreDesc += " (" + desc + ")"
+	}
+	regional := make([]map[string]*limiters.Regional, rs.Regions)
+	for g := 0; g < rs.Regions; g++ {
+		var h storeHandle
+		var err error
+		if rs.Mode == RegionStrict {
+			h, err = connectRedis(ctx, global, timeout, st)
+			if err == nil && g > 0 {
+				h.proxy.SetLatency(rs.Latency)
+			}
+		} else {
+			var addr string
+			addr, _, err = startRedis(ctx, "", st)
+			if err == nil {
+				h, err = connectRedis(ctx, addr, timeout, st)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("embedded: region %d: %w", g, err)
+		}
+		lims := map[string]limiters.Limiter{}
+		regional[g] = map[string]*limiters.Regional{}
+		for i := range pol.Tiers {
+			t := &pol.Tiers[i]
+			var l limiters.Limiter
+			if rs.Mode == RegionStrict {
+				l, err = limiters.NewRedis(policy.TokenBucket, h.client, t.Limits)
+			} else {
+				var rg *limiters.Regional
+				rg, err = limiters.NewRegional(h.client, t.Limits)
+				regional[g][t.Name] = rg
+				l = rg
+			}
+			if err != nil {
+				return fmt.Errorf("embedded: region %d tier %s: %w", g, t.Name, err)
+			}
+			lims[t.Name] = l
+		}
+		for i := 0; i < n; i++ {
+			svc := &Service{Policy: pol, Limiters: lims, Downstream: sink, Now: e.Now, Metrics: NewMetrics(),
+				Name: fmt.Sprintf("r%d-i%d", g, i)}
+			url, stop, err := ServeLoopback(svc)
+			if err != nil {
+				return fmt.Errorf("embedded: region %d instance %d: %w", g, i, err)
+			}
+			st.OnClose(stop)
+			st.Instances = append(st.Instances, url)
+		}
+	}
+	if rs.Mode == RegionReplicated {
+		stop := reconcile(regional, rs)
+		st.OnClose(func() error { stop(); return nil })
+	}
+	return nil
+}
+
+// reconcile ships each region's consumption to every other region every
+// rs.Sync, applying it rs.Latency later. It returns a function that stops
+// the loop and waits for deliveries in flight.
+func reconcile(regions []map[string]*limiters.Regional, rs RegionSpec) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(rs.Sync)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			for from, tiers := range regions {
+				for tier, rg := range tiers {
+					deltas := rg.Drain()
+					if len(deltas) == 0 {
+						continue
+					}
+					for to := range regions {
+						if to == from {
+							continue
+						}
+						dst := regions[to][tier]
+						wg.Add(1)
+						time.AfterFunc(rs.Latency, func() {
+							defer wg.Done()
+							ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+							defer cancel()
+							for key, n := range deltas {
+								_ = dst.Debit(ctx, key, n)
+							}
+						})
+					}
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
