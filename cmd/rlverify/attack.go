@@ -49,6 +49,7 @@ type attackFlags struct {
 	regionMode  string
 	regionSync  time.Duration
 	regionLat   time.Duration
+	failOn      []string
 }
 
 func attackCmd() *cobra.Command {
@@ -90,6 +91,7 @@ Examples:
 	fl.Int64Var(&f.seed, "seed", 1, "seed for random choices (instances, keys, jitter)")
 	fl.StringSliceVar(&f.only, "checks", nil, "run only these checks (default: all that apply)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, "verdicts that make the run exit 1: fail, unknown, a check name (its fail), CHECK:unknown, or none")
 	fl.IntVar(&f.regions, "regions", 0, "run the embedded token bucket in this many regions (each with --instances instances and its own Redis)")
 	fl.StringVar(&f.regionMode, "region-mode", targets.RegionReplicated, "how regions share the quota: replicated (local replicas + reconciliation), strict (one global store), independent (no sharing)")
 	fl.DurationVar(&f.regionSync, "region-sync", 100*time.Millisecond, "reconciliation interval between regions (replicated mode)")
@@ -115,6 +117,10 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	}
 	if err := checks.Validate(f.only); err != nil {
 		return usageWrap(fmt.Errorf("--checks: %w", err))
+	}
+	fo, err := parseFailOn(f.failOn)
+	if err != nil {
+		return usageWrap(err)
 	}
 	for _, format := range f.formats {
 		if _, err := reports.Lookup(format); err != nil {
@@ -228,7 +234,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if len(only) == 0 {
 		only = plan.Checks
 	}
-	err = judge(ctx, []string{histFile}, declared, checks.Options{Only: only}, f.formats, f.out, stdout, stderr)
+	err = judge(ctx, []string{histFile}, declared, checks.Options{Only: only}, f.formats, f.out, fo, stdout, stderr)
 	var ee *exitError
 	if runE != nil && ctx.Err() == nil && (err == nil || (errors.As(err, &ee) && ee.code == ExitInterrupted)) {
 		// The plan could not be carried out: what was recorded passed, but
@@ -240,7 +246,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 
 // judge reads histories back from disk, checks them and reports: the live run
 // and `rlverify check` share this path, so they give the same verdicts.
-func judge(_ context.Context, files []string, pol *policy.Policy, o checks.Options, formats []string, out string, stdout, stderr io.Writer) error {
+func judge(_ context.Context, files []string, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
 	var hs []*history.History
 	for _, file := range files {
 		h, err := history.ReadFile(file)
@@ -272,7 +278,7 @@ func judge(_ context.Context, files []string, pol *policy.Policy, o checks.Optio
 		return runErr(err)
 	}
 	switch {
-	case doc.Verdict == checks.Fail:
+	case len(fo.fails(rs)) > 0:
 		return &exitError{code: ExitFail}
 	case doc.Interrupted && h.End != nil && strings.HasPrefix(h.End.Reason, "interrupted"):
 		fmt.Fprintln(stderr, "rlverify: run interrupted; verdicts cover what was recorded")

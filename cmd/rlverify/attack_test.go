@@ -118,3 +118,35 @@ func TestAttackBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestFailOn(t *testing.T) {
+	dir := t.TempDir()
+	// The racy bucket fails oversell; only the checks named count.
+	_, _, code := rl(t, "attack", "--plan", "concurrent-burst", "--limiter", "faulty/racy-token-bucket", "--out", dir, "--quiet", "--fail-on", "retry-after")
+	require.Equal(t, ExitPass, code)
+	_, _, code = rl(t, "attack", "--plan", "concurrent-burst", "--limiter", "faulty/racy-token-bucket", "--out", dir, "--quiet", "--fail-on", "oversell")
+	require.Equal(t, ExitFail, code)
+	_, _, code = rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--fail-on", "none")
+	require.Equal(t, ExitPass, code)
+	_, stderr, code := rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--fail-on", "oversel")
+	require.Equal(t, ExitUsage, code, "a typo is an error, never a silent pass")
+	require.Contains(t, stderr, `"oversel"`)
+	_, _, code = rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--fail-on", "oversell:unknown")
+	require.Equal(t, ExitPass, code)
+}
+
+func TestCompareMatrix(t *testing.T) {
+	dir := t.TempDir()
+	out, stderr, code := rl(t, "compare", "--plan", "concurrent-burst", "--limiter", "token-bucket", "--limiter", "gcra",
+		"--limiter", "x/time/rate", "--limiter", "faulty/racy-token-bucket", "--out", dir, "--format", "text,json,md,junit,html")
+	require.Equal(t, ExitFail, code, stderr)
+	require.Contains(t, out, "faulty/racy-token-bucket")
+	for _, f := range []string{"comparison.txt", "comparison.json", "comparison.md", "comparison.junit.xml", "comparison.html", "token-bucket/history.jsonl", "faulty_racy-token-bucket/history.jsonl"} {
+		_, err := os.Stat(filepath.Join(dir, f))
+		require.NoError(t, err, f)
+	}
+	_, _, code = rl(t, "compare", "--plan", "concurrent-burst", "--limiter", "token-bucket", "--limiter", "faulty/racy-token-bucket", "--out", dir, "--fail-on", "none")
+	require.Equal(t, ExitPass, code)
+	_, _, code = rl(t, "compare", "--plan", "concurrent-burst", "--limiter", "token-bucket")
+	require.Equal(t, ExitUsage, code)
+}

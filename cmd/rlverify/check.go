@@ -19,6 +19,7 @@ func checkCmd() *cobra.Command {
 		out        string
 		skew       time.Duration
 		only       []string
+		failOnS    []string
 	)
 	c := &cobra.Command{
 		Use:   "check --history FILE [--history FILE …]",
@@ -43,6 +44,10 @@ recorded in the history is used.`,
 			if err := checks.Validate(only); err != nil {
 				return usageWrap(err)
 			}
+			fo, err := parseFailOn(failOnS)
+			if err != nil {
+				return usageWrap(err)
+			}
 			for _, f := range formats {
 				if _, err := reports.Lookup(f); err != nil {
 					return usageWrap(err)
@@ -51,7 +56,7 @@ recorded in the history is used.`,
 			if skew < 0 {
 				return usageErr("--clock-skew must not be negative")
 			}
-			return judge(c.Context(), files, pol, checks.Options{Slack: skew, Only: only}, formats, out, c.OutOrStdout(), c.ErrOrStderr())
+			return judge(c.Context(), files, pol, checks.Options{Slack: skew, Only: only}, formats, out, fo, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fl := c.Flags()
@@ -61,5 +66,6 @@ recorded in the history is used.`,
 	fl.StringVar(&out, "out", "", "also write the reports into this directory")
 	fl.DurationVar(&skew, "clock-skew", 0, "largest clock difference between the machines that wrote the shards")
 	fl.StringSliceVar(&only, "checks", nil, "run only these checks")
+	fl.StringSliceVar(&failOnS, "fail-on", []string{"fail"}, "verdicts that make the run exit 1: fail, unknown, a check name (its fail), CHECK:unknown, or none")
 	return c
 }

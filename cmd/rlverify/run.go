@@ -37,6 +37,7 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 		simulateCmd(),
 		reportCmd(),
 		selftestCmd(),
+		compareCmd(),
 	)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

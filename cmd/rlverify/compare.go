@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/reports"
+)
+
+func compareCmd() *cobra.Command {
+	var (
+		base     attackFlags
+		limiters []string
+		targets  []string
+		formats  []string
+		out      string
+	)
+	c := &cobra.Command{
+		Use:   "compare --plan P --limiter A --limiter B … [--target NAME=URL[,URL…] …]",
+		Short: "Run one plan against several limiter implementations and compare them side by side",
+		Long: `Run the same plan (same seed, same schedule) against each implementation —
+reference, third-party or faulty limiters by name (--limiter), and your own
+running services (--target NAME=URL[,URL…]) — and render a matrix: each
+check's verdict per implementation, admitted requests, overrun, Retry-After
+error and decision latency. Each run's history and reports are kept in
+--out/NAME/.
+
+  rlverify compare --plan concurrent-burst --limiter token-bucket --limiter gcra \
+      --limiter x/time/rate --limiter faulty/racy-token-bucket`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if base.plan == "" {
+				return usageErr("compare: --plan is required")
+			}
+			if len(limiters)+len(targets) < 2 {
+				return usageErr("compare: give at least two implementations (--limiter NAME, --target NAME=URL)")
+			}
+			fo, err := parseFailOn(base.failOn)
+			if err != nil {
+				return usageWrap(err)
+			}
+			for _, f := range formats {
+				if _, err := reports.Lookup(f); err != nil {
+					return usageWrap(fmt.Errorf("--format: %w", err))
+				}
+			}
+			type impl struct {
+				name string
+				f    attackFlags
+			}
+			var impls []impl
+			seen := map[string]bool{}
+			for _, l := range limiters {
+				f := base
+				f.limiter, f.env = l, "embedded"
+				impls = append(impls, impl{l, f})
+			}
+			for _, t := range targets {
+				name, urls, ok := strings.Cut(t, "=")
+				if !ok || name == "" || urls == "" {
+					return usageErr("--target %q: want NAME=URL[,URL…]", t)
+				}
+				f := base
+				f.env, f.targetURLs = "external", strings.Split(urls, ",")
+				impls = append(impls, impl{name, f})
+			}
+			var cols []reports.Column
+			for _, im := range impls {
+				if seen[im.name] {
+					return usageErr("compare: %q is given twice", im.name)
+				}
+				seen[im.name] = true
+				f := im.f
+				f.out = filepath.Join(out, safeName(im.name))
+				f.formats = []string{"json"}
+				f.quiet = true
+				f.failOn = []string{"none"}
+				fmt.Fprintf(c.ErrOrStderr(), "compare: %s …\n", im.name)
+				var buf bytes.Buffer
+				err := runAttack(c.Context(), &f, &buf, c.ErrOrStderr())
+				var ee *exitError
+				if err != nil && (!errors.As(err, &ee) || (ee.code != ExitFail && ee.code != ExitPass)) {
+					return fmt.Errorf("compare: %s: %w", im.name, err)
+				}
+				var doc reports.Document
+				if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+					return runErr(fmt.Errorf("compare: %s: result: %w", im.name, err))
+				}
+				cols = append(cols, reports.Column{Name: im.name, Document: &doc})
+				if c.Context().Err() != nil {
+					break
+				}
+			}
+			cmp := reports.Compare(base.plan, cols)
+			if err := renderComparison(cmp, formats, out, c.OutOrStdout()); err != nil {
+				return runErr(err)
+			}
+			var failed []string
+			for _, col := range cols {
+				if len(fo.fails(col.Document.Checks)) > 0 {
+					failed = append(failed, col.Name)
+				}
+			}
+			if len(failed) > 0 {
+				fmt.Fprintf(c.ErrOrStderr(), "compare: failing per --fail-on: %s\n", strings.Join(failed, ", "))
+				return &exitError{code: ExitFail}
+			}
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&base.plan, "plan", "", "built-in plan name or plan file")
+	fl.StringArrayVar(&limiters, "limiter", nil, "limiter to compare (repeat; see rlverify limiters)")
+	fl.StringArrayVar(&targets, "target", nil, "your own service to compare: NAME=URL[,URL…] (repeat)")
+	fl.StringVar(&base.store, "store", "", "state store of the reference limiters: memory or redis")
+	fl.IntVar(&base.instances, "instances", 0, "instances per embedded implementation")
+	fl.StringVar(&base.policyFile, "policy", "", "declared policy (file or shipped name)")
+	fl.StringSliceVar(&formats, "format", []string{"text"}, "formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first to stdout, all to --out)")
+	fl.StringVar(&out, "out", "rlverify-compare", "directory for each implementation's run and the comparison reports")
+	fl.Int64Var(&base.seed, "seed", 1, "seed shared by every run")
+	fl.Int64Var(&base.maxRequests, "max-requests", 200_000, "per-run request bound")
+	fl.DurationVar(&base.maxDuration, "max-duration", attacks.DefaultMaxDuration, "per-run duration bound")
+	fl.DurationVar(&base.timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
+	fl.BoolVar(&base.allowRemote, "allow-remote", false, "allow targets outside loopback")
+	fl.StringSliceVar(&base.failOn, "fail-on", []string{"fail"}, "verdicts of any implementation that make compare exit 1 (none: report only)")
+	return c
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+func safeName(s string) string { return strings.Trim(unsafeChars.ReplaceAllString(s, "_"), "_") }
+
+// renderComparison writes the first format to stdout and every format, plus
+// comparison.json, into out.
+func renderComparison(cmp *reports.Comparison, formats []string, out string, stdout io.Writer) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	write := func(file, format string) error {
+		fh, err := os.Create(filepath.Join(out, file))
+		if err != nil {
+			return fmt.Errorf("comparison report: %w", err)
+		}
+		if err := reports.RenderComparison(fh, format, cmp); err != nil {
+			fh.Close()
+			return err
+		}
+		return fh.Close()
+	}
+	for i, format := range formats {
+		if i == 0 {
+			if err := reports.RenderComparison(stdout, format, cmp); err != nil {
+				return err
+			}
+		}
+		if err := write("comparison."+reports.Extension(format), format); err != nil {
+			return err
+		}
+	}
+	return write("comparison.json", "json")
+}
