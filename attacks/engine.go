@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -97,15 +98,15 @@ type Engine struct {
 	rng    *mrand.Rand
 	rngMu  sync.Mutex
 	// counters
-	seq                          atomic.Uint64
-	sent, adm, rej, errs, late   atomic.Int64
-	phase                        atomic.Value // string
-	lastRejection                sync.Map     // key -> rejection
-	keysUsed                     sync.Map     // key -> struct{}
-	stopReason                   atomic.Value // string
-	rrNext                       atomic.Uint64
-	faultMu                      sync.Mutex
-	openFaults                   map[string]history.Fault
+	seq                        atomic.Uint64
+	sent, adm, rej, errs, late atomic.Int64
+	phase                      atomic.Value // string
+	lastRejection              sync.Map     // key -> rejection
+	keysUsed                   sync.Map     // key -> struct{}
+	stopReason                 atomic.Value // string
+	rrNext                     atomic.Uint64
+	faultMu                    sync.Mutex
+	openFaults                 map[string]history.Fault
 }
 
 type rejection struct {
@@ -422,13 +423,48 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		e.adm.Add(1)
 	case history.Rejected:
 		e.rej.Add(1)
-		if ra, ok := parseDelaySeconds(ev.RetryAfter); ok {
-			e.lastRejection.Store(ev.Key, rejection{recv: ev.Recv, retryAfter: ra})
+		if ra, ok := parseRetryAfter(ev.RetryAfter, e.wall(ev.Recv)); ok {
+			e.noteRejection(ev.Key, rejection{recv: ev.Recv, retryAfter: ra})
 		}
 	default:
 		e.errs.Add(1)
 	}
 	_ = e.o.Writer.WriteEvent(ev)
+}
+
+// noteRejection remembers rj as the last rejection of key unless one
+// received later is already known (responses of a burst complete in any
+// order).
+func (e *Engine) noteRejection(key string, rj rejection) {
+	for {
+		old, loaded := e.lastRejection.LoadOrStore(key, rj)
+		if !loaded {
+			return
+		}
+		if prev := old.(rejection); prev.recv >= rj.recv || e.lastRejection.CompareAndSwap(key, prev, rj) {
+			return
+		}
+	}
+}
+
+// wall converts an offset to wall-clock time.
+func (e *Engine) wall(off int64) time.Time { return e.start.Add(time.Duration(off)) }
+
+// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP-date
+// (RFC 9110 §10.2.3), the latter relative to now. A date in the past is a
+// zero wait.
+func parseRetryAfter(s string, now time.Time) (time.Duration, bool) {
+	if d, ok := parseDelaySeconds(s); ok {
+		return d, true
+	}
+	if len(s) < 20 || len(s) > 40 {
+		return 0, false
+	}
+	t, err := http.ParseTime(s)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
 }
 
 func parseDelaySeconds(s string) (time.Duration, bool) {
@@ -445,14 +481,14 @@ func parseDelaySeconds(s string) (time.Duration, bool) {
 	return time.Duration(n) * time.Second, true
 }
 
-// do sends r now and records it.
-func (e *Engine) do(ctx context.Context, r *req) {
+// do sends r now, records it and returns the recorded event.
+func (e *Engine) do(ctx context.Context, r *req) *history.Event {
 	ev := e.newEvent(r)
 	hr, err := e.build(ctx, r)
 	if err != nil {
 		ev.Sent, ev.Recv = e.off(), e.off()
 		e.record(ev, nil, err)
-		return
+		return ev
 	}
 	ev.Sent = e.off()
 	resp, err := e.client.Do(hr)
@@ -462,6 +498,28 @@ func (e *Engine) do(ctx context.Context, r *req) {
 	}
 	ev.Recv = e.off()
 	e.record(ev, resp, err)
+	return ev
+}
+
+// spinWindow is how long before an aimed instant sleepUntil stops sleeping
+// and starts polling the clock: timers wake up late by tens to hundreds of
+// microseconds, polling does not.
+const spinWindow = 2 * time.Millisecond
+
+// sleepUntil returns at offset at (or when ctx ends): it sleeps through all
+// but the last spinWindow, then polls the clock. The poll is bounded in real
+// time, so an injected clock that does not move cannot hang it.
+func (e *Engine) sleepUntil(ctx context.Context, at int64) {
+	if d := time.Duration(at-e.off()) - spinWindow; d > 0 {
+		e.o.Sleep(ctx, d)
+	}
+	if e.off() >= at {
+		return
+	}
+	limit := time.Now().Add(spinWindow + time.Millisecond)
+	for e.off() < at && ctx.Err() == nil && time.Now().Before(limit) {
+		runtime.Gosched()
+	}
 }
 
 func (e *Engine) newEvent(r *req) *history.Event {

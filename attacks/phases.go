@@ -3,8 +3,10 @@ package attacks
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,8 +38,16 @@ func (e *Engine) runPhase(ctx context.Context, ph *Phase) (*history.Phase, error
 		rec, err = e.rate(ctx, ph, ws)
 	case KindFault:
 		rec, err = e.fault(ctx, ph)
+	case KindRetry:
+		rec, err = e.retry(ctx, ph)
+	case KindSpread:
+		rec, err = e.spread(ctx, ph)
+	case KindProbe:
+		rec, err = e.probe(ctx, ph)
+	case KindBypass:
+		rec, err = e.bypass(ctx, ph)
 	default:
-		rec, err = e.runMore(ctx, ph)
+		err = fmt.Errorf("phase kind %s is not supported by this engine", ph.Kind)
 	}
 	if rec == nil {
 		rec = &history.Phase{}
@@ -76,18 +86,27 @@ func (e *Engine) warm(ctx context.Context, insts map[int]int) {
 // negative at: as soon as everything is ready), by last-byte
 // synchronisation on plain HTTP and through a barrier otherwise.
 func (e *Engine) burst(ctx context.Context, ph *Phase, key string, n int, at int64) (*history.Phase, error) {
-	if n <= 0 {
+	rs := make([]*req, max(n, 0))
+	for i := range rs {
+		rs[i] = &req{key: key, sendKey: key, inst: e.pickInstance(ph, i), phase: ph.Name}
+	}
+	return e.burstOf(ctx, rs, at)
+}
+
+// burstOf releases the prepared requests rs together at offset at (negative:
+// as soon as they are ready) and returns the phase record with the spread
+// of send times and, when aimed, the aim error.
+func (e *Engine) burstOf(ctx context.Context, rs []*req, at int64) (*history.Phase, error) {
+	n := len(rs)
+	if n == 0 {
 		return &history.Phase{}, nil
 	}
 	if !e.reserve(int64(n)) {
 		return &history.Phase{}, nil
 	}
-	rs := make([]*req, n)
 	per := map[int]int{}
-	for i := range rs {
-		inst := e.pickInstance(ph, i)
-		rs[i] = &req{key: key, sendKey: key, inst: inst, phase: ph.Name}
-		per[inst]++
+	for _, r := range rs {
+		per[r.inst]++
 	}
 	asap := at < 0
 	sent, release, ok, err := e.rawBurst(ctx, rs, at)
@@ -155,8 +174,8 @@ func (e *Engine) clientBurst(ctx context.Context, rs []*req, per map[int]int, at
 		}(i)
 	}
 	ready.Wait()
-	if wait := time.Duration(at - e.off()); wait > 0 {
-		e.o.Sleep(ctx, wait)
+	if at >= 0 {
+		e.sleepUntil(ctx, at)
 	}
 	release := e.off()
 	for i := range ps {
@@ -206,14 +225,22 @@ func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error
 		after = DefaultEdgeOffset
 	}
 	w := lim.W()
-	// Next epoch-aligned edge far enough ahead to warm up (at least 300ms).
-	nowWall := e.start.Add(time.Duration(e.off()))
-	lead := 300*time.Millisecond + before
-	edgeWall := nowWall.Add(lead).Truncate(w).Add(w)
-	if edgeWall.Sub(nowWall) > e.o.MaxDuration {
-		return nil, fmt.Errorf("the next %s window edge is %s away, beyond --max-duration", w, edgeWall.Sub(nowWall))
+	lead := edgeLead + before
+	var edge int64
+	if ph.Align == "headers" {
+		edge, err = e.headerEdge(ctx, ph, key, w, lead)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		// Next epoch-aligned edge far enough ahead to warm up.
+		nowWall := e.wall(e.off())
+		edgeWall := nowWall.Add(lead).Truncate(w).Add(w)
+		edge = edgeWall.Sub(e.start).Nanoseconds()
 	}
-	edge := edgeWall.Sub(e.start).Nanoseconds()
+	if away := time.Duration(edge - e.off()); away > e.o.MaxDuration {
+		return nil, fmt.Errorf("the next %s window edge is %s away, beyond --max-duration", w, away)
+	}
 	r1, err := e.burst(ctx, ph, key, n, edge-int64(before))
 	if err != nil || ctx.Err() != nil {
 		return r1, err
@@ -287,10 +314,10 @@ func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history
 	if dur == 0 {
 		dur = time.Duration(float64(limit)/r0*float64(time.Second)) + time.Second
 	}
-	var pacer vegeta.Pacer = vegeta.ConstantPacer{Freq: int(max(1, r0)), Per: time.Second}
-	if r0 < 1 {
-		pacer = vegeta.ConstantPacer{Freq: 1, Per: time.Duration(float64(time.Second) / r0)}
-	}
+	// One hit per interval: exact for fractional rates (a shard's share of
+	// 5/s is 2.5/s), where Freq: int(r0) per second would truncate.
+	per := time.Duration(math.Round(float64(time.Second) / r0))
+	var pacer vegeta.Pacer = vegeta.ConstantPacer{Freq: 1, Per: per}
 	var slope float64
 	if r1 > 0 {
 		slope = (r1 - r0) / dur.Seconds()
@@ -372,7 +399,7 @@ func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history
 		sentN++
 		ev.Sent = res.Timestamp.Sub(e.start).Nanoseconds()
 		ev.Recv = res.Timestamp.Add(res.Latency).Sub(e.start).Nanoseconds()
-		ev.Intended = phaseStart + intendedOffset(res.Seq, r0, slope)
+		ev.Intended = phaseStart + intendedOffset(res.Seq, per, r0, slope)
 		if ev.Sent-ev.Intended > int64(e.o.LateTolerance) {
 			late++
 		}
@@ -407,12 +434,15 @@ func idFromURL(u string) uint64 {
 	return 0
 }
 
-// intendedOffset returns when hit number seq should leave, for a pacer
-// starting at r0 per second and rising by slope per second².
-func intendedOffset(seq uint64, r0, slope float64) int64 {
+// intendedOffset returns when hit number seq (from 0) should leave: for
+// vegeta's ConstantPacer of one hit per interval `per`, hit k leaves at
+// (k+1)·per (the pacer waits one interval before the first hit); for its
+// LinearPacer starting at r0 per second and rising by slope per second², hit
+// 0 leaves at once and hit k when r0·t + slope·t²/2 = k.
+func intendedOffset(seq uint64, per time.Duration, r0, slope float64) int64 {
 	k := float64(seq)
 	if slope == 0 {
-		return int64(k / r0 * float64(time.Second))
+		return int64(seq+1) * int64(per)
 	}
 	// k = r0·t + slope·t²/2
 	disc := r0*r0 + 2*slope*k
@@ -439,10 +469,11 @@ func (e *Engine) fault(ctx context.Context, ph *Phase) (*history.Phase, error) {
 	}
 	switch ph.Action {
 	case "inject":
-		if err := e.o.Faults.Inject(ctx, ph.Fault, ph.Param); err != nil {
+		param, target := faultParam(ph)
+		if err := e.o.Faults.Inject(ctx, ph.Fault, param); err != nil {
 			return nil, fmt.Errorf("inject %s: %w", ph.Fault, err)
 		}
-		e.openFaults[ph.Fault] = history.Fault{Kind: ph.Fault, Start: e.off(), Param: ph.Param}
+		e.openFaults[ph.Fault] = history.Fault{Kind: ph.Fault, Start: e.off(), Param: ph.Param, Target: target}
 	case "clear":
 		if err := e.o.Faults.Clear(ctx, ph.Fault); err != nil {
 			return nil, fmt.Errorf("clear %s: %w", ph.Fault, err)
@@ -456,6 +487,16 @@ func (e *Engine) fault(ctx context.Context, ph *Phase) (*history.Phase, error) {
 		}
 	}
 	return &history.Phase{}, nil
+}
+
+// faultParam is the param handed to the fault injector and the target
+// recorded in the history. A clock skew applies to one instance: its param
+// is the signed skew followed by "@" and the instance index ("+2s@0").
+func faultParam(ph *Phase) (param, target string) {
+	if ph.Fault != "clock-skew" {
+		return ph.Param, ""
+	}
+	return fmt.Sprintf("%s@%d", strings.TrimSpace(ph.Param), ph.Instance), fmt.Sprintf("instance %d", ph.Instance)
 }
 
 // countedPacer stops a pacer after limit hits.

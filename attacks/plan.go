@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -211,9 +212,20 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 	if p.Instances < 0 || p.Instances > 64 {
 		return doc.Errorf("instances", "%d: want 1 … 64", p.Instances)
 	}
-	for _, n := range p.Needs {
-		if n != "redis" && n != "faults" && !strings.HasPrefix(n, "instances>=") {
-			return doc.Errorf("needs", "unknown need %q (want redis, faults, instances>=N)", n)
+	for i, n := range p.Needs {
+		at := fmt.Sprintf("needs.%d", i)
+		switch {
+		case n == "redis" || n == "faults":
+		case strings.HasPrefix(n, "instances>="):
+			k, err := strconv.Atoi(strings.TrimPrefix(n, "instances>="))
+			if err != nil || k < 1 || k > 64 {
+				return doc.Errorf(at, "%q: want instances>=N with N in 1 … 64", n)
+			}
+			if p.Instances != 0 && p.Instances < k {
+				return doc.Errorf("instances", "%d, but the plan needs %s", p.Instances, n)
+			}
+		default:
+			return doc.Errorf(at, "unknown need %q (want redis, faults, instances>=N)", n)
 		}
 	}
 	for i := range p.Phases {
@@ -225,8 +237,32 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 		if err := ph.validate(doc, at); err != nil {
 			return err
 		}
+		if ph.Kind == KindFault {
+			if !p.needs("faults") {
+				return doc.Errorf(at+".fault", "a plan with fault phases must declare it: needs: [faults]")
+			}
+			if ph.Fault != "clock-skew" && !p.needs("redis") {
+				return doc.Errorf(at+".fault", "%s acts on the shared store: the plan must also declare needs: [redis]", ph.Fault)
+			}
+		}
+		if ph.Instances == "pinned" || (ph.Kind == KindFault && ph.Instance != 0) {
+			if n := p.minInstances(); ph.Instance >= n {
+				return doc.Errorf(at+".instance", "%d, but the plan asks for %d instance(s) (instances are numbered from 0; raise instances: or needs: instances>=N)", ph.Instance, n)
+			}
+		}
 	}
 	return nil
+}
+
+// minInstances is the least number of instances the plan will run with.
+func (p *Plan) minInstances() int {
+	n := max(p.Instances, 1)
+	for _, x := range p.Needs {
+		if k, err := strconv.Atoi(strings.TrimPrefix(x, "instances>=")); err == nil && strings.HasPrefix(x, "instances>=") {
+			n = max(n, k)
+		}
+	}
+	return n
 }
 
 // used lists, per kind, the fields it may set (besides name and kind).
@@ -240,7 +276,7 @@ var used = map[string][]string{
 	KindSpread:   {"key", "requests", "instances", "instance", "concurrency"},
 	KindProbe:    {"key", "at", "instances", "instance"},
 	KindBypass:   {"key", "requests", "variants", "instances", "instance"},
-	KindFault:    {"action", "fault", "param"},
+	KindFault:    {"action", "fault", "param", "instance"},
 }
 
 func (ph *Phase) set() map[string]bool {
@@ -351,32 +387,50 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 		if ph.Requests == 0 {
 			return doc.Errorf(at+".requests", "a retry phase needs requests: N (the number of clients)")
 		}
+		if ph.Requests > MaxConcurrency {
+			return doc.Errorf(at+".requests", "%d clients: a retry phase runs at most %d", ph.Requests, MaxConcurrency)
+		}
 		if ph.Retries < 0 || ph.Retries > 100 {
-			return doc.Errorf(at+".retries", "%d: want 0 … 100", ph.Retries)
+			return doc.Errorf(at+".retries", "%d: want 0 … 100 (0 means the default, %d)", ph.Retries, DefaultRetries)
+		}
+		if ph.Jitter < 0 || ph.Jitter.D() > MaxJitter {
+			return doc.Errorf(at+".jitter", "%s: want 0 … %s", ph.Jitter, MaxJitter)
 		}
 	case KindSpread:
 		if ph.Requests == 0 {
 			return doc.Errorf(at+".requests", "a spread phase needs requests: N")
+		}
+		if ph.Concurrency == 0 && ph.Requests > MaxBurstRequests {
+			return doc.Errorf(at+".requests", "%d: without concurrency a spread is one burst, which holds at most %d requests", ph.Requests, MaxBurstRequests)
 		}
 	case KindProbe:
 		if ph.At == "" {
 			ph.At = "retry-after"
 		}
 		if ph.At != "retry-after" {
-			if _, err := policy.ParseDuration(ph.At); err != nil {
-				return doc.Errorf(at+".at", "%q: want retry-after or a duration", ph.At)
+			d, err := policy.ParseDuration(ph.At)
+			if err != nil || d < 0 || d > MaxPhaseDuration {
+				return doc.Errorf(at+".at", "%q: want retry-after or a duration in 0 … %s", ph.At, MaxPhaseDuration)
 			}
 		}
 	case KindBypass:
+		if ph.Requests > MaxBurstRequests {
+			return doc.Errorf(at+".requests", "%d: each variant is one burst, which holds at most %d requests", ph.Requests, MaxBurstRequests)
+		}
 		if len(ph.Variants) == 0 {
 			ph.Variants = []string{"xff", "case", "space", "path"}
 		}
-		for _, v := range ph.Variants {
+		seen := map[string]bool{}
+		for j, v := range ph.Variants {
 			switch v {
 			case "xff", "case", "space", "path":
 			default:
-				return doc.Errorf(at+".variants", "%q: want xff, case, space or path", v)
+				return doc.Errorf(fmt.Sprintf("%s.variants.%d", at, j), "%q: want xff, case, space or path", v)
 			}
+			if seen[v] {
+				return doc.Errorf(fmt.Sprintf("%s.variants.%d", at, j), "%q is listed twice", v)
+			}
+			seen[v] = true
 		}
 	case KindFault:
 		if ph.Action != "inject" && ph.Action != "clear" {
@@ -387,9 +441,28 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 		default:
 			return doc.Errorf(at+".fault", "%q: want store-down, store-slow or clock-skew", ph.Fault)
 		}
-		if ph.Fault == "store-slow" && ph.Action == "inject" {
-			if _, err := policy.ParseDuration(ph.Param); err != nil {
-				return doc.Errorf(at+".param", "store-slow needs param: a latency such as 200ms")
+		if ph.Action == "clear" && (ph.Param != "" || ph.Instance != 0) {
+			return doc.Errorf(at+".param", "clear takes no param or instance: it ends the %s fault wherever it was injected", ph.Fault)
+		}
+		if ph.Action == "inject" {
+			switch ph.Fault {
+			case "store-slow":
+				d, err := policy.ParseDuration(ph.Param)
+				if err != nil || d <= 0 || d > time.Minute || strings.HasPrefix(strings.TrimSpace(ph.Param), "+") {
+					return doc.Errorf(at+".param", "store-slow needs param: a latency in (0, 1m], such as 200ms")
+				}
+			case "clock-skew":
+				d, err := time.ParseDuration(strings.TrimSpace(ph.Param))
+				if err != nil || d == 0 || d > time.Hour || d < -time.Hour {
+					return doc.Errorf(at+".param", "clock-skew needs param: a non-zero signed duration within ±1h, such as \"+2s\" or \"-2s\"")
+				}
+			case "store-down":
+				if ph.Param != "" {
+					return doc.Errorf(at+".param", "store-down takes no param")
+				}
+			}
+			if ph.Instance != 0 && ph.Fault != "clock-skew" {
+				return doc.Errorf(at+".instance", "only a clock-skew fault is injected on one instance")
 			}
 		}
 	}

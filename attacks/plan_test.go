@@ -1,10 +1,15 @@
 package attacks
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/policy"
 )
 
 func TestBuiltinsParse(t *testing.T) {
@@ -46,6 +51,34 @@ func TestPlanErrorsNameFileLineField(t *testing.T) {
 		{"two docs", "name: x\nphases:\n  - kind: idle\n    duration: 1s\n---\nname: y\n", "more than one YAML document"},
 		{"fault action", "name: x\nphases:\n  - kind: fault\n    action: explode\n    fault: store-down\n", "p.yaml:4: phases.0.action"},
 		{"tenant weight", "name: x\nphases:\n  - kind: tenants\n    rate: 5/s\n    duration: 1s\n    tenants:\n      - key: a\n        weight: -1\n", "p.yaml:7: phases.0.tenants.0"},
+		{"retry without clients", "name: x\nphases:\n  - kind: retry\n    key: a\n", "p.yaml:3: phases.0.requests: a retry phase needs requests"},
+		{"retry retries", "name: x\nphases:\n  - kind: retry\n    key: a\n    requests: 2\n    retries: 500\n", "p.yaml:6: phases.0.retries: 500"},
+		{"retry jitter", "name: x\nphases:\n  - kind: retry\n    key: a\n    requests: 2\n    jitter: -1s\n", "p.yaml:6: phases.0.jitter"},
+		{"retry huge jitter", "name: x\nphases:\n  - kind: retry\n    key: a\n    requests: 2\n    jitter: 2h\n", "p.yaml:6: phases.0.jitter: 2h0m0s: want 0 … 1m0s"},
+		{"retry takes no rate", "name: x\nphases:\n  - kind: retry\n    key: a\n    requests: 2\n    rate: 1/s\n", "p.yaml:6: phases.0.rate: field \"rate\" does not apply to a retry phase"},
+		{"spread burst too big", "name: x\nphases:\n  - kind: spread\n    key: a\n    requests: 20000\n", "p.yaml:5: phases.0.requests: 20000: without concurrency a spread is one burst"},
+		{"spread bad instances", "name: x\nphases:\n  - kind: spread\n    key: a\n    requests: 2\n    instances: sticky\n", "p.yaml:6: phases.0.instances"},
+		{"pinned beyond instances", "name: x\ninstances: 2\nphases:\n  - kind: spread\n    key: a\n    requests: 2\n    instances: pinned\n    instance: 2\n", "p.yaml:8: phases.0.instance: 2, but the plan asks for 2 instance(s)"},
+		{"probe at", "name: x\nphases:\n  - kind: probe\n    key: a\n    at: later\n", "p.yaml:5: phases.0.at: \"later\": want retry-after or a duration"},
+		{"probe negative at", "name: x\nphases:\n  - kind: probe\n    key: a\n    at: -1s\n", "p.yaml:5: phases.0.at"},
+		{"probe needs key", "name: x\nphases:\n  - kind: probe\n", "p.yaml:3: phases.0.key"},
+		{"bypass variant", "name: x\nphases:\n  - kind: bypass\n    key: a\n    variants: [xff, cookie]\n", "p.yaml:5: phases.0.variants.1: \"cookie\""},
+		{"bypass variant twice", "name: x\nphases:\n  - kind: bypass\n    key: a\n    variants: [case, case]\n", "phases.0.variants.1: \"case\" is listed twice"},
+		{"bypass too big", "name: x\nphases:\n  - kind: bypass\n    key: a\n    requests: 50000\n", "p.yaml:5: phases.0.requests"},
+		{"boundary align", "name: x\nphases:\n  - kind: boundary\n    key: a\n    align: moon\n", "p.yaml:5: phases.0.align"},
+		{"fault needs faults", "name: x\nneeds: [redis]\nphases:\n  - kind: fault\n    action: inject\n    fault: store-down\n", "p.yaml:6: phases.0.fault: a plan with fault phases must declare it: needs: [faults]"},
+		{"store fault needs redis", "name: x\nneeds: [faults]\nphases:\n  - kind: fault\n    action: inject\n    fault: store-down\n", "p.yaml:6: phases.0.fault: store-down acts on the shared store"},
+		{"store-slow latency", "name: x\nneeds: [redis, faults]\nphases:\n  - kind: fault\n    action: inject\n    fault: store-slow\n", "p.yaml:4: phases.0.param: store-slow needs param"},
+		{"store-slow negative", "name: x\nneeds: [redis, faults]\nphases:\n  - kind: fault\n    action: inject\n    fault: store-slow\n    param: -5ms\n", "p.yaml:7: phases.0.param"},
+		{"clock-skew needs param", "name: x\nneeds: [faults]\nphases:\n  - kind: fault\n    action: inject\n    fault: clock-skew\n", "phases.0.param: clock-skew needs param"},
+		{"clock-skew bad param", "name: x\nneeds: [faults]\nphases:\n  - kind: fault\n    action: inject\n    fault: clock-skew\n    param: ahead\n", "p.yaml:7: phases.0.param: clock-skew needs param"},
+		{"store-down param", "name: x\nneeds: [redis, faults]\nphases:\n  - kind: fault\n    action: inject\n    fault: store-down\n    param: 5s\n", "p.yaml:7: phases.0.param: store-down takes no param"},
+		{"clear with param", "name: x\nneeds: [faults]\nphases:\n  - kind: fault\n    action: clear\n    fault: clock-skew\n    param: 2s\n", "p.yaml:7: phases.0.param: clear takes no param"},
+		{"instance on store fault", "name: x\nneeds: [redis, faults]\ninstances: 2\nphases:\n  - kind: fault\n    action: inject\n    fault: store-down\n    instance: 1\n", "phases.0.instance: only a clock-skew fault"},
+		{"skew instance out of range", "name: x\nneeds: [faults]\nphases:\n  - kind: fault\n    action: inject\n    fault: clock-skew\n    param: +2s\n    instance: 1\n", "p.yaml:8: phases.0.instance: 1, but the plan asks for 1 instance(s)"},
+		{"unknown need", "name: x\nneeds: [gpu]\nphases:\n  - kind: idle\n    duration: 1s\n", "p.yaml:2: needs.0: unknown need \"gpu\""},
+		{"bad instances need", "name: x\nneeds: [instances>=many]\nphases:\n  - kind: idle\n    duration: 1s\n", "p.yaml:2: needs.0: \"instances>=many\""},
+		{"instances below need", "name: x\nneeds: [instances>=3]\ninstances: 2\nphases:\n  - kind: idle\n    duration: 1s\n", "p.yaml:3: instances: 2, but the plan needs instances>=3"},
 		{"alias bomb", "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\ng: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]\ni: [*h, *h, *h, *h, *h, *h, *h, *h, *h]\n", "p.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,4 +94,103 @@ func TestPlanDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "1-burst", p.Phases[0].Name)
 	require.Equal(t, "retry-after", p.Phases[1].At)
+}
+
+func TestNewFieldsParse(t *testing.T) {
+	p, err := Parse("p.yaml", []byte(`name: x
+needs: [redis, faults, instances>=3]
+phases:
+  - kind: retry
+    key: free-a
+    requests: 4
+    retries: 2
+    jitter: 100ms
+    duration: 3s
+  - kind: spread
+    key: free-a
+    requests: 9
+    concurrency: 3
+    instances: random
+  - kind: probe
+    key: free-a
+    at: 1.5s
+  - kind: bypass
+    key: free-a
+  - kind: boundary
+    key: free-a
+    align: headers
+  - kind: fault
+    action: inject
+    fault: clock-skew
+    param: "+2s"
+    instance: 2
+`))
+	require.NoError(t, err)
+	require.Equal(t, 3, p.minInstances())
+	require.Equal(t, []string{"xff", "case", "space", "path"}, p.Phases[3].Variants)
+	require.Equal(t, "1.5s", p.Phases[2].At)
+	param, target := faultParam(&p.Phases[5])
+	require.Equal(t, "+2s@2", param)
+	require.Equal(t, "instance 2", target)
+}
+
+// TestBuiltinsAreConsistent: every built-in plan declares what it needs,
+// stays within its bounds, and the default-runnable ones are short.
+func TestBuiltinsAreConsistent(t *testing.T) {
+	want := []string{"boundary-burst", "bypass", "clock-skew", "concurrent-burst", "idle-refill", "multi-instance",
+		"retry-after", "slow-store", "soak", "store-outage", "tenant-isolation", "tiers"}
+	var names []string
+	pol := policy.Default()
+	for _, p := range Builtins() {
+		names = append(names, p.Name)
+		t.Run(p.Name, func(t *testing.T) {
+			require.Equal(t, "builtin:"+p.Name, p.Source)
+			require.NotContains(t, p.Description, "\n", "description is one line")
+			var faults, storeFaults bool
+			var total time.Duration
+			for _, ph := range p.Phases {
+				switch ph.Kind {
+				case KindFault:
+					faults = true
+					storeFaults = storeFaults || ph.Fault != "clock-skew"
+				case KindRate, KindTenants, KindRetry:
+					require.NotZero(t, ph.Duration, "%s: open-ended phases are bounded by a duration", ph.Name)
+					total += ph.Duration.D()
+				case KindIdle:
+					total += ph.Duration.D()
+					if ph.Until == "full" {
+						total += 2 * time.Second // the default policy's longest window
+					}
+				case KindProbe:
+					total += time.Second // at most one Retry-After of the default policy
+				case KindBoundary:
+					total += 2 * time.Second
+				}
+			}
+			require.Equal(t, faults, p.NeedsFaults(), "fault phases ⇔ needs faults")
+			if storeFaults {
+				require.True(t, p.NeedsRedis(), "store faults need redis")
+			}
+			if p.Instances > 1 {
+				require.GreaterOrEqual(t, p.minInstances(), p.Instances)
+				require.Contains(t, p.Needs, fmt.Sprintf("instances>=%d", p.Instances))
+			}
+			if p.Policy != "" {
+				_, err := policy.Load(filepath.Join("..", "policies", p.Policy+".yaml"))
+				require.NoError(t, err, "the plan's policy ships in policies/")
+			}
+			if len(p.Needs) == 0 && p.Name != "soak" {
+				require.LessOrEqual(t, total, 15*time.Second, "default-runnable plans are short")
+			}
+			for _, ph := range p.Phases {
+				if ph.Key != "" {
+					_, ok := pol.TierFor(ph.Key + "-run")
+					require.True(t, ok, ph.Key)
+				}
+			}
+		})
+	}
+	for _, w := range want {
+		require.Contains(t, names, w)
+	}
 }

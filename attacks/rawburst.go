@@ -116,8 +116,8 @@ func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int6
 			e.record(ev, resp, rerr)
 		}(i)
 	}
-	if wait := time.Duration(at - e.off()); wait > 0 {
-		e.o.Sleep(ctx, wait)
+	if at >= 0 {
+		e.sleepUntil(ctx, at)
 	}
 	// Release: one tight loop, no allocation.
 	release = e.off()
@@ -128,14 +128,7 @@ func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int6
 	for _, ev := range evs {
 		ev.Intended = intended
 	}
-	var one [1]byte
-	for i, c := range conns {
-		sent[i] = e.off()
-		if c != nil {
-			one[0] = lasts[i]
-			_, _ = c.Write(one[:])
-		}
-	}
+	e.release(conns, lasts, sent)
 	close(gate)
 	done.Wait()
 	return sent, release, true, nil
@@ -173,4 +166,20 @@ func sanitizeHeader(s string) string {
 		return s
 	}
 	return strings.NewReplacer("\r", "", "\n", "").Replace(s)
+}
+
+// release writes the held-back last byte of every request back to back,
+// recording each send time. One loop on one goroutine: splitting it over two
+// goroutines released together was measured and was no better for 100
+// requests and worse for 1,000 on two shared vCPUs (the helper competes with
+// the server's goroutines that the writes wake up).
+func (e *Engine) release(conns []net.Conn, lasts []byte, sent []int64) {
+	var one [1]byte
+	for i, c := range conns {
+		sent[i] = e.off()
+		if c != nil {
+			one[0] = lasts[i]
+			_, _ = c.Write(one[:])
+		}
+	}
 }

@@ -1,0 +1,591 @@
+package attacks
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/history"
+)
+
+// limitTarget is a test server with a simple per-key counting limiter:
+// epoch-aligned windows of period, allow requests per key per window, then
+// 429 with Retry-After (whole seconds to the window's end, rounded up) and
+// the reset headers. It keeps the raw bytes of every connection, so tests
+// can see exactly what went on the wire.
+type limitTarget struct {
+	srv    *httptest.Server
+	allow  int
+	period time.Duration
+	// headers: "x" sends X-RateLimit-Reset, "ratelimit" only RateLimit t=,
+	// "" neither.
+	headers string
+
+	mu     sync.Mutex
+	counts map[string]int // key|window -> count
+	raw    []*bytes.Buffer
+	hits   int
+}
+
+func newLimitTarget(t *testing.T, allow int, period time.Duration, headers string) *limitTarget {
+	lt := &limitTarget{allow: allow, period: period, headers: headers, counts: map[string]int{}}
+	lt.srv = httptest.NewUnstartedServer(http.HandlerFunc(lt.serve))
+	lt.srv.Listener = &capListener{Listener: lt.srv.Listener, lt: lt}
+	lt.srv.Start()
+	t.Cleanup(lt.srv.Close)
+	return lt
+}
+
+func (lt *limitTarget) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" {
+		return
+	}
+	key := strings.ToLower(strings.TrimSpace(r.Header.Get("X-API-Key")))
+	if key == "" {
+		w.WriteHeader(401)
+		return
+	}
+	now := time.Now()
+	win := now.Truncate(lt.period)
+	end := win.Add(lt.period)
+	lt.mu.Lock()
+	lt.hits++
+	lt.counts[key+"|"+strconv.FormatInt(win.UnixNano(), 10)]++
+	c := lt.counts[key+"|"+strconv.FormatInt(win.UnixNano(), 10)]
+	lt.mu.Unlock()
+	reset := int64(math.Ceil(end.Sub(now).Seconds()))
+	switch lt.headers {
+	case "x":
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	case "ratelimit":
+		w.Header().Set("RateLimit", fmt.Sprintf(`"free";r=%d;t=%d`, max(lt.allow-c, 0), reset))
+	}
+	if c > lt.allow {
+		w.Header().Set("Retry-After", strconv.FormatInt(reset, 10))
+		w.WriteHeader(429)
+		return
+	}
+	w.WriteHeader(200)
+}
+
+// rawRequests returns the raw bytes received on every connection.
+func (lt *limitTarget) rawRequests() []string {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	out := make([]string, len(lt.raw))
+	for i, b := range lt.raw {
+		out[i] = b.String()
+	}
+	return out
+}
+
+type capListener struct {
+	net.Listener
+	lt *limitTarget
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	b := &bytes.Buffer{}
+	l.lt.mu.Lock()
+	l.lt.raw = append(l.lt.raw, b)
+	l.lt.mu.Unlock()
+	return &capConn{Conn: c, buf: b, mu: &l.lt.mu}, nil
+}
+
+type capConn struct {
+	net.Conn
+	buf *bytes.Buffer
+	mu  *sync.Mutex
+}
+
+func (c *capConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		c.buf.Write(p[:n])
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func phaseEvents(h *history.History, phase string) []history.Event {
+	var out []history.Event
+	for _, e := range h.Events {
+		if e.Phase == phase {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Sent < out[j].Sent })
+	return out
+}
+
+func phaseRecord(t *testing.T, h *history.History, name string) history.Phase {
+	t.Helper()
+	for _, p := range h.Phases {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("no phase record %s", name)
+	return history.Phase{}
+}
+
+func TestRetryHonoursRetryAfterWithJitter(t *testing.T) {
+	lt := newLimitTarget(t, 2, time.Second, "")
+	const jitter = 150 * time.Millisecond
+	h, _, err := runPlan(t, context.Background(), `name: r
+phases:
+  - name: clients
+    kind: retry
+    key: free-r
+    requests: 5
+    retries: 4
+    jitter: 150ms
+    duration: 6s
+`, Options{Instances: []string{lt.srv.URL}, RunID: "t"})
+	require.NoError(t, err)
+	evs := phaseEvents(h, "clients")
+	rec := phaseRecord(t, h, "clients")
+	require.Equal(t, int64(len(evs)), rec.Requests)
+
+	var admitted, rejected int
+	var retries []history.Event
+	for _, e := range evs {
+		require.Equal(t, "free-r-t", e.Key)
+		switch e.Status {
+		case 200:
+			admitted++
+		case 429:
+			rejected++
+		default:
+			t.Fatalf("unexpected status %d (%s)", e.Status, e.Err)
+		}
+		if e.Intended > rec.Start {
+			retries = append(retries, e)
+		}
+	}
+	// Every client gets through in the end; every rejection led to one retry.
+	require.Equal(t, 5, admitted)
+	require.Equal(t, len(evs)-5, rejected)
+	require.Len(t, retries, rejected)
+	require.Equal(t, 5+rejected, len(evs))
+	// Each retry was planned at a rejection's receive time plus its
+	// Retry-After plus at most the jitter, and sent on time.
+	used := map[uint64]bool{}
+	for _, r := range retries {
+		found := false
+		for _, rj := range evs {
+			if rj.Status != 429 || used[rj.ID] {
+				continue
+			}
+			ra, _ := strconv.Atoi(rj.RetryAfter)
+			d := time.Duration(r.Intended - rj.Recv)
+			if d >= time.Duration(ra)*time.Second && d < time.Duration(ra)*time.Second+jitter {
+				used[rj.ID], found = true, true
+				break
+			}
+		}
+		require.True(t, found, "retry %d intended at %s matches no rejection's advice", r.ID, time.Duration(r.Intended))
+		assert.GreaterOrEqual(t, r.Sent, r.Intended, "never retry early")
+		assert.Less(t, time.Duration(r.Sent-r.Intended), 20*time.Millisecond, "retry sent on time")
+	}
+}
+
+func TestRetryStopsAfterRetriesAndDuration(t *testing.T) {
+	lt := newLimitTarget(t, 0, time.Hour, "") // rejects everything, Retry-After up to an hour
+	h, _, err := runPlan(t, context.Background(), "name: r\nphases:\n  - name: c\n    kind: retry\n    key: free-r\n    requests: 3\n", Options{Instances: []string{lt.srv.URL}})
+	require.NoError(t, err)
+	// An advice beyond MaxRetryWait ends each client after its first try.
+	require.Len(t, phaseEvents(h, "c"), 3)
+
+	lt2 := newLimitTarget(t, 0, 1*time.Second, "")
+	start := time.Now()
+	h, _, err = runPlan(t, context.Background(), "name: r\nphases:\n  - name: c\n    kind: retry\n    key: free-r\n    requests: 2\n    retries: 50\n    duration: 1500ms\n", Options{Instances: []string{lt2.srv.URL}})
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 4*time.Second)
+	evs := phaseEvents(h, "c")
+	require.GreaterOrEqual(t, len(evs), 2)
+	require.LessOrEqual(t, len(evs), 6, "duration bounds the retries")
+	rec := phaseRecord(t, h, "c")
+	for _, e := range evs {
+		require.LessOrEqual(t, e.Intended, rec.Start+int64(1500*time.Millisecond))
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"3", 3 * time.Second, true},
+		{"0", 0, true},
+		{"Sat, 01 Mar 2025 12:00:05 GMT", 5 * time.Second, true},
+		{"Sat, 01 Mar 2025 11:59:00 GMT", 0, true},
+		{"-1", 0, false},
+		{"1.5", 0, false},
+		{"soon", 0, false},
+		{"", 0, false},
+	} {
+		got, ok := parseRetryAfter(tc.in, now)
+		require.Equal(t, tc.ok, ok, tc.in)
+		require.Equal(t, tc.want, got, tc.in)
+	}
+}
+
+func TestProbeLandsAtTheAdvisedInstant(t *testing.T) {
+	lt := newLimitTarget(t, 3, time.Second, "")
+	h, _, err := runPlan(t, context.Background(), `name: p
+phases:
+  - name: drain
+    kind: burst
+    key: free-p
+    requests: 10
+  - name: probe
+    kind: probe
+    key: free-p
+    at: retry-after
+  - name: later
+    kind: probe
+    key: free-p
+    at: 300ms
+`, Options{Instances: []string{lt.srv.URL}})
+	require.NoError(t, err)
+	var last history.Event
+	for _, e := range phaseEvents(h, "drain") {
+		if e.Status == 429 && e.Recv > last.Recv {
+			last = e
+		}
+	}
+	require.Equal(t, 429, last.Status)
+	ra, _ := strconv.Atoi(last.RetryAfter)
+	advised := last.Recv + int64(ra)*int64(time.Second)
+
+	probe := phaseEvents(h, "probe")
+	require.Len(t, probe, 1)
+	rec := phaseRecord(t, h, "probe")
+	require.Equal(t, advised, rec.Target)
+	require.Equal(t, advised, probe[0].Intended)
+	require.InDelta(t, float64(advised), float64(probe[0].Sent), float64(5*time.Millisecond), "probe lands within 5ms of the advice")
+	require.Equal(t, probe[0].Sent-advised, rec.AimError)
+	require.Equal(t, 200, probe[0].Status, "the window has reset by the advised instant")
+
+	later := phaseEvents(h, "later")
+	require.Len(t, later, 1)
+	lrec := phaseRecord(t, h, "later")
+	require.InDelta(t, float64(300*time.Millisecond), float64(lrec.Target-lrec.Start), float64(5*time.Millisecond))
+	require.InDelta(t, float64(lrec.Target), float64(later[0].Sent), float64(5*time.Millisecond))
+}
+
+func TestProbeWithoutRejectionIsAClearError(t *testing.T) {
+	lt := newLimitTarget(t, 100, time.Second, "")
+	_, sum, err := runPlan(t, context.Background(), "name: p\nphases:\n  - kind: burst\n    key: free-p\n    requests: 2\n  - kind: probe\n    key: free-p\n", Options{Instances: []string{lt.srv.URL}})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "no rejection with a usable Retry-After has been seen for key free-p")
+	require.True(t, sum.Interrupted)
+}
+
+func TestSpreadOverInstances(t *testing.T) {
+	var lts []*limitTarget
+	var urls []string
+	for i := 0; i < 3; i++ {
+		lt := newLimitTarget(t, 1000, time.Hour, "")
+		lts = append(lts, lt)
+		urls = append(urls, lt.srv.URL)
+	}
+	h, _, err := runPlan(t, context.Background(), `name: s
+instances: 3
+phases:
+  - name: rr
+    kind: spread
+    key: free-s
+    requests: 30
+  - name: clients
+    kind: spread
+    key: free-s
+    requests: 40
+    concurrency: 4
+    instances: random
+  - name: pinned
+    kind: spread
+    key: free-s
+    requests: 5
+    instances: pinned
+    instance: 2
+`, Options{Instances: urls, Seed: 7})
+	require.NoError(t, err)
+	per := map[int]int{}
+	for _, e := range phaseEvents(h, "rr") {
+		per[e.Instance]++
+		require.Equal(t, 200, e.Status)
+	}
+	require.Equal(t, map[int]int{0: 10, 1: 10, 2: 10}, per)
+	rr := phaseRecord(t, h, "rr")
+	require.Equal(t, int64(30), rr.Requests)
+	require.GreaterOrEqual(t, rr.SpreadMax, rr.SpreadP50, "a spread without concurrency is a measured burst")
+
+	per = map[int]int{}
+	for _, e := range phaseEvents(h, "clients") {
+		per[e.Instance]++
+		require.Equal(t, 200, e.Status)
+	}
+	require.Len(t, phaseEvents(h, "clients"), 40)
+	require.Len(t, per, 3, "random reaches every instance")
+	for _, e := range phaseEvents(h, "pinned") {
+		require.Equal(t, 2, e.Instance)
+	}
+	lts[2].mu.Lock()
+	defer lts[2].mu.Unlock()
+	require.GreaterOrEqual(t, lts[2].hits, 15)
+}
+
+var (
+	keyLine  = regexp.MustCompile(`(?m)^X-API-Key: (.*)\r$`)
+	xffLine  = regexp.MustCompile(`(?m)^X-Forwarded-For: (.*)\r$`)
+	pathLine = regexp.MustCompile(`^GET (\S+) HTTP/1.1\r\n`)
+)
+
+func TestBypassSendsVariantsExactly(t *testing.T) {
+	lt := newLimitTarget(t, 1000, time.Hour, "")
+	h, _, err := runPlan(t, context.Background(), `name: b
+phases:
+  - name: bp
+    kind: bypass
+    key: free-b
+    requests: 4
+`, Options{Instances: []string{lt.srv.URL}, RunID: "t1", Seed: 3})
+	require.NoError(t, err)
+	evs := phaseEvents(h, "bp")
+	require.Len(t, evs, 4*6, "plain, xff, case, space and two paths")
+	byVariant := map[string]int{}
+	var xffs []string
+	for _, e := range evs {
+		require.Equal(t, "free-b-t1", e.Key, "Key is the logical key")
+		require.Equal(t, "free", e.Tier)
+		require.Equal(t, 200, e.Status)
+		v := e.Variant
+		if strings.HasPrefix(v, "xff:") {
+			ip := net.ParseIP(strings.TrimPrefix(v, "xff:"))
+			require.NotNil(t, ip, v)
+			_, bench, _ := net.ParseCIDR("198.18.0.0/15")
+			require.True(t, bench.Contains(ip), "%s is in the benchmarking range", ip)
+			xffs = append(xffs, ip.String())
+			v = "xff"
+		}
+		byVariant[v]++
+	}
+	require.Equal(t, map[string]int{"": 4, "xff": 4, "case": 4, "space": 4, "path:/api/": 4, "path://api": 4}, byVariant)
+	sort.Strings(xffs)
+	require.Len(t, xffs, 4)
+	for i := 1; i < len(xffs); i++ {
+		require.NotEqual(t, xffs[i-1], xffs[i], "X-Forwarded-For values are distinct")
+	}
+	require.Equal(t, int64(24), phaseRecord(t, h, "bp").Requests)
+
+	// What went on the wire, byte for byte.
+	keys := map[string]int{}
+	paths := map[string]int{}
+	var wireXFF []string
+	for _, raw := range lt.rawRequests() {
+		if !strings.Contains(raw, "X-API-Key") {
+			continue
+		}
+		for _, m := range keyLine.FindAllStringSubmatch(raw, -1) {
+			keys[m[1]]++
+		}
+		for _, m := range xffLine.FindAllStringSubmatch(raw, -1) {
+			wireXFF = append(wireXFF, m[1])
+		}
+		if m := pathLine.FindStringSubmatch(raw); m != nil {
+			paths[m[1]]++
+		}
+	}
+	require.Equal(t, map[string]int{"free-b-t1": 16, "FREE-B-T1": 4, " free-b-t1 ": 4}, keys)
+	require.Equal(t, map[string]int{"/api": 16, "/api/": 4, "//api": 4}, paths)
+	sort.Strings(wireXFF)
+	require.Equal(t, xffs, wireXFF)
+}
+
+func TestBypassDefaultsToCapacityPlusFive(t *testing.T) {
+	lt := newLimitTarget(t, 1000, time.Hour, "")
+	h, _, err := runPlan(t, context.Background(), "name: b\nphases:\n  - name: bp\n    kind: bypass\n    key: free-b\n    variants: [case]\n", Options{Instances: []string{lt.srv.URL}})
+	require.NoError(t, err)
+	// The default policy's free tier has K=10: 15 plain and 15 upper-case.
+	require.Len(t, phaseEvents(h, "bp"), 30)
+}
+
+func TestBoundaryAlignedByHeaders(t *testing.T) {
+	for _, headers := range []string{"x", "ratelimit"} {
+		t.Run(headers, func(t *testing.T) {
+			// Epoch-aligned 2s windows, as the default policy's free tier (W=2s).
+			lt := newLimitTarget(t, 1000, 2*time.Second, headers)
+			h, _, err := runPlan(t, context.Background(), `name: b
+phases:
+  - name: edge
+    kind: boundary
+    key: free-e
+    requests: 5
+    align: headers
+    before: 100ms
+    after: 100ms
+`, Options{Instances: []string{lt.srv.URL}})
+			require.NoError(t, err)
+			rec := phaseRecord(t, h, "edge")
+			evs := phaseEvents(h, "edge")
+			require.Len(t, evs, 11, "one discovery request and two bursts of 5")
+			require.NotZero(t, rec.Target)
+			// The true edge is a multiple of 2s; whole-second headers place
+			// it within half a second (plus the round trip).
+			edge := h.Wall(rec.Target)
+			off := edge.Sub(edge.Truncate(2 * time.Second))
+			if off > time.Second {
+				off -= 2 * time.Second
+			}
+			require.Less(t, off.Abs(), 520*time.Millisecond, "edge estimate %s is off by %s", edge, off)
+			require.Greater(t, rec.Target, evs[0].Recv+int64(edgeLead), "far enough ahead to prepare the bursts")
+			require.Less(t, time.Duration(rec.AimError).Abs(), 5*time.Millisecond)
+			for _, e := range evs[1:6] {
+				require.InDelta(t, float64(rec.Target-int64(100*time.Millisecond)), float64(e.Sent), float64(5*time.Millisecond))
+			}
+		})
+	}
+}
+
+func TestBoundaryHeadersMissingIsAnError(t *testing.T) {
+	lt := newLimitTarget(t, 1000, 2*time.Second, "")
+	_, _, err := runPlan(t, context.Background(), "name: b\nphases:\n  - kind: boundary\n    key: free-e\n    requests: 2\n    align: headers\n", Options{Instances: []string{lt.srv.URL}})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "no usable X-RateLimit-Reset or RateLimit t=")
+}
+
+func TestResetEdgeForms(t *testing.T) {
+	start := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	sec := int64(time.Second)
+	ev := &history.Event{Sent: 10 * sec, Recv: 10*sec + 2_000_000}
+	mid := 10*sec + 1_000_000
+	for _, tc := range []struct {
+		x, rl string
+		want  int64
+		ok    bool
+	}{
+		{"3", "", mid + 3*sec - sec/2, true},
+		{"", `"free";r=0;t=2`, mid + 2*sec - sec/2, true},
+		{"", `"free";r=0;t=2, "day";r=5;t=100`, mid + 2*sec - sec/2, true},
+		{strconv.FormatInt(start.Unix()+20, 10), "", 20*sec - sec/2, true},
+		{start.Add(30 * time.Second).Format(http.TimeFormat), "", 30*sec - sec/2, true},
+		{"soon", "", 0, false},
+		{"", `"free";r=0`, 0, false},
+	} {
+		e := *ev
+		e.XReset, e.RateLimit = tc.x, tc.rl
+		got, ok := resetEdge(&e, start)
+		require.Equal(t, tc.ok, ok, "%q %q", tc.x, tc.rl)
+		if ok {
+			require.Equal(t, tc.want, got, "%q %q", tc.x, tc.rl)
+		}
+	}
+}
+
+// fakeFaults records what the engine asks of a fault injector.
+type fakeFaults struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *fakeFaults) Inject(_ context.Context, kind, param string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "inject "+kind+" "+param)
+	return nil
+}
+
+func (f *fakeFaults) Clear(_ context.Context, kind string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "clear "+kind)
+	return nil
+}
+
+func (f *fakeFaults) Supports(string) bool { return true }
+
+func TestFaultPhasesPassParamsAndRecordWindows(t *testing.T) {
+	lt := newLimitTarget(t, 1000, time.Hour, "")
+	ff := &fakeFaults{}
+	h, _, err := runPlan(t, context.Background(), `name: f
+needs: [redis, faults]
+instances: 2
+phases:
+  - kind: fault
+    action: inject
+    fault: clock-skew
+    param: "-2s"
+    instance: 1
+  - kind: fault
+    action: inject
+    fault: store-slow
+    param: 250ms
+  - kind: burst
+    key: free-f
+    requests: 2
+  - kind: fault
+    action: clear
+    fault: store-slow
+  - kind: fault
+    action: clear
+    fault: clock-skew
+`, Options{Instances: []string{lt.srv.URL, lt.srv.URL}, Faults: ff})
+	require.NoError(t, err)
+	require.Equal(t, []string{"inject clock-skew -2s@1", "inject store-slow 250ms", "clear store-slow", "clear clock-skew"}, ff.calls[:4])
+	require.Len(t, h.Faults, 2)
+	byKind := map[string]history.Fault{}
+	for _, f := range h.Faults {
+		byKind[f.Kind] = f
+		require.Greater(t, f.End, f.Start)
+	}
+	require.Equal(t, "-2s", byKind["clock-skew"].Param)
+	require.Equal(t, "instance 1", byKind["clock-skew"].Target)
+	require.Equal(t, "250ms", byKind["store-slow"].Param)
+}
+
+func TestIntendedOffsetMatchesVegetasPacers(t *testing.T) {
+	per := 25 * time.Millisecond
+	// ConstantPacer waits one interval before the first hit.
+	require.Equal(t, int64(25*time.Millisecond), intendedOffset(0, per, 40, 0))
+	require.Equal(t, int64(100*time.Millisecond), intendedOffset(3, per, 40, 0))
+	// LinearPacer from 10/s rising 20/s²: hit 0 at once, hit 10 when 10t+10t² = 10.
+	require.Equal(t, int64(0), intendedOffset(0, 0, 10, 20))
+	want := (-10 + math.Sqrt(100+400)) / 20
+	require.InDelta(t, want*1e9, float64(intendedOffset(10, 0, 10, 20)), 1)
+}
+
+func TestSlowRatePhaseIsNotLate(t *testing.T) {
+	lt := newLimitTarget(t, 1000, time.Hour, "")
+	h, _, err := runPlan(t, context.Background(), "name: r\nphases:\n  - name: slow\n    kind: rate\n    key: paid-a\n    rate: 40/s\n    duration: 500ms\n", Options{Instances: []string{lt.srv.URL}})
+	require.NoError(t, err)
+	evs := phaseEvents(h, "slow")
+	require.Len(t, evs, 20)
+	rec := phaseRecord(t, h, "slow")
+	require.Less(t, rec.Late, int64(10), "intended times follow the pacer (hit k at (k+1)/rate)")
+	for i, e := range evs {
+		require.Equal(t, rec.Start+int64(i+1)*int64(25*time.Millisecond), e.Intended)
+	}
+}
