@@ -1,15 +1,23 @@
 // Package reports renders the verdicts of a run. Every format is rendered
 // from one result document (Document), which is itself the JSON format, so a
-// saved result.json can be rendered again in any format later.
+// saved result.json can be rendered again in any format later (rlverify
+// report). A comparison of several implementations under one plan is a
+// Comparison, rendered by the same formats.
+//
+// The formats: text (terminal table), json (the document itself), junit
+// (JUnit XML for CI test reports), md (Markdown for a CI job summary or a pull
+// request comment) and html (one self-contained page with timeline plots).
 //
 // reports imports checks, history and policy; never attacks or targets.
 package reports
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -18,10 +26,12 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-// Schema names the version of the result document.
+// Schema names the version of the result document. A reader refuses any
+// other value; a change that breaks readers of the JSON bumps it.
 const Schema = "rlverify.result/v1"
 
-// Document is the result of judging one history.
+// Document is the result of judging one history: the single source every
+// format is rendered from. docs/result.md describes every field.
 type Document struct {
 	Schema string `json:"schema"`
 	// Verdict is the merge of every check's verdict.
@@ -36,6 +46,25 @@ type Document struct {
 	Checks      []checks.Result `json:"checks"`
 	// Truncated: the history's last line was cut off (crash) and skipped.
 	Truncated bool `json:"truncated,omitempty"`
+	// Elapsed is the run's length in ns: the end record's, else the last
+	// receive time.
+	Elapsed int64 `json:"elapsed,omitempty"`
+	// Latency summarises decision latency (Recv − Sent of admitted and
+	// rejected requests); nil when there were none.
+	Latency *Latency `json:"latency,omitempty"`
+	// Timeline is the history downsampled for drawing (never for checking);
+	// nil when the history has no events.
+	Timeline *Timeline `json:"timeline,omitempty"`
+}
+
+// Latency is a summary of decision latencies, in ns.
+type Latency struct {
+	// Decisions counts the admitted and rejected requests measured.
+	Decisions int64 `json:"decisions"`
+	P50       int64 `json:"p50"`
+	P90       int64 `json:"p90"`
+	P99       int64 `json:"p99"`
+	Max       int64 `json:"max"`
 }
 
 // PolicySummary is the declared promise in a few lines.
@@ -46,7 +75,8 @@ type PolicySummary struct {
 	FailMode string   `json:"fail_mode"`
 }
 
-// Build assembles the document for a judged history.
+// Build assembles the document for a judged history. It reads h and p and
+// keeps rs as given; it does not modify any of them.
 func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 	d := &Document{
 		Schema:    Schema,
@@ -69,18 +99,55 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 			d.Policy.Limits = append(d.Policy.Limits, fmt.Sprintf("%s (%s…): %s", t.Name, t.KeyPrefix, l.Describe()))
 		}
 	}
+	if h.End != nil {
+		d.Elapsed = h.End.Elapsed
+	}
+	var lats []int64
+	for i := range h.Events {
+		e := &h.Events[i]
+		if h.End == nil {
+			d.Elapsed = max(d.Elapsed, e.Recv)
+		}
+		if o := e.Outcome(); o == history.Admitted || o == history.Rejected {
+			lats = append(lats, e.Recv-e.Sent)
+		}
+	}
+	if len(lats) > 0 {
+		slices.Sort(lats)
+		d.Latency = &Latency{
+			Decisions: int64(len(lats)),
+			P50:       rank(lats, 0.50), P90: rank(lats, 0.90), P99: rank(lats, 0.99),
+			Max: lats[len(lats)-1],
+		}
+	}
+	d.Timeline = buildTimeline(h, p)
 	return d
 }
 
-// Renderer writes a document in one format.
+// rank is the nearest-rank percentile q of sorted s (non-empty).
+func rank(s []int64, q float64) int64 {
+	i := int(float64(len(s))*q+0.999999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// Renderer writes a document in one format. Every renderer in Formats also
+// implements ComparisonRenderer.
 type Renderer interface {
 	Render(w io.Writer, d *Document) error
 }
 
-// Formats maps format names to renderers.
+// ComparisonRenderer writes a comparison in one format.
+type ComparisonRenderer interface {
+	RenderComparison(w io.Writer, c *Comparison) error
+}
+
+// Formats maps format names to renderers. Callers must not modify it.
 var Formats = map[string]Renderer{
-	"text": Text{},
-	"json": JSON{},
+	"text":  Text{},
+	"json":  JSON{},
+	"junit": JUnit{},
+	"md":    Markdown{},
+	"html":  HTML{},
 }
 
 // FormatNames lists the formats.
@@ -117,10 +184,110 @@ func Extension(format string) string {
 type JSON struct{}
 
 // Render implements Renderer.
-func (JSON) Render(w io.Writer, d *Document) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(d)
+func (JSON) Render(w io.Writer, d *Document) error { return writeJSON(w, d) }
+
+// RenderComparison implements ComparisonRenderer.
+func (JSON) RenderComparison(w io.Writer, c *Comparison) error { return writeJSON(w, c) }
+
+// writeJSON writes v indented, with arrays of numbers and strings on one
+// line each (the timeline's series would otherwise take a line per number).
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	b = append(compactScalarArrays(b), '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+// compactScalarArrays rewrites every array of the indented JSON b whose
+// elements are all scalars onto one line: [1, 2, 3].
+func compactScalarArrays(b []byte) []byte {
+	var out bytes.Buffer
+	out.Grow(len(b))
+	inStr := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inStr {
+			out.WriteByte(c)
+			if c == '\\' && i+1 < len(b) {
+				i++
+				out.WriteByte(b[i])
+			} else if c == '"' {
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+			out.WriteByte(c)
+		case '[':
+			if end, ok := scalarArrayEnd(b, i); ok {
+				writeCompactArray(&out, b[i:end+1])
+				i = end
+				continue
+			}
+			out.WriteByte(c)
+		default:
+			out.WriteByte(c)
+		}
+	}
+	return out.Bytes()
+}
+
+// scalarArrayEnd returns the index of the ']' closing the array that opens
+// at b[i] when it holds no object or array.
+func scalarArrayEnd(b []byte, i int) (int, bool) {
+	inStr := false
+	for j := i + 1; j < len(b); j++ {
+		c := b[j]
+		if inStr {
+			if c == '\\' {
+				j++
+			} else if c == '"' {
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '[', '{':
+			return 0, false
+		case ']':
+			return j, true
+		}
+	}
+	return 0, false
+}
+
+func writeCompactArray(out *bytes.Buffer, a []byte) {
+	inStr := false
+	for i := 0; i < len(a); i++ {
+		c := a[i]
+		if inStr {
+			out.WriteByte(c)
+			if c == '\\' && i+1 < len(a) {
+				i++
+				out.WriteByte(a[i])
+			} else if c == '"' {
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\n', '\t', '\r':
+		case ',':
+			out.WriteString(", ")
+		case '"':
+			inStr = true
+			out.WriteByte(c)
+		default:
+			out.WriteByte(c)
+		}
+	}
 }
 
 // ReadFile loads a result document written by JSON.
@@ -129,12 +296,51 @@ func ReadFile(file string) (*Document, error) {
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	var d Document
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("report: %s is not a result document: %w", file, err)
+	d, c, err := decode(file, b)
+	if err != nil {
+		return nil, err
 	}
-	if d.Schema != Schema {
-		return nil, fmt.Errorf("report: %s has schema %q; this rlverify reads %q", file, d.Schema, Schema)
+	if c != nil {
+		return nil, fmt.Errorf("report: %s is a comparison (%s), not a result document", file, ComparisonSchema)
 	}
-	return &d, nil
+	return d, nil
+}
+
+// ReadAny loads a saved result document or comparison, told apart by their
+// schema; exactly one of the two results is non-nil when err is nil.
+func ReadAny(file string) (*Document, *Comparison, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("report: %w", err)
+	}
+	return decode(file, b)
+}
+
+func decode(file string, b []byte) (*Document, *Comparison, error) {
+	var head struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, nil, fmt.Errorf("report: %s is not a result document: %w", file, err)
+	}
+	switch head.Schema {
+	case Schema:
+		var d Document
+		if err := json.Unmarshal(b, &d); err != nil {
+			return nil, nil, fmt.Errorf("report: %s is not a result document: %w", file, err)
+		}
+		return &d, nil, nil
+	case ComparisonSchema:
+		var c Comparison
+		if err := json.Unmarshal(b, &c); err != nil {
+			return nil, nil, fmt.Errorf("report: %s is not a comparison: %w", file, err)
+		}
+		for i := range c.Columns {
+			if d := c.Columns[i].Document; d != nil && d.Schema != Schema {
+				return nil, nil, fmt.Errorf("report: %s: column %q has schema %q; this rlverify reads %q", file, c.Columns[i].Name, d.Schema, Schema)
+			}
+		}
+		return nil, &c, nil
+	}
+	return nil, nil, fmt.Errorf("report: %s has schema %q; this rlverify reads %q and %q", file, head.Schema, Schema, ComparisonSchema)
 }

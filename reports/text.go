@@ -54,6 +54,9 @@ func (t Text) Render(w io.Writer, d *Document) error {
 	}
 	fmt.Fprintf(&b, "requests %d: admitted %d, rejected %d, errors %d\n",
 		d.Stats.Requests, d.Stats.Admitted, d.Stats.Rejected, d.Stats.Errors)
+	if l := d.Latency; l != nil {
+		fmt.Fprintf(&b, "decision latency p50 %s p90 %s p99 %s max %s\n", dur(l.P50), dur(l.P90), dur(l.P99), dur(l.Max))
+	}
 	for _, n := range d.Run.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
@@ -134,18 +137,23 @@ func figureLines(rs []checks.Result) []string {
 		if len(r.Figures) == 0 || r.Verdict == checks.Skip {
 			continue
 		}
-		keys := make([]string, 0, len(r.Figures))
-		for k := range r.Figures {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = fmt.Sprintf("%s=%.4g", k, r.Figures[k])
-		}
-		out = append(out, fmt.Sprintf("%s: %s", r.Name, strings.Join(parts, " ")))
+		out = append(out, fmt.Sprintf("%s: %s", r.Name, figureText(r.Figures)))
 	}
 	return out
+}
+
+// figureText formats figures as "a=1 b=2.5", sorted by name.
+func figureText(figs map[string]float64) string {
+	keys := make([]string, 0, len(figs))
+	for k := range figs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%.4g", k, figs[k])
+	}
+	return strings.Join(parts, " ")
 }
 
 func dur(ns int64) string {
@@ -168,4 +176,71 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// RenderComparison implements ComparisonRenderer: a matrix with a row per
+// check and per figure, a column per implementation.
+func (t Text) RenderComparison(w io.Writer, c *Comparison) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rlverify compare: plan %s · %d implementation(s)\n\n", orDash(c.Plan), len(c.Columns))
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	row := func(name string, cells []string) {
+		fmt.Fprintf(tw, "%s\t%s\n", name, strings.Join(cells, "\t"))
+	}
+	head := make([]string, len(c.Columns))
+	verd := make([]string, len(c.Columns))
+	for i := range c.Columns {
+		head[i] = c.Columns[i].Name
+		verd[i] = t.paint(c.Columns[i].Metrics.Verdict)
+	}
+	row("", head)
+	row("verdict", verd)
+	for _, name := range c.Checks {
+		cells := make([]string, len(c.Columns))
+		for i := range c.Columns {
+			v := c.Columns[i].verdictOf(name)
+			if v == "" {
+				cells[i] = "-"
+			} else {
+				cells[i] = t.paint(v)
+			}
+		}
+		row(name, cells)
+	}
+	names, cells := comparisonRows(c)
+	for i, n := range names {
+		row(n, cells[i])
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\nverdict: %s\n", t.paint(c.Verdict))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// evidenceLines describes one piece of evidence in plain text lines.
+func evidenceLines(ev checks.Evidence) []string {
+	var out []string
+	if ev.Key != "" {
+		s := "key " + ev.Key
+		if ev.Limit != "" {
+			s += " limit " + ev.Limit
+		}
+		out = append(out, fmt.Sprintf("%s in [%s, %s]: observed %g, bound %.4g", s, dur(ev.From), dur(ev.To), ev.Observed, ev.Bound))
+	}
+	if len(ev.RequestIDs) > 0 {
+		out = append(out, "requests "+idList(ev))
+	}
+	return out
+}
+
+func idList(ev checks.Evidence) string {
+	ids := make([]string, len(ev.RequestIDs))
+	for i, id := range ev.RequestIDs {
+		ids[i] = fmt.Sprint(id)
+	}
+	more := ""
+	if ev.TotalIDs > len(ev.RequestIDs) {
+		more = fmt.Sprintf(" … (%d in all)", ev.TotalIDs)
+	}
+	return strings.Join(ids, ", ") + more
 }
