@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
@@ -134,6 +135,35 @@ type rec struct {
 	variant bool
 	// fault is set when the interval overlaps a store fault window.
 	fault bool
+	// ra is the Retry-After of a 429 in the index (see fastRetryAfter);
+	// 0 when not known from the record alone.
+	ra uint16
+}
+
+// Values of rec.ra besides 0 (unknown: read the event).
+const (
+	raMissing = 1 // no Retry-After header
+	raBase    = 2 // ra−raBase is the delay in seconds
+)
+
+// fastRetryAfter encodes the common Retry-After forms for rec.ra: absent,
+// or short delay-seconds; anything else is left to ParseRetryAfter (0).
+func fastRetryAfter(s string) uint16 {
+	if s == "" {
+		return raMissing
+	}
+	if len(s) > 4 {
+		return 0
+	}
+	n := uint16(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + uint16(c-'0')
+	}
+	return n + raBase
 }
 
 // group is all events of one key, sorted by (lo, hi, id).
@@ -164,6 +194,10 @@ type index struct {
 	startNs int64
 	// maxLat is the largest hi−lo of any event.
 	maxLat int64
+	// maxRecv is the latest Recv of any event (0 if none is later).
+	maxRecv int64
+	// regionPhase is set when some event's Phase starts with "region".
+	regionPhase bool
 	insts  int // distinct instances in the run
 	// untiered counts events whose key has no tier.
 	untiered int
@@ -186,9 +220,13 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 		ix.startNs = h.Run.Start.UnixNano()
 	}
 	n := len(h.Events)
-	// Intern keys: events are mostly already in send order, so a counting
-	// sort by key keeps that order and only out-of-order groups need sorting.
+	// One pass over the events (they are large: every extra pass streams
+	// the whole history through the cache): intern keys and build each
+	// event's compact record in file order. Events are mostly already in
+	// send order, so a counting sort by key keeps that order and only
+	// out-of-order groups need sorting.
 	kid := make([]int32, n)
+	flat := make([]rec, n)
 	ids := make(map[string]int32)
 	var keys []string
 	var counts []int32
@@ -196,6 +234,8 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 	instSeen := map[int]bool{}
 	last := ""
 	lastID := int32(-1)
+	lastPhase, phaseSeen := "", false
+	lastInst := 0
 	for i := range h.Events {
 		e := &h.Events[i]
 		id := lastID
@@ -216,8 +256,22 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 		if e.Tier != "" && tierOf[id] == "" {
 			tierOf[id] = e.Tier
 		}
-		if len(instSeen) < 1024 {
+		if len(instSeen) < 1024 && (i == 0 || e.Instance != lastInst) {
 			instSeen[e.Instance] = true
+			lastInst = e.Instance
+		}
+		r := ix.mkRec(e, i)
+		if r.out == history.Rejected && r.status == 429 {
+			r.ra = fastRetryAfter(e.RetryAfter)
+		}
+		if d := r.hi - r.lo; d > ix.maxLat {
+			ix.maxLat = d
+		}
+		flat[i] = r
+		ix.maxRecv = max(ix.maxRecv, e.Recv)
+		if !ix.regionPhase && (!phaseSeen || e.Phase != lastPhase) {
+			ix.regionPhase = strings.HasPrefix(e.Phase, "region")
+			lastPhase, phaseSeen = e.Phase, true
 		}
 	}
 	ix.insts = len(instSeen)
@@ -236,16 +290,11 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 	ix.recs = make([]rec, n)
 	ix.pos = make([]int32, n)
 	fill := append([]int32(nil), start...)
-	for i := range h.Events {
-		e := &h.Events[i]
-		r := ix.mkRec(e, i)
-		if d := r.hi - r.lo; d > ix.maxLat {
-			ix.maxLat = d
-		}
-		k := kid[i]
-		ix.recs[fill[k]] = r
+	for i, k := range kid {
+		ix.recs[fill[k]] = flat[i]
 		fill[k]++
 	}
+	flat = nil
 	rank := make([]int32, len(keys))
 	for gi, k := range order {
 		rank[k] = int32(gi)
@@ -324,14 +373,18 @@ func cmpI64(a, b int64) int {
 
 func (ix *index) ev(r rec) *history.Event { return &ix.h.Events[r.idx] }
 
-// inFault reports whether [lo, hi] overlaps a store fault window.
+// inFault reports whether [lo, hi] overlaps a store fault window, extended
+// past its end by the policy's recovery grace: the circuit breaker may stay
+// open for BreakerCooldown after the store is back, and the failure mode
+// keeps deciding meanwhile. Such decisions are judged by fail-mode alone.
 func (ix *index) inFault(lo, hi int64) bool {
+	grace := int64(ix.p.Failure.BreakerCooldown) + int64(ix.p.Failure.StoreTimeout) + int64(100*time.Millisecond)
 	for _, f := range ix.h.Faults {
 		if f.Kind != "store-down" && f.Kind != "store-slow" {
 			continue
 		}
-		end := f.End
-		if end == 0 {
+		end := f.End + grace
+		if f.End == 0 {
 			end = 1<<62 - 1
 		}
 		if lo <= end && hi >= f.Start {

@@ -398,11 +398,13 @@ func (ix *index) evidence(key string, ct *cert, msg string) Evidence {
 		RequestIDs: idl, TotalIDs: total, Message: msg}
 }
 
-// admitted appends the admitted records of rs to dst; variants are kept
-// only when withVariants.
+// admitted appends to dst the admissions of rs that the envelope judges:
+// those decided by the limiter itself (variants only when withVariants).
+// Admissions during a store fault (and its recovery grace) were made by the
+// declared failure mode and are judged by fail-mode instead.
 func admitted(dst, rs []rec, withVariants bool) []rec {
 	for _, r := range rs {
-		if r.out == history.Admitted && (withVariants || !r.variant) {
+		if r.out == history.Admitted && !r.fault && (withVariants || !r.variant) {
 			dst = append(dst, r)
 		}
 	}

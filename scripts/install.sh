@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what rlverify needs on a fresh Debian machine: Go modules, and
 # redis-server/redis-cli (used by the redis store, the local environment and
-# the tests). Safe to run again. Without root it installs nothing from apt and
-# says what is missing.
+# the tests). With --test it also installs what only the tests need:
+# Chromium (the HTML report is rendered in a real browser) and docker.io.
+# Safe to run again. Without root it installs nothing from apt and says what
+# is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -10,8 +12,9 @@ export PATH="/usr/local/go/bin:$PATH"
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
-if [ "${RLVERIFY_DOCKER:-0}" = 1 ] && ! command -v dockerd >/dev/null 2>&1; then
-  need_apt+=(docker.io)
+if [ "${1:-}" = --test ]; then
+  command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+  command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
 fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 
-bash scripts/install.sh
+bash scripts/install.sh --test
+bash scripts/docker-up.sh; export RLVERIFY_REDIS_IMAGE="${RLVERIFY_REDIS_IMAGE:-rlverify/redis:local}"
 
 # testcontainers must never dial this machine's gateway nor pull Ryuk.
 export TESTCONTAINERS_HOST_OVERRIDE="${TESTCONTAINERS_HOST_OVERRIDE:-127.0.0.1}"
