@@ -3,6 +3,7 @@ package attacks
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +64,10 @@ type Options struct {
 	Seed int64
 	// RunID tags keys so runs never share limiter state; random when empty.
 	RunID string
+	// KeepKeys sends the plan's keys unchanged (real API keys of an external
+	// service) instead of tagging them with RunID. They are then secrets:
+	// the history and everything derived from it get Redact(key) instead.
+	KeepKeys bool
 	// Progress, when set, is called after every phase and every ~250ms.
 	Progress func(Progress)
 	// LateTolerance: a send later than this after its intended time counts
@@ -204,7 +210,34 @@ func (e *Engine) RunID() string { return e.o.RunID }
 
 // Key returns the key actually sent for the plan's logical key: the run tag
 // is appended so the tier prefix still matches and runs never share state.
-func (e *Engine) Key(planKey string) string { return planKey + "-" + e.o.RunID }
+func (e *Engine) Key(planKey string) string {
+	if e.o.KeepKeys {
+		return planKey
+	}
+	return planKey + "-" + e.o.RunID
+}
+
+// Redact replaces a secret key by its tier prefix (the longest matching
+// KeyPrefix of p), an ellipsis and 8 hex digits of its SHA-256: distinct keys
+// stay distinct and keep their tier, and nothing of the secret is shown.
+func Redact(p *policy.Policy, key string) string {
+	prefix := ""
+	for _, t := range p.Tiers {
+		if strings.HasPrefix(key, t.KeyPrefix) && len(t.KeyPrefix) > len(prefix) {
+			prefix = t.KeyPrefix
+		}
+	}
+	sum := sha256.Sum256([]byte(key))
+	return prefix + "…" + hex.EncodeToString(sum[:4])
+}
+
+// recordedKey is key as the history shows it.
+func (e *Engine) recordedKey(key string) string {
+	if e.o.KeepKeys {
+		return Redact(e.o.Policy, key)
+	}
+	return key
+}
 
 // Run executes p, writing run (its Start is set here) and every event to the
 // writer. It returns when the plan ends, ctx is cancelled (Summary marked
@@ -298,6 +331,9 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 	if e.o.Sink != nil {
 		for _, s := range e.o.Sink.Snapshot(e.start) {
 			if s.Key == "*" || e.ownKey(s.Key) {
+				if s.Key != "*" {
+					s.Key = e.recordedKey(s.Key)
+				}
 				_ = e.o.Writer.WriteSink(s)
 			}
 		}
@@ -428,6 +464,12 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		}
 	default:
 		e.errs.Add(1)
+	}
+	if e.o.KeepKeys {
+		cp := *ev
+		cp.Key = e.recordedKey(ev.Key)
+		_ = e.o.Writer.WriteEvent(&cp)
+		return
 	}
 	_ = e.o.Writer.WriteEvent(ev)
 }

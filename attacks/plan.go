@@ -33,6 +33,10 @@ type Plan struct {
 	Needs []string `yaml:"needs,omitempty"`
 	// Instances is how many service instances the plan wants by default.
 	Instances int `yaml:"instances,omitempty"`
+	// Regions, when ≥ 2, runs the embedded reference limiter in that many
+	// regions (each with Instances instances and its own store) unless the
+	// command line says otherwise.
+	Regions int `yaml:"regions,omitempty"`
 	// Limiter and Policy name what the plan is meant for (optional).
 	Limiter string `yaml:"limiter,omitempty"`
 	Policy  string `yaml:"policy,omitempty"`
@@ -209,6 +213,9 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 	if len(p.Phases) > MaxPhases {
 		return doc.Errorf("phases", "%d phases; at most %d", len(p.Phases), MaxPhases)
 	}
+	if p.Regions < 0 || p.Regions == 1 || p.Regions > 8 {
+		return doc.Errorf("regions", "%d: want 2 … 8 (or leave it out)", p.Regions)
+	}
 	if p.Instances < 0 || p.Instances > 64 {
 		return doc.Errorf("instances", "%d: want 1 … 64", p.Instances)
 	}
@@ -253,6 +260,10 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 	}
 	return nil
 }
+
+// MinInstances is the least number of instances the plan runs with: its
+// instances, or the N of a needs: instances>=N.
+func (p *Plan) MinInstances() int { return p.minInstances() }
 
 // minInstances is the least number of instances the plan will run with.
 func (p *Plan) minInstances() int {

@@ -1,9 +1,11 @@
 package attacks
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzParsePlan feeds arbitrary bytes to Parse. It must never panic, every
@@ -18,6 +20,9 @@ func FuzzParsePlan(f *testing.F) {
 	f.Add([]byte("name: x\nneeds: [faults, redis, instances>=2]\nphases:\n  - {kind: fault, action: inject, fault: clock-skew, param: \"+2s\", instance: 1}\n"))
 	f.Add([]byte("a: &a [x, x]\nb: &b [*a, *a]\nname: *b\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// Go's fuzzer does not notice a hang; make one a crash it reports.
+		watchdog := time.AfterFunc(10*time.Second, func() { panic(fmt.Sprintf("Parse hangs on %q", data)) })
+		defer watchdog.Stop()
 		p, err := Parse("fuzz.yaml", data)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {

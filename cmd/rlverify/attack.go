@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +52,8 @@ type attackFlags struct {
 	regionSync  time.Duration
 	regionLat   time.Duration
 	failOn      []string
+	runID       string
+	keepKeys    bool
 }
 
 func attackCmd() *cobra.Command {
@@ -91,6 +95,8 @@ Examples:
 	fl.Int64Var(&f.seed, "seed", 1, "seed for random choices (instances, keys, jitter)")
 	fl.StringSliceVar(&f.only, "checks", nil, "run only these checks (default: all that apply)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	fl.StringVar(&f.runID, "run-id", "", "tag appended to every key so runs never share limiter state (default: random; with --shard, derived from plan and seed so every shard uses the same keys)")
+	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plan's keys unchanged (real API keys of your service); they are redacted in the history and reports")
 	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, "verdicts that make the run exit 1: fail, unknown, a check name (its fail), CHECK:unknown, or none")
 	fl.IntVar(&f.regions, "regions", 0, "run the embedded token bucket in this many regions (each with --instances instances and its own Redis)")
 	fl.StringVar(&f.regionMode, "region-mode", targets.RegionReplicated, "how regions share the quota: replicated (local replicas + reconciliation), strict (one global store), independent (no sharing)")
@@ -136,7 +142,17 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	}
 	instances := f.instances
 	if instances == 0 {
-		instances = max(plan.Instances, 1)
+		instances = plan.MinInstances()
+	} else if f.env == "embedded" && instances < plan.MinInstances() {
+		return usageErr("--instances %d: plan %s needs at least %d", instances, plan.Name, plan.MinInstances())
+	}
+	if f.regions == 0 && f.env == "embedded" {
+		f.regions = plan.Regions
+	}
+	runID := f.runID
+	if runID == "" && shards > 1 {
+		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", plan.Name, f.seed)))
+		runID = hex.EncodeToString(sum[:3])
 	}
 	if instances < 1 || instances > targets.MaxInstances {
 		return usageErr("--instances %d: want 1 … %d", instances, targets.MaxInstances)
@@ -212,6 +228,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 		Faults: stack.Faults, Sink: stack.Sink,
 		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
 		Shard: shard, Shards: shards, Seed: f.seed, Progress: prog.update,
+		RunID: runID, KeepKeys: f.keepKeys,
 	})
 	if err != nil {
 		return usageWrap(err)

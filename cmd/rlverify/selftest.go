@@ -40,7 +40,7 @@ var mutationMatrix = []matrixRow{
 	{Check: "oversell", Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/uncapped-refill"},
 	{Check: "under-admission", Plan: "retry-after", Good: "token-bucket", Bad: "faulty/deduct-on-reject"},
 	{Check: "token-bounds", Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/uncapped-refill"},
-	{Check: "retry-after", Plan: "retry-after", Good: "token-bucket", Bad: "faulty/short-retry-after", Args: []string{"--policy", "slow-refill"}},
+	{Check: "retry-after", Plan: "retry-after", Good: "token-bucket", Bad: "faulty/short-retry-after"},
 	{Check: "retry-after", Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/no-retry-after"},
 	{Check: "headers", Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/uncapped-refill"},
 	{Check: "isolation", Plan: "tenant-isolation", Good: "token-bucket", Bad: "faulty/shared-bucket"},
