@@ -453,6 +453,7 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		ev.XLimit = h.Get("X-RateLimit-Limit")
 		ev.XRemaining = h.Get("X-RateLimit-Remaining")
 		ev.XReset = h.Get("X-RateLimit-Reset")
+		ev.Fallback = h.Get(targets.FallbackHeader)
 	}
 	switch ev.Outcome() {
 	case history.Admitted:

@@ -198,7 +198,7 @@ type index struct {
 	maxRecv int64
 	// regionPhase is set when some event's Phase starts with "region".
 	regionPhase bool
-	insts  int // distinct instances in the run
+	insts       int // distinct instances in the run
 	// untiered counts events whose key has no tier.
 	untiered int
 
@@ -347,7 +347,9 @@ func (ix *index) mkRec(e *history.Event, i int) rec {
 	if r.hi < r.lo {
 		r.hi = r.lo
 	}
-	r.fault = len(ix.h.Faults) > 0 && ix.inFault(r.lo, r.hi)
+	// A decision the target says its failure mode made, or one that may
+	// have been made during a store fault, is judged by fail-mode alone.
+	r.fault = e.Fallback != "" || (len(ix.h.Faults) > 0 && ix.inFault(r.lo, r.hi))
 	return r
 }
 
@@ -374,11 +376,12 @@ func cmpI64(a, b int64) int {
 func (ix *index) ev(r rec) *history.Event { return &ix.h.Events[r.idx] }
 
 // inFault reports whether [lo, hi] overlaps a store fault window, extended
-// past its end by the policy's recovery grace: the circuit breaker may stay
-// open for BreakerCooldown after the store is back, and the failure mode
-// keeps deciding meanwhile. Such decisions are judged by fail-mode alone.
+// past its end by the policy's declared recovery time: the circuit breaker
+// may stay open and connections may still be re-established after the store
+// is back, and the failure mode keeps deciding meanwhile. Such decisions are
+// judged by fail-mode alone.
 func (ix *index) inFault(lo, hi int64) bool {
-	grace := int64(ix.p.Failure.BreakerCooldown) + int64(ix.p.Failure.StoreTimeout) + int64(100*time.Millisecond)
+	grace := recoveryOf(ix.p)
 	for _, f := range ix.h.Faults {
 		if f.Kind != "store-down" && f.Kind != "store-slow" {
 			continue
@@ -392,6 +395,15 @@ func (ix *index) inFault(lo, hi int64) bool {
 		}
 	}
 	return false
+}
+
+// recoveryOf is the declared recovery time (1s when the policy was built in
+// code without Validate).
+func recoveryOf(p *policy.Policy) int64 {
+	if d := p.Failure.Recovery.D(); d > 0 {
+		return int64(d)
+	}
+	return int64(time.Second)
 }
 
 // collector keeps the first MaxEvidence violations and counts them all.

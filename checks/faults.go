@@ -9,23 +9,19 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docFailMode = "While the store is down (or slower than the store timeout), requests entirely inside the fault window behave as the declared mode says (open: admitted; closed: 503 with Retry-After or 429; local: per key and instance within LocalShare·(K + r·span); queue: answered within QueueWait + StoreTimeout + 100ms), are decided within StoreTimeout + 250ms, and from 1 s after recovery the envelope holds again from a full bucket."
+const docFailMode = "While the store is down (or slower than the store timeout), requests entirely inside the fault window behave as the declared mode says (open: admitted; closed: 503 with Retry-After or 429; local: per key and instance within LocalShare·(K + r·span); queue: answered within QueueWait + StoreTimeout + 100ms), are decided within StoreTimeout + 250ms, and from the policy's declared recovery time (failure.recovery, default 1 s) after the store is back the envelope holds again from a full bucket."
 
 // Margins on the declared timeouts, for scheduling and loopback noise.
 const (
 	timeoutMargin = 250 * time.Millisecond
 	queueMargin   = 100 * time.Millisecond
-	recoveryDelay = time.Second
 )
 
 func checkFailMode(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{}
 	f := ix.p.Failure
-	lastRecv := int64(0)
-	for i := range ix.h.Events {
-		lastRecv = max(lastRecv, ix.h.Events[i].Recv)
-	}
+	lastRecv := ix.maxRecv
 	n := 0
 	var sc scratch
 	for fi, fault := range ix.h.Faults {
@@ -140,7 +136,7 @@ func checkFailMode(ix *index) Result {
 		}
 		// Recovery: from End+1s to the next fault, the envelope from full.
 		if fault.End != 0 {
-			from := fault.End + int64(recoveryDelay)
+			from := fault.End + recoveryOf(ix.p)
 			until := int64(1<<62 - 1)
 			for _, o := range ix.h.Faults[fi+1:] {
 				if o.Start >= fault.End {

@@ -77,7 +77,11 @@ type Event struct {
 	XLimit          string `json:"x_limit,omitempty"`
 	XRemaining      string `json:"x_remaining,omitempty"`
 	XReset          string `json:"x_reset,omitempty"`
-	Err             string `json:"err,omitempty"`
+	// Fallback is the target's own statement (header X-RateLimit-Fallback)
+	// that its failure mode, not its store, made this decision: "open",
+	// "closed", "local" or "queue". Such decisions are judged by fail-mode.
+	Fallback string `json:"fallback,omitempty"`
+	Err      string `json:"err,omitempty"`
 }
 
 // Outcome of a request as far as the limiter's decision is concerned.

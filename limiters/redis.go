@@ -209,8 +209,15 @@ func NewRedisClient(addr string, timeout time.Duration) *redis.Client {
 		DialerRetries:         1,
 		DialerRetryTimeout:    time.Millisecond,
 		ContextTimeoutEnabled: true,
+		// go-redis stops dialling (and retries once a second) after
+		// PoolSize consecutive dial errors; a large pool keeps a store
+		// outage from turning into a second of lockout after recovery.
+		PoolSize: redisPoolSize,
 	})
 }
+
+// redisPoolSize bounds connections per client; see NewRedisClient.
+const redisPoolSize = 256
 
 // NewRedisClusterClient is NewRedisClient for a Redis Cluster reached through
 // any of addrs. Redirects (MOVED/ASK) are still followed.
@@ -228,5 +235,6 @@ func NewRedisClusterClient(addrs []string, timeout time.Duration) *redis.Cluster
 		DialerRetries:         1,
 		DialerRetryTimeout:    time.Millisecond,
 		ContextTimeoutEnabled: true,
+		PoolSize:              redisPoolSize,
 	})
 }

@@ -114,6 +114,10 @@ type Failure struct {
 	// BreakerCooldown.
 	BreakerFailures int      `yaml:"breaker_failures,omitempty" json:"breaker_failures,omitempty"`
 	BreakerCooldown Duration `yaml:"breaker_cooldown,omitempty" json:"breaker_cooldown,omitempty"`
+	// Recovery is how long after the store is back the limiter may still
+	// decide by its failure mode (breaker cooldown, reconnection); from then
+	// on the envelope must hold again. Default 1s.
+	Recovery Duration `yaml:"recovery,omitempty" json:"recovery,omitempty"`
 }
 
 // Identity says where the reference service takes the caller's key from.
@@ -295,7 +299,16 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 		return errf("failure.breaker_failures", "%d: must be positive", f.BreakerFailures)
 	}
 	if f.BreakerCooldown == 0 {
-		f.BreakerCooldown = Duration(time.Second)
+		f.BreakerCooldown = Duration(500 * time.Millisecond)
+	}
+	if f.BreakerCooldown < 0 || f.BreakerCooldown.D() > time.Minute {
+		return errf("failure.breaker_cooldown", "%s: want a duration in (0, 1m]", f.BreakerCooldown)
+	}
+	if f.Recovery == 0 {
+		f.Recovery = Duration(time.Second)
+	}
+	if f.Recovery < 0 || f.Recovery.D() > 10*time.Minute {
+		return errf("failure.recovery", "%s: want a duration in (0, 10m]", f.Recovery)
 	}
 	if p.Identity.Header == "" {
 		p.Identity.Header = "X-API-Key"
@@ -326,10 +339,15 @@ func (l *Limit) normalize(path string, errf func(string, string, ...any) error) 
 	}
 	hasBucket := l.Capacity != 0 || l.Rate != 0
 	hasWindow := l.Count != 0 || l.Window != 0
+	normalized := false
 	if hasBucket && hasWindow && l.Count == l.Capacity && l.Rate > 0 &&
 		math.Abs(l.Window.D().Seconds()-float64(l.Capacity)/float64(l.Rate)) < 1e-6 {
-		// An already normalized limit (both views agree): keep the bucket view.
+		// An already normalized limit (both views agree): check the bucket
+		// view and keep both as they are. Deriving the window again from
+		// K/r would move a declared window by a nanosecond of float
+		// rounding (limit 100 per 11s: 100/(100/11) s = 10.999999999s).
 		hasWindow = false
+		normalized = true
 	}
 	switch {
 	case hasBucket && hasWindow:
@@ -341,8 +359,10 @@ func (l *Limit) normalize(path string, errf func(string, string, ...any) error) 
 		if !(l.Rate > 0) || float64(l.Rate) > MaxCount {
 			return errf(path+".rate", "%g/s: want a positive rate up to %d/s", float64(l.Rate), MaxCount)
 		}
-		l.Count = l.Capacity
-		l.Window = Duration(time.Duration(float64(l.Capacity) / float64(l.Rate) * float64(time.Second)))
+		if !normalized {
+			l.Count = l.Capacity
+			l.Window = Duration(time.Duration(float64(l.Capacity) / float64(l.Rate) * float64(time.Second)))
+		}
 	case hasWindow:
 		if l.Count <= 0 || l.Count > MaxCount {
 			return errf(path+".limit", "%d: want 1 … %d", l.Count, MaxCount)

@@ -88,6 +88,7 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 		for _, f := range d.Faults {
 			fmt.Fprintf(&b, "- %s %s from %s to %s\n", mdText(f.Kind), mdText(f.Param), dur(f.Start), dur(f.End))
 		}
+		mdPerSecond(&b, [][]Second{d.PerSecond}, []string{"this run"})
 	}
 	if figs := figureLines(d.Checks); len(figs) > 0 {
 		b.WriteString("\n### Figures\n\n")
@@ -131,6 +132,13 @@ func (Markdown) RenderComparison(w io.Writer, c *Comparison) error {
 	for i, n := range names {
 		fmt.Fprintf(&b, "| %s | %s |\n", n, strings.Join(cells[i], " | "))
 	}
+	if secs := comparisonSeconds(c); secs != nil {
+		colNames := make([]string, len(c.Columns))
+		for i, col := range c.Columns {
+			colNames[i] = col.Name
+		}
+		mdPerSecond(&b, secs, colNames)
+	}
 	for _, col := range c.Columns {
 		if col.Document == nil {
 			continue
@@ -173,4 +181,22 @@ func mdCell(s string) string { return mdText(s) }
 // mdCode makes s safe inside a `code span`.
 func mdCode(s string) string {
 	return strings.NewReplacer("`", "'", "\n", " ", "|", `\|`).Replace(s)
+}
+
+// mdPerSecond writes per-second tables side by side as a Markdown table.
+func mdPerSecond(b *strings.Builder, cols [][]Second, names []string) {
+	_, rows := perSecondRows(cols)
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\n**Per second** (admitted/rejected/errors):\n\n| second |")
+	for _, n := range names {
+		fmt.Fprintf(b, " %s |", mdCell(n))
+	}
+	b.WriteString(" fault |\n|---|")
+	b.WriteString(strings.Repeat("---|", len(names)+1))
+	b.WriteString("\n")
+	for _, r := range rows {
+		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+	}
 }

@@ -52,6 +52,9 @@ type Document struct {
 	// Latency summarises decision latency (Recv − Sent of admitted and
 	// rejected requests); nil when there were none.
 	Latency *Latency `json:"latency,omitempty"`
+	// PerSecond counts admitted/rejected/errors per second, with the active
+	// faults, for runs with fault windows (nil otherwise).
+	PerSecond []Second `json:"per_second,omitempty"`
 	// Timeline is the history downsampled for drawing (never for checking);
 	// nil when the history has no events.
 	Timeline *Timeline `json:"timeline,omitempty"`
@@ -121,6 +124,7 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 		}
 	}
 	d.Timeline = buildTimeline(h, p)
+	d.PerSecond = perSecond(h, d.Elapsed)
 	return d
 }
 

@@ -82,6 +82,9 @@ func (t Text) Render(w io.Writer, d *Document) error {
 	for _, f := range d.Faults {
 		fmt.Fprintf(&b, "fault %s %s from %s to %s\n", f.Kind, f.Param, dur(f.Start), dur(f.End))
 	}
+	if len(d.PerSecond) > 0 {
+		textPerSecond(&b, [][]Second{d.PerSecond}, []string{"this run"})
+	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tVERDICT\tSUMMARY")
@@ -212,6 +215,7 @@ func (t Text) RenderComparison(w io.Writer, c *Comparison) error {
 		row(n, cells[i])
 	}
 	tw.Flush()
+	textPerSecond(&b, comparisonSeconds(c), head)
 	fmt.Fprintf(&b, "\nverdict: %s\n", t.paint(c.Verdict))
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -243,4 +247,43 @@ func idList(ev checks.Evidence) string {
 		more = fmt.Sprintf(" … (%d in all)", ev.TotalIDs)
 	}
 	return strings.Join(ids, ", ") + more
+}
+
+// comparisonSeconds returns each column's per-second table, or nil when no
+// column has one.
+func comparisonSeconds(c *Comparison) [][]Second {
+	any := false
+	out := make([][]Second, len(c.Columns))
+	for i, col := range c.Columns {
+		if col.Document != nil && len(col.Document.PerSecond) > 0 {
+			out[i] = col.Document.PerSecond
+			any = true
+		}
+	}
+	if !any {
+		return nil
+	}
+	return out
+}
+
+// textPerSecond writes per-second tables side by side, one column per name.
+func textPerSecond(b *strings.Builder, cols [][]Second, names []string) {
+	_, rows := perSecondRows(cols)
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\nper second (admitted/rejected/errors):\n")
+	var tb strings.Builder
+	tw := tabwriter.NewWriter(&tb, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "second\t%s\tfault\n", strings.Join(names, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+	for _, line := range strings.SplitAfter(tb.String(), "\n") {
+		b.WriteString(strings.TrimRight(line, " \n"))
+		if strings.HasSuffix(line, "\n") {
+			b.WriteString("\n")
+		}
+	}
 }

@@ -49,6 +49,11 @@ type Service struct {
 	Name string
 }
 
+// FallbackHeader tells the client that the limiter's failure mode, not its
+// store, made the decision (value: open, closed, local or queue). rlverify
+// records it and judges such decisions by the declared failure mode.
+const FallbackHeader = "X-RateLimit-Fallback"
+
 // MaxKeyLen bounds an accepted API key.
 const MaxKeyLen = 200
 
@@ -125,6 +130,9 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeHeaders(w, tier, d)
+	if d.Fallback != "" {
+		w.Header().Set(FallbackHeader, d.Fallback)
+	}
 	if !d.Allowed {
 		status := http.StatusTooManyRequests
 		if d.Fallback == limiters.FallbackClosed || d.Fallback == limiters.FallbackQueue {

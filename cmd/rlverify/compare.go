@@ -30,7 +30,9 @@ func compareCmd() *cobra.Command {
 		Short: "Run one plan against several limiter implementations and compare them side by side",
 		Long: `Run the same plan (same seed, same schedule) against each implementation —
 reference, third-party or faulty limiters by name (--limiter), and your own
-running services (--target NAME=URL[,URL…]) — and render a matrix: each
+running services (--target NAME=URL[,URL…]); NAME@POLICY runs a limiter
+under another declared policy, e.g. to set fail-open, fail-closed and
+fail-local side by side — and render a matrix: each
 check's verdict per implementation, admitted requests, overrun, Retry-After
 error and decision latency. Each run's history and reports are kept in
 --out/NAME/.
@@ -62,7 +64,14 @@ error and decision latency. Each run's history and reports are kept in
 			seen := map[string]bool{}
 			for _, l := range limiters {
 				f := base
-				f.limiter, f.env = l, "embedded"
+				name, pol, withPolicy := strings.Cut(l, "@")
+				f.limiter, f.env = name, "embedded"
+				if withPolicy {
+					if pol == "" {
+						return usageErr("--limiter %q: want NAME@POLICY with a policy file or shipped name", l)
+					}
+					f.policyFile = pol
+				}
 				impls = append(impls, impl{l, f})
 			}
 			for _, t := range targets {
@@ -120,7 +129,7 @@ error and decision latency. Each run's history and reports are kept in
 	}
 	fl := c.Flags()
 	fl.StringVar(&base.plan, "plan", "", "built-in plan name or plan file")
-	fl.StringArrayVar(&limiters, "limiter", nil, "limiter to compare (repeat; see rlverify limiters)")
+	fl.StringArrayVar(&limiters, "limiter", nil, "limiter to compare, NAME or NAME@POLICY (repeat; see rlverify limiters)")
 	fl.StringArrayVar(&targets, "target", nil, "your own service to compare: NAME=URL[,URL…] (repeat)")
 	fl.StringVar(&base.store, "store", "", "state store of the reference limiters: memory or redis")
 	fl.IntVar(&base.instances, "instances", 0, "instances per embedded implementation")
