@@ -163,6 +163,7 @@ func AppendEvent(b []byte, e *Event) []byte {
 		{`,"x_limit":`, e.XLimit},
 		{`,"x_remaining":`, e.XRemaining},
 		{`,"x_reset":`, e.XReset},
+		{`,"fallback":`, e.Fallback},
 		{`,"err":`, e.Err},
 	} {
 		if f.v != "" {
@@ -239,6 +240,7 @@ func Read(name string, r io.Reader) (*History, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<16), MaxLine)
 	line := 0
+	records := 0 // non-blank lines seen
 	var pendingErr error
 	pendingCut := false // the bad line is not valid JSON: maybe cut off
 	for sc.Scan() {
@@ -251,23 +253,25 @@ func Read(name string, r io.Reader) (*History, error) {
 		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
+		records++
 		if err := h.decodeLine(b); err != nil {
 			pendingErr = fmt.Errorf("%s:%d: %w: %v", name, line, ErrFormat, err)
 			pendingCut = !json.Valid(b)
 			continue
 		}
-		if line == 1 && h.Run.T != TypeRun {
-			return nil, fmt.Errorf("%s:1: %w: the first line must be the run header {\"t\":\"run\",…}", name, ErrFormat)
+		if records == 1 && h.Run.T != TypeRun {
+			// Blank lines before it do not excuse a missing header.
+			return nil, fmt.Errorf("%s:%d: %w: the first line must be the run header {\"t\":\"run\",…}", name, line, ErrFormat)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s:%d: %w", name, line+1, err)
 	}
-	if line == 0 {
+	if records == 0 {
 		return nil, fmt.Errorf("%s: %w: the file is empty", name, ErrFormat)
 	}
 	if pendingErr != nil {
-		if line == 1 || h.End != nil || !pendingCut {
+		if records == 1 || h.End != nil || !pendingCut {
 			return nil, pendingErr
 		}
 		h.Truncated = true
@@ -282,6 +286,9 @@ func ReadFile(file string) (*History, error) {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("history: %s is a directory, not a history file (give DIR/history.jsonl)", file)
+	}
 	return Read(file, f)
 }
 
@@ -359,8 +366,11 @@ func strict(b []byte, v any) error {
 }
 
 func decodeEvent(b []byte, e *Event) error {
-	if err := strict(b, e); err != nil {
-		return err
+	if !decodeEventFast(b, e) { // see decode.go: anything unusual goes to encoding/json
+		*e = Event{}
+		if err := strict(b, e); err != nil {
+			return err
+		}
 	}
 	if e.Recv < e.Sent {
 		return fmt.Errorf("event %d: recv %d is before sent %d", e.ID, e.Recv, e.Sent)
