@@ -248,7 +248,7 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 			if !p.needs("faults") {
 				return doc.Errorf(at+".fault", "a plan with fault phases must declare it: needs: [faults]")
 			}
-			if ph.Fault != "clock-skew" && !p.needs("redis") {
+			if (ph.Fault == "store-down" || ph.Fault == "store-slow") && !p.needs("redis") {
 				return doc.Errorf(at+".fault", "%s acts on the shared store: the plan must also declare needs: [redis]", ph.Fault)
 			}
 		}
@@ -448,9 +448,9 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 			return doc.Errorf(at+".action", "%q: want inject or clear", ph.Action)
 		}
 		switch ph.Fault {
-		case "store-down", "store-slow", "clock-skew":
+		case "store-down", "store-slow", "clock-skew", "rules-down":
 		default:
-			return doc.Errorf(at+".fault", "%q: want store-down, store-slow or clock-skew", ph.Fault)
+			return doc.Errorf(at+".fault", "%q: want store-down, store-slow, clock-skew or rules-down", ph.Fault)
 		}
 		if ph.Action == "clear" && (ph.Param != "" || ph.Instance != 0) {
 			return doc.Errorf(at+".param", "clear takes no param or instance: it ends the %s fault wherever it was injected", ph.Fault)
@@ -467,9 +467,9 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 				if err != nil || d == 0 || d > time.Hour || d < -time.Hour {
 					return doc.Errorf(at+".param", "clock-skew needs param: a non-zero signed duration within ±1h, such as \"+2s\" or \"-2s\"")
 				}
-			case "store-down":
+			case "store-down", "rules-down":
 				if ph.Param != "" {
-					return doc.Errorf(at+".param", "store-down takes no param")
+					return doc.Errorf(at+".param", "%s takes no param", ph.Fault)
 				}
 			}
 			if ph.Instance != 0 && ph.Fault != "clock-skew" {

@@ -9,7 +9,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docFailMode = "While the store is down (or slower than the store timeout), requests entirely inside the fault window behave as the declared mode says (open: admitted; closed: 503 with Retry-After or 429; local: per key and instance within LocalShare·(K + r·span); queue: answered within QueueWait + StoreTimeout + 100ms), are decided within StoreTimeout + 250ms, and from the policy's declared recovery time (failure.recovery, default 1 s) after the store is back the envelope holds again from a full bucket."
+const docFailMode = "While the store is down (or slower than the store timeout), requests entirely inside the fault window behave as the declared mode says (open: admitted; closed: 503 with Retry-After or 429; local: per key and instance within LocalShare·(K + r·span); queue: answered within QueueWait + StoreTimeout + 100ms), are decided within StoreTimeout + 250ms, and from the policy's declared recovery time (failure.recovery, default 1 s) after the store is back the envelope holds again from a full bucket. While the rule source is down (rules-down), the service applies its conservative defaults: it still admits, and every key stays within the envelope of the policy's rules_fallback tier."
 
 // Margins on the declared timeouts, for scheduling and loopback noise.
 const (
@@ -172,9 +172,10 @@ func checkFailMode(ix *index) Result {
 			figs[pre+"p99_latency_ms"] = float64(lats[(len(lats)*99)/100]) / 1e6
 		}
 	}
+	n += judgeRulesDown(ix, col, figs, &sc)
 	figs["faults"] = float64(n)
 	if n == 0 {
-		return col.result(Skip, "no store-down or store-slow fault windows in this run", figs, "")
+		return col.result(Skip, "no store-down, store-slow or rules-down fault windows in this run", figs, "")
 	}
 	return col.result(Pass, fmt.Sprintf("behaviour in %s matched fail mode %q", plural(n, "fault window", "fault windows"), f.Mode), figs,
 		fmt.Sprintf("%s departed from fail mode %q", plural(col.total, "observation", "observations"), f.Mode))
@@ -220,4 +221,65 @@ func checkDownstream(ix *index) Result {
 	figs["arrivals"] = float64(arrivals)
 	return col.result(Pass, fmt.Sprintf("downstream saw %d arrivals, none beyond admissions", arrivals), figs,
 		fmt.Sprintf("%s of downstream traffic beyond what was admitted", plural(col.total, "case", "cases")))
+}
+
+// judgeRulesDown checks the rules-down windows: the service must keep
+// admitting under its conservative defaults, and no key may exceed the
+// rules_fallback tier's envelope then. It returns how many windows it saw.
+func judgeRulesDown(ix *index, col *collector, figs map[string]float64, sc *scratch) int {
+	fb, ok := ix.p.Tier(ix.p.RulesFallback)
+	n := 0
+	for _, fault := range ix.h.Faults {
+		if fault.Kind != "rules-down" {
+			continue
+		}
+		n++
+		end := fault.End
+		if end == 0 {
+			end = ix.maxRecv
+		}
+		pre := fmt.Sprintf("rules%d_", n)
+		var adm, rej, errs int
+		for gi := range ix.groups {
+			g := &ix.groups[gi]
+			sc.recs = sc.recs[:0]
+			for _, r := range g.recs {
+				e := ix.ev(r)
+				if e.Sent < fault.Start || e.Recv > end {
+					continue
+				}
+				switch r.out {
+				case history.Admitted:
+					adm++
+					if !r.variant {
+						sc.recs = append(sc.recs, r)
+					}
+				case history.Rejected:
+					rej++
+				default:
+					errs++
+				}
+			}
+			if !ok || g.tier == nil || len(sc.recs) == 0 {
+				continue
+			}
+			for li := range fb.Limits {
+				st := ix.judgeLimit(sc.recs, &fb.Limits[li], sc)
+				for ci := range st.certs {
+					ct := &st.certs[ci]
+					col.add(ix.evidence(g.key, ct, fmt.Sprintf("while the rules were unavailable (%s–%s) key %s exceeded the conservative defaults (tier %s): %s",
+						fmtDur(time.Duration(fault.Start)), fmtDur(time.Duration(end)), g.key, fb.Name, certMessage(ct))))
+				}
+			}
+		}
+		if adm == 0 && rej+errs > 0 {
+			col.add(Evidence{From: fault.Start, To: end, Observed: 0, Bound: 1,
+				Message: fmt.Sprintf("while the rules were unavailable (%s–%s) all %d requests were refused: conservative defaults from code should still admit within the %s tier's limits",
+					fmtDur(time.Duration(fault.Start)), fmtDur(time.Duration(end)), rej+errs, ix.p.RulesFallback)})
+		}
+		figs[pre+"admitted"] = float64(adm)
+		figs[pre+"rejected"] = float64(rej)
+		figs[pre+"errors"] = float64(errs)
+	}
+	return n
 }

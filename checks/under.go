@@ -261,7 +261,7 @@ func checkIsolation(ix *index) Result {
 	for i := range ix.h.Events {
 		e := &ix.h.Events[i]
 		g := &ix.groups[ix.gid[i]]
-		if g.tier == nil || len(ix.p.Tiers) < 2 || e.Variant != "" {
+		if g.tier == nil || len(ix.p.Tiers) < 2 || e.Variant != "" || e.Fallback != "" {
 			continue
 		}
 		v, ok := observedLimit(e, cache)

@@ -145,6 +145,10 @@ type Policy struct {
 	Identity    Identity `yaml:"identity" json:"identity"`
 	// Global is an optional aggregate cap across all keys (protects downstream).
 	Global *Limit `yaml:"global,omitempty" json:"global,omitempty"`
+	// RulesFallback names the tier whose limits every key gets while the
+	// rule source cannot be read (the conservative defaults from code);
+	// default: the tier with the smallest capacity.
+	RulesFallback string `yaml:"rules_fallback,omitempty" json:"rules_fallback,omitempty"`
 	// Tolerance is the declared relative overrun allowed across regions
 	// (0.05 = 5%).
 	Tolerance float64 `yaml:"tolerance" json:"tolerance"`
@@ -245,6 +249,17 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 	}
 	if p.DefaultTier != "" && !names[p.DefaultTier] {
 		return errf("default_tier", "default tier %q is not one of the tiers", p.DefaultTier)
+	}
+	if p.RulesFallback == "" {
+		best := 0
+		for i, t := range p.Tiers {
+			if t.Limits[0].Capacity < p.Tiers[best].Limits[0].Capacity {
+				best = i
+			}
+		}
+		p.RulesFallback = p.Tiers[best].Name
+	} else if !names[p.RulesFallback] {
+		return errf("rules_fallback", "tier %q is not one of the tiers", p.RulesFallback)
 	}
 	if p.Global != nil {
 		if err := p.Global.normalize("global", errf); err != nil {
@@ -518,4 +533,22 @@ func (p *Policy) TierNames() []string {
 	}
 	sort.Strings(s)
 	return s
+}
+
+// Conservative returns the rules a service applies while its rule source is
+// unavailable: p with every tier held to the limits of the RulesFallback
+// tier, under its own key version so fallback counts never mix with the
+// real ones. The defaults live in code (here), not in the store that is down.
+func (p *Policy) Conservative() *Policy {
+	c := p.Clone()
+	fb, ok := c.Tier(c.RulesFallback)
+	if !ok {
+		fb = &c.Tiers[0]
+	}
+	limits := append([]Limit(nil), fb.Limits...)
+	for i := range c.Tiers {
+		c.Tiers[i].Limits = append([]Limit(nil), limits...)
+	}
+	c.Version += "-fallback"
+	return c
 }

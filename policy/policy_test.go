@@ -107,7 +107,23 @@ func TestShippedPoliciesLoad(t *testing.T) {
 	entries, err := os.ReadDir("../policies")
 	require.NoError(t, err)
 	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".yaml") {
+			continue // policies.go embeds them
+		}
 		_, err := Load("../policies/" + e.Name())
 		require.NoError(t, err, e.Name())
 	}
+}
+
+func TestConservativeHoldsEveryTierToTheSmallest(t *testing.T) {
+	p := Default()
+	require.Equal(t, "free", p.RulesFallback)
+	c := p.Conservative()
+	paid, _ := c.Tier("paid")
+	require.Equal(t, int64(10), paid.Limits[0].Capacity)
+	require.Equal(t, "v1-fallback", c.Version)
+	orig, _ := p.Tier("paid")
+	require.Equal(t, int64(100), orig.Limits[0].Capacity, "the original is untouched")
+	_, err := Parse("p.yaml", []byte("name: p\ntiers:\n  - name: a\n    limits: [{capacity: 1, rate: 1}]\nrules_fallback: gold\n"))
+	require.ErrorContains(t, err, "rules_fallback")
 }

@@ -61,7 +61,11 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 	}
 	sink := NewSink(e.Now)
 	st.Sink = sink
-	faults := &localFaults{proxy: store.proxy}
+	rules, err := buildRules(spec.Policy, entry, catalog.Env{Redis: store.client})
+	if err != nil {
+		return nil, fmt.Errorf("embedded: conservative rules: %w", err)
+	}
+	faults := &localFaults{proxy: store.proxy, rules: rules}
 	var shared map[string]limiters.Limiter
 	for i := 0; i < n; i++ {
 		base := e.Now
@@ -90,6 +94,7 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 			Now:             clk.now,
 			TrustXFF:        entry.TrustXFF,
 			ForwardRejected: entry.ForwardRejected,
+			Rules:           rules,
 			Metrics:         metrics,
 			Name:            fmt.Sprintf("i%d", i),
 		}
@@ -168,4 +173,15 @@ func ServeLoopback(h http.Handler) (string, func() error, error) {
 		return nil
 	}
 	return "http://" + ln.Addr().String(), stop, nil
+}
+
+// buildRules prepares the conservative defaults every instance of a stack
+// falls back to when its rule source is down.
+func buildRules(pol *policy.Policy, entry catalog.Entry, env catalog.Env) (*RuleSource, error) {
+	fb := pol.Conservative()
+	lims, err := BuildLimiters(fb, entry, env, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &RuleSource{Fallback: fb, Limiters: lims, RejectWhenDown: entry.RulesFailClosed}, nil
 }

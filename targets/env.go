@@ -46,6 +46,9 @@ const (
 	FaultStoreDown = "store-down"
 	FaultStoreSlow = "store-slow"
 	FaultClockSkew = "clock-skew"
+	// FaultRulesDown makes the service's rule source unreadable: it must
+	// apply the conservative defaults from code (policy.Conservative).
+	FaultRulesDown = "rules-down"
 )
 
 // FaultInjector breaks and mends parts of a running stack.

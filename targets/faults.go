@@ -23,6 +23,7 @@ func (c *skewClock) now() time.Time { return c.base().Add(time.Duration(c.offset
 // clocks.
 type localFaults struct {
 	proxy  *FaultProxy
+	rules  *RuleSource
 	clocks []*skewClock
 	base   []time.Duration // each instance's configured skew
 }
@@ -34,6 +35,8 @@ func (f *localFaults) Supports(kind string) bool {
 		return f.proxy != nil
 	case FaultClockSkew:
 		return len(f.clocks) > 0
+	case FaultRulesDown:
+		return f.rules != nil
 	}
 	return false
 }
@@ -41,9 +44,14 @@ func (f *localFaults) Supports(kind string) bool {
 // Inject implements FaultInjector.
 func (f *localFaults) Inject(_ context.Context, kind, param string) error {
 	if !f.Supports(kind) {
+		if kind == FaultRulesDown {
+			return fmt.Errorf("%s: this stack has no rule source to break", kind)
+		}
 		return fmt.Errorf("%s faults need the redis store (--store redis)", kind)
 	}
 	switch kind {
+	case FaultRulesDown:
+		f.rules.SetDown(true)
 	case FaultStoreDown:
 		f.proxy.SetDown(true)
 	case FaultStoreSlow:
@@ -67,6 +75,10 @@ func (f *localFaults) Inject(_ context.Context, kind, param string) error {
 // Clear implements FaultInjector.
 func (f *localFaults) Clear(_ context.Context, kind string) error {
 	switch kind {
+	case FaultRulesDown:
+		if f.rules != nil {
+			f.rules.SetDown(false)
+		}
 	case FaultStoreDown:
 		if f.proxy != nil {
 			f.proxy.SetDown(false)

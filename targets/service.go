@@ -40,6 +40,9 @@ type Service struct {
 	// TrustXFF takes the identity from X-Forwarded-For when present, from
 	// any peer. It is the defect of faulty/trust-xff; never set it otherwise.
 	TrustXFF bool
+	// Rules, when set, can become unreadable (a fault); the service then
+	// applies its conservative defaults.
+	Rules *RuleSource
 	// ForwardRejected forwards denied requests downstream as well. It is the
 	// defect of faulty/forward-rejected; never set it otherwise.
 	ForwardRejected bool
@@ -105,7 +108,16 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "malformed API key", http.StatusUnauthorized)
 		return
 	}
-	tier, ok := s.Policy.TierFor(key)
+	pol, lims, fallback := s.Policy, s.Limiters, ""
+	if s.Rules.Down() {
+		if s.Rules.RejectWhenDown {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "rate-limit rules unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		pol, lims, fallback = s.Rules.Fallback, s.Rules.Limiters, FallbackRules
+	}
+	tier, ok := pol.TierFor(key)
 	if !ok {
 		http.Error(w, "no tier for this API key", http.StatusForbidden)
 		return
@@ -115,13 +127,16 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ip, _, _ := strings.Cut(xff, ",")
 		identity = key + "@" + strings.TrimSpace(ip)
 	}
-	lim := s.Limiters[tier.Name]
+	lim := lims[tier.Name]
 	if lim == nil {
 		http.Error(w, "no limiter for tier "+tier.Name, http.StatusInternalServerError)
 		return
 	}
 	start := time.Now()
-	d, err := lim.Allow(r.Context(), s.now(), s.Policy.LimitKey(tier, identity, 0), 1)
+	d, err := lim.Allow(r.Context(), s.now(), pol.LimitKey(tier, identity, 0), 1)
+	if fallback != "" && d.Fallback == "" {
+		d.Fallback = fallback
+	}
 	s.Metrics.observe(tier.Name, d, err, time.Since(start))
 	if err != nil {
 		// A limiter that has no failure mode of its own: fail closed, loudly.

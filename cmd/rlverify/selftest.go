@@ -47,6 +47,7 @@ var mutationMatrix = []matrixRow{
 	{Check: "instances", Plan: "multi-instance", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 3},
 	{Check: "oversell", Plan: "clock-skew", Good: "token-bucket", Bad: "faulty/instance-clock", Store: "redis", Instances: 3},
 	{Check: "fail-mode", Plan: "store-outage", Good: "token-bucket", Bad: "faulty/unguarded-store", Store: "redis"},
+	{Check: "fail-mode", Plan: "rules-unavailable", Good: "token-bucket", Bad: "faulty/no-rule-defaults"},
 	{Check: "downstream", Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/forward-rejected"},
 	{Check: "bypass", Plan: "bypass", Good: "token-bucket", Bad: "faulty/trust-xff"},
 	{Check: "regions", Plan: "regions", Good: "token-bucket", Bad: "token-bucket", Store: "redis", Instances: 2,

@@ -62,6 +62,10 @@ type Entry struct {
 	// ForwardRejected: the service forwards denied requests downstream too
 	// (faulty/forward-rejected).
 	ForwardRejected bool
+	// RulesFailClosed: the service rejects everything while its rule source
+	// is down instead of applying conservative defaults
+	// (faulty/no-rule-defaults).
+	RulesFailClosed bool
 	// Breaks names the invariant a faulty limiter violates.
 	Breaks      string
 	Description string
@@ -253,6 +257,12 @@ func faultyEntries() []Entry {
 		Name: "faulty/forward-rejected", Algorithm: policy.TokenBucket, ForwardRejected: true,
 		Breaks:      "downstream: denied requests are still forwarded",
 		Description: "correct decisions, but the service forwards 429ed requests downstream as well",
+		New:         memOrRedis(policy.TokenBucket),
+	})...)
+	out = append(out, both(Entry{
+		Name: "faulty/no-rule-defaults", Algorithm: policy.TokenBucket, RulesFailClosed: true,
+		Breaks:      "fail-mode (rules-down): rejects everything while the rule source is unavailable",
+		Description: "correct token bucket; the service answers 503 to all while its rules cannot be read",
 		New:         memOrRedis(policy.TokenBucket),
 	})...)
 	out = append(out, both(Entry{
