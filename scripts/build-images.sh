@@ -34,6 +34,8 @@ ENTRYPOINT ["/rlverify"]
 CMD ["serve", "--addr", "0.0.0.0:8080"]
 DOCKERFILE
   docker build --pull=false -q -t "$LIMITER_IMAGE" --label rlverify.image=limiter "$ctx" >/dev/null
+  # The image the tag pointed at before is dangling now: drop it.
+  docker image prune -f --filter dangling=true --filter label=rlverify.image=limiter >/dev/null || true
   echo "build-images: built $LIMITER_IMAGE" >&2
 }
 
@@ -64,6 +66,7 @@ ENTRYPOINT ["/usr/local/bin/redis-server"]
 CMD ["--bind", "0.0.0.0", "--protected-mode", "no", "--save", "", "--appendonly", "no"]
 DOCKERFILE
   docker build --pull=false -q -t "$REDIS_IMAGE_LOCAL" --label rlverify.image=redis "$ctx" >/dev/null
+  docker image prune -f --filter dangling=true --filter label=rlverify.image=redis >/dev/null || true
   echo "build-images: built $REDIS_IMAGE_LOCAL ($(redis-server --version | awk '{print $3}'))" >&2
 }
 

@@ -19,6 +19,7 @@ import (
 	dnetwork "github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
+	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 	"gopkg.in/yaml.v3"
@@ -51,12 +52,9 @@ const (
 	EnvRedisImage   = "RLVERIFY_REDIS_IMAGE"
 	EnvLimiterImage = "RLVERIFY_LIMITER_IMAGE"
 	EnvNoPull       = "RLVERIFY_NO_PULL"
+	// EnvDockerDebug=1 keeps testcontainers' own log lines on stderr.
+	EnvDockerDebug = "RLVERIFY_DOCKER_DEBUG"
 )
-
-// FaultInstancePartition disconnects one limiter container (param: its
-// index, default 0) from the stack's private network: it can reach neither
-// Redis nor the sink, and its published port stops answering. Docker only.
-const FaultInstancePartition = "instance-partition"
 
 // Docker starts a stack of containers with testcontainers-go: a private
 // network; a Redis container (network alias "redis", its port published on
@@ -72,8 +70,9 @@ const FaultInstancePartition = "instance-partition"
 //
 // Faults: store-down stops the Redis container and Clear starts it again
 // (Redis has no persistence: it comes back empty), store-slow pauses it
-// (every store call hangs until the store timeout), instance-partition
-// disconnects a limiter from the network. Clock skew is not supported.
+// (every store call hangs until the store timeout).
+// Clock skew is not supported (containers share the host's clock), nor is
+// cutting one instance off the network (see docs/environments.md).
 //
 // Start sets TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 (when Docker is local and
 // the variable is unset: the ports are bound to loopback) and
@@ -103,6 +102,9 @@ type Docker struct {
 	Labels map[string]string
 	// StartTimeout bounds Start (default 2 minutes).
 	StartTimeout time.Duration
+	// Verbose sends testcontainers' per-container log lines to Spec.Log
+	// (they are dropped otherwise).
+	Verbose bool
 }
 
 // Name implements Environment.
@@ -138,6 +140,9 @@ func configureTestcontainers() {
 		if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
 			_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 		}
+		if os.Getenv(EnvDockerDebug) != "1" {
+			tclog.SetDefault(tclog.NewNoopLogger())
+		}
 	})
 }
 
@@ -167,6 +172,7 @@ type dockerStack struct {
 	redis     *testcontainers.DockerContainer
 	redisAddr string // 127.0.0.1:port
 	limiters  []*testcontainers.DockerContainer
+	logger    tclog.Logger
 	// mu serialises Stack.OnClose calls from the goroutines starting
 	// containers.
 	mu sync.Mutex
@@ -228,7 +234,10 @@ func (d Docker) Start(ctx context.Context, spec Spec) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w: %w", ErrUnavailable, err)
 	}
-	ds := &dockerStack{cli: cli, runID: newRunID()}
+	ds := &dockerStack{cli: cli, runID: newRunID(), logger: tclog.NewNoopLogger()}
+	if d.Verbose && spec.Log != nil {
+		ds.logger = logfLogger(spec.Log)
+	}
 	ds.labels = map[string]string{LabelRun: ds.runID, LabelEnv: "docker"}
 	for k, v := range d.Labels {
 		ds.labels[k] = v
@@ -391,9 +400,14 @@ func (ds *dockerStack) run(ctx context.Context, st *Stack, cs containerSpec) (*t
 		WaitingFor:     cs.wait,
 		HostConfigModifier: func(hc *container.HostConfig) {
 			hc.PortBindings = dnetwork.PortMap{port: {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: cs.hostPort}}}
+			// Names the network does not know (redis while it is stopped)
+			// must fail inside the container, never be forwarded to the
+			// host's resolvers: the upstream of Docker's embedded DNS is
+			// the container's own loopback, where nothing listens.
+			hc.DNS = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 		},
 	}
-	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true})
+	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true, Logger: ds.logger})
 	dc, _ := c.(*testcontainers.DockerContainer)
 	if dc != nil {
 		ds.mu.Lock()
@@ -522,19 +536,23 @@ func PolicyYAML(p *policy.Policy) ([]byte, error) {
 	return out, nil
 }
 
+// logfLogger adapts a Spec.Log function to testcontainers' logger.
+type logfLogger func(format string, args ...any)
+
+func (l logfLogger) Printf(format string, args ...any) { l("docker: "+format, args...) }
+
 // dockerFaults injects faults into a docker stack. Safe for concurrent use.
 type dockerFaults struct {
-	ds          *dockerStack
-	mu          sync.Mutex
-	down        bool
-	paused      bool
-	partitioned map[int]bool
+	ds     *dockerStack
+	mu     sync.Mutex
+	down   bool
+	paused bool
 }
 
 // Supports implements FaultInjector.
 func (f *dockerFaults) Supports(kind string) bool {
 	switch kind {
-	case FaultStoreDown, FaultStoreSlow, FaultInstancePartition:
+	case FaultStoreDown, FaultStoreSlow:
 		return true
 	}
 	return false
@@ -568,36 +586,10 @@ func (f *dockerFaults) Inject(ctx context.Context, kind, param string) error {
 			return fmt.Errorf("docker: store-slow: pause redis: %w", err)
 		}
 		f.paused = true
-	case FaultInstancePartition:
-		i, err := f.instance(param)
-		if err != nil {
-			return err
-		}
-		if f.partitioned[i] {
-			return nil
-		}
-		if _, err := f.ds.cli.NetworkDisconnect(ctx, f.ds.network.ID, client.NetworkDisconnectOptions{Container: f.ds.limiters[i].GetContainerID(), Force: true}); err != nil {
-			return fmt.Errorf("docker: partition instance %d: %w", i, err)
-		}
-		if f.partitioned == nil {
-			f.partitioned = map[int]bool{}
-		}
-		f.partitioned[i] = true
 	default:
-		return fmt.Errorf("docker: fault %q is not supported in containers (supported: %s, %s, %s)", kind, FaultStoreDown, FaultStoreSlow, FaultInstancePartition)
+		return fmt.Errorf("docker: fault %q is not supported in containers (supported: %s, %s)", kind, FaultStoreDown, FaultStoreSlow)
 	}
 	return nil
-}
-
-func (f *dockerFaults) instance(param string) (int, error) {
-	if strings.TrimSpace(param) == "" {
-		return 0, nil
-	}
-	i, err := strconv.Atoi(strings.TrimSpace(param))
-	if err != nil || i < 0 || i >= len(f.ds.limiters) {
-		return 0, fmt.Errorf("docker: instance-partition: param %q: want an instance index 0 … %d", param, len(f.ds.limiters)-1)
-	}
-	return i, nil
 }
 
 func (f *dockerFaults) unpause(ctx context.Context) error {
@@ -628,20 +620,6 @@ func (f *dockerFaults) Clear(ctx context.Context, kind string) error {
 			return nil
 		}
 		return f.unpause(ctx)
-	case FaultInstancePartition:
-		var errs []error
-		for i := range f.partitioned {
-			_, err := f.ds.cli.NetworkConnect(ctx, f.ds.network.ID, client.NetworkConnectOptions{
-				Container:      f.ds.limiters[i].GetContainerID(),
-				EndpointConfig: &dnetwork.EndpointSettings{Aliases: []string{fmt.Sprintf("limiter-%d", i)}},
-			})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("docker: reconnect instance %d: %w", i, err))
-				continue
-			}
-			delete(f.partitioned, i)
-		}
-		return errors.Join(errs...)
 	}
 	return nil
 }

@@ -132,6 +132,10 @@ func BuildLimiterImage(ctx context.Context, cli *client.Client, image, bin strin
 		}
 		if err := dec.Decode(&m); err != nil {
 			if errors.Is(err, io.EOF) {
+				// The image the tag pointed at before is dangling now:
+				// remove it (only our own limiter images are touched).
+				f := make(client.Filters).Add("dangling", "true").Add("label", "rlverify.image=limiter")
+				_, _ = cli.ImagePrune(ctx, client.ImagePruneOptions{Filters: f})
 				return nil
 			}
 			return fmt.Errorf("build %s: read build output: %w", image, err)

@@ -69,15 +69,15 @@ func TestLocal(t *testing.T) {
 				require.Equal(t, "*", all.Key)
 				require.EqualValues(t, b.admitted(), all.Arrivals, "every admitted request reaches the sink")
 			})
-			t.Run("store-down-fails-open-and-recovers", func(t *testing.T) {
-				checkFailOpenAndRecover(t, st, p, "free-outage")
+			t.Run("store-down-fails-closed-and-recovers", func(t *testing.T) {
+				checkStoreDownAndRecover(t, st, p, "free-outage")
 			})
 			t.Run("store-slow", func(t *testing.T) {
 				require.True(t, st.Faults.Supports(FaultStoreSlow))
 				require.Error(t, st.Faults.Inject(ctx, FaultStoreSlow, "nonsense"))
-				require.NoError(t, st.Faults.Inject(ctx, FaultStoreSlow, "400ms"))
-				// Slower than the store timeout: fail open admits.
-				require.Equal(t, http.StatusOK, one(st.Instances[0], "free-slow"))
+				require.NoError(t, st.Faults.Inject(ctx, FaultStoreSlow, "2500ms"))
+				// Slower than the 2s store timeout: fail closed answers 503.
+				require.Equal(t, http.StatusServiceUnavailable, one(st.Instances[0], "free-slow"))
 				require.NoError(t, st.Faults.Clear(ctx, FaultStoreSlow))
 			})
 			t.Run("clock-skew", func(t *testing.T) {

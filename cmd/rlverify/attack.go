@@ -54,6 +54,12 @@ type attackFlags struct {
 	failOn      []string
 	runID       string
 	keepKeys    bool
+	// local and docker environments
+	redisCluster  int
+	redisImage    string
+	limiterImage  string
+	limiterBinary string
+	noPull        bool
 }
 
 func attackCmd() *cobra.Command {
@@ -84,7 +90,12 @@ Examples:
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
 	fl.StringVar(&f.out, "out", "rlverify-out", "directory for history.jsonl and the reports")
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
-	fl.StringVar(&f.env, "env", "embedded", "environment: embedded or external")
+	fl.StringVar(&f.env, "env", "embedded", "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
+	fl.IntVar(&f.redisCluster, "redis-cluster", 0, "local env: run a Redis Cluster of this many nodes (3 or more)")
+	fl.StringVar(&f.redisImage, "redis-image", "", "docker env: Redis image (default $"+targets.EnvRedisImage+" or "+targets.DefaultRedisImage+")")
+	fl.StringVar(&f.limiterImage, "limiter-image", "", "docker env: rlverify image for the limiter instances (default $"+targets.EnvLimiterImage+" or "+targets.DefaultLimiterImage+")")
+	fl.StringVar(&f.limiterBinary, "limiter-binary", "", "docker env: static rlverify binary to build the limiter image from when it is missing")
+	fl.BoolVar(&f.noPull, "no-pull", false, "docker env: never pull an image; fail if one is not present locally")
 	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
 	fl.StringVar(&f.sinkURL, "sink", "", "URL of an `rlverify sink` your service forwards admitted requests to (external env)")
 	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow targets outside loopback (only attack services you own)")
@@ -183,6 +194,26 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 		spec.Policy, spec.Limiter, spec.Store = declared, entry.Name, entry.Store
 		run.Limiter, run.Target = entry.Name, entry.Name
 		env = targets.Embedded{}
+	case "local", "docker":
+		entry, err := catalog.Lookup(f.limiter, catalog.Redis)
+		if err != nil {
+			return usageWrap(err)
+		}
+		declared = pol.WithAlgorithm(entry.Algorithm)
+		spec.Policy, spec.Limiter, spec.Store = declared, entry.Name, catalog.Redis
+		spec.RedisCluster = f.redisCluster
+		run.Limiter, run.Target = entry.Name, entry.Name
+		if f.regions > 1 {
+			return usageErr("--regions runs on the embedded environment only")
+		}
+		if f.env == "local" {
+			env = targets.Local{Cluster: f.redisCluster}
+		} else {
+			if f.redisURL != "" || f.redisCluster > 0 {
+				return usageErr("--env docker starts its own Redis container: --redis and --redis-cluster do not apply")
+			}
+			env = targets.Docker{RedisImage: f.redisImage, LimiterImage: f.limiterImage, Binary: f.limiterBinary, NoPull: f.noPull}
+		}
 	case "external":
 		if len(f.targetURLs) == 0 {
 			return usageErr("--env external needs at least one --target URL")
@@ -194,7 +225,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 		run.Target = strings.Join(f.targetURLs, " ")
 		env = targets.External{SinkURL: f.sinkURL}
 	default:
-		return usageErr("--env %q: want embedded or external", f.env)
+		return usageErr("--env %q: want embedded, local, docker or external", f.env)
 	}
 	if plan.NeedsFaults() && f.env == "external" {
 		return usageErr("plan %s injects faults, which the external environment cannot do", plan.Name)
@@ -215,6 +246,11 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 		return runErr(fmt.Errorf("start %s environment: %w", env.Name(), err))
 	}
 	defer stack.Close()
+	for _, ph := range plan.Phases {
+		if ph.Kind == attacks.KindFault && ph.Action == "inject" && (stack.Faults == nil || !stack.Faults.Supports(ph.Fault)) {
+			return runErr(fmt.Errorf("plan %s injects %s, which the %s environment cannot do with this store (see docs/environments.md)", plan.Name, ph.Fault, env.Name()))
+		}
+	}
 	run.Instances = stack.Instances
 	run.Store = stack.StoreDesc
 	run.Notes = append(run.Notes, stack.Notes...)
