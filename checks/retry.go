@@ -46,33 +46,58 @@ func checkRetryAfter(ix *index) Result {
 			if r.status != 429 || r.fault {
 				continue
 			}
-			e := ix.ev(r)
 			rejections++
+			// The record usually holds the Retry-After and Recv: reading
+			// the (large, randomly placed) event is left to the rare cases.
+			var e *history.Event
+			ev := func() *history.Event {
+				if e == nil {
+					e = ix.ev(r)
+				}
+				return e
+			}
 			bad := func(bound, obs float64, idl []uint64, format string, args ...any) {
 				col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, Bound: bound, Observed: obs,
 					RequestIDs: idl, TotalIDs: len(idl), Message: fmt.Sprintf(format, args...)})
 			}
-			if e.RetryAfter == "" {
+			var d time.Duration
+			var recv int64
+			switch {
+			case r.ra == raMissing:
 				if declared {
 					missing++
-					bad(0, 0, []uint64{e.ID}, "request %d of key %s got 429 without Retry-After", e.ID, g.key)
+					bad(0, 0, []uint64{ev().ID}, "request %d of key %s got 429 without Retry-After", ev().ID, g.key)
 				}
 				continue
-			}
-			d, err := ParseRetryAfter(e.RetryAfter, ix.h.Wall(e.Recv))
-			if err != nil {
-				invalid++
-				bad(0, 0, []uint64{e.ID}, "request %d of key %s: %v", e.ID, g.key, err)
-				continue
+			case r.ra >= raBase && r.hi != r.lo:
+				// hi = Recv + slack unless it was clamped to lo.
+				d, recv = time.Duration(r.ra-raBase)*time.Second, r.hi-ix.slack
+			default:
+				e := ev()
+				if e.RetryAfter == "" {
+					if declared {
+						missing++
+						bad(0, 0, []uint64{e.ID}, "request %d of key %s got 429 without Retry-After", e.ID, g.key)
+					}
+					continue
+				}
+				var err error
+				d, err = ParseRetryAfter(e.RetryAfter, ix.h.Wall(e.Recv))
+				if err != nil {
+					invalid++
+					bad(0, 0, []uint64{e.ID}, "request %d of key %s: %v", e.ID, g.key, err)
+					continue
+				}
+				recv = e.Recv
 			}
 			maxErr = math.Max(maxErr, (d - mw).Seconds())
 			if d > mw+time.Second {
 				tooLong++
-				bad((mw + time.Second).Seconds(), d.Seconds(), []uint64{e.ID},
-					"request %d of key %s was told to retry after %s; tier %s never needs more than %s (+1s rounding)", e.ID, g.key, d, g.tier.Name, fmtDur(mw))
+				bad((mw + time.Second).Seconds(), d.Seconds(), []uint64{ev().ID},
+					"request %d of key %s was told to retry after %s; tier %s never needs more than %s (+1s rounding)", ev().ID, g.key, d, g.tier.Name, fmtDur(mw))
 			}
 			// Honoured: the first later request sent after the advice.
-			at := e.Recv + int64(d) // lo_q = Sent_q − slack ≥ Recv + d  ⇔  Sent_q ≥ Recv + d + slack
+			at := recv + int64(d) // lo_q = Sent_q − slack ≥ Recv + d  ⇔  Sent_q ≥ Recv + d + slack
 			qi, _ := slices.BinarySearchFunc(g.recs, at, func(x rec, t int64) int { return cmpI64(x.lo, t) })
 			for qi < len(g.recs) && g.recs[qi].variant {
 				qi++
@@ -99,7 +124,7 @@ func checkRetryAfter(ix *index) Result {
 				honoured++
 				continue
 			}
-			qe := ix.ev(q)
+			qe, e := ix.ev(q), ev()
 			bad(1, 0, []uint64{e.ID, qe.ID},
 				"request %d of key %s was told to retry after %s; request %d, sent %s after that and with nothing else of the key decided in between, was rejected too (status %d)",
 				e.ID, g.key, d, qe.ID, fmtDur(time.Duration(qe.Sent-e.Recv-int64(d))), qe.Status)

@@ -97,6 +97,10 @@ func NewRedis(alg policy.Algorithm, client redis.Scripter, limits []policy.Limit
 	return r, nil
 }
 
+// ScriptHash returns the SHA1 of r's Lua script, as EVALSHA takes it (for
+// benchmarks that run the script from other clients).
+func (r *Redis) ScriptHash() string { return r.script.Hash() }
+
 // Keys returns the Redis keys that hold key's state, one per limit: key
 // itself when it carries a hash tag ("rl:{free:k1}:api:v1" →
 // "rl:{free:k1}:api:v1:0"), else key wrapped in one ("{k1}:0").

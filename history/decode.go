@@ -1,0 +1,400 @@
+package history
+
+import (
+	"strconv"
+	"sync"
+	"unicode/utf8"
+)
+
+// The fast event decoder.
+//
+// Reading a history is dominated by decoding event lines; encoding/json
+// (reflection, a Decoder per line, one allocation per string field) manages
+// about a million lines a second. decodeEventFast handles the lines this
+// package writes, and anything equally plain, by hand: known field names
+// spelt exactly, integers, strings with simple escapes, whitespace between
+// tokens. Whenever a line steps outside that (an unknown or differently
+// cased field name, null, a number with a fraction or exponent, a \u
+// escape, trailing data, malformed JSON, …) it reports !ok and the caller
+// falls back to encoding/json, so the result is always what encoding/json
+// gives: the same Event, or an error. FuzzDecodeEvent checks this.
+//
+// Repeated string values (keys, phases, tiers, header values) are interned
+// through a small cache, so a million events share a few thousand strings:
+// less memory, fewer allocations, and the checkers' passes over the events
+// touch less memory.
+
+// eventField identifies an Event field by its JSON name.
+type eventField uint8
+
+const (
+	fNone eventField = iota
+	fT
+	fID
+	fKey
+	fVariant
+	fTier
+	fInst
+	fPhase
+	fIntended
+	fSent
+	fRecv
+	fStatus
+	fRetryAfter
+	fRateLimit
+	fRateLimitPolicy
+	fXLimit
+	fXRemaining
+	fXReset
+	fFallback
+	fErr
+)
+
+// eventFieldNames lists every JSON name of Event (TestDecodeKnowsEveryField
+// keeps it in step with the struct tags).
+var eventFieldNames = map[string]eventField{
+	"t": fT, "id": fID, "key": fKey, "variant": fVariant, "tier": fTier, "inst": fInst, "phase": fPhase,
+	"intended": fIntended, "sent": fSent, "recv": fRecv, "status": fStatus,
+	"retry_after": fRetryAfter, "ratelimit": fRateLimit, "ratelimit_policy": fRateLimitPolicy,
+	"x_limit": fXLimit, "x_remaining": fXRemaining, "x_reset": fXReset, "fallback": fFallback, "err": fErr,
+}
+
+// lookupField maps a raw (unescaped) field name to its field without the
+// map lookup's hashing for the common names.
+func lookupField(name []byte) eventField {
+	switch len(name) {
+	case 1:
+		if name[0] == 't' {
+			return fT
+		}
+	case 2:
+		if name[0] == 'i' && name[1] == 'd' {
+			return fID
+		}
+	case 3:
+		switch string(name) {
+		case "key":
+			return fKey
+		case "err":
+			return fErr
+		}
+	case 4:
+		switch string(name) {
+		case "inst":
+			return fInst
+		case "sent":
+			return fSent
+		case "recv":
+			return fRecv
+		case "tier":
+			return fTier
+		}
+	case 5:
+		if string(name) == "phase" {
+			return fPhase
+		}
+	case 6:
+		if string(name) == "status" {
+			return fStatus
+		}
+	}
+	return eventFieldNames[string(name)] // no allocation: the compiler uses the bytes
+}
+
+// internCache is a direct-mapped cache of recently decoded strings.
+type internCache struct {
+	slots [1 << 12]string
+	buf   []byte // unescaping scratch
+}
+
+var internPool = sync.Pool{New: func() any { return new(internCache) }}
+
+// maxIntern bounds the length of strings worth interning.
+const maxIntern = 64
+
+func (c *internCache) str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > maxIntern {
+		return string(b)
+	}
+	// FNV-1a over the bytes.
+	h := uint32(2166136261)
+	for _, x := range b {
+		h = (h ^ uint32(x)) * 16777619
+	}
+	slot := &c.slots[(h^h>>16)&uint32(len(c.slots)-1)]
+	if *slot == string(b) { // no allocation for the comparison
+		return *slot
+	}
+	s := string(b)
+	*slot = s
+	return s
+}
+
+// decodeEventFast decodes one event line into e (which must be the zero
+// Event). ok is false when the line is anything but the plain form handled
+// here; e is then in an unspecified state and the caller must decode the
+// line with encoding/json instead.
+func decodeEventFast(b []byte, e *Event) (ok bool) {
+	c := internPool.Get().(*internCache)
+	ok = c.decode(b, e)
+	internPool.Put(c)
+	return ok
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+func (c *internCache) decode(b []byte, e *Event) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		i++
+		return skipSpace(b, i) == len(b)
+	}
+	for {
+		// Field name.
+		if i >= len(b) || b[i] != '"' {
+			return false
+		}
+		j := i + 1
+		for j < len(b) && b[j] != '"' && b[j] != '\\' && b[j] >= 0x20 && b[j] < utf8.RuneSelf {
+			j++
+		}
+		if j >= len(b) || b[j] != '"' {
+			return false // escapes or non-ASCII in a name: not ours
+		}
+		f := lookupField(b[i+1 : j])
+		if f == fNone {
+			return false
+		}
+		i = skipSpace(b, j+1)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+		if i >= len(b) {
+			return false
+		}
+		// Value.
+		switch f {
+		case fID:
+			v, n, ok := parseUint(b[i:])
+			if !ok {
+				return false
+			}
+			e.ID = v
+			i += n
+		case fInst, fIntended, fSent, fRecv, fStatus:
+			v, n, ok := parseInt(b[i:])
+			if !ok {
+				return false
+			}
+			i += n
+			switch f {
+			case fInst:
+				e.Instance = int(v)
+			case fIntended:
+				e.Intended = v
+			case fSent:
+				e.Sent = v
+			case fRecv:
+				e.Recv = v
+			case fStatus:
+				e.Status = int(v)
+			}
+		default:
+			s, n, ok := c.parseString(b[i:])
+			if !ok {
+				return false
+			}
+			i += n
+			switch f {
+			case fT:
+				e.T = s
+			case fKey:
+				e.Key = s
+			case fVariant:
+				e.Variant = s
+			case fTier:
+				e.Tier = s
+			case fPhase:
+				e.Phase = s
+			case fRetryAfter:
+				e.RetryAfter = s
+			case fRateLimit:
+				e.RateLimit = s
+			case fRateLimitPolicy:
+				e.RateLimitPolicy = s
+			case fXLimit:
+				e.XLimit = s
+			case fXRemaining:
+				e.XRemaining = s
+			case fXReset:
+				e.XReset = s
+			case fFallback:
+				e.Fallback = s
+			case fErr:
+				e.Err = s
+			}
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return skipSpace(b, i+1) == len(b)
+		default:
+			return false
+		}
+	}
+}
+
+// endOfNumber reports whether b[n:] can follow a JSON integer: a number
+// continuing with a fraction, exponent or more digits is not ours.
+func endOfNumber(b []byte, n int) bool {
+	if n >= len(b) {
+		return true
+	}
+	switch b[n] {
+	case '.', 'e', 'E', '+', '-':
+		return false
+	}
+	return b[n] < '0' || b[n] > '9'
+}
+
+// parseUint parses a JSON integer without sign into a uint64.
+func parseUint(b []byte) (v uint64, n int, ok bool) {
+	if len(b) == 0 || b[0] < '0' || b[0] > '9' {
+		return 0, 0, false
+	}
+	if b[0] == '0' {
+		return 0, 1, endOfNumber(b, 1)
+	}
+	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
+		n++
+	}
+	if n > 19 {
+		// May overflow: let strconv decide, as encoding/json does.
+		u, err := strconv.ParseUint(string(b[:n]), 10, 64)
+		return u, n, err == nil && endOfNumber(b, n)
+	}
+	for _, d := range b[:n] {
+		v = v*10 + uint64(d-'0')
+	}
+	return v, n, endOfNumber(b, n)
+}
+
+// parseInt parses a JSON integer into an int64.
+func parseInt(b []byte) (v int64, n int, ok bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	off := 0
+	if neg {
+		off = 1
+	}
+	u, m, ok := parseUint(b[off:])
+	if !ok {
+		return 0, 0, false
+	}
+	if neg {
+		if u > 1<<63 {
+			return 0, 0, false
+		}
+		return -int64(u), m + 1, true
+	}
+	if u > 1<<63-1 {
+		return 0, 0, false
+	}
+	return int64(u), m, true
+}
+
+// parseString parses a JSON string at the start of b: plain bytes, valid
+// UTF-8 and the two-character escapes; \u escapes are left to
+// encoding/json.
+func (c *internCache) parseString(b []byte) (s string, n int, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return "", 0, false
+	}
+	i := 1
+	ascii := true
+	for i < len(b) {
+		x := b[i]
+		switch {
+		case x == '"':
+			raw := b[1:i]
+			if !ascii && !utf8.Valid(raw) {
+				return "", 0, false
+			}
+			return c.str(raw), i + 1, true
+		case x == '\\':
+			return c.parseEscaped(b, i, ascii)
+		case x < 0x20:
+			return "", 0, false
+		case x >= utf8.RuneSelf:
+			ascii = false
+		}
+		i++
+	}
+	return "", 0, false
+}
+
+// parseEscaped continues parseString from the first backslash at b[i].
+func (c *internCache) parseEscaped(b []byte, i int, ascii bool) (string, int, bool) {
+	out := append(c.buf[:0], b[1:i]...)
+	for i < len(b) {
+		x := b[i]
+		switch {
+		case x == '"':
+			c.buf = out
+			if !ascii && !utf8.Valid(out) {
+				return "", 0, false
+			}
+			return c.str(out), i + 1, true
+		case x == '\\':
+			if i+1 >= len(b) {
+				return "", 0, false
+			}
+			var r byte
+			switch b[i+1] {
+			case '"', '\\', '/':
+				r = b[i+1]
+			case 'b':
+				r = '\b'
+			case 'f':
+				r = '\f'
+			case 'n':
+				r = '\n'
+			case 'r':
+				r = '\r'
+			case 't':
+				r = '\t'
+			default:
+				return "", 0, false // \u and invalid escapes
+			}
+			out = append(out, r)
+			i += 2
+			continue
+		case x < 0x20:
+			return "", 0, false
+		case x >= utf8.RuneSelf:
+			ascii = false
+		}
+		out = append(out, x)
+		i++
+	}
+	return "", 0, false
+}

@@ -1,0 +1,206 @@
+package history
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDecodeKnowsEveryField keeps the fast decoder's field table in step
+// with Event's JSON tags: a field it does not know would send every line
+// carrying it to encoding/json (correct, but slow).
+func TestDecodeKnowsEveryField(t *testing.T) {
+	typ := reflect.TypeFor[Event]()
+	require.Len(t, eventFieldNames, typ.NumField())
+	for i := 0; i < typ.NumField(); i++ {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		_, ok := eventFieldNames[name]
+		require.True(t, ok, "decode.go does not know Event field %q", name)
+		require.Equal(t, eventFieldNames[name], lookupField([]byte(name)))
+	}
+}
+
+// strictEvent is the reference: what encoding/json makes of a line.
+func strictEvent(b []byte) (Event, error) {
+	var e Event
+	err := strict(b, &e)
+	return e, err
+}
+
+func TestDecodeFastTakesWrittenLines(t *testing.T) {
+	all := sample()
+	all = append(all, Event{ID: 1<<64 - 1, Key: "k", Variant: "v", Tier: "paid", Instance: -3, Phase: "p", Intended: -1 << 63, Sent: 1<<63 - 1, Recv: 1<<63 - 1,
+		Status: 503, RetryAfter: "Wed, 21 Oct 2026 07:28:00 GMT", RateLimitPolicy: `"free";q=10;w=2`, XLimit: "10", XRemaining: "0", XReset: "2", Fallback: "open", Err: "tab\there \\ / \"q\""})
+	for _, e := range all {
+		e.T = TypeEvent
+		line := AppendEvent(nil, &e)
+		want, err := strictEvent(line)
+		require.NoError(t, err)
+		var got Event
+		if strings.ContainsAny(e.Key, "<\u2028\x01") {
+			// \u escapes: encoding/json's business.
+			require.False(t, decodeEventFast(line, &got), "%s", line)
+			continue
+		}
+		require.True(t, decodeEventFast(line, &got), "%s", line)
+		require.Equal(t, want, got)
+	}
+}
+
+func TestDecodeFastAgreesOnEdgeCases(t *testing.T) {
+	for _, line := range []string{
+		`{"t":"e","id":1,"key":"k","inst":0,"phase":"p","intended":0,"sent":1,"recv":2,"status":200}`,
+		` { "t" : "e" , "id" : 1 , "key":"k","sent":1,"recv":2 } `,
+		`{"t":"e","id":1,"key":"a","key":"b"}`,
+		`{"t":"e","key":"a","key":null}`,
+		`{"t":"e","KEY":"a"}`,
+		`{"t":"e","id":01}`,
+		`{"t":"e","id":-1}`,
+		`{"t":"e","id":1.0}`,
+		`{"t":"e","id":1e3}`,
+		`{"t":"e","sent":-0}`,
+		`{"t":"e","sent":-}`,
+		`{"t":"e","sent":9223372036854775807}`,
+		`{"t":"e","sent":9223372036854775808}`,
+		`{"t":"e","sent":-9223372036854775808}`,
+		`{"t":"e","sent":-9223372036854775809}`,
+		`{"t":"e","id":18446744073709551615}`,
+		`{"t":"e","id":18446744073709551616}`,
+		`{"t":"e","id":"1"}`,
+		`{"t":"e","key":1}`,
+		`{"t":"e","key":"\u00e9"}`,
+		`{"t":"e","key":"é"}`,
+		"{\"t\":\"e\",\"key\":\"\xff\"}",
+		"{\"t\":\"e\",\"key\":\"a\tb\"}",
+		`{"t":"e","key":"a\qb"}`,
+		`{"t":"e","key":"a\/b\"\\\n"}`,
+		`{"t":"e","bogus":1}`,
+		`{"t":"e",}`,
+		`{"t":"e"} trailing`,
+		`{"t":"e"}}`,
+		`{"t":"e"`,
+		`{}`,
+		`[]`,
+		``,
+	} {
+		t.Run(line, func(t *testing.T) { compareDecoders(t, []byte(line)) })
+	}
+}
+
+// compareDecoders checks decodeEvent (fast path with fallback) against
+// encoding/json alone: the same Event, or both an error.
+func compareDecoders(t *testing.T, line []byte) {
+	t.Helper()
+	want, werr := strictEvent(line)
+	var fast Event
+	if decodeEventFast(line, &fast) {
+		if werr != nil {
+			t.Fatalf("fast decoder accepted %q; encoding/json: %v", line, werr)
+		}
+		if !reflect.DeepEqual(want, fast) {
+			t.Fatalf("fast decoder differs on %q:\n got %+v\nwant %+v", line, fast, want)
+		}
+	}
+	var got Event
+	gerr := decodeEvent(line, &got)
+	if werr != nil {
+		if gerr == nil {
+			t.Fatalf("decodeEvent accepted %q; encoding/json: %v", line, werr)
+		}
+		return
+	}
+	if gerr == nil && !reflect.DeepEqual(want, got) {
+		t.Fatalf("decodeEvent differs on %q:\n got %+v\nwant %+v", line, got, want)
+	}
+}
+
+// FuzzDecodeEvent: the fast decoder gives what encoding/json gives, or
+// declines the line.
+func FuzzDecodeEvent(f *testing.F) {
+	for _, e := range sample() {
+		e.T = TypeEvent
+		f.Add(AppendEvent(nil, &e))
+	}
+	f.Add([]byte(`{"t":"e","id":1,"key":"k","inst":0,"phase":"p","intended":0,"sent":1,"recv":2,"status":200}`))
+	f.Add([]byte(` { "t" : "e" , "id" : 01 , "key":"k\"\\","sent":-0,"recv":2e1 } `))
+	f.Add([]byte(`{"t":"e","key":"a","key":null,"Key":"b"}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		compareDecoders(t, line)
+	})
+}
+
+func benchLines(n int) []byte {
+	var buf bytes.Buffer
+	for i := 0; i < n; i++ {
+		e := Event{T: TypeEvent, ID: uint64(i + 1), Key: fmt.Sprintf("free-k%d", i%10000), Tier: "free", Phase: "rate", Intended: int64(i) * 1000,
+			Sent: int64(i)*1000 + 37, Recv: int64(i)*1000 + 1234567, Status: 200, XLimit: "10", XRemaining: fmt.Sprint(i % 10), XReset: "1",
+			RateLimit: fmt.Sprintf(`"free";r=%d;t=1`, i%10), RateLimitPolicy: `"free";q=10;w=2`}
+		if i%3 == 0 {
+			e.Status, e.RetryAfter, e.XRemaining, e.RateLimit = 429, "1", "0", `"free";r=0;t=1`
+		}
+		buf.Write(AppendEvent(nil, &e))
+		buf.WriteByte('\n')
+	}
+	return buf.Bytes()
+}
+
+// BenchmarkDecodeEvent compares the fast decoder with encoding/json on
+// event lines with full rate-limit headers.
+func BenchmarkDecodeEvent(b *testing.B) {
+	lines := bytes.Split(bytes.TrimSpace(benchLines(10_000)), []byte{'\n'})
+	var size int
+	for _, l := range lines {
+		size += len(l)
+	}
+	for _, bc := range []struct {
+		name string
+		dec  func([]byte, *Event) error
+	}{
+		{"fast", decodeEvent},
+		{"encoding-json", func(b []byte, e *Event) error { return strict(b, e) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(size / len(lines)))
+			b.ReportAllocs()
+			var e Event
+			for i := 0; i < b.N; i++ {
+				e = Event{}
+				if err := bc.dec(lines[i%len(lines)], &e); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkRead reads a 100,000-event history (scanner, dispatch, decode).
+func BenchmarkRead(b *testing.B) {
+	var buf bytes.Buffer
+	buf.WriteString(`{"t":"run","version":1,"id":"x","start":"2026-01-01T00:00:00Z"}` + "\n")
+	buf.Write(benchLines(100_000))
+	data := buf.Bytes()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		h, err := Read("bench", bytes.NewReader(data))
+		if err != nil || len(h.Events) != 100_000 {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(100_000*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+func TestDecodeBenchLinesAgree(t *testing.T) {
+	for _, l := range bytes.Split(bytes.TrimSpace(benchLines(100)), []byte{'\n'}) {
+		var got Event
+		require.True(t, decodeEventFast(l, &got))
+		want, err := strictEvent(l)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+}

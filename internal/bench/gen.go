@@ -1,0 +1,92 @@
+// Package bench holds the pieces of rlverify's side-by-side benchmark
+// (scripts/bench.sh, program internal/bench/cmd/rlbench): a synthetic
+// history generator, a trivial loopback HTTP server, timing helpers and the
+// result table. It measures; it never asserts on speed.
+//
+// bench may import every rlverify package; nothing imports bench.
+package bench
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/rlverify/rlverify/history"
+)
+
+// PolicyYAML is the policy the synthetic histories keep: the default
+// policy's free tier (K=10, r=5/s) with X-RateLimit headers (relative
+// reset) and Retry-After, without the RateLimit structured headers.
+const PolicyYAML = `name: bench
+version: v1
+action: api
+tiers:
+  - name: free
+    key_prefix: "free-"
+    limits:
+      - algorithm: token-bucket
+        capacity: 10
+        rate: 5/s
+default_tier: free
+headers:
+  retry_after: true
+  ratelimit: false
+  x_ratelimit: true
+  x_ratelimit_reset: relative
+failure:
+  mode: open
+  store_timeout: 50ms
+`
+
+// Generate returns n events over keys keys of a correct token bucket
+// (K=10, r=5/s per key) offered 1.5× its rate, each request decided at its
+// send time, latency uniform in [0, 50ms], responses with the headers of
+// PolicyYAML. The same (n, keys) always gives the same history.
+func Generate(n, keys int) *history.History {
+	const (
+		K      = 10.0
+		r      = 5.0 // per second
+		maxLat = int64(50 * time.Millisecond)
+	)
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(keys)))
+	h := &history.History{
+		Run:    history.Run{T: history.TypeRun, Version: history.Version, ID: "bench", Start: time.Unix(1_700_000_000, 0)},
+		Events: make([]history.Event, n),
+	}
+	names := make([]string, keys)
+	level := make([]float64, keys)
+	last := make([]int64, keys)
+	for k := range names {
+		names[k] = "free-k" + strconv.Itoa(k)
+		level[k] = K
+	}
+	small := make([]string, 11)
+	for i := range small {
+		small[i] = strconv.Itoa(i)
+	}
+	meanGap := 1e9 / (r * 1.5 * float64(keys))
+	t := int64(0)
+	for i := range h.Events {
+		t += int64(rng.ExpFloat64() * meanGap)
+		k := rng.IntN(keys)
+		// Refill to t, then decide.
+		level[k] = min(K, level[k]+r*float64(t-last[k])/1e9)
+		last[k] = t
+		e := history.Event{T: history.TypeEvent, ID: uint64(i + 1), Key: names[k], Phase: "rate", Intended: t, Sent: t,
+			Recv: t + rng.Int64N(maxLat+1), XLimit: small[10]}
+		if level[k] >= 1 {
+			level[k]--
+			e.Status = 200
+		} else {
+			e.Status = 429
+			e.RetryAfter = "1" // ≥ (1 − level)/r = at most 0.2 s, rounded up
+		}
+		rem := int(level[k])
+		e.XRemaining = small[rem]
+		// Seconds until full, rounded up (≤ 2 s = K/r).
+		e.XReset = small[int((K-level[k])/r+0.999999)]
+		h.Events[i] = e
+	}
+	h.End = &history.End{T: history.TypeEnd, Elapsed: t, Requests: int64(n)}
+	return h
+}
