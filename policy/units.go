@@ -22,11 +22,30 @@ func (d Duration) String() string { return time.Duration(d).String() }
 
 // UnmarshalYAML accepts a Go duration string or a number of seconds.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if err := wantScalar(n, "a duration such as 500ms, 2s or 1m"); err != nil {
+		return err
+	}
 	v, err := ParseDuration(n.Value)
 	if err != nil {
 		return fmt.Errorf("line %d: %w", n.Line, err)
 	}
 	*d = Duration(v)
+	return nil
+}
+
+// wantScalar rejects a list or mapping (or an alias to one) where a single
+// value belongs; without it such a node reads as an empty string and the
+// message ("empty duration") hides the mistake.
+func wantScalar(n *yaml.Node, want string) error {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return fmt.Errorf("line %d: want %s, not a list", n.Line, want)
+	case yaml.MappingNode:
+		return fmt.Errorf("line %d: want %s, not a mapping", n.Line, want)
+	}
 	return nil
 }
 
@@ -47,7 +66,8 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	if strings.HasSuffix(s, "d") {
 		n, err := strconv.ParseFloat(strings.TrimSuffix(s, "d"), 64)
-		if err != nil || n < 0 || n > 1e5 {
+		// !(0 ≤ n ≤ 1e5) also rejects NaN, which compares false with anything.
+		if err != nil || !(n >= 0 && n <= 1e5) {
 			return 0, fmt.Errorf("duration %q: want e.g. 1d, 90s, 1m30s", s)
 		}
 		return time.Duration(n * 24 * float64(time.Hour)), nil
@@ -65,6 +85,9 @@ type Rate float64
 
 // UnmarshalYAML accepts "N/unit" or a number per second.
 func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
+	if err := wantScalar(n, "a rate such as 5/s or 100/min"); err != nil {
+		return err
+	}
 	v, err := ParseRate(n.Value)
 	if err != nil {
 		return fmt.Errorf("line %d: %w", n.Line, err)
@@ -101,7 +124,12 @@ func ParseRate(s string) (float64, error) {
 			return 0, fmt.Errorf("rate %q: unknown unit %q (use s, min, h, day or a duration)", s, unit)
 		}
 	}
-	return n / per.Seconds(), nil
+	r := n / per.Seconds()
+	if math.IsInf(r, 0) || math.IsNaN(r) {
+		// A huge count over a tiny unit ("1e308/1ns") overflows.
+		return 0, fmt.Errorf("rate %q is out of range", s)
+	}
+	return r, nil
 }
 
 // FormatRate writes r (per second) in the most readable unit.

@@ -1,0 +1,118 @@
+package history
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// FuzzReadHistory feeds arbitrary bytes to Read. It must never panic; when
+// it accepts the input, writing what it read with Writer and reading that
+// again gives the same history.
+func FuzzReadHistory(f *testing.F) {
+	var good bytes.Buffer
+	w := NewWriter(&good)
+	_ = w.WriteRun(Run{ID: "r", Start: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Declared: json.RawMessage(`{"name": "p"}`), Notes: []string{"n"}})
+	for _, e := range sample() {
+		_ = w.WriteEvent(&e)
+	}
+	_ = w.WritePhase(Phase{Name: "b", Kind: "burst", Requests: 3})
+	_ = w.WriteFault(Fault{Kind: "store-down", Start: 1, End: 2})
+	_ = w.WriteSink(Sink{Key: "k", Arrivals: 1})
+	_ = w.WriteEnd(End{Elapsed: 40, Requests: 3, Interrupted: true, Reason: "signal"})
+	_ = w.Flush()
+	f.Add(good.Bytes())
+	f.Add(good.Bytes()[:good.Len()-7])
+	f.Add([]byte(`{"t":"run","version":2}`))
+	f.Add([]byte("\n{\"t\":\"e\",\"id\":1,\"key\":\"k\",\"inst\":0,\"phase\":\"p\",\"intended\":0,\"sent\":1,\"recv\":2,\"status\":200}\n"))
+	f.Add([]byte(`{"t":"run","version":1}` + "\n{\"t\":\"e\",\"id\":1,\"sent\":5,\"recv\":2}\n"))
+	f.Add([]byte{0xff, '\n', '{'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := Read("fuzz.jsonl", bytes.NewReader(data))
+		if err != nil {
+			if h != nil {
+				t.Fatalf("error %v with a non-nil history", err)
+			}
+			return
+		}
+		if h.Run.T != TypeRun || h.Run.Version != Version {
+			t.Fatalf("accepted a history without a valid run header: %+v", h.Run)
+		}
+		out := write(t, h)
+		h2, err := Read("again.jsonl", bytes.NewReader(out))
+		if err != nil {
+			t.Fatalf("history written back does not read: %v\n%s", err, out)
+		}
+		if h2.Truncated {
+			t.Fatalf("history written back reads as truncated")
+		}
+		if !sameHistory(h, h2) {
+			t.Fatalf("round trip changed the history:\n%+v\n%+v", h, h2)
+		}
+	})
+}
+
+func write(t *testing.T, h *History) []byte {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	check := func(err error) {
+		if err != nil {
+			t.Fatalf("write back: %v", err)
+		}
+	}
+	check(w.WriteRun(h.Run))
+	for i := range h.Events {
+		check(w.WriteEvent(&h.Events[i]))
+	}
+	for _, p := range h.Phases {
+		check(w.WritePhase(p))
+	}
+	for _, f := range h.Faults {
+		check(w.WriteFault(f))
+	}
+	for _, s := range h.Sink {
+		check(w.WriteSink(s))
+	}
+	if h.End != nil {
+		check(w.WriteEnd(*h.End))
+	}
+	check(w.Flush())
+	return buf.Bytes()
+}
+
+// sameHistory compares what a history says: times as instants, the
+// declared policy as compacted JSON, the Truncated flag not at all.
+func sameHistory(a, b *History) bool {
+	ra, rb := a.Run, b.Run
+	if !ra.Start.Equal(rb.Start) {
+		return false
+	}
+	ra.Start, rb.Start = time.Time{}, time.Time{}
+	ra.Declared, rb.Declared = compact(ra.Declared), compact(rb.Declared)
+	if !reflect.DeepEqual(ra, rb) {
+		return false
+	}
+	return same(a.Events, b.Events) && same(a.Faults, b.Faults) && same(a.Sink, b.Sink) &&
+		same(a.Phases, b.Phases) && reflect.DeepEqual(a.End, b.End)
+}
+
+// same is reflect.DeepEqual except that nil and empty slices are equal.
+func same[T any](a, b []T) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func compact(m json.RawMessage) json.RawMessage {
+	if len(m) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, m); err != nil {
+		return m
+	}
+	return buf.Bytes()
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of rlverify for SECONDS each (default 10), one at a
+# time with one worker, so it can share a small CI machine. Each target's
+# seed corpus (testdata/fuzz/FuzzXxx/) also runs in the plain `go test`.
+#
+#   bash scripts/fuzz.sh        # 10 s per target
+#   bash scripts/fuzz.sh 600    # 10 min per target
+#
+# -fuzzminimizetime is bounded in executions: minimising a new input with
+# the default 60 s budget stalls the plan fuzzer (its test binary carries the
+# coverage counters of every dependency, so executions are slow).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+secs="${1:-10}"
+
+# One listing pass: `go test -list` prints a package's matching names, then
+# "ok  <pkg>  <time>".
+list=$(go test -list '^Fuzz' ./...)
+pairs=()
+names=()
+while IFS= read -r line; do
+  case "$line" in
+    Fuzz*) names+=("$line") ;;
+    ok*)
+      pkg=$(echo "$line" | awk '{print $2}')
+      for t in "${names[@]}"; do pairs+=("$pkg $t"); done
+      names=()
+      ;;
+  esac
+done <<<"$list"
+
+found=0
+for pair in "${pairs[@]}"; do
+  read -r pkg t <<<"$pair"
+  found=$((found + 1))
+  echo "fuzz: $pkg $t for ${secs}s" >&2
+  go test -run '^$' -fuzz "^${t}\$" -fuzztime "${secs}s" -fuzzminimizetime 200x -parallel 1 "$pkg"
+done
+if [ "$found" -eq 0 ]; then
+  echo "fuzz: no fuzz targets found" >&2
+  exit 1
+fi
+echo "fuzz: $found targets passed" >&2
