@@ -31,5 +31,7 @@ integration="./cmd/rlverify ./compose"
 units=$(go list ./... | grep -v -E '/(cmd/rlverify|compose)$')
 echo "test: go test -race (units)" >&2
 go test -race -count=1 -timeout 20m $units
+echo "test: fuzz" >&2
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 echo "test: go test (end to end)" >&2
 go test -count=1 -p 1 -timeout 20m $integration

@@ -124,8 +124,11 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	identity := key
 	if xff := r.Header.Get("X-Forwarded-For"); xff != "" && (s.TrustXFF || s.trustedPeer(r.RemoteAddr)) {
-		ip, _, _ := strings.Cut(xff, ",")
-		identity = key + "@" + strings.TrimSpace(ip)
+		first, _, _ := strings.Cut(xff, ",")
+		// Only a well-formed address may become part of the store key.
+		if ip := net.ParseIP(strings.TrimSpace(first)); ip != nil {
+			identity = key + "@" + ip.String()
+		}
 	}
 	lim := lims[tier.Name]
 	if lim == nil {

@@ -333,7 +333,10 @@ func judge(_ context.Context, files []string, pol *policy.Policy, o checks.Optio
 	switch {
 	case len(fo.fails(rs)) > 0:
 		return &exitError{code: ExitFail}
-	case doc.Interrupted && h.End != nil && strings.HasPrefix(h.End.Reason, "interrupted"):
+	case doc.Interrupted && (h.End == nil || strings.HasPrefix(h.End.Reason, "interrupted")):
+		// Interrupted by a signal, or killed (no end record): the verdicts
+		// cover only part of the plan. Runs stopped by --max-* bounds the
+		// user chose are complete for what they asked.
 		fmt.Fprintln(stderr, "rlverify: run interrupted; verdicts cover what was recorded")
 		return &exitError{code: ExitInterrupted}
 	}
