@@ -83,6 +83,7 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 			fmt.Fprintf(&b, "| %s | %s | %d | %s … %s | %s | %s | %s |\n", mdCell(ph.Name), mdCell(ph.Kind), ph.Requests, dur(ph.Start), dur(ph.End), spread, aim, rate)
 		}
 	}
+	mdKeys(&b, d.Keys)
 	if len(d.Faults) > 0 {
 		b.WriteString("\n### Faults\n\n")
 		for _, f := range d.Faults {

@@ -52,6 +52,9 @@ type Document struct {
 	// Latency summarises decision latency (Recv − Sent of admitted and
 	// rejected requests); nil when there were none.
 	Latency *Latency `json:"latency,omitempty"`
+	// Keys is what the busiest keys (at most MaxKeyStats) got, beside what
+	// one quota of their tier allows over the same span.
+	Keys []KeyStats `json:"keys,omitempty"`
 	// PerSecond counts admitted/rejected/errors per second, with the active
 	// faults, for runs with fault windows (nil otherwise).
 	PerSecond []Second `json:"per_second,omitempty"`
@@ -125,6 +128,7 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 	}
 	d.Timeline = buildTimeline(h, p)
 	d.PerSecond = perSecond(h, d.Elapsed)
+	d.Keys = keyStats(h, p)
 	return d
 }
 

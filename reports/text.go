@@ -85,6 +85,10 @@ func (t Text) Render(w io.Writer, d *Document) error {
 	if len(d.PerSecond) > 0 {
 		textPerSecond(&b, [][]Second{d.PerSecond}, []string{"this run"})
 	}
+	if len(d.Keys) > 0 {
+		b.WriteString("\n")
+		textKeys(&b, d.Keys)
+	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tVERDICT\tSUMMARY")
