@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -300,9 +299,11 @@ type weighted struct {
 	w   float64
 }
 
-// rate runs an open-model phase through vegeta's attacker: requests leave at
-// the pacer's times whether or not earlier ones have returned (up to
-// Concurrency in flight). Keys are drawn by weight.
+// rate runs an open-model phase: requests leave at the times of vegeta's
+// pacers whether or not earlier ones have returned, from a pool of up to
+// Concurrency workers (see pool). A hit that finds every worker busy leaves
+// when one frees up and counts as late; hits the phase had no time for are
+// dropped. Keys are drawn by weight.
 func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history.Phase, error) {
 	r0 := float64(ph.Rate) / float64(e.o.Shards)
 	r1 := float64(ph.RateTo) / float64(e.o.Shards)
@@ -340,81 +341,13 @@ func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history
 	if conc == 0 {
 		conc = 256
 	}
-	var total float64
-	for _, k := range keys {
-		total += k.w
-	}
-	var mu sync.Mutex
-	pending := map[uint64]*history.Event{}
-	phaseStart := e.off()
-	var count int
-	tr := func(t *vegeta.Target) error {
-		mu.Lock()
-		i := count
-		count++
-		mu.Unlock()
-		key := keys[0].key
-		if len(keys) > 1 {
-			e.rngMu.Lock()
-			x := e.rng.Float64() * total
-			e.rngMu.Unlock()
-			for _, k := range keys {
-				if x < k.w {
-					key = k.key
-					break
-				}
-				x -= k.w
-			}
-		}
-		r := &req{key: key, sendKey: key, inst: e.pickInstance(ph, i), phase: ph.Name}
-		ev := e.newEvent(r)
-		mu.Lock()
-		pending[ev.ID] = ev
-		mu.Unlock()
-		t.Method = http.MethodGet
-		t.URL = e.o.Instances[r.inst] + DefaultPath + "?rlv=" + strconv.FormatUint(ev.ID, 10)
-		t.Header = http.Header{e.o.Policy.Identity.Header: []string{key}}
-		return nil
-	}
-	atk := vegeta.NewAttacker(vegeta.Client(e.client), vegeta.MaxWorkers(uint64(conc)),
-		vegeta.Workers(uint64(min(conc, 16))), vegeta.MaxBody(1<<16))
-	results := atk.Attack(tr, pacer, dur, ph.Name)
-	var sentN, late int64
-	var lastSent int64
-	stopped := false
-	for res := range results {
-		if !stopped && ctx.Err() != nil {
-			atk.Stop()
-			stopped = true
-		}
-		id := idFromURL(res.URL)
-		mu.Lock()
-		ev := pending[id]
-		delete(pending, id)
-		mu.Unlock()
-		if ev == nil {
-			continue // the targeter never completed (attack stopped)
-		}
-		e.sent.Add(1)
-		sentN++
-		ev.Sent = res.Timestamp.Sub(e.start).Nanoseconds()
-		ev.Recv = res.Timestamp.Add(res.Latency).Sub(e.start).Nanoseconds()
-		ev.Intended = phaseStart + intendedOffset(res.Seq, per, r0, slope)
-		if ev.Sent-ev.Intended > int64(e.o.LateTolerance) {
-			late++
-		}
-		lastSent = max(lastSent, ev.Sent)
-		var resp *http.Response
-		var err error
-		if res.Code == 0 {
-			err = fmt.Errorf("%s", res.Error)
-		} else {
-			resp = &http.Response{StatusCode: int(res.Code), Header: res.Headers}
-		}
-		e.record(ev, resp, err)
-	}
-	span := time.Duration(lastSent - phaseStart).Seconds()
-	rec := &history.Phase{Start: phaseStart, Requests: sentN, Late: late, Wanted: r0 + slope*dur.Seconds()/2}
+	p := e.newPool(ctx, ph, keys)
+	p.per, p.r0, p.slope = per, r0, slope
+	p.phaseStart = e.off()
+	_, stopped := p.schedule(ctx, pacer, dur, conc)
+	sentN := p.sentN.Load()
+	span := time.Duration(p.lastSent.Load() - p.phaseStart).Seconds()
+	rec := &history.Phase{Start: p.phaseStart, Requests: sentN, Late: p.late.Load(), Wanted: r0 + slope*dur.Seconds()/2}
 	if span > 0 {
 		rec.Rate = float64(sentN) / span
 	}
@@ -422,16 +355,6 @@ func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history
 		rec.Dropped = int64(expected) - sentN
 	}
 	return rec, nil
-}
-
-func idFromURL(u string) uint64 {
-	for i := len(u) - 1; i >= 0; i-- {
-		if u[i] == '=' {
-			id, _ := strconv.ParseUint(u[i+1:], 10, 64)
-			return id
-		}
-	}
-	return 0
 }
 
 // intendedOffset returns when hit number seq (from 0) should leave: for

@@ -1,0 +1,345 @@
+package attacks
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/rlverify/rlverify/history"
+)
+
+// pool runs an open-model rate phase: one scheduler goroutine paces hits
+// with a vegeta Pacer and hands hit numbers to up to conc workers; each
+// worker sends on its own keep-alive connections and records its events
+// straight to the history writer.
+type pool struct {
+	e          *Engine
+	ctx        context.Context // requests in flight are not cancelled by the phase's ctx
+	ph         *Phase
+	keys       []weighted
+	total      float64
+	tiers      []string
+	phaseStart int64
+	per        time.Duration
+	r0, slope  float64
+
+	// raw: plain http:// targets without a caller-supplied client.
+	raw   bool
+	hosts []string
+	// reqs[inst][key] is the request as bytes (raw) or the URL (client).
+	reqs [][][]byte
+	urls []string
+
+	sentN, late, lastSent atomic.Int64
+}
+
+// newPool prepares the requests of a rate phase.
+func (e *Engine) newPool(ctx context.Context, ph *Phase, keys []weighted) *pool {
+	p := &pool{e: e, ctx: context.WithoutCancel(ctx), ph: ph, keys: keys, raw: e.o.Client == nil}
+	for _, k := range keys {
+		p.total += k.w
+		tier := ""
+		if t, ok := e.o.Policy.TierFor(k.key); ok {
+			tier = t.Name
+		}
+		p.tiers = append(p.tiers, tier)
+	}
+	p.hosts = make([]string, len(e.o.Instances))
+	p.urls = make([]string, len(e.o.Instances))
+	for i, in := range e.o.Instances {
+		p.urls[i] = in + DefaultPath
+		u, err := url.Parse(in)
+		if err != nil || u.Scheme != "http" {
+			p.raw = false
+			continue
+		}
+		p.hosts[i] = u.Host
+	}
+	if p.raw {
+		p.reqs = make([][][]byte, len(e.o.Instances))
+		for i := range p.reqs {
+			p.reqs[i] = make([][]byte, len(keys))
+			for j, k := range keys {
+				p.reqs[i][j] = e.keepAliveRequest(p.hosts[i], k.key)
+			}
+		}
+	}
+	return p
+}
+
+// keepAliveRequest is a GET of DefaultPath for key as HTTP/1.1 bytes on a
+// persistent connection.
+func (e *Engine) keepAliveRequest(host, key string) []byte {
+	var b strings.Builder
+	b.WriteString("GET ")
+	b.WriteString(DefaultPath)
+	b.WriteString(" HTTP/1.1\r\nHost: ")
+	b.WriteString(host)
+	b.WriteString("\r\nUser-Agent: rlverify\r\n")
+	b.WriteString(e.o.Policy.Identity.Header)
+	b.WriteString(": ")
+	b.WriteString(sanitizeHeader(key))
+	b.WriteString("\r\n\r\n")
+	return []byte(b.String())
+}
+
+// schedule paces hits until the pacer stops, dur passes or ctx ends, and
+// returns how many hits it handed out and whether ctx stopped it.
+func (p *pool) schedule(ctx context.Context, pacer vegeta.Pacer, dur time.Duration, conc int) (handed uint64, stopped bool) {
+	e := p.e
+	hits := make(chan uint64)
+	var wg sync.WaitGroup
+	workers := 0
+	spawn := func() {
+		workers++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.work(hits)
+		}()
+	}
+	for range min(conc, 16) {
+		spawn()
+	}
+	done := ctx.Done()
+	var count uint64
+loop:
+	for {
+		if ctx.Err() != nil {
+			stopped = true
+			break
+		}
+		elapsed := time.Duration(e.off() - p.phaseStart)
+		if dur > 0 && elapsed > dur {
+			break
+		}
+		wait, stop := pacer.Pace(elapsed, count)
+		if stop {
+			break
+		}
+		if wait > 0 {
+			if wait < 5*time.Millisecond {
+				time.Sleep(wait)
+			} else {
+				e.o.Sleep(ctx, wait)
+				if ctx.Err() != nil {
+					stopped = true
+					break
+				}
+			}
+		}
+		if workers < conc {
+			select {
+			case hits <- count:
+				count++
+				continue
+			default:
+				spawn() // every worker is busy
+			}
+		}
+		select {
+		case hits <- count:
+			count++
+		case <-done:
+			stopped = true
+			break loop
+		}
+	}
+	close(hits)
+	wg.Wait()
+	return count, stopped
+}
+
+// work sends the hits it receives until hits is closed.
+func (p *pool) work(hits <-chan uint64) {
+	e := p.e
+	ev := new(history.Event)
+	used := make([]bool, len(p.keys))
+	var conns []*rawConn
+	var hreqs [][]*http.Request
+	if p.raw {
+		conns = make([]*rawConn, len(e.o.Instances))
+		defer func() {
+			for _, c := range conns {
+				if c != nil {
+					c.close()
+				}
+			}
+		}()
+	} else {
+		hreqs = make([][]*http.Request, len(e.o.Instances))
+	}
+	tol := int64(e.o.LateTolerance)
+	for k := range hits {
+		ki := 0
+		if len(p.keys) > 1 {
+			e.rngMu.Lock()
+			x := e.rng.Float64() * p.total
+			e.rngMu.Unlock()
+			ki = len(p.keys) - 1
+			for j, w := range p.keys {
+				if x < w.w {
+					ki = j
+					break
+				}
+				x -= w.w
+			}
+		}
+		key := p.keys[ki].key
+		if !used[ki] {
+			used[ki] = true
+			e.keysUsed.Store(key, struct{}{})
+		}
+		inst := e.pickInstance(p.ph, int(k))
+		*ev = history.Event{ID: e.newID(), Key: key, Instance: inst, Phase: p.ph.Name, Tier: p.tiers[ki],
+			Intended: p.phaseStart + intendedOffset(k, p.per, p.r0, p.slope)}
+		e.sent.Add(1)
+		var resp *http.Response
+		var err error
+		if p.raw {
+			if conns[inst] == nil {
+				conns[inst] = &rawConn{addr: p.hosts[inst]}
+			}
+			ev.Sent = e.off()
+			resp, err = conns[inst].roundTrip(p.reqs[inst][ki], e.o.Timeout)
+		} else {
+			if hreqs[inst] == nil {
+				hreqs[inst] = make([]*http.Request, len(p.keys))
+			}
+			hr := hreqs[inst][ki]
+			if hr == nil {
+				hr, err = http.NewRequestWithContext(p.ctx, http.MethodGet, p.urls[inst], nil)
+				if err == nil {
+					hr.Header.Set(e.o.Policy.Identity.Header, key)
+					hreqs[inst][ki] = hr
+				}
+			}
+			ev.Sent = e.off()
+			if err == nil {
+				resp, err = e.client.Do(hr)
+				if err == nil {
+					_, err = drain(resp)
+				}
+			}
+		}
+		ev.Recv = e.off()
+		p.sentN.Add(1)
+		if ev.Sent-ev.Intended > tol {
+			p.late.Add(1)
+		}
+		for {
+			old := p.lastSent.Load()
+			if ev.Sent <= old || p.lastSent.CompareAndSwap(old, ev.Sent) {
+				break
+			}
+		}
+		e.record(ev, resp, err)
+	}
+}
+
+// rawConn is one persistent HTTP/1.1 connection of a worker.
+type rawConn struct {
+	addr   string
+	c      net.Conn
+	br     *bufio.Reader
+	reused bool
+}
+
+func (rc *rawConn) close() {
+	if rc.c != nil {
+		rc.c.Close()
+		rc.c = nil
+	}
+}
+
+func (rc *rawConn) dial(timeout time.Duration) error {
+	c, err := net.DialTimeout("tcp", rc.addr, timeout)
+	if err != nil {
+		return err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	rc.c = c
+	rc.reused = false
+	if rc.br == nil {
+		rc.br = bufio.NewReaderSize(c, 4096)
+	} else {
+		rc.br.Reset(c)
+	}
+	return nil
+}
+
+// maxDrain is how much of a response body is read to keep a connection;
+// a longer body closes it.
+const maxDrain = 1 << 20
+
+// roundTrip writes b and reads the response (its body drained). A request
+// on a reused connection that the server had closed before reading it (EOF
+// or reset before any byte of a response) is sent once more on a new one.
+func (rc *rawConn) roundTrip(b []byte, timeout time.Duration) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		if rc.c == nil {
+			if err := rc.dial(timeout); err != nil {
+				return nil, err
+			}
+		}
+		reused := rc.reused
+		_ = rc.c.SetDeadline(time.Now().Add(timeout))
+		resp, err := rc.exchange(b)
+		if err == nil {
+			rc.reused = true
+			return resp, nil
+		}
+		rc.close()
+		if attempt == 0 && reused && staleConn(err) {
+			continue
+		}
+		return nil, err
+	}
+}
+
+func (rc *rawConn) exchange(b []byte) (*http.Response, error) {
+	if _, err := rc.c.Write(b); err != nil {
+		return nil, err
+	}
+	// A connection the server closed reads EOF before any byte (which
+	// ReadResponse would report as an unexpected EOF).
+	if _, err := rc.br.Peek(1); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		return nil, err
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain+1))
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if n > maxDrain || resp.Close {
+		rc.close()
+	}
+	return resp, nil
+}
+
+// staleConn: the error a request gets when the server closed an idle
+// keep-alive connection before reading it.
+func staleConn(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	return err == io.EOF || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
