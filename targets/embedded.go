@@ -14,9 +14,10 @@ import (
 )
 
 // Embedded runs reference limiter instances as HTTP servers inside this
-// process, on 127.0.0.1 with ephemeral ports. With the memory store all
-// instances share one in-process state (as a shared store would), except
-// limiters that are per-instance by design (faulty/local-only).
+// process, on 127.0.0.1 with ephemeral ports. With the memory store every
+// instance keeps its own state, as separate processes would (so several
+// instances of an in-memory limiter admit several quotas); the redis store
+// is shared.
 type Embedded struct {
 	// Now is the base clock of every instance (time.Now when nil).
 	Now func() time.Time
@@ -66,7 +67,6 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		return nil, fmt.Errorf("embedded: conservative rules: %w", err)
 	}
 	faults := &localFaults{proxy: store.proxy, rules: rules}
-	var shared map[string]limiters.Limiter
 	for i := 0; i < n; i++ {
 		base := e.Now
 		if base == nil {
@@ -77,15 +77,9 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		faults.clocks = append(faults.clocks, clk)
 		faults.base = append(faults.base, skew(spec, i))
 		metrics := NewMetrics()
-		lims := shared
-		if lims == nil {
-			lims, err = BuildLimiters(spec.Policy, entry, catalog.Env{Instance: i, Now: clk.now, Redis: store.client, Skew: skew(spec, i)}, metrics)
-			if err != nil {
-				return nil, fmt.Errorf("embedded: instance %d: %w", i, err)
-			}
-			if entry.Store == catalog.Memory {
-				shared = lims
-			}
+		lims, err := BuildLimiters(spec.Policy, entry, catalog.Env{Instance: i, Now: clk.now, Redis: store.client, Skew: skew(spec, i)}, metrics)
+		if err != nil {
+			return nil, fmt.Errorf("embedded: instance %d: %w", i, err)
 		}
 		svc := &Service{
 			Policy:          spec.Policy,

@@ -27,7 +27,10 @@ type storeHandle struct {
 // report: it is not real Redis).
 func (e Embedded) startStore(ctx context.Context, spec Spec, entry catalog.Entry, st *Stack) (storeHandle, error) {
 	if entry.Store != catalog.Redis {
-		st.StoreDesc = "memory (shared by the in-process instances)"
+		st.StoreDesc = "memory"
+		if spec.Instances > 1 {
+			st.StoreDesc = "memory (each instance its own)"
+		}
 		return storeHandle{}, nil
 	}
 	addr, desc, err := startRedis(ctx, spec.RedisURL, st)

@@ -187,6 +187,14 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 			spec.Regions = &targets.RegionSpec{Regions: f.regions, Mode: f.regionMode, Sync: f.regionSync, Latency: f.regionLat}
 		}
 		entry, err := catalog.Lookup(f.limiter, store)
+		if err != nil && f.store == "" && f.regions <= 1 {
+			// The plan wants shared state but this limiter keeps its state
+			// in memory only: run it as deployed, each instance on its own.
+			if e2, err2 := catalog.Lookup(f.limiter, catalog.Memory); err2 == nil {
+				entry, err = e2, nil
+				run.Notes = append(run.Notes, fmt.Sprintf("%s has no shared store: each instance keeps its own state in memory", entry.Name))
+			}
+		}
 		if err != nil {
 			return usageWrap(err)
 		}

@@ -78,6 +78,10 @@ func (e Entry) Mapping() string {
 	switch {
 	case e.Name == "x/time/rate":
 		return "(K, r) → rate.NewLimiter(rate.Limit(r), K) per key"
+	case e.Name == "ulule/limiter":
+		return "(N, W) → limiter.Rate{Limit: N, Period: W}"
+	case e.Name == "throttled":
+		return "(K, r) → RateQuota{MaxRate: 1 per 1/r, MaxBurst: K−1}"
 	case e.Name == "redis_rate":
 		return "(K, r) → redis_rate.Limit{Rate: K, Burst: K, Period: K/r}"
 	case e.Algorithm == policy.GCRA:
@@ -296,6 +300,20 @@ func thirdPartyEntries() []Entry {
 			Description: "golang.org/x/time/rate, one rate.Limiter per key (single limit)",
 			New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
 				return thirdparty.NewXTimeRate(l)
+			},
+		},
+		{
+			Name: "ulule/limiter", Algorithm: policy.SlidingCounter, Store: Memory, ThirdParty: true,
+			Description: "github.com/ulule/limiter/v3, in-memory store: N per window starting at a key's first request (checked as ≤ 2N per rolling W)",
+			New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
+				return thirdparty.NewUlule(l)
+			},
+		},
+		{
+			Name: "throttled", Algorithm: policy.GCRA, Store: Memory, ThirdParty: true,
+			Description: "github.com/throttled/throttled/v2, GCRA with its in-memory store (single limit)",
+			New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
+				return thirdparty.NewThrottled(l)
 			},
 		},
 		{

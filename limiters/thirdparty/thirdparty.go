@@ -1,9 +1,10 @@
 // Package thirdparty adapts other projects' rate limiters to
 // limiters.Limiter so rlverify can check and compare them with the same
-// attacks: golang.org/x/time/rate (in memory) and
-// github.com/go-redis/redis_rate/v10 (GCRA on Redis). Each adapter documents
-// how the policy's (K, r) maps onto the library's parameters. Both enforce a
-// single limit per key.
+// attacks: golang.org/x/time/rate (in memory),
+// github.com/go-redis/redis_rate/v10 (GCRA on Redis),
+// github.com/ulule/limiter/v3 and github.com/throttled/throttled/v2 (in
+// memory). Each adapter documents how the policy's (K, r) or (N, W) maps onto
+// the library's parameters. Each enforces a single limit per key.
 //
 // thirdparty imports limiters and policy only (plus the libraries adapted).
 package thirdparty

@@ -169,3 +169,48 @@ func runParallel(b *testing.B, par int, l limiters.Limiter) {
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
 }
+
+// TestMoreAdaptersEnforceTheirMapping: a fresh key admits its quota at once
+// and the next request is denied with a positive Retry-After.
+func TestMoreAdaptersEnforceTheirMapping(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		mk   func() (limiters.Limiter, error)
+		want int
+	}{
+		{"ulule", func() (limiters.Limiter, error) { return NewUlule(bucket(5, 0.5)) }, 5},
+		{"throttled", func() (limiters.Limiter, error) { return NewThrottled(bucket(5, 0.5)) }, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := tc.mk()
+			if err != nil {
+				t.Fatal(err)
+			}
+			admitted := 0
+			var last limiters.Decision
+			for i := 0; i < 8; i++ {
+				d, err := l.Allow(ctx, time.Now(), "k", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					admitted++
+				}
+				last = d
+			}
+			if admitted != tc.want {
+				t.Fatalf("admitted %d of 8, want %d", admitted, tc.want)
+			}
+			if last.Allowed || last.RetryAfter <= 0 {
+				t.Fatalf("the 8th request: %+v, want denied with a Retry-After", last)
+			}
+			if _, err := tc.mk(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if _, err := NewThrottled(append(bucket(5, 1), bucket(5, 1)...)); err == nil {
+		t.Fatal("two limits must be refused")
+	}
+}
