@@ -2,6 +2,7 @@ package targets
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -98,7 +99,7 @@ func TestTrustXFFBuysQuota(t *testing.T) {
 	svc, _ := newService(t, "faulty/trust-xff", func() time.Time { return now })
 	admitted := 0
 	for i := 0; i < 30; i++ {
-		resp := get(t, svc, "/api", map[string]string{"X-API-Key": "free-a", "X-Forwarded-For": "198.18.0." + string(rune('a'+i))})
+		resp := get(t, svc, "/api", map[string]string{"X-API-Key": "free-a", "X-Forwarded-For": fmt.Sprintf("198.18.0.%d", i+1)})
 		if resp.StatusCode == http.StatusOK {
 			admitted++
 		}
