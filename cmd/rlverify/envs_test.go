@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/internal/redisproc"
+	"github.com/rlverify/rlverify/policies"
+	"github.com/rlverify/rlverify/targets"
+)
+
+// needEnv skips (locally) or fails (CI=true) when what an environment needs
+// is missing.
+func needEnv(t *testing.T, env string) {
+	t.Helper()
+	var err error
+	switch env {
+	case "docker":
+		err = targets.DockerAvailable(context.Background())
+	default:
+		err = redisproc.Available()
+	}
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s environment unavailable in CI: %v", env, err)
+	}
+	t.Skipf("%s environment unavailable here: %v", env, err)
+}
+
+// dockerFlags use the locally built images and never pull.
+var dockerFlags = []string{"--env", "docker", "--redis-image", "rlverify/redis:local", "--limiter-image", "rlverify/limiter:local", "--no-pull"}
+
+func verdictOf(t *testing.T, out, check string) string {
+	t.Helper()
+	d := decodeDoc(t, out)
+	for _, c := range d.Checks {
+		if c.Name == check {
+			return string(c.Verdict)
+		}
+	}
+	t.Fatalf("no %s check in %s", check, out)
+	return ""
+}
+
+// TestMultiInstanceOnEveryEnvironment: the same plan, three instances on
+// shared Redis, passes the instances check on every environment, and
+// per-instance state is caught on every one.
+func TestMultiInstanceOnEveryEnvironment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis processes and containers")
+	}
+	for _, tc := range []struct {
+		name string
+		env  string
+		args []string
+	}{
+		{"embedded-redis", "embedded", []string{"--store", "redis"}},
+		{"local", "local", []string{"--env", "local"}},
+		{"local-cluster", "local", []string{"--env", "local", "--redis-cluster", "3"}},
+		{"docker", "docker", dockerFlags},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			needEnv(t, tc.env)
+			for _, lim := range []struct{ name, want string }{{"token-bucket", "pass"}, {"faulty/local-only", "fail"}} {
+				args := append([]string{"attack", "--plan", "multi-instance", "--limiter", lim.name, "--format", "json",
+					"--out", t.TempDir(), "--quiet", "--checks", "instances"}, tc.args...)
+				out, stderr, code := rl(t, args...)
+				require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
+				require.Equal(t, lim.want, verdictOf(t, out, "instances"), "%s on %s", lim.name, tc.name)
+			}
+		})
+	}
+}
+
+// TestStoreOutageOnDocker stops and restarts the Redis container mid-run:
+// the report shows the outage window and the fail-mode verdict, and a
+// limiter without a failure mode is caught.
+func TestStoreOutageOnDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts containers")
+	}
+	needEnv(t, "docker")
+	// A restarted Redis container is reachable from the instances about two
+	// seconds after it is started again (measured here): declare that.
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	b, ok := policies.Get("fail-open")
+	require.True(t, ok)
+	require.NoError(t, os.WriteFile(pol, []byte(strings.Replace(string(b), "  mode: open\n", "  mode: open\n  recovery: 3s\n", 1)), 0o644))
+	for _, lim := range []struct{ name, want string }{{"token-bucket", "pass"}, {"faulty/unguarded-store", "fail"}} {
+		args := append([]string{"attack", "--plan", "store-outage", "--limiter", lim.name, "--format", "json", "--policy", pol,
+			"--out", t.TempDir(), "--quiet", "--checks", "fail-mode"}, dockerFlags...)
+		out, stderr, code := rl(t, args...)
+		require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
+		d := decodeDoc(t, out)
+		require.Len(t, d.Faults, 1, "the outage window is in the report")
+		require.Equal(t, "store-down", d.Faults[0].Kind)
+		require.Greater(t, d.Faults[0].End, d.Faults[0].Start)
+		require.NotEmpty(t, d.PerSecond, "per-second table around the outage")
+		require.Equal(t, lim.want, verdictOf(t, out, "fail-mode"), lim.name)
+	}
+}
+
+// TestFailModeMismatchIsCaught: a history recorded under one failure mode,
+// judged against a policy declaring another, fails fail-mode.
+func TestFailModeMismatchIsCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis")
+	}
+	needEnv(t, "embedded")
+	dir := t.TempDir()
+	_, stderr, code := rl(t, "attack", "--plan", "store-outage", "--policy", "fail-open", "--out", dir, "--quiet", "--checks", "fail-mode")
+	require.Equal(t, ExitPass, code, stderr)
+	out, _, code := rl(t, "check", "--history", dir+"/history.jsonl", "--policy", "fail-closed", "--format", "json", "--checks", "fail-mode")
+	require.Equal(t, ExitFail, code)
+	require.Equal(t, "fail", verdictOf(t, out, "fail-mode"))
+}
