@@ -213,15 +213,22 @@ func NewRedisClient(addr string, timeout time.Duration) *redis.Client {
 		DialerRetries:         1,
 		DialerRetryTimeout:    time.Millisecond,
 		ContextTimeoutEnabled: true,
-		// go-redis stops dialling (and retries once a second) after
-		// PoolSize consecutive dial errors; a large pool keeps a store
-		// outage from turning into a second of lockout after recovery.
+		// A bounded pool of connections kept open: a burst queues for a
+		// connection (microseconds each) instead of dialling hundreds at
+		// once, which would blow a tight store timeout. go-redis stops
+		// dialling for a second after PoolSize consecutive dial errors, so
+		// the pool is not tiny either.
 		PoolSize: redisPoolSize,
+		MinIdleConns: redisMinIdle,
 	})
 }
 
+// redisMinIdle connections are opened ahead of demand, so the first burst
+// does not wait for dials.
+const redisMinIdle = 32
+
 // redisPoolSize bounds connections per client; see NewRedisClient.
-const redisPoolSize = 256
+const redisPoolSize = 64
 
 // NewRedisClusterClient is NewRedisClient for a Redis Cluster reached through
 // any of addrs. Redirects (MOVED/ASK) are still followed.

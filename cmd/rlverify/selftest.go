@@ -45,6 +45,7 @@ var mutationMatrix = []matrixRow{
 	{Check: "headers", Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/uncapped-refill"},
 	{Check: "isolation", Plan: "tenant-isolation", Good: "token-bucket", Bad: "faulty/shared-bucket"},
 	{Check: "instances", Plan: "multi-instance", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 3},
+	{Check: "instances", Plan: "multi-instance-20", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 20},
 	{Check: "oversell", Plan: "clock-skew", Good: "token-bucket", Bad: "faulty/instance-clock", Store: "redis", Instances: 3},
 	{Check: "fail-mode", Plan: "store-outage", Good: "token-bucket", Bad: "faulty/unguarded-store", Store: "redis"},
 	{Check: "fail-mode", Plan: "rules-unavailable", Good: "token-bucket", Bad: "faulty/no-rule-defaults"},
