@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"path/filepath"
 	"reflect"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -142,4 +144,50 @@ func TestRetryAfterRecordPathMatchesEvents(t *testing.T) {
 	if fast.Figures["probed"] == 0 || fast.Figures["too_long"] == 0 || fast.Figures["missing"] == 0 {
 		t.Fatalf("the mix did not reach every branch: %v", fast.Figures)
 	}
+}
+
+// BenchmarkReadAndCheck is `rlverify check` without the report: it reads a
+// 1,000,000-event JSONL history of 10,000 keys (history.ReadFile) and runs
+// every check on it.
+func BenchmarkReadAndCheck(b *testing.B) {
+	h := benchHistory(1_000_000, 10_000)
+	p := benchPolicy()
+	file := filepath.Join(b.TempDir(), "history.jsonl")
+	w, err := history.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := w.WriteRun(h.Run); err != nil {
+		b.Fatal(err)
+	}
+	for i := range h.Events {
+		if err := w.WriteEvent(&h.Events[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.WriteEnd(history.End{Requests: int64(len(h.Events))}); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for i := 0; i < b.N; i++ {
+		hh, err := history.ReadFile(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(hh.Events) != len(h.Events) {
+			b.Fatalf("read %d events, want %d", len(hh.Events), len(h.Events))
+		}
+		for _, r := range Run(hh, p, Options{}) {
+			if r.Verdict == Fail {
+				b.Fatalf("%s fails on a correct bucket: %s", r.Name, r.Summary)
+			}
+		}
+	}
+	b.ReportMetric(float64(len(h.Events))*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
 }

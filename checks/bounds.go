@@ -42,6 +42,32 @@ func remaining(e *history.Event, hc *headerCache) (rem, lim int64, xrem int64, o
 	return rem, lim, xrem, ok
 }
 
+// remainingHdr is remaining for a hdr whose headers are all absent or
+// hInt (RateLimit-Policy too when RateLimit is present).
+func remainingHdr(h *hdr) (rem, lim int64, xrem int64, ok bool) {
+	rem, lim, xrem = -1, -1, -1
+	if h.state(sXLimit) == hInt {
+		lim = int64(h.xlim)
+	}
+	if h.state(sXRemaining) == hInt {
+		rem, xrem, ok = int64(h.xrem), int64(h.xrem), true
+	}
+	if h.state(sRL) == hInt {
+		r := int64(h.rlR)
+		if !ok {
+			rem, ok = r, true
+		}
+		if lim < 0 && h.state(sPol) == hInt {
+			lim = int64(h.polQ)
+		}
+		if xrem >= 0 && r != xrem {
+			// Signal disagreement through xrem ≠ rem.
+			rem = r
+		}
+	}
+	return rem, lim, xrem, ok
+}
+
 func checkBounds(ix *index) Result {
 	col := ix.collector()
 	hc := newHeaderCache()
@@ -54,20 +80,23 @@ func checkBounds(ix *index) Result {
 	for i := range rems {
 		rems[i] = -1
 	}
-	for i := range ix.h.Events {
-		e := &ix.h.Events[i]
+	for i := range ix.hdrs {
+		h := &ix.hdrs[i]
 		g := &ix.groups[ix.gid[i]]
-		if g.tier == nil || (e.XRemaining == "" && e.RateLimit == "") {
+		if g.tier == nil || (h.state(sXRemaining) == hAbsent && h.state(sRL) == hAbsent) || h.ev&evJudged == 0 {
 			continue
 		}
-		r := ix.mkRec(e, i)
-		if !ix.judgedResponse(r) {
-			continue
+		var rem, lim, xrem int64
+		var ok bool
+		if h.state(sXLimit) != hOther && h.state(sXRemaining) != hOther && h.state(sRL) != hOther && (h.state(sRL) == hAbsent || h.state(sPol) != hOther) {
+			rem, lim, xrem, ok = remainingHdr(h)
+		} else {
+			rem, lim, xrem, ok = remaining(&ix.h.Events[i], hc)
 		}
-		rem, lim, xrem, ok := remaining(e, hc)
 		if !ok {
 			continue
 		}
+		out := h.out()
 		seen++
 		maxK := int64(0)
 		for _, l := range g.tier.Limits {
@@ -78,6 +107,8 @@ func checkBounds(ix *index) Result {
 		}
 		single := len(g.tier.Limits) == 1
 		bad := func(bound float64, format string, args ...any) {
+			e := &ix.h.Events[i]
+			r := ix.mkRec(e, i)
 			col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, Bound: bound, Observed: float64(rem),
 				RequestIDs: []uint64{e.ID}, TotalIDs: 1, Message: fmt.Sprintf("request %d of key %s: ", e.ID, g.key) + fmt.Sprintf(format, args...)})
 		}
@@ -86,9 +117,9 @@ func checkBounds(ix *index) Result {
 			bad(0, "reported %d remaining (negative)", rem)
 		case rem > lim || rem > maxK:
 			bad(float64(min(lim, maxK)), "reported %d remaining, more than the limit %d", rem, min(lim, maxK))
-		case r.out == history.Admitted && rem >= lim && tierHasCount(g.tier, lim):
+		case out == history.Admitted && rem >= lim && tierHasCount(g.tier, lim):
 			bad(float64(lim-1), "was admitted yet reported the whole quota (%d) remaining; after consuming at most %d can remain", rem, lim-1)
-		case single && r.out == history.Rejected && rem >= 1:
+		case single && out == history.Rejected && rem >= 1:
 			bad(0, "got 429 while reporting %d remaining on a single-limit tier", rem)
 		case single && xrem >= 0 && xrem != rem:
 			bad(float64(xrem), "X-RateLimit-Remaining %d and RateLimit r=%d disagree", xrem, rem)

@@ -201,6 +201,9 @@ type index struct {
 	insts       int // distinct instances in the run
 	// untiered counts events whose key has no tier.
 	untiered int
+	// hdrs is the parsed rate-limit headers of each event, by index in
+	// h.Events (see hdrs.go).
+	hdrs []hdr
 
 	envOnce   sync.Once
 	envCache  []keyEnvelope
@@ -222,59 +225,78 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 	n := len(h.Events)
 	// One pass over the events (they are large: every extra pass streams
 	// the whole history through the cache): intern keys and build each
-	// event's compact record in file order. Events are mostly already in
+	// event's compact record and parsed headers in file order, in parallel
+	// over consecutive parts of the history. Events are mostly already in
 	// send order, so a counting sort by key keeps that order and only
 	// out-of-order groups need sorting.
 	kid := make([]int32, n)
 	flat := make([]rec, n)
-	ids := make(map[string]int32)
+	ix.hdrs = make([]hdr, n)
+	nparts := max(1, min(indexParts(), n/minIndexPart))
+	parts := make([]indexPart, nparts)
+	var wg sync.WaitGroup
+	for pi := range parts {
+		from, to := n*pi/nparts, n*(pi+1)/nparts
+		if pi == nparts-1 {
+			parts[pi].scan(ix, from, to, kid, flat)
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[pi].scan(ix, from, to, kid, flat)
+		}()
+	}
+	wg.Wait()
+	// Merge the parts' keys (in file order: a key's tier is the first one
+	// given) and renumber their key ids.
+	ids := make(map[string]int32, len(parts[0].keys))
 	var keys []string
 	var counts []int32
 	var tierOf []string
-	instSeen := map[int]bool{}
-	last := ""
-	lastID := int32(-1)
-	lastPhase, phaseSeen := "", false
-	lastInst := 0
-	for i := range h.Events {
-		e := &h.Events[i]
-		id := lastID
-		if lastID < 0 || e.Key != last {
-			var ok bool
-			id, ok = ids[e.Key]
+	instSeen := parts[0].insts
+	for pi := range parts {
+		pt := &parts[pi]
+		pt.remap = make([]int32, len(pt.keys))
+		for local, key := range pt.keys {
+			id, ok := ids[key]
 			if !ok {
 				id = int32(len(keys))
-				ids[e.Key] = id
-				keys = append(keys, e.Key)
+				ids[key] = id
+				keys = append(keys, key)
 				counts = append(counts, 0)
 				tierOf = append(tierOf, "")
 			}
-			last, lastID = e.Key, id
+			pt.remap[local] = id
+			counts[id] += pt.counts[local]
+			if tierOf[id] == "" {
+				tierOf[id] = pt.tierOf[local]
+			}
 		}
-		kid[i] = id
-		counts[id]++
-		if e.Tier != "" && tierOf[id] == "" {
-			tierOf[id] = e.Tier
-		}
-		if len(instSeen) < 1024 && (i == 0 || e.Instance != lastInst) {
-			instSeen[e.Instance] = true
-			lastInst = e.Instance
-		}
-		r := ix.mkRec(e, i)
-		if r.out == history.Rejected && r.status == 429 {
-			r.ra = fastRetryAfter(e.RetryAfter)
-		}
-		if d := r.hi - r.lo; d > ix.maxLat {
-			ix.maxLat = d
-		}
-		flat[i] = r
-		ix.maxRecv = max(ix.maxRecv, e.Recv)
-		if !ix.regionPhase && (!phaseSeen || e.Phase != lastPhase) {
-			ix.regionPhase = strings.HasPrefix(e.Phase, "region")
-			lastPhase, phaseSeen = e.Phase, true
+		ix.maxLat = max(ix.maxLat, pt.maxLat)
+		ix.maxRecv = max(ix.maxRecv, pt.maxRecv)
+		ix.regionPhase = ix.regionPhase || pt.regionPhase
+		if pi > 0 {
+			for in := range pt.insts {
+				instSeen[in] = true
+			}
 		}
 	}
-	ix.insts = len(instSeen)
+	if nparts > 1 {
+		for pi := range parts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pt := &parts[pi]
+				ks := kid[n*pi/nparts : n*(pi+1)/nparts]
+				for i, k := range ks {
+					ks[i] = pt.remap[k]
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	ix.insts = min(len(instSeen), 1024)
 	// Order keys by name so results are deterministic.
 	order := make([]int32, len(keys))
 	for i := range order {
@@ -338,6 +360,77 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 		}
 	}
 	return ix
+}
+
+// The parallel index pass: up to GOMAXPROCS parts of at least minIndexPart
+// events (tests change both).
+var (
+	indexParts   = func() int { return runtime.GOMAXPROCS(0) }
+	minIndexPart = 1 << 16
+)
+
+// indexPart is what newIndex gathers from one part of the events.
+type indexPart struct {
+	ids    map[string]int32
+	keys   []string // by local id
+	counts []int32
+	tierOf []string
+	// remap is the index-wide id of each local id.
+	remap           []int32
+	insts           map[int]bool
+	maxLat, maxRecv int64
+	regionPhase     bool
+}
+
+// scan builds the records (flat), parsed headers (ix.hdrs) and local key ids
+// (kid) of events [from, to).
+func (pt *indexPart) scan(ix *index, from, to int, kid []int32, flat []rec) {
+	pt.ids = make(map[string]int32)
+	pt.insts = map[int]bool{}
+	hp := newHdrParser()
+	last := ""
+	lastID := int32(-1)
+	lastPhase, phaseSeen := "", false
+	lastInst := 0
+	for i := from; i < to; i++ {
+		e := &ix.h.Events[i]
+		id := lastID
+		if lastID < 0 || e.Key != last {
+			var ok bool
+			id, ok = pt.ids[e.Key]
+			if !ok {
+				id = int32(len(pt.keys))
+				pt.ids[e.Key] = id
+				pt.keys = append(pt.keys, e.Key)
+				pt.counts = append(pt.counts, 0)
+				pt.tierOf = append(pt.tierOf, "")
+			}
+			last, lastID = e.Key, id
+		}
+		kid[i] = id
+		pt.counts[id]++
+		if e.Tier != "" && pt.tierOf[id] == "" {
+			pt.tierOf[id] = e.Tier
+		}
+		if len(pt.insts) < 1024 && (i == from || e.Instance != lastInst) {
+			pt.insts[e.Instance] = true
+			lastInst = e.Instance
+		}
+		r := ix.mkRec(e, i)
+		if r.out == history.Rejected && r.status == 429 {
+			r.ra = fastRetryAfter(e.RetryAfter)
+		}
+		if d := r.hi - r.lo; d > pt.maxLat {
+			pt.maxLat = d
+		}
+		flat[i] = r
+		ix.hdrs[i] = hp.parse(ix, e, r)
+		pt.maxRecv = max(pt.maxRecv, e.Recv)
+		if !pt.regionPhase && (!phaseSeen || e.Phase != lastPhase) {
+			pt.regionPhase = strings.HasPrefix(e.Phase, "region")
+			lastPhase, phaseSeen = e.Phase, true
+		}
+	}
 }
 
 // mkRec builds the compact record of event i.

@@ -84,17 +84,26 @@ func checkHeaders(ix *index) Result {
 			maxW[t] = max(maxW[t], windowSeconds(&t.Limits[li]))
 		}
 	}
-	for i := range ix.h.Events {
-		e := &ix.h.Events[i]
-		g := &ix.groups[ix.gid[i]]
-		if g.tier == nil {
-			continue
+	// The largest window of each group's tier.
+	gMaxW := make([]int64, len(ix.groups))
+	for gi := range ix.groups {
+		if t := ix.groups[gi].tier; t != nil {
+			gMaxW[gi] = maxW[t]
 		}
-		r := ix.mkRec(e, i)
-		if !ix.judgedResponse(r) {
+	}
+	for i := range ix.hdrs {
+		h := &ix.hdrs[i]
+		gi := ix.gid[i]
+		g := &ix.groups[gi]
+		if g.tier == nil || h.ev&evJudged == 0 {
 			continue
 		}
 		checked++
+		if (!hp.RateLimit || rateLimitOK(h, g.tier)) && (!hp.XRateLimit || ix.xRateLimitOK(h, g.tier, gMaxW[gi])) {
+			continue // what the table holds shows no problem
+		}
+		e := &ix.h.Events[i]
+		r := ix.mkRec(e, i)
 		probs = probs[:0]
 		if hp.RateLimit {
 			probs = ix.checkRateLimit(e, g.tier, hc, probs)
@@ -120,6 +129,33 @@ func checkHeaders(ix *index) Result {
 	}
 	return col.result(Pass, fmt.Sprintf("%s %s valid and consistent with the policy", plural(checked, "response's", "responses'"), strings.Join(which, " and ")), figs,
 		fmt.Sprintf("%s with missing or wrong rate-limit headers", plural(col.total, "response", "responses")))
+}
+
+// rateLimitOK reports whether h shows that checkRateLimit finds no problem:
+// one RateLimit-Policy item that matches a limit of t, and one RateLimit
+// item naming it with r ≤ q. false means: ask checkRateLimit.
+func rateLimitOK(h *hdr, t *policy.Tier) bool {
+	if h.state(sPol) != hInt || h.state(sRL) != hInt || h.st&(1<<sSameName) == 0 || h.polQ < 0 || h.rlR > h.polQ {
+		return false
+	}
+	q, w := int64(h.polQ), int64(h.polW)
+	for li := range t.Limits {
+		l := &t.Limits[li]
+		if q == l.Count && (w < 0 || w == windowSeconds(l)) {
+			return true
+		}
+	}
+	return false
+}
+
+// xRateLimitOK reports whether h shows that checkXRateLimit finds no
+// problem (relative resets only). false means: ask checkXRateLimit.
+func (ix *index) xRateLimitOK(h *hdr, t *policy.Tier, maxW int64) bool {
+	if ix.p.Headers.XReset != "relative" || h.state(sXLimit) != hInt || h.state(sXRemaining) != hInt || h.state(sXReset) != hInt {
+		return false
+	}
+	limit, rem, reset := int64(h.xlim), int64(h.xrem), int64(h.xreset)
+	return tierHasCount(t, limit) && rem >= 0 && rem <= limit && reset >= 0 && reset <= maxW+1
 }
 
 func (ix *index) checkRateLimit(e *history.Event, t *policy.Tier, hc *headerCache, probs []string) []string {

@@ -258,16 +258,30 @@ func checkIsolation(ix *index) Result {
 	// Limits of another tier served to a key.
 	mismatch := 0
 	cache := map[string]int64{}
-	for i := range ix.h.Events {
-		e := &ix.h.Events[i]
+	for i := range ix.hdrs {
+		if len(ix.p.Tiers) < 2 {
+			break
+		}
+		h := &ix.hdrs[i]
 		g := &ix.groups[ix.gid[i]]
-		if g.tier == nil || len(ix.p.Tiers) < 2 || e.Variant != "" || e.Fallback != "" {
+		if g.tier == nil || h.ev&(evVariant|evFallback) != 0 {
 			continue
 		}
-		v, ok := observedLimit(e, cache)
+		var v int64
+		var ok bool
+		switch xl, pol := h.state(sXLimit), h.state(sPol); {
+		case xl == hInt:
+			v, ok = int64(h.xlim), true
+		case xl == hAbsent && pol == hAbsent:
+		case xl == hAbsent && pol == hInt:
+			v, ok = int64(h.polQ), h.polQ >= 0
+		default:
+			v, ok = observedLimit(&ix.h.Events[i], cache)
+		}
 		if !ok || tierHasCount(g.tier, v) {
 			continue
 		}
+		e := &ix.h.Events[i]
 		for ti := range ix.p.Tiers {
 			t := &ix.p.Tiers[ti]
 			if t != g.tier && tierHasCount(t, v) {

@@ -97,13 +97,44 @@ func lookupField(name []byte) eventField {
 		if string(name) == "status" {
 			return fStatus
 		}
+	case 7:
+		switch string(name) {
+		case "x_limit":
+			return fXLimit
+		case "x_reset":
+			return fXReset
+		case "variant":
+			return fVariant
+		}
+	case 8:
+		switch string(name) {
+		case "intended":
+			return fIntended
+		case "fallback":
+			return fFallback
+		}
+	case 9:
+		if string(name) == "ratelimit" {
+			return fRateLimit
+		}
+	case 11:
+		switch string(name) {
+		case "x_remaining":
+			return fXRemaining
+		case "retry_after":
+			return fRetryAfter
+		}
+	case 16:
+		if string(name) == "ratelimit_policy" {
+			return fRateLimitPolicy
+		}
 	}
 	return eventFieldNames[string(name)] // no allocation: the compiler uses the bytes
 }
 
 // internCache is a direct-mapped cache of recently decoded strings.
 type internCache struct {
-	slots [1 << 12]string
+	slots [1 << 14]string
 	buf   []byte // unescaping scratch
 }
 

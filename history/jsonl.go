@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -236,58 +237,117 @@ const MaxLine = 1 << 20
 // and recorded in Truncated; any other bad line is an error naming the line.
 // name is used in messages.
 func Read(name string, r io.Reader) (*History, error) {
-	h := &History{}
+	s := &lineState{name: name, h: &History{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<16), MaxLine)
-	line := 0
-	records := 0 // non-blank lines seen
-	var pendingErr error
-	pendingCut := false // the bad line is not valid JSON: maybe cut off
 	for sc.Scan() {
-		line++
-		b := sc.Bytes()
-		if pendingErr != nil {
-			// The bad line was not the last one: it is corruption, not a cut.
-			return nil, pendingErr
-		}
-		if len(bytes.TrimSpace(b)) == 0 {
-			continue
-		}
-		records++
-		if err := h.decodeLine(b); err != nil {
-			pendingErr = fmt.Errorf("%s:%d: %w: %v", name, line, ErrFormat, err)
-			pendingCut = !json.Valid(b)
-			continue
-		}
-		if records == 1 && h.Run.T != TypeRun {
-			// Blank lines before it do not excuse a missing header.
-			return nil, fmt.Errorf("%s:%d: %w: the first line must be the run header {\"t\":\"run\",…}", name, line, ErrFormat)
+		if err := s.feed(sc.Bytes()); err != nil {
+			return nil, err
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s:%d: %w", name, line+1, err)
+		return nil, fmt.Errorf("%s:%d: %w", name, s.line+1, err)
 	}
-	if records == 0 {
-		return nil, fmt.Errorf("%s: %w: the file is empty", name, ErrFormat)
-	}
-	if pendingErr != nil {
-		if records == 1 || h.End != nil || !pendingCut {
-			return nil, pendingErr
-		}
-		h.Truncated = true
-	}
-	return h, nil
+	return s.finish()
 }
 
-// ReadFile reads the history in file.
+// lineState is Read's state between lines. Read and the chunked reader
+// (chunked.go) both go through it, so they judge every line alike.
+type lineState struct {
+	name       string
+	h          *History
+	line       int   // lines seen
+	records    int   // non-blank lines seen
+	pendingErr error // a bad line: an error unless it turns out to be the last
+	pendingCut bool  // the bad line is not valid JSON: maybe cut off
+	err        error // the chunked reader's error that ends the read
+}
+
+// feed takes the next line (without its line ending). A non-nil error ends
+// the read with that error.
+func (s *lineState) feed(b []byte) error {
+	s.line++
+	if s.pendingErr != nil {
+		// The bad line was not the last one: it is corruption, not a cut.
+		return s.pendingErr
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	s.records++
+	if err := s.h.decodeLine(b); err != nil {
+		s.pendingErr = fmt.Errorf("%s:%d: %w: %v", s.name, s.line, ErrFormat, err)
+		s.pendingCut = !json.Valid(b)
+		return nil
+	}
+	if s.records == 1 && s.h.Run.T != TypeRun {
+		// Blank lines before it do not excuse a missing header.
+		return s.headerErr()
+	}
+	return nil
+}
+
+// events accounts for n consecutive event lines that decode without error
+// (the caller appends the events), exactly as n calls of feed would.
+func (s *lineState) events(n int) error {
+	if n == 0 {
+		return nil
+	}
+	if s.pendingErr != nil {
+		s.line++
+		return s.pendingErr
+	}
+	if s.records == 0 {
+		s.line++
+		return s.headerErr()
+	}
+	s.line += n
+	s.records += n
+	return nil
+}
+
+func (s *lineState) headerErr() error {
+	return fmt.Errorf("%s:%d: %w: the first line must be the run header {\"t\":\"run\",…}", s.name, s.line, ErrFormat)
+}
+
+// finish ends the read after the last line.
+func (s *lineState) finish() (*History, error) {
+	if s.records == 0 {
+		return nil, fmt.Errorf("%s: %w: the file is empty", s.name, ErrFormat)
+	}
+	if s.pendingErr != nil {
+		if s.records == 1 || s.h.End != nil || !s.pendingCut {
+			return nil, s.pendingErr
+		}
+		s.h.Truncated = true
+	}
+	return s.h, nil
+}
+
+// ReadFile reads the history in file. It reads the same histories as Read,
+// and fails on the same lines with the same errors, but decodes event lines
+// on all CPUs (see readChunked).
 func ReadFile(file string) (*History, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
+	st, err := f.Stat()
+	if err == nil && st.IsDir() {
 		return nil, fmt.Errorf("history: %s is a directory, not a history file (give DIR/history.jsonl)", file)
+	}
+	size := int64(0)
+	if err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	h, ok, err := readChunked(file, f, size, chunkBytes, runtime.GOMAXPROCS(0))
+	if ok {
+		return h, err
+	}
+	// A line too long for Read: let Read say so, exactly.
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
 	}
 	return Read(file, f)
 }
@@ -366,7 +426,15 @@ func strict(b []byte, v any) error {
 }
 
 func decodeEvent(b []byte, e *Event) error {
-	if !decodeEventFast(b, e) { // see decode.go: anything unusual goes to encoding/json
+	c := internPool.Get().(*internCache)
+	err := decodeEventWith(c, b, e)
+	internPool.Put(c)
+	return err
+}
+
+// decodeEventWith is decodeEvent with the caller's intern cache.
+func decodeEventWith(c *internCache, b []byte, e *Event) error {
+	if !c.decode(b, e) { // see decode.go: anything unusual goes to encoding/json
 		*e = Event{}
 		if err := strict(b, e); err != nil {
 			return err
