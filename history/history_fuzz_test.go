@@ -91,6 +91,15 @@ func sameHistory(a, b *History) bool {
 	}
 	ra.Start, rb.Start = time.Time{}, time.Time{}
 	ra.Declared, rb.Declared = compact(ra.Declared), compact(rb.Declared)
+	// Empty lists are omitted when written: nil and empty say the same.
+	for _, r := range []*Run{&ra, &rb} {
+		if len(r.Notes) == 0 {
+			r.Notes = nil
+		}
+		if len(r.Instances) == 0 {
+			r.Instances = nil
+		}
+	}
 	if !reflect.DeepEqual(ra, rb) {
 		return false
 	}
