@@ -266,15 +266,19 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 	tick := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
+	e.sample()
 	go func() {
 		defer wg.Done()
 		t := time.NewTicker(250 * time.Millisecond)
 		defer t.Stop()
-		for {
+		for n := 1; ; n++ {
 			select {
 			case <-tick:
 				return
 			case <-t.C:
+				if n%SampleEvery == 0 {
+					e.sample()
+				}
 				_ = e.o.Writer.Flush()
 				e.progress()
 			}
@@ -304,6 +308,7 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 	}
 	close(tick)
 	wg.Wait()
+	e.sample()
 	e.client.CloseIdleConnections()
 
 	sum.Elapsed = time.Duration(e.off())
@@ -621,3 +626,14 @@ func (e *Engine) clearFaults() {
 }
 
 func sqrtF(x float64) float64 { return math.Sqrt(x) }
+
+// SampleEvery is how many 250 ms ticks pass between resource samples (5 s).
+const SampleEvery = 20
+
+// sample records the harness's heap and goroutines, so long runs show that
+// streaming the history keeps them flat.
+func (e *Engine) sample() {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	_ = e.o.Writer.WriteSample(history.Sample{At: e.off(), HeapBytes: ms.HeapAlloc, Goroutines: runtime.NumGoroutine(), Requests: e.sent.Load()})
+}

@@ -22,6 +22,8 @@ const (
 	TypeSink  = "sink"
 	TypeEnd   = "end"
 	TypePhase = "phase"
+	// TypeSample records the harness's own memory and goroutines.
+	TypeSample = "sample"
 )
 
 // Run is the first line of a history.
@@ -174,6 +176,19 @@ type Phase struct {
 	Wanted float64 `json:"wanted,omitempty"`
 }
 
+// Sample is the load generator's own footprint at one moment, so a long
+// run shows whether history streaming kept memory and goroutines flat.
+type Sample struct {
+	T string `json:"t"`
+	// At is the offset of the sample.
+	At int64 `json:"at"`
+	// HeapBytes is the live heap (runtime HeapAlloc); Goroutines the count.
+	HeapBytes  uint64 `json:"heap_bytes"`
+	Goroutines int    `json:"goroutines"`
+	// Requests sent so far.
+	Requests int64 `json:"requests"`
+}
+
 // End is the last line of a history that was closed properly.
 type End struct {
 	T           string `json:"t"`
@@ -194,6 +209,8 @@ type History struct {
 	Faults []Fault
 	Sink   []Sink
 	Phases []Phase
+	// Samples are the harness's resource samples (long runs).
+	Samples []Sample
 	// End is nil when the file ended without an end record (crash or kill).
 	End *End
 	// Truncated is set when the last line was cut off and skipped.

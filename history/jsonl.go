@@ -94,6 +94,9 @@ func (w *Writer) WriteSink(s Sink) error { s.T = TypeSink; return w.writeJSON(s)
 // WritePhase appends a phase record.
 func (w *Writer) WritePhase(p Phase) error { p.T = TypePhase; return w.writeJSON(p) }
 
+// WriteSample appends a resource sample.
+func (w *Writer) WriteSample(x Sample) error { x.T = TypeSample; return w.writeJSON(x) }
+
 // WriteEnd appends the end record.
 func (w *Writer) WriteEnd(e End) error { e.T = TypeEnd; return w.writeJSON(e) }
 
@@ -404,6 +407,12 @@ func (h *History) decodeLine(b []byte) error {
 			return err
 		}
 		h.Phases = append(h.Phases, p)
+	case TypeSample:
+		var x Sample
+		if err := strict(b, &x); err != nil {
+			return err
+		}
+		h.Samples = append(h.Samples, x)
 	case TypeEnd:
 		var e End
 		if err := strict(b, &e); err != nil {
@@ -411,7 +420,7 @@ func (h *History) decodeLine(b []byte) error {
 		}
 		h.End = &e
 	default:
-		return fmt.Errorf("unknown record type %q (want run, e, phase, fault, sink or end)", probe.T)
+		return fmt.Errorf("unknown record type %q (want run, e, phase, fault, sink, sample or end)", probe.T)
 	}
 	return nil
 }
@@ -497,6 +506,10 @@ func Merge(hs ...*History) (*History, error) {
 				p.Target += shift
 			}
 			out.Phases = append(out.Phases, p)
+		}
+		for _, x := range h.Samples {
+			x.At += shift
+			out.Samples = append(out.Samples, x)
 		}
 		if i > 0 {
 			out.Run.Instances = append(out.Run.Instances, h.Run.Instances...)

@@ -83,6 +83,9 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 			fmt.Fprintf(&b, "| %s | %s | %d | %s … %s | %s | %s | %s |\n", mdCell(ph.Name), mdCell(ph.Kind), ph.Requests, dur(ph.Start), dur(ph.End), spread, aim, rate)
 		}
 	}
+	if d.Footprint != nil && d.Footprint.Samples > 2 {
+		fmt.Fprintf(&b, "\n%s\n", mdText(d.Footprint.Describe()))
+	}
 	mdKeys(&b, d.Keys)
 	if len(d.Faults) > 0 {
 		b.WriteString("\n### Faults\n\n")

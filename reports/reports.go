@@ -52,6 +52,8 @@ type Document struct {
 	// Latency summarises decision latency (Recv − Sent of admitted and
 	// rejected requests); nil when there were none.
 	Latency *Latency `json:"latency,omitempty"`
+	// Footprint summarises the load generator's resource samples.
+	Footprint *Footprint `json:"footprint,omitempty"`
 	// Keys is what the busiest keys (at most MaxKeyStats) got, beside what
 	// one quota of their tier allows over the same span.
 	Keys []KeyStats `json:"keys,omitempty"`
@@ -129,6 +131,7 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 	d.Timeline = buildTimeline(h, p)
 	d.PerSecond = perSecond(h, d.Elapsed)
 	d.Keys = keyStats(h, p)
+	d.Footprint = footprint(h.Samples)
 	return d
 }
 
@@ -351,4 +354,37 @@ func decode(file string, b []byte) (*Document, *Comparison, error) {
 		return nil, &c, nil
 	}
 	return nil, nil, fmt.Errorf("report: %s has schema %q; this rlverify reads %q and %q", file, head.Schema, Schema, ComparisonSchema)
+}
+
+// Footprint is the range of the harness's own heap and goroutines over a
+// run (from the history's samples, every 5 s and at both ends).
+type Footprint struct {
+	Samples       int    `json:"samples"`
+	HeapMin       uint64 `json:"heap_min"`
+	HeapMax       uint64 `json:"heap_max"`
+	HeapLast      uint64 `json:"heap_last"`
+	GoroutinesMin int    `json:"goroutines_min"`
+	GoroutinesMax int    `json:"goroutines_max"`
+	GoroutineLast int    `json:"goroutines_last"`
+}
+
+func footprint(xs []history.Sample) *Footprint {
+	if len(xs) == 0 {
+		return nil
+	}
+	f := &Footprint{Samples: len(xs), HeapMin: xs[0].HeapBytes, HeapMax: xs[0].HeapBytes, GoroutinesMin: xs[0].Goroutines, GoroutinesMax: xs[0].Goroutines}
+	for _, x := range xs {
+		f.HeapMin, f.HeapMax = min(f.HeapMin, x.HeapBytes), max(f.HeapMax, x.HeapBytes)
+		f.GoroutinesMin, f.GoroutinesMax = min(f.GoroutinesMin, x.Goroutines), max(f.GoroutinesMax, x.Goroutines)
+	}
+	last := xs[len(xs)-1]
+	f.HeapLast, f.GoroutineLast = last.HeapBytes, last.Goroutines
+	return f
+}
+
+// Describe formats the footprint in one line.
+func (f *Footprint) Describe() string {
+	mib := func(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+	return fmt.Sprintf("harness heap %s–%s (last %s), goroutines %d–%d (last %d), %d samples",
+		mib(f.HeapMin), mib(f.HeapMax), mib(f.HeapLast), f.GoroutinesMin, f.GoroutinesMax, f.GoroutineLast, f.Samples)
 }

@@ -57,6 +57,9 @@ func (t Text) Render(w io.Writer, d *Document) error {
 	if l := d.Latency; l != nil {
 		fmt.Fprintf(&b, "decision latency p50 %s p90 %s p99 %s max %s\n", dur(l.P50), dur(l.P90), dur(l.P99), dur(l.Max))
 	}
+	if d.Footprint != nil && d.Footprint.Samples > 2 {
+		fmt.Fprintf(&b, "%s\n", d.Footprint.Describe())
+	}
 	for _, n := range d.Run.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
