@@ -218,7 +218,7 @@ func NewRedisClient(addr string, timeout time.Duration) *redis.Client {
 		// once, which would blow a tight store timeout. go-redis stops
 		// dialling for a second after PoolSize consecutive dial errors, so
 		// the pool is not tiny either.
-		PoolSize: redisPoolSize,
+		PoolSize:     redisPoolSize,
 		MinIdleConns: redisMinIdle,
 	})
 }
