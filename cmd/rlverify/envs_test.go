@@ -79,9 +79,10 @@ func TestMultiInstanceOnEveryEnvironment(t *testing.T) {
 	}
 }
 
-// TestStoreOutageOnDocker stops and restarts the Redis container mid-run:
-// the report shows the outage window and the fail-mode verdict, and a
-// limiter without a failure mode is caught.
+// TestStoreOutageOnDocker stops and restarts the Redis container mid-run
+// (store-outage) and pauses it (slow-store): the report shows the fault
+// window and the fail-mode verdict, and a limiter without a failure mode is
+// caught.
 func TestStoreOutageOnDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts containers")
@@ -93,17 +94,19 @@ func TestStoreOutageOnDocker(t *testing.T) {
 	b, ok := policies.Get("fail-open")
 	require.True(t, ok)
 	require.NoError(t, os.WriteFile(pol, []byte(strings.Replace(string(b), "  mode: open\n", "  mode: open\n  recovery: 3s\n", 1)), 0o644))
-	for _, lim := range []struct{ name, want string }{{"token-bucket", "pass"}, {"faulty/unguarded-store", "fail"}} {
-		args := append([]string{"attack", "--plan", "store-outage", "--limiter", lim.name, "--format", "json", "--policy", pol,
-			"--out", t.TempDir(), "--quiet", "--checks", "fail-mode"}, dockerFlags...)
-		out, stderr, code := rl(t, args...)
-		require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
-		d := decodeDoc(t, out)
-		require.Len(t, d.Faults, 1, "the outage window is in the report")
-		require.Equal(t, "store-down", d.Faults[0].Kind)
-		require.Greater(t, d.Faults[0].End, d.Faults[0].Start)
-		require.NotEmpty(t, d.PerSecond, "per-second table around the outage")
-		require.Equal(t, lim.want, verdictOf(t, out, "fail-mode"), lim.name)
+	for _, plan := range []struct{ name, fault string }{{"store-outage", "store-down"}, {"slow-store", "store-slow"}} {
+		for _, lim := range []struct{ name, want string }{{"token-bucket", "pass"}, {"faulty/unguarded-store", "fail"}} {
+			args := append([]string{"attack", "--plan", plan.name, "--limiter", lim.name, "--format", "json", "--policy", pol,
+				"--out", t.TempDir(), "--quiet", "--checks", "fail-mode"}, dockerFlags...)
+			out, stderr, code := rl(t, args...)
+			require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
+			d := decodeDoc(t, out)
+			require.Len(t, d.Faults, 1, "the fault window is in the report")
+			require.Equal(t, plan.fault, d.Faults[0].Kind)
+			require.Greater(t, d.Faults[0].End, d.Faults[0].Start)
+			require.NotEmpty(t, d.PerSecond, "per-second table around the fault")
+			require.Equal(t, lim.want, verdictOf(t, out, "fail-mode"), "%s on %s", lim.name, plan.name)
+		}
 	}
 }
 
