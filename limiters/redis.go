@@ -194,16 +194,20 @@ func IsStoreError(err error) bool {
 // given 0.
 const DefaultRedisTimeout = 50 * time.Millisecond
 
-// NewRedisClient returns a client for the limiter store at addr with every
+// RedisOptions are the limiter store's client settings for addr: every
 // timeout (dial, read, write, pool) set to timeout, context deadlines
-// honoured, and no command retries (MaxRetries -1 is go-redis' "none") and
-// a single dial attempt: a dead store surfaces within the timeout instead of
-// after go-redis' own dial retries.
-func NewRedisClient(addr string, timeout time.Duration) *redis.Client {
+// honoured, no command retries (MaxRetries -1 is go-redis' "none") and a
+// single dial attempt, so a dead store surfaces within the timeout instead
+// of after go-redis' own retries; and a bounded pool kept warm, so a burst
+// queues for a connection (microseconds each) instead of dialling hundreds
+// at once, which would blow a tight store timeout. go-redis stops dialling
+// for a second after PoolSize consecutive dial errors, so the pool is not
+// tiny either.
+func RedisOptions(addr string, timeout time.Duration) *redis.Options {
 	if timeout <= 0 {
 		timeout = DefaultRedisTimeout
 	}
-	return redis.NewClient(&redis.Options{
+	return &redis.Options{
 		Addr:                  addr,
 		DialTimeout:           timeout,
 		ReadTimeout:           timeout,
@@ -213,39 +217,44 @@ func NewRedisClient(addr string, timeout time.Duration) *redis.Client {
 		DialerRetries:         1,
 		DialerRetryTimeout:    time.Millisecond,
 		ContextTimeoutEnabled: true,
-		// A bounded pool of connections kept open: a burst queues for a
-		// connection (microseconds each) instead of dialling hundreds at
-		// once, which would blow a tight store timeout. go-redis stops
-		// dialling for a second after PoolSize consecutive dial errors, so
-		// the pool is not tiny either.
-		PoolSize:     redisPoolSize,
-		MinIdleConns: redisMinIdle,
-	})
+		PoolSize:              redisPoolSize,
+		MinIdleConns:          redisMinIdle,
+	}
+}
+
+// NewRedisClient returns a client for the limiter store at addr with
+// RedisOptions.
+func NewRedisClient(addr string, timeout time.Duration) *redis.Client {
+	return redis.NewClient(RedisOptions(addr, timeout))
 }
 
 // redisMinIdle connections are opened ahead of demand, so the first burst
 // does not wait for dials.
 const redisMinIdle = 32
 
-// redisPoolSize bounds connections per client; see NewRedisClient.
+// redisPoolSize bounds connections per client; see RedisOptions.
 const redisPoolSize = 64
 
-// NewRedisClusterClient is NewRedisClient for a Redis Cluster reached through
+// RedisClusterOptions are RedisOptions for a Redis Cluster reached through
 // any of addrs. Redirects (MOVED/ASK) are still followed.
-func NewRedisClusterClient(addrs []string, timeout time.Duration) *redis.ClusterClient {
-	if timeout <= 0 {
-		timeout = DefaultRedisTimeout
-	}
-	return redis.NewClusterClient(&redis.ClusterOptions{
+func RedisClusterOptions(addrs []string, timeout time.Duration) *redis.ClusterOptions {
+	o := RedisOptions("", timeout)
+	return &redis.ClusterOptions{
 		Addrs:                 addrs,
-		DialTimeout:           timeout,
-		ReadTimeout:           timeout,
-		WriteTimeout:          timeout,
-		PoolTimeout:           timeout,
-		MaxRetries:            -1,
-		DialerRetries:         1,
-		DialerRetryTimeout:    time.Millisecond,
-		ContextTimeoutEnabled: true,
-		PoolSize:              redisPoolSize,
-	})
+		DialTimeout:           o.DialTimeout,
+		ReadTimeout:           o.ReadTimeout,
+		WriteTimeout:          o.WriteTimeout,
+		PoolTimeout:           o.PoolTimeout,
+		MaxRetries:            o.MaxRetries,
+		DialerRetries:         o.DialerRetries,
+		DialerRetryTimeout:    o.DialerRetryTimeout,
+		ContextTimeoutEnabled: o.ContextTimeoutEnabled,
+		PoolSize:              o.PoolSize,
+		MinIdleConns:          o.MinIdleConns,
+	}
+}
+
+// NewRedisClusterClient is NewRedisClient for a Redis Cluster.
+func NewRedisClusterClient(addrs []string, timeout time.Duration) *redis.ClusterClient {
+	return redis.NewClusterClient(RedisClusterOptions(addrs, timeout))
 }

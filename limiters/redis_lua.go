@@ -32,19 +32,13 @@ local function ttl(us)
 end
 `
 
-// Token bucket. Per limit: K (tokens), r (tokens/s = micro-tokens/µs).
-// State: hash {l = level in micro-tokens, t = last update µs}.
-var tokenBucketScript = redis.NewScript(luaPreamble + `
-local need = n * 1000000
-local K, R, LV, T = {}, {}, {}, {}
-local function waitfor(level, want, r)
-  if level >= want then return 0 end
-  return math.ceil((want - level) / r)
-end
-for i = 1, L do
-  local k = tonumber(ARGV[1 + 2 * i]) * 1000000
-  local r = tonumber(ARGV[2 + 2 * i])
-  local v = redis.call('HMGET', KEYS[i], 'l', 't')
+// luaBucketAt reads a bucket's state (hash {l = level in micro-tokens, t =
+// last update µs}; absent means full) and refills it to now at r
+// micro-tokens/µs, capped at k. It returns the level and the last update.
+// The token-bucket script and the regional debit script share it.
+const luaBucketAt = `
+local function bucketAt(key, now, k, r)
+  local v = redis.call('HMGET', key, 'l', 't')
   local level, last = k, now
   if v[1] then
     level, last = tonumber(v[1]), tonumber(v[2])
@@ -56,6 +50,23 @@ for i = 1, L do
       level = math.min(k, level + math.floor((now - last) * r))
     end
   end
+  return level, last
+end
+`
+
+// Token bucket. Per limit: K (tokens), r (tokens/s = micro-tokens/µs).
+// State: hash {l = level in micro-tokens, t = last update µs}.
+var tokenBucketScript = redis.NewScript(luaPreamble + luaBucketAt + `
+local need = n * 1000000
+local K, R, LV, T = {}, {}, {}, {}
+local function waitfor(level, want, r)
+  if level >= want then return 0 end
+  return math.ceil((want - level) / r)
+end
+for i = 1, L do
+  local k = tonumber(ARGV[1 + 2 * i]) * 1000000
+  local r = tonumber(ARGV[2 + 2 * i])
+  local level, last = bucketAt(KEYS[i], now, k, r)
   K[i], R[i], LV[i], T[i] = k, r, math.min(level, k), math.max(last, now)
   if LV[i] < need then
     allowed = 0

@@ -94,25 +94,14 @@ var ErrNotRegional = errors.New("limiters: only the token bucket replicates acro
 // debitScript refills each limit's bucket to Redis TIME and subtracts the
 // remote consumption ARGV[1], floored at −K. Per limit: K, r (as the token
 // bucket script). Returns 1.
-var debitScript = redis.NewScript(`
+var debitScript = redis.NewScript(luaBucketAt + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local debt = tonumber(ARGV[1]) * 1000000
 for i = 1, #KEYS do
   local k = tonumber(ARGV[2 * i]) * 1000000
   local r = tonumber(ARGV[2 * i + 1])
-  local v = redis.call('HMGET', KEYS[i], 'l', 't')
-  local level, last = k, now
-  if v[1] then
-    level, last = tonumber(v[1]), tonumber(v[2])
-  end
-  if now > last and level < k then
-    if now - last >= (k - level) / r then
-      level = k
-    else
-      level = math.min(k, level + math.floor((now - last) * r))
-    end
-  end
+  local level, last = bucketAt(KEYS[i], now, k, r)
   level = math.max(level - debt, -k)
   redis.call('HSET', KEYS[i], 'l', level, 't', math.max(last, now))
   redis.call('PEXPIRE', KEYS[i], math.ceil((k - level) / r / 1000) + 1)

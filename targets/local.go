@@ -192,29 +192,17 @@ func (l Local) Start(ctx context.Context, spec Spec) (*Stack, error) {
 // from CLUSTER SLOTS and MOVED/ASK replies as the nodes' real addresses; the
 // dialer maps them, so no connection bypasses the proxies.
 func newProxiedClusterClient(addrs []string, proxyOf map[string]string, timeout time.Duration) *redis.ClusterClient {
-	if timeout <= 0 {
-		timeout = limiters.DefaultRedisTimeout
+	o := limiters.RedisClusterOptions(addrs, timeout)
+	d := &net.Dialer{Timeout: o.DialTimeout}
+	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if p, ok := proxyOf[addr]; ok {
+			addr = p
+		} else if p, ok := proxyOf[normalizeLoopback(addr)]; ok {
+			addr = p
+		}
+		return d.DialContext(ctx, network, addr)
 	}
-	d := &net.Dialer{Timeout: timeout}
-	return redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: addrs,
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if p, ok := proxyOf[addr]; ok {
-				addr = p
-			} else if p, ok := proxyOf[normalizeLoopback(addr)]; ok {
-				addr = p
-			}
-			return d.DialContext(ctx, network, addr)
-		},
-		DialTimeout:           timeout,
-		ReadTimeout:           timeout,
-		WriteTimeout:          timeout,
-		PoolTimeout:           timeout,
-		MaxRetries:            -1,
-		DialerRetries:         1,
-		DialerRetryTimeout:    time.Millisecond,
-		ContextTimeoutEnabled: true,
-	})
+	return redis.NewClusterClient(o)
 }
 
 // normalizeLoopback writes a loopback host:port as 127.0.0.1:port (nodes may
