@@ -459,6 +459,7 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		ev.XRemaining = h.Get("X-RateLimit-Remaining")
 		ev.XReset = h.Get("X-RateLimit-Reset")
 		ev.Fallback = h.Get(targets.FallbackHeader)
+		ev.Scope = h.Get(targets.ScopeHeader)
 	}
 	switch ev.Outcome() {
 	case history.Admitted:

@@ -442,7 +442,9 @@ func (ix *index) mkRec(e *history.Event, i int) rec {
 	}
 	// A decision the target says its failure mode made, or one that may
 	// have been made during a store fault, is judged by fail-mode alone.
-	r.fault = e.Fallback != "" || (len(ix.h.Faults) > 0 && ix.inFault(r.lo, r.hi))
+	// A decision made by another scope (an aggregate guard) is not judged
+	// against the key's own limits either.
+	r.fault = e.Fallback != "" || e.Scope != "" || (len(ix.h.Faults) > 0 && ix.inFault(r.lo, r.hi))
 	return r
 }
 

@@ -47,6 +47,7 @@ const (
 	fXRemaining
 	fXReset
 	fFallback
+	fScope
 	fErr
 )
 
@@ -56,7 +57,7 @@ var eventFieldNames = map[string]eventField{
 	"t": fT, "id": fID, "key": fKey, "variant": fVariant, "tier": fTier, "inst": fInst, "phase": fPhase,
 	"intended": fIntended, "sent": fSent, "recv": fRecv, "status": fStatus,
 	"retry_after": fRetryAfter, "ratelimit": fRateLimit, "ratelimit_policy": fRateLimitPolicy,
-	"x_limit": fXLimit, "x_remaining": fXRemaining, "x_reset": fXReset, "fallback": fFallback, "err": fErr,
+	"x_limit": fXLimit, "x_remaining": fXRemaining, "x_reset": fXReset, "fallback": fFallback, "scope": fScope, "err": fErr,
 }
 
 // lookupField maps a raw (unescaped) field name to its field without the
@@ -90,8 +91,11 @@ func lookupField(name []byte) eventField {
 			return fTier
 		}
 	case 5:
-		if string(name) == "phase" {
+		switch string(name) {
+		case "phase":
 			return fPhase
+		case "scope":
+			return fScope
 		}
 	case 6:
 		if string(name) == "status" {
@@ -276,6 +280,8 @@ func (c *internCache) decode(b []byte, e *Event) bool {
 				e.XReset = s
 			case fFallback:
 				e.Fallback = s
+			case fScope:
+				e.Scope = s
 			case fErr:
 				e.Err = s
 			}

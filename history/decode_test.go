@@ -34,7 +34,7 @@ func strictEvent(b []byte) (Event, error) {
 func TestDecodeFastTakesWrittenLines(t *testing.T) {
 	all := sample()
 	all = append(all, Event{ID: 1<<64 - 1, Key: "k", Variant: "v", Tier: "paid", Instance: -3, Phase: "p", Intended: -1 << 63, Sent: 1<<63 - 1, Recv: 1<<63 - 1,
-		Status: 503, RetryAfter: "Wed, 21 Oct 2026 07:28:00 GMT", RateLimitPolicy: `"free";q=10;w=2`, XLimit: "10", XRemaining: "0", XReset: "2", Fallback: "open", Err: "tab\there \\ / \"q\""})
+		Status: 503, RetryAfter: "Wed, 21 Oct 2026 07:28:00 GMT", RateLimitPolicy: `"free";q=10;w=2`, XLimit: "10", XRemaining: "0", XReset: "2", Fallback: "open", Scope: "global", Err: "tab\there \\ / \"q\""})
 	for _, e := range all {
 		e.T = TypeEvent
 		line := AppendEvent(nil, &e)

@@ -83,7 +83,12 @@ type Event struct {
 	// that its failure mode, not its store, made this decision: "open",
 	// "closed", "local" or "queue". Such decisions are judged by fail-mode.
 	Fallback string `json:"fallback,omitempty"`
-	Err      string `json:"err,omitempty"`
+	// Scope is the target's statement (header X-RateLimit-Scope) that a
+	// limit other than the key's own decided, e.g. "global" for an
+	// aggregate guard across all keys. Such decisions are not judged against
+	// the key's limits.
+	Scope string `json:"scope,omitempty"`
+	Err   string `json:"err,omitempty"`
 }
 
 // Outcome of a request as far as the limiter's decision is concerned.

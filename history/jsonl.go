@@ -168,6 +168,7 @@ func AppendEvent(b []byte, e *Event) []byte {
 		{`,"x_remaining":`, e.XRemaining},
 		{`,"x_reset":`, e.XReset},
 		{`,"fallback":`, e.Fallback},
+		{`,"scope":`, e.Scope},
 		{`,"err":`, e.Err},
 	} {
 		if f.v != "" {

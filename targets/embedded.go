@@ -81,9 +81,14 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		if err != nil {
 			return nil, fmt.Errorf("embedded: instance %d: %w", i, err)
 		}
+		global, err := BuildGlobal(spec.Policy, entry, catalog.Env{Instance: i, Now: clk.now, Redis: store.client}, metrics)
+		if err != nil {
+			return nil, fmt.Errorf("embedded: instance %d: global guard: %w", i, err)
+		}
 		svc := &Service{
 			Policy:          spec.Policy,
 			Limiters:        lims,
+			Global:          global,
 			Downstream:      sink,
 			Now:             clk.now,
 			TrustXFF:        entry.TrustXFF,
@@ -178,4 +183,19 @@ func buildRules(pol *policy.Policy, entry catalog.Entry, env catalog.Env) (*Rule
 		return nil, err
 	}
 	return &RuleSource{Fallback: fb, Limiters: lims, RejectWhenDown: entry.RulesFailClosed}, nil
+}
+
+// BuildGlobal builds the policy's aggregate guard with entry's algorithm
+// and store (nil when the policy declares none). With the memory store each
+// instance guards alone; with Redis the guard is shared.
+func BuildGlobal(pol *policy.Policy, entry catalog.Entry, env catalog.Env, m *Metrics) (limiters.Limiter, error) {
+	if pol.Global == nil {
+		return nil, nil
+	}
+	g := &policy.Policy{Tiers: []policy.Tier{{Name: "global", Limits: []policy.Limit{*pol.Global}}}, Failure: pol.Failure}
+	lims, err := BuildLimiters(g, entry, env, m)
+	if err != nil {
+		return nil, err
+	}
+	return lims["global"], nil
 }

@@ -40,6 +40,11 @@ type Service struct {
 	// TrustXFF takes the identity from X-Forwarded-For when present, from
 	// any peer. It is the defect of faulty/trust-xff; never set it otherwise.
 	TrustXFF bool
+	// Global, when set, is the policy's aggregate guard across all keys
+	// (policy.Global), decided before the key's own limits: a request it
+	// refuses consumes nothing from its key and is answered 429 with
+	// X-RateLimit-Scope: global.
+	Global limiters.Limiter
 	// Rules, when set, can become unreadable (a fault); the service then
 	// applies its conservative defaults.
 	Rules *RuleSource
@@ -51,6 +56,10 @@ type Service struct {
 	// Name identifies the instance in responses (X-RL-Instance).
 	Name string
 }
+
+// ScopeHeader names the limit that refused a request when it is not the
+// key's own ("global" for the aggregate guard).
+const ScopeHeader = "X-RateLimit-Scope"
 
 // FallbackHeader tells the client that the limiter's failure mode, not its
 // store, made the decision (value: open, closed, local or queue). rlverify
@@ -134,6 +143,17 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if lim == nil {
 		http.Error(w, "no limiter for tier "+tier.Name, http.StatusInternalServerError)
 		return
+	}
+	if s.Global != nil && pol.Global != nil {
+		gd, err := s.Global.Allow(r.Context(), s.now(), "rl:{global}:"+pol.Action+":"+pol.Version, 1)
+		if err == nil && !gd.Allowed {
+			w.Header().Set(ScopeHeader, "global")
+			if ra := retryAfterSeconds(gd.RetryAfter); ra > 0 {
+				w.Header().Set("Retry-After", strconv.FormatInt(ra, 10))
+			}
+			http.Error(w, "global rate limit", http.StatusTooManyRequests)
+			return
+		}
 	}
 	start := time.Now()
 	d, err := lim.Allow(r.Context(), s.now(), pol.LimitKey(tier, identity, 0), 1)

@@ -124,3 +124,24 @@ func TestFailModeMismatchIsCaught(t *testing.T) {
 	require.Equal(t, ExitFail, code)
 	require.Equal(t, "fail", verdictOf(t, out, "fail-mode"))
 }
+
+// TestGlobalGuardProtectsDownstream: with the guard, downstream arrivals in
+// any second stay within it; a service without the guard, judged against a
+// policy that declares one, fails downstream.
+func TestGlobalGuardProtectsDownstream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two attacks")
+	}
+	out, stderr, code := rl(t, "attack", "--plan", "global-guard", "--format", "json", "--out", t.TempDir(), "--quiet")
+	require.Equal(t, ExitPass, code, stderr)
+	require.Equal(t, "pass", verdictOf(t, out, "downstream"))
+	d := decodeDoc(t, out)
+	require.Greater(t, d.Stats.Rejected, int64(0), "the guard refused some requests")
+
+	dir := t.TempDir()
+	_, stderr, code = rl(t, "attack", "--plan", "global-guard", "--policy", "default", "--out", dir, "--quiet")
+	require.Equal(t, ExitPass, code, stderr)
+	out, _, code = rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--policy", "global-guard", "--format", "json", "--checks", "downstream")
+	require.Equal(t, ExitFail, code)
+	require.Equal(t, "fail", verdictOf(t, out, "downstream"))
+}

@@ -51,9 +51,9 @@ func mapping(l policy.Limit) string {
 }
 
 // loadPolicy reads the policy in file, or the shipped policy of that name
-// (see policies/), or the built-in default when file is empty.
+// (see policies/), or the built-in default when file is empty or "default".
 func loadPolicy(file string) (*policy.Policy, error) {
-	if file == "" {
+	if file == "" || file == "default" {
 		return policy.Default(), nil
 	}
 	if !strings.ContainsAny(file, `/\`) && !strings.HasSuffix(file, ".yaml") && !strings.HasSuffix(file, ".yml") {

@@ -51,7 +51,11 @@ headers. /healthz answers 200, /metrics serves Prometheus metrics.`,
 			if err != nil {
 				return runErr(err)
 			}
-			svc := &targets.Service{Policy: declared, Limiters: lims, Metrics: metrics, TrustXFF: entry.TrustXFF, ForwardRejected: entry.ForwardRejected, Name: addr}
+			global, err := targets.BuildGlobal(declared, entry, env, metrics)
+			if err != nil {
+				return runErr(err)
+			}
+			svc := &targets.Service{Policy: declared, Limiters: lims, Global: global, Metrics: metrics, TrustXFF: entry.TrustXFF, ForwardRejected: entry.ForwardRejected, Name: addr}
 			if downstream != "" {
 				svc.Downstream = &targets.HTTPForwarder{URL: downstream, Client: &http.Client{Timeout: 5 * time.Second}}
 			}
