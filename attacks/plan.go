@@ -18,8 +18,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlverify/rlverify/internal/yamlx"
 	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/policy/yamlx"
 )
 
 // Plan is a named sequence of phases.

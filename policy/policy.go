@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlverify/rlverify/internal/yamlx"
+	"github.com/rlverify/rlverify/policy/yamlx"
 )
 
 // Algorithm names a family of rate-limiting algorithms.

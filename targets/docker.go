@@ -24,9 +24,9 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 	"gopkg.in/yaml.v3"
 
-	"github.com/rlverify/rlverify/internal/redisproc"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 // Images and labels of the docker environment.

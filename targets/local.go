@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlverify/rlverify/internal/redisproc"
 	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/limiters/catalog"
+	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 // Local runs reference limiter instances as HTTP servers in this process (as

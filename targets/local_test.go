@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rlverify/rlverify/internal/redisproc"
+	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 func needRedisServer(t *testing.T) {

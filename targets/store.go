@@ -8,9 +8,9 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlverify/rlverify/internal/redisproc"
 	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/limiters/catalog"
+	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 // storeHandle is the state store a stack's instances share.

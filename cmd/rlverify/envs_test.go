@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rlverify/rlverify/internal/redisproc"
 	"github.com/rlverify/rlverify/policies"
 	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 // needEnv skips (locally) or fails (CI=true) when what an environment needs

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlverify/rlverify/internal/redisproc"
 	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 func TestEveryEntryBuildsAndDecides(t *testing.T) {
