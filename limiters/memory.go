@@ -225,6 +225,19 @@ type windowParams struct {
 	w int64 // ns
 }
 
+// windowParamsOf validates limits and returns their (N, W) views, shared by
+// the window families.
+func windowParamsOf(limits []policy.Limit) ([]windowParams, error) {
+	if err := validate(limits); err != nil {
+		return nil, err
+	}
+	p := make([]windowParams, len(limits))
+	for i, l := range limits {
+		p[i] = windowParams{n: l.Count, w: int64(l.W())}
+	}
+	return p, nil
+}
+
 type windowState struct {
 	win  int64 // window index
 	cnt  int64 // admitted in window win
@@ -233,14 +246,11 @@ type windowState struct {
 
 // NewFixedWindow builds a fixed window per limit.
 func NewFixedWindow(limits []policy.Limit) (*FixedWindow, error) {
-	if err := validate(limits); err != nil {
+	p, err := windowParamsOf(limits)
+	if err != nil {
 		return nil, err
 	}
-	fw := &FixedWindow{tab: newTable[windowState](len(limits))}
-	for _, l := range limits {
-		fw.p = append(fw.p, windowParams{n: l.Count, w: int64(l.W())})
-	}
-	return fw, nil
+	return &FixedWindow{p: p, tab: newTable[windowState](len(limits))}, nil
 }
 
 // Allow implements Limiter; it never fails.
@@ -317,14 +327,11 @@ type logState struct {
 
 // NewSlidingLog builds a log per limit.
 func NewSlidingLog(limits []policy.Limit) (*SlidingLog, error) {
-	if err := validate(limits); err != nil {
+	p, err := windowParamsOf(limits)
+	if err != nil {
 		return nil, err
 	}
-	sl := &SlidingLog{tab: newTable[logState](len(limits))}
-	for _, l := range limits {
-		sl.p = append(sl.p, windowParams{n: l.Count, w: int64(l.W())})
-	}
-	return sl, nil
+	return &SlidingLog{p: p, tab: newTable[logState](len(limits))}, nil
 }
 
 // Allow implements Limiter; it never fails.
@@ -408,14 +415,11 @@ type SlidingCounter struct {
 
 // NewSlidingCounter builds a sliding counter per limit.
 func NewSlidingCounter(limits []policy.Limit) (*SlidingCounter, error) {
-	if err := validate(limits); err != nil {
+	p, err := windowParamsOf(limits)
+	if err != nil {
 		return nil, err
 	}
-	sc := &SlidingCounter{tab: newTable[windowState](len(limits))}
-	for _, l := range limits {
-		sc.p = append(sc.p, windowParams{n: l.Count, w: int64(l.W())})
-	}
-	return sc, nil
+	return &SlidingCounter{p: p, tab: newTable[windowState](len(limits))}, nil
 }
 
 // Allow implements Limiter; it never fails.
