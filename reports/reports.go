@@ -217,23 +217,11 @@ func writeJSON(w io.Writer, v any) error {
 func compactScalarArrays(b []byte) []byte {
 	var out bytes.Buffer
 	out.Grow(len(b))
-	inStr := false
 	for i := 0; i < len(b); i++ {
 		c := b[i]
-		if inStr {
-			out.WriteByte(c)
-			if c == '\\' && i+1 < len(b) {
-				i++
-				out.WriteByte(b[i])
-			} else if c == '"' {
-				inStr = false
-			}
-			continue
-		}
 		switch c {
 		case '"':
-			inStr = true
-			out.WriteByte(c)
+			i = copyString(&out, b, i)
 		case '[':
 			if end, ok := scalarArrayEnd(b, i); ok {
 				writeCompactArray(&out, b[i:end+1])
@@ -275,26 +263,14 @@ func scalarArrayEnd(b []byte, i int) (int, bool) {
 }
 
 func writeCompactArray(out *bytes.Buffer, a []byte) {
-	inStr := false
 	for i := 0; i < len(a); i++ {
 		c := a[i]
-		if inStr {
-			out.WriteByte(c)
-			if c == '\\' && i+1 < len(a) {
-				i++
-				out.WriteByte(a[i])
-			} else if c == '"' {
-				inStr = false
-			}
-			continue
-		}
 		switch c {
 		case ' ', '\n', '\t', '\r':
 		case ',':
 			out.WriteString(", ")
 		case '"':
-			inStr = true
-			out.WriteByte(c)
+			i = copyString(out, a, i)
 		default:
 			out.WriteByte(c)
 		}
@@ -387,4 +363,23 @@ func (f *Footprint) Describe() string {
 	mib := func(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 	return fmt.Sprintf("harness heap %s–%s (last %s), goroutines %d–%d (last %d), %d samples",
 		mib(f.HeapMin), mib(f.HeapMax), mib(f.HeapLast), f.GoroutinesMin, f.GoroutinesMax, f.GoroutineLast, f.Samples)
+}
+
+// copyString copies the JSON string starting at b[i] (its opening quote),
+// escapes included, and returns the index of its closing quote.
+func copyString(out *bytes.Buffer, b []byte, i int) int {
+	out.WriteByte(b[i])
+	for i++; i < len(b); i++ {
+		out.WriteByte(b[i])
+		switch b[i] {
+		case '\\':
+			if i+1 < len(b) {
+				i++
+				out.WriteByte(b[i])
+			}
+		case '"':
+			return i
+		}
+	}
+	return i
 }
