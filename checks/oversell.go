@@ -283,6 +283,9 @@ func checkRegions(ix *index) Result {
 		}
 	}
 	figs["worst_ratio"] = worst
+	// The overrun over one plain quota: the figure a precision/latency
+	// comparison of region settings puts side by side.
+	figs["global_overrun_pct"] = math.Max(0, worst*(1+ix.p.Tolerance)-1) * 100
 	figs["keys"] = float64(keys)
 	if keys == 0 {
 		return col.result(Skip, "no admitted requests of a key with a tier", figs, "")

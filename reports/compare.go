@@ -43,7 +43,8 @@ type Metrics struct {
 	Admitted int64 `json:"admitted"`
 	// OverrunPct is the worst admitted/allowed ratio in oversell evidence
 	// (or its max_overrun figure) − 1, in percent, 0 when nothing was over.
-	// Nil when the oversell check did not run or was skipped.
+	// Without an oversell result it is the regions check's global overrun
+	// over one quota (global_overrun_pct). Nil when neither ran.
 	OverrunPct *float64 `json:"overrun_pct,omitempty"`
 	// RetryAfterErrorS is the retry-after check's retry_after_max_error_s
 	// figure: the largest (advised − needed) wait, seconds.
@@ -93,6 +94,11 @@ func metricsOf(d *Document) Metrics {
 		}
 		pct := math.Max(0, ratio-1) * 100
 		m.OverrunPct = &pct
+	}
+	if r := d.Check("regions"); m.OverrunPct == nil && r != nil && r.Verdict != checks.Skip {
+		if v, ok := r.Figures["global_overrun_pct"]; ok {
+			m.OverrunPct = &v
+		}
 	}
 	if r := d.Check("retry-after"); r != nil {
 		if v, ok := r.Figures["retry_after_max_error_s"]; ok {

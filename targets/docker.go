@@ -24,6 +24,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 	"gopkg.in/yaml.v3"
 
+	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/targets/redisproc"
@@ -59,20 +60,22 @@ const (
 // Docker starts a stack of containers with testcontainers-go: a private
 // network; a Redis container (network alias "redis", its port published on
 // 127.0.0.1 at a fixed free port so it survives stop/start); N limiter
-// containers running `rlverify serve` with the declared policy copied in
-// (aliases "limiter-0" …); and a sink container running `rlverify sink`
-// (alias "sink") whose stats are read through its published port. Every
-// published port is bound to 127.0.0.1.
+// containers running `rlverify serve --control` with the declared policy
+// copied in (aliases "limiter-0" …); and a sink container running
+// `rlverify sink` (alias "sink") whose stats are read through its published
+// port. Every published port is bound to 127.0.0.1. With Spec.Regions there
+// is one Redis container per region (one in strict mode) and N limiter
+// containers per region ("limiter-rG-I"); the reconciliation loop runs here.
 //
 // Every container and the network carry LabelRun=<run id>; Stack.Close
 // terminates them and then removes anything left with that label. A Start
 // that fails or whose context is cancelled cleans up before returning.
 //
-// Faults: store-down stops the Redis container and Clear starts it again
-// (Redis has no persistence: it comes back empty), store-slow pauses it
-// (every store call hangs until the store timeout).
-// Clock skew is not supported (containers share the host's clock), nor is
-// cutting one instance off the network (see docs/environments.md).
+// Faults: store-down stops the Redis container(s) and Clear starts them
+// again (Redis has no persistence: it comes back empty), store-slow pauses
+// them (every store call hangs until the store timeout); clock-skew and
+// rules-down go to each limiter container's control endpoint. Cutting one
+// instance off the network is not offered (see docs/environments.md).
 //
 // Start sets TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 (when Docker is local and
 // the variable is unset: the ports are bound to loopback) and
@@ -165,17 +168,32 @@ func DockerAvailable(ctx context.Context) error {
 
 // dockerStack is the state of one started docker stack.
 type dockerStack struct {
-	cli       *testcontainers.DockerClient
-	runID     string
-	labels    map[string]string
-	network   *testcontainers.DockerNetwork
-	redis     *testcontainers.DockerContainer
-	redisAddr string // 127.0.0.1:port
-	limiters  []*testcontainers.DockerContainer
-	logger    tclog.Logger
+	cli     *testcontainers.DockerClient
+	runID   string
+	labels  map[string]string
+	network *testcontainers.DockerNetwork
+	// redis holds one container, or one per region.
+	redis    []dockerRedis
+	limiters []*testcontainers.DockerContainer
+	logger   tclog.Logger
 	// mu serialises Stack.OnClose calls from the goroutines starting
 	// containers.
 	mu sync.Mutex
+}
+
+// dockerRedis is one Redis container of a stack.
+type dockerRedis struct {
+	c     *testcontainers.DockerContainer
+	alias string // its name on the stack's network
+	addr  string // 127.0.0.1:port, fixed so that it survives stop/start
+}
+
+// redisAlias names Redis container g on the stack's network.
+func redisAlias(g int) string {
+	if g == 0 {
+		return "redis"
+	}
+	return fmt.Sprintf("redis-%d", g)
 }
 
 // Start implements Environment.
@@ -201,10 +219,19 @@ func (d Docker) Start(ctx context.Context, spec Spec) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	for _, s := range spec.Skews {
-		if s != 0 {
-			return nil, errors.New("docker: per-instance clock skew is not supported in containers (use the embedded or local environment)")
+	var regions *RegionSpec
+	if spec.Regions != nil {
+		rs := *spec.Regions
+		if err := rs.validate(); err != nil {
+			return nil, fmt.Errorf("docker: %w", err)
 		}
+		if entry.Name != "token-bucket" {
+			return nil, fmt.Errorf("docker: regions run the reference token-bucket limiter (got %s)", entry.Name)
+		}
+		if n*rs.Regions > MaxInstances {
+			return nil, fmt.Errorf("docker: %d regions × %d instances; at most %d instances", rs.Regions, n, MaxInstances)
+		}
+		regions = &rs
 	}
 	if spec.RedisURL != "" {
 		return nil, errors.New("docker: --redis is not used by the docker environment: it runs its own Redis container")
@@ -278,26 +305,55 @@ func (d Docker) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		return nil, fmt.Errorf("docker: create network: %w", err)
 	}
 
-	// Redis, on a fixed loopback port so that a stop/start keeps it.
-	redisPort, err := freeLoopbackPort()
-	if err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
+	// Redis: one container, one per region, or one global store for
+	// strict regions.
+	nRedis := 1
+	if regions != nil && regions.Mode != RegionStrict {
+		nRedis = regions.Regions
 	}
-	ds.redisAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(redisPort))
-	logf("docker: starting redis (%s) on %s", redisImage, ds.redisAddr)
-	rc, err := ds.run(ctx, st, containerSpec{
-		role: "redis", image: redisImage, alias: "redis", port: "6379/tcp", hostPort: strconv.Itoa(redisPort),
-		wait: wait.ForAll(
-			wait.ForListeningPort("6379/tcp").SkipInternalCheck(),
-			wait.ForLog("Ready to accept connections"),
-		).WithDeadline(60 * time.Second),
-	})
-	if err != nil {
-		return nil, err
+	for g := 0; g < nRedis; g++ {
+		r, err := ds.startRedis(ctx, st, redisImage, redisAlias(g), logf)
+		if err != nil {
+			return nil, err
+		}
+		ds.redis = append(ds.redis, r)
 	}
-	ds.redis = rc
-	if err := waitRedis(ctx, ds.redisAddr, 10*time.Second); err != nil {
-		return nil, fmt.Errorf("docker: redis container: %w", err)
+
+	// The limiters: every container serves the control endpoint, through
+	// which clock-skew and rules-down reach it (and regions are drained).
+	serve := []string{"serve", "--addr", "0.0.0.0:8080", "--limiter", entry.Name, "--store", "redis",
+		"--downstream", "http://sink:9090/", "--policy", "/policy.yaml", "--control"}
+	var lims []containerSpec
+	addLimiter := func(alias string, args ...string) {
+		lims = append(lims, containerSpec{
+			role: "limiter", image: limImage, alias: alias, port: "8080/tcp",
+			cmd:   append(append([]string{}, serve...), args...),
+			files: []testcontainers.ContainerFile{{Reader: bytes.NewReader(polYAML), ContainerFilePath: "/policy.yaml", FileMode: 0o644}},
+			wait:  wait.ForHTTP("/healthz").WithPort("8080/tcp").WithStartupTimeout(90 * time.Second),
+		})
+	}
+	if regions == nil {
+		for i := 0; i < n; i++ {
+			args := []string{"--redis", "redis:6379"}
+			if sk := skew(spec, i); sk != 0 {
+				args = append(args, "--clock-offset", sk.String())
+			}
+			addLimiter(fmt.Sprintf("limiter-%d", i), args...)
+		}
+	} else {
+		for g := 0; g < regions.Regions; g++ {
+			store := g
+			if regions.Mode == RegionStrict {
+				store = 0
+			}
+			for i := 0; i < n; i++ {
+				args := []string{"--redis", redisAlias(store) + ":6379", "--region-mode", regions.Mode}
+				if regions.Mode == RegionStrict && g > 0 {
+					args = append(args, "--redis-latency", regions.Latency.String())
+				}
+				addLimiter(fmt.Sprintf("limiter-r%d-%d", g, i), args...)
+			}
+		}
 	}
 
 	// The sink and the limiters start together.
@@ -306,32 +362,26 @@ func (d Docker) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		c   *testcontainers.DockerContainer
 		err error
 	}
-	results := make(chan result, n+1)
+	results := make(chan result, len(lims)+1)
 	go func() {
 		c, err := ds.run(ctx, st, containerSpec{
 			role: "sink", image: limImage, alias: "sink", port: "9090/tcp",
 			cmd:  []string{"sink", "--addr", "0.0.0.0:9090"},
-			wait: wait.ForHTTP("/healthz").WithPort("9090/tcp").WithStartupTimeout(60 * time.Second),
+			wait: wait.ForHTTP("/healthz").WithPort("9090/tcp").WithStartupTimeout(90 * time.Second),
 		})
 		results <- result{-1, c, err}
 	}()
-	logf("docker: starting %d %s instance(s) (%s) and the sink", n, entry.Name, limImage)
-	for i := 0; i < n; i++ {
-		go func(i int) {
-			c, err := ds.run(ctx, st, containerSpec{
-				role: "limiter", image: limImage, alias: fmt.Sprintf("limiter-%d", i), port: "8080/tcp",
-				cmd: []string{"serve", "--addr", "0.0.0.0:8080", "--limiter", entry.Name, "--store", "redis",
-					"--redis", "redis:6379", "--downstream", "http://sink:9090/", "--policy", "/policy.yaml"},
-				files: []testcontainers.ContainerFile{{Reader: bytes.NewReader(polYAML), ContainerFilePath: "/policy.yaml", FileMode: 0o644}},
-				wait:  wait.ForHTTP("/healthz").WithPort("8080/tcp").WithStartupTimeout(60 * time.Second),
-			})
+	logf("docker: starting %d %s container(s) (%s) and the sink", len(lims), entry.Name, limImage)
+	for i, cs := range lims {
+		go func() {
+			c, err := ds.run(ctx, st, cs)
 			results <- result{i, c, err}
-		}(i)
+		}()
 	}
-	ds.limiters = make([]*testcontainers.DockerContainer, n)
+	ds.limiters = make([]*testcontainers.DockerContainer, len(lims))
 	var sinkURL string
 	var firstErr error
-	for k := 0; k < n+1; k++ {
+	for k := 0; k < len(lims)+1; k++ {
 		r := <-results
 		if r.err != nil {
 			if firstErr == nil {
@@ -339,15 +389,15 @@ func (d Docker) Start(ctx context.Context, spec Spec) (*Stack, error) {
 			}
 			continue
 		}
-		url, err := endpoint(ctx, r.c, map[bool]string{true: "9090/tcp", false: "8080/tcp"}[r.i < 0])
+		if r.i >= 0 {
+			ds.limiters[r.i] = r.c
+			continue
+		}
+		url, err := endpoint(ctx, r.c, "9090/tcp")
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
-		if r.i < 0 {
-			sinkURL = url
-		} else {
-			ds.limiters[r.i] = r.c
-		}
+		sinkURL = url
 	}
 	if firstErr != nil {
 		return nil, firstErr
@@ -360,13 +410,30 @@ func (d Docker) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		st.Instances = append(st.Instances, url)
 	}
 	st.Sink = &RemoteSink{URL: sinkURL}
-	faults := &dockerFaults{ds: ds}
+	faults := &dockerFaults{ds: ds, instances: st.Instances, instanceFaults: regions == nil}
 	st.OnClose(faults.clearAll)
 	st.Faults = faults
-	st.StoreDesc = fmt.Sprintf("redis container %s at %s (network alias redis:6379)", redisImage, ds.redisAddr)
+	var stores []string
+	for _, r := range ds.redis {
+		stores = append(stores, r.alias+" at "+r.addr)
+	}
+	st.StoreDesc = fmt.Sprintf("redis container(s) %s: %s", redisImage, strings.Join(stores, ", "))
 	st.Notes = append(st.Notes,
-		fmt.Sprintf("docker: %d %s container(s) from %s, Redis %s, run label %s=%s; started in %s", n, entry.Name, limImage, redisImage, LabelRun, ds.runID, time.Since(began).Round(10*time.Millisecond)),
-		"docker: store-down stops the Redis container (it restarts empty: no persistence); store-slow pauses it")
+		fmt.Sprintf("docker: %d %s container(s) from %s, %d Redis container(s) from %s, run label %s=%s; started in %s", len(lims), entry.Name, limImage, len(ds.redis), redisImage, LabelRun, ds.runID, time.Since(began).Round(10*time.Millisecond)),
+		"docker: store-down stops the Redis container(s) (they restart empty: no persistence); store-slow pauses them")
+	if regions != nil {
+		st.Notes = append(st.Notes, "regions: "+regions.Describe()+" (docker: instances limiter-rG-I, stores "+strings.Join(stores, ", ")+")")
+		st.StoreDesc = regions.Describe() + "; " + st.StoreDesc
+		if regions.Mode == RegionReplicated {
+			stop, err := ds.reconcile(st, declared, *regions, n, logf)
+			if err != nil {
+				return nil, err
+			}
+			st.OnClose(func() error { stop(); return nil })
+		}
+	} else {
+		st.Notes = append(st.Notes, "docker: clock-skew and rules-down reach each container through its control endpoint (serve --control)")
+	}
 	ok = true
 	return st, nil
 }
@@ -541,12 +608,95 @@ type logfLogger func(format string, args ...any)
 
 func (l logfLogger) Printf(format string, args ...any) { l("docker: "+format, args...) }
 
-// dockerFaults injects faults into a docker stack. Safe for concurrent use.
+// startRedis starts one Redis container on a fixed loopback port (so that
+// a stop/start keeps it) and waits until it answers PING.
+func (ds *dockerStack) startRedis(ctx context.Context, st *Stack, image, alias string, logf func(string, ...any)) (dockerRedis, error) {
+	port, err := freeLoopbackPort()
+	if err != nil {
+		return dockerRedis{}, fmt.Errorf("docker: %w", err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	logf("docker: starting %s (%s) on %s", alias, image, addr)
+	c, err := ds.run(ctx, st, containerSpec{
+		role: "redis", image: image, alias: alias, port: "6379/tcp", hostPort: strconv.Itoa(port),
+		wait: wait.ForAll(
+			wait.ForListeningPort("6379/tcp").SkipInternalCheck(),
+			wait.ForLog("Ready to accept connections"),
+		).WithDeadline(60 * time.Second),
+	})
+	if err != nil {
+		return dockerRedis{}, err
+	}
+	if err := waitRedis(ctx, addr, 10*time.Second); err != nil {
+		return dockerRedis{}, fmt.Errorf("docker: %s container: %w", alias, err)
+	}
+	return dockerRedis{c: c, alias: alias, addr: addr}, nil
+}
+
+// reconcile runs the regions' reconciliation loop from here: it drains
+// each region's instances through their control endpoints and charges the
+// other regions' Redis containers (through their published ports).
+func (ds *dockerStack) reconcile(st *Stack, pol *policy.Policy, rs RegionSpec, perRegion int, logf func(string, ...any)) (func(), error) {
+	replicas := make([]replica, rs.Regions)
+	for g := range replicas {
+		client := limiters.NewRedisClient(ds.redis[g].addr, time.Second)
+		st.OnClose(client.Close)
+		_, reps, err := regionLimiters(pol, client, RegionReplicated)
+		if err != nil {
+			return nil, fmt.Errorf("docker: region %d: %w", g, err)
+		}
+		replicas[g] = &remoteReplica{instances: st.Instances[g*perRegion : (g+1)*perRegion], stores: memoryReplica(reps)}
+	}
+	return reconcile(replicas, rs, logf), nil
+}
+
+// remoteReplica is a region whose instances run elsewhere: their
+// admissions come through their control endpoints; debits go straight to
+// the region's store.
+type remoteReplica struct {
+	instances []string
+	stores    memoryReplica
+	control   ControlClient
+}
+
+func (r *remoteReplica) Drain(ctx context.Context) (map[string]map[string]int64, error) {
+	out := map[string]map[string]int64{}
+	var errs []error
+	for _, u := range r.instances {
+		got, err := r.control.Drain(ctx, u)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for tier, keys := range got {
+			if out[tier] == nil {
+				out[tier] = map[string]int64{}
+			}
+			for k, n := range keys {
+				out[tier][k] += n
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func (r *remoteReplica) Debit(ctx context.Context, tier, key string, n int64) error {
+	return r.stores.Debit(ctx, tier, key, n)
+}
+
+// dockerFaults injects faults into a docker stack: store faults act on its
+// Redis container(s); clock-skew and rules-down go to every limiter
+// container's control endpoint. Safe for concurrent use.
 type dockerFaults struct {
-	ds     *dockerStack
-	mu     sync.Mutex
-	down   bool
-	paused bool
+	ds        *dockerStack
+	instances []string
+	// instanceFaults: the containers take clock-skew and rules-down (not
+	// in region mode).
+	instanceFaults bool
+	control        ControlClient
+	mu             sync.Mutex
+	down           bool
+	paused         bool
 }
 
 // Supports implements FaultInjector.
@@ -554,15 +704,21 @@ func (f *dockerFaults) Supports(kind string) bool {
 	switch kind {
 	case FaultStoreDown, FaultStoreSlow:
 		return true
+	case FaultClockSkew, FaultRulesDown:
+		return f.instanceFaults
 	}
 	return false
 }
 
 // Inject implements FaultInjector. store-slow's param is ignored: a paused
 // Redis does not answer at all, so every call takes the store timeout.
+// clock-skew's param is read by ParseSkews; each container gets its shift.
 func (f *dockerFaults) Inject(ctx context.Context, kind, param string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !f.Supports(kind) {
+		return fmt.Errorf("docker: fault %q is not supported here (supported: %s)", kind, f.supported())
+	}
 	switch kind {
 	case FaultStoreDown:
 		if f.down {
@@ -574,27 +730,65 @@ func (f *dockerFaults) Inject(ctx context.Context, kind, param string) error {
 			}
 		}
 		stop := 2 * time.Second
-		if err := f.ds.redis.Stop(ctx, &stop); err != nil {
-			return fmt.Errorf("docker: store-down: stop redis: %w", err)
+		for _, r := range f.ds.redis {
+			if err := r.c.Stop(ctx, &stop); err != nil {
+				return fmt.Errorf("docker: store-down: stop %s: %w", r.alias, err)
+			}
 		}
 		f.down = true
 	case FaultStoreSlow:
 		if f.paused || f.down {
 			return nil
 		}
-		if _, err := f.ds.cli.ContainerPause(ctx, f.ds.redis.GetContainerID(), client.ContainerPauseOptions{}); err != nil {
-			return fmt.Errorf("docker: store-slow: pause redis: %w", err)
+		for _, r := range f.ds.redis {
+			if _, err := f.ds.cli.ContainerPause(ctx, r.c.GetContainerID(), client.ContainerPauseOptions{}); err != nil {
+				return fmt.Errorf("docker: store-slow: pause %s: %w", r.alias, err)
+			}
 		}
 		f.paused = true
-	default:
-		return fmt.Errorf("docker: fault %q is not supported in containers (supported: %s, %s)", kind, FaultStoreDown, FaultStoreSlow)
+	case FaultClockSkew:
+		skews, err := ParseSkews(param, len(f.instances))
+		if err != nil {
+			return fmt.Errorf("docker: %w", err)
+		}
+		return f.each(func(i int, u string) error {
+			return f.control.Fault(ctx, u, kind, skews[i].String(), true)
+		})
+	case FaultRulesDown:
+		return f.each(func(_ int, u string) error { return f.control.Fault(ctx, u, kind, "", true) })
 	}
 	return nil
 }
 
+func (f *dockerFaults) supported() string {
+	kinds := []string{FaultStoreDown, FaultStoreSlow}
+	if f.instanceFaults {
+		kinds = append(kinds, FaultClockSkew, FaultRulesDown)
+	}
+	return strings.Join(kinds, ", ")
+}
+
+// each calls fn for every limiter container at once (a fault reaches them
+// all within milliseconds) and joins the errors.
+func (f *dockerFaults) each(fn func(i int, url string) error) error {
+	errs := make([]error, len(f.instances))
+	var wg sync.WaitGroup
+	for i, u := range f.instances {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(i, u)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 func (f *dockerFaults) unpause(ctx context.Context) error {
-	if _, err := f.ds.cli.ContainerUnpause(ctx, f.ds.redis.GetContainerID(), client.ContainerUnpauseOptions{}); err != nil {
-		return fmt.Errorf("docker: unpause redis: %w", err)
+	for _, r := range f.ds.redis {
+		if _, err := f.ds.cli.ContainerUnpause(ctx, r.c.GetContainerID(), client.ContainerUnpauseOptions{}); err != nil {
+			return fmt.Errorf("docker: unpause %s: %w", r.alias, err)
+		}
 	}
 	f.paused = false
 	return nil
@@ -610,16 +804,27 @@ func (f *dockerFaults) Clear(ctx context.Context, kind string) error {
 		if !f.down {
 			return nil
 		}
-		if err := f.ds.redis.Start(ctx); err != nil {
-			return fmt.Errorf("docker: store-down: start redis again: %w", err)
+		for _, r := range f.ds.redis {
+			if err := r.c.Start(ctx); err != nil {
+				return fmt.Errorf("docker: store-down: start %s again: %w", r.alias, err)
+			}
 		}
 		f.down = false
-		return waitRedis(ctx, f.ds.redisAddr, 15*time.Second)
+		for _, r := range f.ds.redis {
+			if err := waitRedis(ctx, r.addr, 15*time.Second); err != nil {
+				return fmt.Errorf("docker: store-down: %s: %w", r.alias, err)
+			}
+		}
 	case FaultStoreSlow:
 		if !f.paused {
 			return nil
 		}
 		return f.unpause(ctx)
+	case FaultClockSkew, FaultRulesDown:
+		if !f.instanceFaults {
+			return nil
+		}
+		return f.each(func(_ int, u string) error { return f.control.Fault(ctx, u, kind, "", false) })
 	}
 	return nil
 }

@@ -62,42 +62,20 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 	}
 	sink := NewSink(e.Now)
 	st.Sink = sink
-	rules, err := buildRules(spec.Policy, entry, catalog.Env{Redis: store.client})
+	rules, err := BuildRules(spec.Policy, entry, catalog.Env{Redis: store.client})
 	if err != nil {
-		return nil, fmt.Errorf("embedded: conservative rules: %w", err)
+		return nil, fmt.Errorf("embedded: %w", err)
 	}
 	faults := &localFaults{proxy: store.proxy, rules: rules}
 	for i := 0; i < n; i++ {
-		base := e.Now
-		if base == nil {
-			base = time.Now
-		}
-		clk := &skewClock{base: base}
-		clk.offset.Store(int64(skew(spec, i)))
-		faults.clocks = append(faults.clocks, clk)
-		faults.base = append(faults.base, skew(spec, i))
-		metrics := NewMetrics()
-		lims, err := BuildLimiters(spec.Policy, entry, catalog.Env{Instance: i, Now: clk.now, Redis: store.client, Skew: skew(spec, i)}, metrics)
+		in, err := NewInstance(spec.Policy, entry, InstanceOptions{
+			Index: i, Now: e.Now, Skew: skew(spec, i), Env: catalog.Env{Redis: store.client}, Downstream: sink, Rules: rules,
+		})
 		if err != nil {
-			return nil, fmt.Errorf("embedded: instance %d: %w", i, err)
+			return nil, fmt.Errorf("embedded: %w", err)
 		}
-		global, err := BuildGlobal(spec.Policy, entry, catalog.Env{Instance: i, Now: clk.now, Redis: store.client}, metrics)
-		if err != nil {
-			return nil, fmt.Errorf("embedded: instance %d: global guard: %w", i, err)
-		}
-		svc := &Service{
-			Policy:          spec.Policy,
-			Limiters:        lims,
-			Global:          global,
-			Downstream:      sink,
-			Now:             clk.now,
-			TrustXFF:        entry.TrustXFF,
-			ForwardRejected: entry.ForwardRejected,
-			Rules:           rules,
-			Metrics:         metrics,
-			Name:            fmt.Sprintf("i%d", i),
-		}
-		url, stop, err := ServeLoopback(svc)
+		faults.clocks = append(faults.clocks, in.Clock)
+		url, stop, err := ServeLoopback(in.Service)
 		if err != nil {
 			return nil, fmt.Errorf("embedded: instance %d: %w", i, err)
 		}
@@ -172,17 +150,6 @@ func ServeLoopback(h http.Handler) (string, func() error, error) {
 		return nil
 	}
 	return "http://" + ln.Addr().String(), stop, nil
-}
-
-// buildRules prepares the conservative defaults every instance of a stack
-// falls back to when its rule source is down.
-func buildRules(pol *policy.Policy, entry catalog.Entry, env catalog.Env) (*RuleSource, error) {
-	fb := pol.Conservative()
-	lims, err := BuildLimiters(fb, entry, env, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &RuleSource{Fallback: fb, Limiters: lims, RejectWhenDown: entry.RulesFailClosed}, nil
 }
 
 // BuildGlobal builds the policy's aggregate guard with entry's algorithm

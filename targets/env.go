@@ -33,9 +33,10 @@ type Spec struct {
 	Instances int
 	// Targets are the base URLs of external instances (external env).
 	Targets []string
-	// Skews gives instance i a clock offset of Skews[i] (faulty/instance-clock).
+	// Skews gives instance i a clock offset of Skews[i] (every environment
+	// but external; faulty/instance-clock trusts it).
 	Skews []time.Duration
-	// Regions, when set, starts a multi-region stack (embedded only).
+	// Regions, when set, starts a multi-region stack (embedded and docker).
 	Regions *RegionSpec
 	// Log receives progress lines about the environment (may be nil).
 	Log func(format string, args ...any)

@@ -10,13 +10,33 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-// skewClock is an instance clock whose offset a fault can change.
-type skewClock struct {
+// SkewClock is an instance clock: a base clock plus the instance's
+// configured skew plus whatever a clock-skew fault adds. Safe for concurrent
+// use.
+type SkewClock struct {
 	base   func() time.Time
+	skew   time.Duration
 	offset atomic.Int64
 }
 
-func (c *skewClock) now() time.Time { return c.base().Add(time.Duration(c.offset.Load())) }
+// NewSkewClock returns base (time.Now when nil) shifted by skew.
+func NewSkewClock(base func() time.Time, skew time.Duration) *SkewClock {
+	if base == nil {
+		base = time.Now
+	}
+	c := &SkewClock{base: base, skew: skew}
+	c.offset.Store(int64(skew))
+	return c
+}
+
+// Now is the instance's time.
+func (c *SkewClock) Now() time.Time { return c.base().Add(time.Duration(c.offset.Load())) }
+
+// Shift moves the clock d away from its configured skew (a clock-skew fault).
+func (c *SkewClock) Shift(d time.Duration) { c.offset.Store(int64(c.skew + d)) }
+
+// Reset ends a clock-skew fault: the configured skew again.
+func (c *SkewClock) Reset() { c.offset.Store(int64(c.skew)) }
 
 // localFaults injects faults into an embedded or local stack: store faults
 // through the proxy in front of Redis, clock skew through the instances'
@@ -24,8 +44,7 @@ func (c *skewClock) now() time.Time { return c.base().Add(time.Duration(c.offset
 type localFaults struct {
 	proxy  *FaultProxy
 	rules  *RuleSource
-	clocks []*skewClock
-	base   []time.Duration // each instance's configured skew
+	clocks []*SkewClock
 }
 
 // Supports implements FaultInjector.
@@ -66,7 +85,7 @@ func (f *localFaults) Inject(_ context.Context, kind, param string) error {
 			return err
 		}
 		for i, c := range f.clocks {
-			c.offset.Store(int64(f.base[i] + skews[i]))
+			c.Shift(skews[i])
 		}
 	}
 	return nil
@@ -88,8 +107,8 @@ func (f *localFaults) Clear(_ context.Context, kind string) error {
 			f.proxy.SetLatency(0)
 		}
 	case FaultClockSkew:
-		for i, c := range f.clocks {
-			c.offset.Store(int64(f.base[i]))
+		for _, c := range f.clocks {
+			c.Reset()
 		}
 	}
 	return nil

@@ -139,10 +139,7 @@ func (l Local) Start(ctx context.Context, spec Spec) (*Stack, error) {
 
 	sink := NewSink(l.Now)
 	st.Sink = sink
-	base := l.Now
-	if base == nil {
-		base = time.Now
-	}
+	var rules *RuleSource
 	for i := 0; i < n; i++ {
 		client := newClient()
 		st.OnClose(client.Close)
@@ -154,24 +151,22 @@ func (l Local) Start(ctx context.Context, spec Spec) (*Stack, error) {
 				return nil, fmt.Errorf("local: redis through the fault proxy does not answer PING: %w", err)
 			}
 		}
-		clk := &skewClock{base: base}
-		clk.offset.Store(int64(skew(spec, i)))
-		faults.clocks = append(faults.clocks, clk)
-		faults.base = append(faults.base, skew(spec, i))
-		metrics := NewMetrics()
-		lims, err := BuildLimiters(spec.Policy, entry, catalog.Env{Instance: i, Now: clk.now, Redis: client, Skew: skew(spec, i)}, metrics)
+		if rules == nil {
+			// Built once, on the first instance's client: every instance
+			// falls back to the same shared conservative quotas.
+			if rules, err = BuildRules(spec.Policy, entry, catalog.Env{Redis: client}); err != nil {
+				return nil, fmt.Errorf("local: %w", err)
+			}
+			faults.rules = rules
+		}
+		in, err := NewInstance(spec.Policy, entry, InstanceOptions{
+			Index: i, Now: l.Now, Skew: skew(spec, i), Env: catalog.Env{Redis: client}, Downstream: sink, Rules: rules,
+		})
 		if err != nil {
-			return nil, fmt.Errorf("local: instance %d: %w", i, err)
+			return nil, fmt.Errorf("local: %w", err)
 		}
-		svc := &Service{
-			Policy:     spec.Policy,
-			Limiters:   lims,
-			Downstream: sink,
-			Now:        clk.now,
-			TrustXFF:   entry.TrustXFF,
-			Metrics:    metrics,
-			Name:       fmt.Sprintf("i%d", i),
-		}
+		faults.clocks = append(faults.clocks, in.Clock)
+		svc := in.Service
 		url, stop, err := ServeLoopback(svc)
 		if err != nil {
 			return nil, fmt.Errorf("local: instance %d: %w", i, err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/limiters/catalog"
-	"github.com/rlverify/rlverify/policy"
 )
 
 // Region modes: how regions share one global quota.
@@ -99,7 +98,7 @@ func (e Embedded) startRegions(ctx context.Context, spec Spec, entry catalog.Ent
 		global = addr
 		st.StoreDesc += " (" + desc + ")"
 	}
-	regional := make([]map[string]*limiters.Regional, rs.Regions)
+	regional := make([]replica, rs.Regions)
 	for g := 0; g < rs.Regions; g++ {
 		var h storeHandle
 		var err error
@@ -118,24 +117,11 @@ func (e Embedded) startRegions(ctx context.Context, spec Spec, entry catalog.Ent
 		if err != nil {
 			return fmt.Errorf("embedded: region %d: %w", g, err)
 		}
-		lims := map[string]limiters.Limiter{}
-		regional[g] = map[string]*limiters.Regional{}
-		for i := range pol.Tiers {
-			t := &pol.Tiers[i]
-			var l limiters.Limiter
-			if rs.Mode == RegionStrict {
-				l, err = limiters.NewRedis(policy.TokenBucket, h.client, t.Limits)
-			} else {
-				var rg *limiters.Regional
-				rg, err = limiters.NewRegional(h.client, t.Limits)
-				regional[g][t.Name] = rg
-				l = rg
-			}
-			if err != nil {
-				return fmt.Errorf("embedded: region %d tier %s: %w", g, t.Name, err)
-			}
-			lims[t.Name] = l
+		lims, replicas, err := regionLimiters(pol, h.client, rs.Mode)
+		if err != nil {
+			return fmt.Errorf("embedded: region %d: %w", g, err)
 		}
+		regional[g] = memoryReplica(replicas)
 		for i := 0; i < n; i++ {
 			svc := &Service{Policy: pol, Limiters: lims, Downstream: sink, Now: e.Now, Metrics: NewMetrics(),
 				Name: fmt.Sprintf("r%d-i%d", g, i)}
@@ -148,16 +134,50 @@ func (e Embedded) startRegions(ctx context.Context, spec Spec, entry catalog.Ent
 		}
 	}
 	if rs.Mode == RegionReplicated {
-		stop := reconcile(regional, rs)
+		stop := reconcile(regional, rs, nil)
 		st.OnClose(func() error { stop(); return nil })
 	}
 	return nil
 }
 
+// replica is one region's view for the reconciliation loop: what its
+// instances admitted since the last drain, per tier and key, and a way to
+// charge its store with what other regions admitted.
+type replica interface {
+	Drain(ctx context.Context) (map[string]map[string]int64, error)
+	Debit(ctx context.Context, tier, key string, n int64) error
+}
+
+// memoryReplica is a region whose instances share limiters in this process.
+type memoryReplica map[string]*limiters.Regional
+
+func (m memoryReplica) Drain(context.Context) (map[string]map[string]int64, error) {
+	out := map[string]map[string]int64{}
+	for tier, rg := range m {
+		if d := rg.Drain(); len(d) > 0 {
+			out[tier] = d
+		}
+	}
+	return out, nil
+}
+
+func (m memoryReplica) Debit(ctx context.Context, tier, key string, n int64) error {
+	rg := m[tier]
+	if rg == nil {
+		return fmt.Errorf("regions: no replica of tier %q", tier)
+	}
+	return rg.Debit(ctx, key, n)
+}
+
 // reconcile ships each region's consumption to every other region every
-// rs.Sync, applying it rs.Latency later. It returns a function that stops
-// the loop and waits for deliveries in flight.
-func reconcile(regions []map[string]*limiters.Regional, rs RegionSpec) func() {
+// rs.Sync, applying it rs.Latency later. Errors (a drain or debit that
+// fails) go to logf when set: the loop goes on, and the overrun they cause
+// is what the regions check measures. It returns a function that stops the
+// loop and waits for deliveries in flight.
+func reconcile(regions []replica, rs RegionSpec, logf func(string, ...any)) func() {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -171,27 +191,33 @@ func reconcile(regions []map[string]*limiters.Regional, rs RegionSpec) func() {
 				return
 			case <-t.C:
 			}
-			for from, tiers := range regions {
-				for tier, rg := range tiers {
-					deltas := rg.Drain()
-					if len(deltas) == 0 {
+			for from, src := range regions {
+				ctx, cancel := context.WithTimeout(context.Background(), rs.Sync+time.Second)
+				tiers, err := src.Drain(ctx)
+				cancel()
+				if err != nil {
+					logf("regions: drain region %d: %v", from, err)
+				}
+				if len(tiers) == 0 {
+					continue
+				}
+				for to, dst := range regions {
+					if to == from {
 						continue
 					}
-					for to := range regions {
-						if to == from {
-							continue
-						}
-						dst := regions[to][tier]
-						wg.Add(1)
-						time.AfterFunc(rs.Latency, func() {
-							defer wg.Done()
-							ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-							defer cancel()
+					wg.Add(1)
+					time.AfterFunc(rs.Latency, func() {
+						defer wg.Done()
+						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+						defer cancel()
+						for tier, deltas := range tiers {
 							for key, n := range deltas {
-								_ = dst.Debit(ctx, key, n)
+								if err := dst.Debit(ctx, tier, key, n); err != nil {
+									logf("regions: debit region %d: %v", to, err)
+								}
 							}
-						})
-					}
+						}
+					})
 				}
 			}
 		}

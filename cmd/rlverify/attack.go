@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
@@ -90,12 +91,7 @@ Examples:
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
 	fl.StringVar(&f.out, "out", "rlverify-out", "directory for history.jsonl and the reports")
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
-	fl.StringVar(&f.env, "env", "embedded", "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
-	fl.IntVar(&f.redisCluster, "redis-cluster", 0, "local env: run a Redis Cluster of this many nodes (3 or more)")
-	fl.StringVar(&f.redisImage, "redis-image", "", "docker env: Redis image (default $"+targets.EnvRedisImage+" or "+targets.DefaultRedisImage+")")
-	fl.StringVar(&f.limiterImage, "limiter-image", "", "docker env: rlverify image for the limiter instances (default $"+targets.EnvLimiterImage+" or "+targets.DefaultLimiterImage+")")
-	fl.StringVar(&f.limiterBinary, "limiter-binary", "", "docker env: static rlverify binary to build the limiter image from when it is missing")
-	fl.BoolVar(&f.noPull, "no-pull", false, "docker env: never pull an image; fail if one is not present locally")
+	addEnvFlags(fl, &f, "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
 	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
 	fl.StringVar(&f.sinkURL, "sink", "", "URL of an `rlverify sink` your service forwards admitted requests to (external env)")
 	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow targets outside loopback (only attack services you own)")
@@ -109,11 +105,22 @@ Examples:
 	fl.StringVar(&f.runID, "run-id", "", "tag appended to every key so runs never share limiter state (default: random; with --shard, derived from plan and seed so every shard uses the same keys)")
 	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plan's keys unchanged (real API keys of your service); they are redacted in the history and reports")
 	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, "verdicts that make the run exit 1: fail, unknown, a check name (its fail), CHECK:unknown, or none")
-	fl.IntVar(&f.regions, "regions", 0, "run the embedded token bucket in this many regions (each with --instances instances and its own Redis)")
+	return c
+}
+
+// addEnvFlags registers the flags that say where the reference limiters
+// run (attack and compare share them).
+func addEnvFlags(fl *pflag.FlagSet, f *attackFlags, envUsage string) {
+	fl.StringVar(&f.env, "env", "embedded", envUsage)
+	fl.IntVar(&f.redisCluster, "redis-cluster", 0, "local env: run a Redis Cluster of this many nodes (3 or more)")
+	fl.StringVar(&f.redisImage, "redis-image", "", "docker env: Redis image (default $"+targets.EnvRedisImage+" or "+targets.DefaultRedisImage+")")
+	fl.StringVar(&f.limiterImage, "limiter-image", "", "docker env: rlverify image for the limiter instances (default $"+targets.EnvLimiterImage+" or "+targets.DefaultLimiterImage+")")
+	fl.StringVar(&f.limiterBinary, "limiter-binary", "", "docker env: static rlverify binary to build the limiter image from when it is missing")
+	fl.BoolVar(&f.noPull, "no-pull", false, "docker env: never pull an image; fail if one is not present locally")
+	fl.IntVar(&f.regions, "regions", 0, "run the reference token bucket in this many regions, each with --instances instances and its own Redis (embedded and docker; default: the plan's)")
 	fl.StringVar(&f.regionMode, "region-mode", targets.RegionReplicated, "how regions share the quota: replicated (local replicas + reconciliation), strict (one global store), independent (no sharing)")
 	fl.DurationVar(&f.regionSync, "region-sync", 100*time.Millisecond, "reconciliation interval between regions (replicated mode)")
 	fl.DurationVar(&f.regionLat, "region-latency", 20*time.Millisecond, "one-way latency between regions")
-	return c
 }
 
 func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) error {
@@ -157,7 +164,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	} else if f.env == "embedded" && instances < plan.MinInstances() {
 		return usageErr("--instances %d: plan %s needs at least %d", instances, plan.Name, plan.MinInstances())
 	}
-	if f.regions == 0 && f.env == "embedded" {
+	if f.regions == 0 && (f.env == "embedded" || f.env == "docker") {
 		f.regions = plan.Regions
 	}
 	runID := f.runID
@@ -212,7 +219,10 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 		spec.RedisCluster = f.redisCluster
 		run.Limiter, run.Target = entry.Name, entry.Name
 		if f.regions > 1 {
-			return usageErr("--regions runs on the embedded environment only")
+			if f.env == "local" {
+				return usageErr("--regions runs on the embedded and docker environments")
+			}
+			spec.Regions = &targets.RegionSpec{Regions: f.regions, Mode: f.regionMode, Sync: f.regionSync, Latency: f.regionLat}
 		}
 		if f.env == "local" {
 			env = targets.Local{Cluster: f.redisCluster}

@@ -150,3 +150,37 @@ func TestCompareMatrix(t *testing.T) {
 	_, _, code = rl(t, "compare", "--plan", "concurrent-burst", "--limiter", "token-bucket")
 	require.Equal(t, ExitUsage, code)
 }
+
+// TestCompareRegionSettings: the precision/latency trade-off of region
+// settings side by side. One global store (strict) pays the inter-region
+// latency on decisions and does not overrun; replicated buckets decide
+// locally and overrun a little; independent quotas overrun by about the
+// number of regions and fail.
+func TestCompareRegionSettings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three region attacks")
+	}
+	needEnv(t, "embedded")
+	dir := t.TempDir()
+	_, stderr, code := rl(t, "compare", "--plan", "regions", "--region-setting", "strict//30ms", "--region-setting", "replicated/100ms/30ms",
+		"--region-setting", "independent", "--out", dir, "--format", "json")
+	require.Equal(t, ExitFail, code, stderr)
+	b, err := os.ReadFile(filepath.Join(dir, "comparison.json"))
+	require.NoError(t, err)
+	var cmp reports.Comparison
+	require.NoError(t, json.Unmarshal(b, &cmp))
+	require.Len(t, cmp.Columns, 3)
+	strict, replicated, independent := cmp.Columns[0].Metrics, cmp.Columns[1].Metrics, cmp.Columns[2].Metrics
+	require.Equal(t, "pass", string(strict.Verdict))
+	require.Equal(t, "pass", string(replicated.Verdict))
+	require.Equal(t, "fail", string(independent.Verdict))
+	for _, m := range []reports.Metrics{strict, replicated, independent} {
+		require.NotNil(t, m.OverrunPct, "the regions check's overrun is the comparison's overrun row")
+	}
+	require.Greater(t, *independent.OverrunPct, 50.0, "two regions, two quotas")
+	require.LessOrEqual(t, *strict.OverrunPct, *replicated.OverrunPct)
+	require.Greater(t, strict.LatencyP99, replicated.LatencyP99, "strict pays the distance on decisions")
+
+	_, _, code = rl(t, "compare", "--plan", "regions", "--region-setting", "sideways", "--region-setting", "strict")
+	require.Equal(t, ExitUsage, code)
+}

@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/reports"
+	"github.com/rlverify/rlverify/targets"
 )
 
 func compareCmd() *cobra.Command {
@@ -22,6 +24,7 @@ func compareCmd() *cobra.Command {
 		base     attackFlags
 		limiters []string
 		targets  []string
+		settings []string
 		formats  []string
 		out      string
 	)
@@ -44,8 +47,11 @@ error and decision latency. Each run's history and reports are kept in
 			if base.plan == "" {
 				return usageErr("compare: --plan is required")
 			}
-			if len(limiters)+len(targets) < 2 {
-				return usageErr("compare: give at least two implementations (--limiter NAME, --target NAME=URL)")
+			if len(limiters)+len(targets)+len(settings) < 2 {
+				return usageErr("compare: give at least two implementations (--limiter NAME, --target NAME=URL, --region-setting MODE/SYNC/LATENCY)")
+			}
+			if base.env == "external" {
+				return usageErr("compare: your own services are compared with --target NAME=URL, not --env external")
 			}
 			fo, err := parseFailOn(base.failOn)
 			if err != nil {
@@ -65,7 +71,7 @@ error and decision latency. Each run's history and reports are kept in
 			for _, l := range limiters {
 				f := base
 				name, pol, withPolicy := strings.Cut(l, "@")
-				f.limiter, f.env = name, "embedded"
+				f.limiter = name
 				if withPolicy {
 					if pol == "" {
 						return usageErr("--limiter %q: want NAME@POLICY with a policy file or shipped name", l)
@@ -73,6 +79,14 @@ error and decision latency. Each run's history and reports are kept in
 					f.policyFile = pol
 				}
 				impls = append(impls, impl{l, f})
+			}
+			for _, rs := range settings {
+				f := base
+				f.limiter = "token-bucket"
+				if err := parseRegionSetting(rs, &f); err != nil {
+					return usageWrap(err)
+				}
+				impls = append(impls, impl{rs, f})
 			}
 			for _, t := range targets {
 				name, urls, ok := strings.Cut(t, "=")
@@ -131,6 +145,8 @@ error and decision latency. Each run's history and reports are kept in
 	fl.StringVar(&base.plan, "plan", "", "built-in plan name or plan file")
 	fl.StringArrayVar(&limiters, "limiter", nil, "limiter to compare, NAME or NAME@POLICY (repeat; see rlverify limiters)")
 	fl.StringArrayVar(&targets, "target", nil, "your own service to compare: NAME=URL[,URL…] (repeat)")
+	fl.StringArrayVar(&settings, "region-setting", nil, "a region setting to compare, MODE[/SYNC[/LATENCY]] e.g. replicated/100ms/20ms or strict//50ms (repeat; the reference token bucket in --regions regions, default the plan's)")
+	addEnvFlags(fl, &base, "environment of the --limiter and --region-setting runs: embedded, local or docker")
 	fl.StringVar(&base.store, "store", "", "state store of the reference limiters: memory or redis")
 	fl.IntVar(&base.instances, "instances", 0, "instances per embedded implementation")
 	fl.StringVar(&base.policyFile, "policy", "", "declared policy (file or shipped name)")
@@ -143,6 +159,32 @@ error and decision latency. Each run's history and reports are kept in
 	fl.BoolVar(&base.allowRemote, "allow-remote", false, "allow targets outside loopback")
 	fl.StringSliceVar(&base.failOn, "fail-on", []string{"fail"}, "verdicts of any implementation that make compare exit 1 (none: report only)")
 	return c
+}
+
+// parseRegionSetting reads MODE[/SYNC[/LATENCY]] into f's region flags;
+// an empty part keeps the flag's value.
+func parseRegionSetting(s string, f *attackFlags) error {
+	parts := strings.Split(s, "/")
+	if len(parts) > 3 || parts[0] == "" {
+		return fmt.Errorf("--region-setting %q: want MODE[/SYNC[/LATENCY]], e.g. replicated/100ms/20ms", s)
+	}
+	switch parts[0] {
+	case targets.RegionReplicated, targets.RegionStrict, targets.RegionIndependent:
+		f.regionMode = parts[0]
+	default:
+		return fmt.Errorf("--region-setting %q: mode %q: want replicated, strict or independent", s, parts[0])
+	}
+	for i, dst := range []*time.Duration{&f.regionSync, &f.regionLat} {
+		if i+1 >= len(parts) || parts[i+1] == "" {
+			continue
+		}
+		d, err := time.ParseDuration(parts[i+1])
+		if err != nil || d < 0 {
+			return fmt.Errorf("--region-setting %q: %q is not a duration such as 100ms", s, parts[i+1])
+		}
+		*dst = d
+	}
+	return nil
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)

@@ -4,12 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rlverify/rlverify/policies"
 	"github.com/rlverify/rlverify/targets"
 	"github.com/rlverify/rlverify/targets/redisproc"
 )
@@ -81,32 +79,97 @@ func TestMultiInstanceOnEveryEnvironment(t *testing.T) {
 
 // TestStoreOutageOnDocker stops and restarts the Redis container mid-run
 // (store-outage) and pauses it (slow-store): the report shows the fault
-// window and the fail-mode verdict, and a limiter without a failure mode is
-// caught.
+// window and the fail-mode verdict under each declared mode (the shipped
+// policies, enforcement back within their 1 s recovery), and a limiter
+// without a failure mode is caught.
 func TestStoreOutageOnDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts containers")
 	}
 	needEnv(t, "docker")
-	// A restarted Redis container is reachable from the instances about two
-	// seconds after it is started again (measured here): declare that.
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	b, ok := policies.Get("fail-open")
-	require.True(t, ok)
-	require.NoError(t, os.WriteFile(pol, []byte(strings.Replace(string(b), "  mode: open\n", "  mode: open\n  recovery: 3s\n", 1)), 0o644))
-	for _, plan := range []struct{ name, fault string }{{"store-outage", "store-down"}, {"slow-store", "store-slow"}} {
-		for _, lim := range []struct{ name, want string }{{"token-bucket", "pass"}, {"faulty/unguarded-store", "fail"}} {
-			args := append([]string{"attack", "--plan", plan.name, "--limiter", lim.name, "--format", "json", "--policy", pol,
-				"--out", t.TempDir(), "--quiet", "--checks", "fail-mode"}, dockerFlags...)
-			out, stderr, code := rl(t, args...)
-			require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
-			d := decodeDoc(t, out)
-			require.Len(t, d.Faults, 1, "the fault window is in the report")
-			require.Equal(t, plan.fault, d.Faults[0].Kind)
-			require.Greater(t, d.Faults[0].End, d.Faults[0].Start)
-			require.NotEmpty(t, d.PerSecond, "per-second table around the fault")
-			require.Equal(t, lim.want, verdictOf(t, out, "fail-mode"), "%s on %s", lim.name, plan.name)
-		}
+	for _, tc := range []struct{ plan, fault, policy, limiter, want string }{
+		{"store-outage", "store-down", "fail-open", "token-bucket", "pass"},
+		{"store-outage", "store-down", "fail-closed", "token-bucket", "pass"},
+		{"store-outage", "store-down", "fail-local", "token-bucket", "pass"},
+		{"store-outage", "store-down", "fail-open", "faulty/unguarded-store", "fail"},
+		{"slow-store", "store-slow", "fail-open", "token-bucket", "pass"},
+		{"slow-store", "store-slow", "fail-open", "faulty/unguarded-store", "fail"},
+	} {
+		args := append([]string{"attack", "--plan", tc.plan, "--limiter", tc.limiter, "--format", "json", "--policy", tc.policy,
+			"--out", t.TempDir(), "--quiet", "--checks", "fail-mode"}, dockerFlags...)
+		out, stderr, code := rl(t, args...)
+		require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
+		d := decodeDoc(t, out)
+		require.Len(t, d.Faults, 1, "the fault window is in the report")
+		require.Equal(t, tc.fault, d.Faults[0].Kind)
+		require.Greater(t, d.Faults[0].End, d.Faults[0].Start)
+		require.NotEmpty(t, d.PerSecond, "per-second table around the fault")
+		require.Equal(t, tc.want, verdictOf(t, out, "fail-mode"), "%s under %s on %s: %s", tc.limiter, tc.policy, tc.plan, out)
+	}
+}
+
+// TestScenariosOnDocker runs the failure scenarios in containers: each
+// passes against the reference limiter (or setting) and fails against the
+// faulty or mismatched one, as TestMutationMatrix shows them on embedded.
+// Instance faults (clock-skew, rules-down) reach the containers through
+// their control endpoints; regions get one Redis container per region and
+// the reconciliation loop runs in the harness.
+func TestScenariosOnDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts containers")
+	}
+	needEnv(t, "docker")
+	type run struct {
+		args []string
+		want string
+	}
+	for _, tc := range []struct {
+		plan, check string
+		runs        []run
+	}{
+		{"clock-skew", "oversell", []run{
+			{[]string{"--limiter", "token-bucket"}, "pass"},
+			{[]string{"--limiter", "faulty/instance-clock"}, "fail"},
+		}},
+		{"rules-unavailable", "fail-mode", []run{
+			{[]string{"--limiter", "token-bucket"}, "pass"},
+			{[]string{"--limiter", "faulty/no-rule-defaults"}, "fail"},
+		}},
+		{"multi-instance-20", "instances", []run{
+			{[]string{"--limiter", "token-bucket"}, "pass"},
+			{[]string{"--limiter", "faulty/local-only"}, "fail"},
+		}},
+		{"regions", "regions", []run{
+			{[]string{"--region-mode", "replicated"}, "pass"},
+			{[]string{"--region-mode", "strict"}, "pass"},
+			{[]string{"--region-mode", "independent"}, "fail"},
+		}},
+		{"boundary-burst", "oversell", []run{
+			{[]string{"--limiter", "sliding-log"}, "pass"},
+			{[]string{"--limiter", "fixed-window"}, "pass"},
+			{[]string{"--limiter", "faulty/unweighted-fixed-window"}, "fail"},
+		}},
+	} {
+		t.Run(tc.plan, func(t *testing.T) {
+			for _, r := range tc.runs {
+				args := append([]string{"attack", "--plan", tc.plan, "--format", "json", "--out", t.TempDir(), "--quiet", "--checks", tc.check}, r.args...)
+				out, stderr, code := rl(t, append(args, dockerFlags...)...)
+				require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
+				require.Equal(t, r.want, verdictOf(t, out, tc.check), "%s %v on docker", tc.plan, r.args)
+				d := decodeDoc(t, out)
+				if tc.plan == "multi-instance-20" {
+					require.Len(t, d.Run.Instances, 20, "twenty containers")
+				}
+				if tc.plan == "regions" {
+					require.Contains(t, d.Run.Store, "2 regions")
+				}
+				if r.args[1] == "fixed-window" {
+					// The edge effect of a fixed window is expected for that
+					// policy and reported as a figure: ~2× within W.
+					require.InDelta(t, 2.0, d.Check("oversell").Figures["boundary_ratio"], 0.2)
+				}
+			}
+		})
 	}
 }
 

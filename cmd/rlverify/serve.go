@@ -10,14 +10,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/targets"
 )
 
 func serveCmd() *cobra.Command {
 	var (
-		limiter, addr, policyFile, store, redisAddr, downstream string
+		limiter, addr, policyFile, store, redisAddr, downstream, regionMode string
+		clockOffset, redisLatency                                           time.Duration
+		control                                                             bool
 	)
 	c := &cobra.Command{
 		Use:   "serve --limiter NAME --addr HOST:PORT",
@@ -25,7 +26,13 @@ func serveCmd() *cobra.Command {
 		Long: `Run one reference limiter instance. Requests carry the API key in X-API-Key
 (or the policy's identity header); admitted requests get 200 (and are forwarded
 to --downstream when set), denied ones 429 with Retry-After and rate-limit
-headers. /healthz answers 200, /metrics serves Prometheus metrics.`,
+headers. /healthz answers 200, /metrics serves Prometheus metrics.
+
+--control serves the harness's control endpoint (the docker environment turns
+it on in its containers): POST /_rlverify/fault?kind=clock-skew&param=+2s or
+?kind=rules-down injects a fault into this instance, DELETE with the same kind
+clears it, POST /_rlverify/drain hands over a regional replica's admissions.
+Anyone who reaches it can break the limiter: never expose it.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			pol, err := loadPolicy(policyFile)
@@ -36,31 +43,38 @@ headers. /healthz answers 200, /metrics serves Prometheus metrics.`,
 			if err != nil {
 				return usageWrap(err)
 			}
-			declared := pol.WithAlgorithm(entry.Algorithm)
-			env := catalog.Env{}
-			if entry.Store == catalog.Redis {
-				if redisAddr == "" {
-					return usageErr("--store redis needs --redis HOST:PORT")
-				}
-				client := limiters.NewRedisClient(redisAddr, declared.Failure.StoreTimeout.D())
-				defer client.Close()
-				env.Redis = client
+			if entry.Store == catalog.Redis && redisAddr == "" {
+				return usageErr("--store redis needs --redis HOST:PORT")
 			}
-			metrics := targets.NewMetrics()
-			lims, err := targets.BuildLimiters(declared, entry, env, metrics)
-			if err != nil {
-				return runErr(err)
+			if redisLatency < 0 || redisLatency > 5*time.Second {
+				return usageErr("--redis-latency %s: want 0 … 5s", redisLatency)
 			}
-			global, err := targets.BuildGlobal(declared, entry, env, metrics)
-			if err != nil {
-				return runErr(err)
+			switch regionMode {
+			case "", targets.RegionReplicated, targets.RegionStrict, targets.RegionIndependent:
+			default:
+				return usageErr("--region-mode %q: want replicated, strict or independent", regionMode)
 			}
-			svc := &targets.Service{Policy: declared, Limiters: lims, Global: global, Metrics: metrics, TrustXFF: entry.TrustXFF, ForwardRejected: entry.ForwardRejected, Name: addr}
+			opts := targets.StandaloneOptions{
+				Policy: pol.WithAlgorithm(entry.Algorithm), Entry: entry, RedisAddr: redisAddr, RedisLatency: redisLatency,
+				ClockOffset: clockOffset, RegionMode: regionMode, Control: control, Name: addr,
+			}
 			if downstream != "" {
-				svc.Downstream = &targets.HTTPForwarder{URL: downstream, Client: &http.Client{Timeout: 5 * time.Second}}
+				opts.Downstream = &targets.HTTPForwarder{URL: downstream, Client: &http.Client{Timeout: 5 * time.Second}}
 			}
-			return serveUntilDone(c.Context(), addr, svc, func(a string) {
-				fmt.Fprintf(c.ErrOrStderr(), "rlverify serve: %s (%s, store %s) listening on http://%s\n", entry.Name, entry.Algorithm, entry.Store, a)
+			h, release, err := targets.NewStandalone(opts)
+			if err != nil {
+				return runErr(err)
+			}
+			defer release()
+			return serveUntilDone(c.Context(), addr, h, func(a string) {
+				extra := ""
+				if regionMode != "" {
+					extra += ", region mode " + regionMode
+				}
+				if control {
+					extra += ", control endpoint on"
+				}
+				fmt.Fprintf(c.ErrOrStderr(), "rlverify serve: %s (%s, store %s%s) listening on http://%s\n", entry.Name, entry.Algorithm, entry.Store, extra, a)
 			})
 		},
 	}
@@ -71,6 +85,10 @@ headers. /healthz answers 200, /metrics serves Prometheus metrics.`,
 	fl.StringVar(&store, "store", "", "memory or redis")
 	fl.StringVar(&redisAddr, "redis", "", "Redis address HOST:PORT for --store redis")
 	fl.StringVar(&downstream, "downstream", "", "URL admitted requests are forwarded to (e.g. an rlverify sink)")
+	fl.BoolVar(&control, "control", false, "serve the control endpoint /_rlverify/ (fault injection, regional drain) — for test harnesses only")
+	fl.DurationVar(&clockOffset, "clock-offset", 0, "shift this instance's clock (e.g. 2s or -2s): a limiter that trusts instance clocks sees it")
+	fl.StringVar(&regionMode, "region-mode", "", "run the reference token bucket as one instance of a region: replicated, strict or independent")
+	fl.DurationVar(&redisLatency, "redis-latency", 0, "delay every exchange with Redis by this much each way (a store in another region)")
 	return c
 }
 
