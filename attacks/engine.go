@@ -619,7 +619,7 @@ func sortedCopy(xs []int64) []int64 {
 func (e *Engine) clearFaults() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, k := range []string{targets.FaultStoreDown, targets.FaultStoreSlow, targets.FaultClockSkew} {
+	for _, k := range []string{targets.FaultStoreDown, targets.FaultStoreSlow, targets.FaultClockSkew, targets.FaultRulesDown} {
 		if e.o.Faults.Supports(k) {
 			_ = e.o.Faults.Clear(ctx, k)
 		}

@@ -458,16 +458,23 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 		if ph.Action == "inject" {
 			switch ph.Fault {
 			case "store-slow":
+				if ph.Param == "stall" {
+					break
+				}
 				d, err := policy.ParseDuration(ph.Param)
 				if err != nil || d <= 0 || d > time.Minute || strings.HasPrefix(strings.TrimSpace(ph.Param), "+") {
-					return doc.Errorf(at+".param", "store-slow needs param: a latency in (0, 1m], such as 200ms")
+					return doc.Errorf(at+".param", "store-slow needs param: a latency in (0, 1m], such as 200ms, or stall (nothing gets through)")
+				}
+			case "store-down":
+				if ph.Param != "" && ph.Param != "reset" {
+					return doc.Errorf(at+".param", "store-down takes no param, or reset (TCP resets instead of closed connections)")
 				}
 			case "clock-skew":
 				d, err := time.ParseDuration(strings.TrimSpace(ph.Param))
 				if err != nil || d == 0 || d > time.Hour || d < -time.Hour {
 					return doc.Errorf(at+".param", "clock-skew needs param: a non-zero signed duration within ±1h, such as \"+2s\" or \"-2s\"")
 				}
-			case "store-down", "rules-down":
+			case "rules-down":
 				if ph.Param != "" {
 					return doc.Errorf(at+".param", "%s takes no param", ph.Fault)
 				}

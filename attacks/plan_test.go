@@ -194,3 +194,22 @@ func TestBuiltinsAreConsistent(t *testing.T) {
 		require.Contains(t, names, w)
 	}
 }
+
+// TestStoreFaultModesParse: the reset and stall forms of the store faults.
+func TestStoreFaultModesParse(t *testing.T) {
+	p, err := Parse("p.yaml", []byte(`name: x
+needs: [redis, faults]
+phases:
+  - kind: fault
+    action: inject
+    fault: store-down
+    param: reset
+  - kind: fault
+    action: inject
+    fault: store-slow
+    param: stall
+`))
+	require.NoError(t, err)
+	require.Equal(t, "reset", p.Phases[0].Param)
+	require.Equal(t, "stall", p.Phases[1].Param)
+}

@@ -9,7 +9,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docFailMode = "While the store is down (or slower than the store timeout), requests entirely inside the fault window behave as the declared mode says (open: admitted; closed: 503 with Retry-After or 429; local: per key and instance within LocalShare·(K + r·span); queue: answered within QueueWait + StoreTimeout + 100ms), are decided within StoreTimeout + 250ms, and from the policy's declared recovery time (failure.recovery, default 1 s) after the store is back the envelope holds again from a full bucket. While the rule source is down (rules-down), the service applies its conservative defaults: it still admits, and every key stays within the envelope of the policy's rules_fallback tier."
+const docFailMode = "While the store is down (or slower than the store timeout, or stalled), requests entirely inside the fault window behave as the declared mode says (open: admitted; closed: 503 with Retry-After or 429; local: per key and instance within LocalShare·(K + r·span); queue: answered within QueueWait + StoreTimeout + 100ms), are decided within StoreTimeout + 250ms, and from the policy's declared recovery time (failure.recovery, default 1 s) after the store is back the envelope holds again from a full bucket. While the rule source is down (rules-down), the service applies its conservative defaults: it still admits, and every key stays within the envelope of the policy's rules_fallback tier."
 
 // Margins on the declared timeouts, for scheduling and loopback noise.
 const (
@@ -37,7 +37,9 @@ func checkFailMode(ix *index) Result {
 		// only the latency bound applies then.
 		modeApplies := fault.Kind == "store-down"
 		if fault.Kind == "store-slow" {
-			if d, err := policy.ParseDuration(fault.Param); err == nil && d > f.StoreTimeout.D() {
+			if fault.Param == "stall" { // nothing gets through
+				modeApplies = true
+			} else if d, err := policy.ParseDuration(fault.Param); err == nil && d > f.StoreTimeout.D() {
 				modeApplies = true
 			}
 		}

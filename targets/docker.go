@@ -710,8 +710,10 @@ func (f *dockerFaults) Supports(kind string) bool {
 	return false
 }
 
-// Inject implements FaultInjector. store-slow's param is ignored: a paused
-// Redis does not answer at all, so every call takes the store timeout.
+// Inject implements FaultInjector. store-down's param "reset" kills the
+// Redis container(s) instead of stopping them. store-slow's param is
+// ignored: a paused Redis does not answer at all (a stall), so every call
+// takes the store timeout.
 // clock-skew's param is read by ParseSkews; each container gets its shift.
 func (f *dockerFaults) Inject(ctx context.Context, kind, param string) error {
 	f.mu.Lock()
@@ -729,9 +731,20 @@ func (f *dockerFaults) Inject(ctx context.Context, kind, param string) error {
 				return err
 			}
 		}
+		if param != "" && param != StoreDownReset {
+			return fmt.Errorf("docker: store-down: param %q: want none, or %q", param, StoreDownReset)
+		}
 		stop := 2 * time.Second
 		for _, r := range f.ds.redis {
-			if err := r.c.Stop(ctx, &stop); err != nil {
+			var err error
+			if param == StoreDownReset {
+				// Killed, not stopped: no orderly shutdown of its
+				// connections.
+				_, err = f.ds.cli.ContainerKill(ctx, r.c.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"})
+			} else {
+				err = r.c.Stop(ctx, &stop)
+			}
+			if err != nil {
 				return fmt.Errorf("docker: store-down: stop %s: %w", r.alias, err)
 			}
 		}

@@ -145,7 +145,25 @@ func TestDocker(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, one(st.Instances[0], "free-docker-slow"))
 		require.NoError(t, st.Faults.Clear(ctx, FaultStoreSlow))
 	})
-	require.False(t, st.Faults.Supports(FaultClockSkew))
+	t.Run("instance-faults-through-control", func(t *testing.T) {
+		require.True(t, st.Faults.Supports(FaultClockSkew))
+		require.True(t, st.Faults.Supports(FaultRulesDown))
+		fallback := func() string {
+			req, _ := http.NewRequest(http.MethodGet, st.Instances[2]+"/", nil)
+			req.Header.Set("X-API-Key", "free-docker-rules")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			return resp.Header.Get(FallbackHeader)
+		}
+		require.NoError(t, st.Faults.Inject(ctx, FaultRulesDown, ""))
+		require.Equal(t, FallbackRules, fallback(), "every container applies its conservative defaults")
+		require.NoError(t, st.Faults.Clear(ctx, FaultRulesDown))
+		require.Empty(t, fallback())
+		require.NoError(t, st.Faults.Inject(ctx, FaultClockSkew, "+2s@1"))
+		require.NoError(t, st.Faults.Clear(ctx, FaultClockSkew))
+		require.ErrorContains(t, st.Faults.Inject(ctx, FaultClockSkew, "+2s@7"), "instance")
+	})
 
 	began = time.Now()
 	require.NoError(t, st.Close())

@@ -52,6 +52,16 @@ const (
 	FaultRulesDown = "rules-down"
 )
 
+// Fault parameters that choose how a store fails.
+const (
+	// StoreDownReset: store-down with TCP resets instead of closed
+	// connections (docker: the Redis container is killed, not stopped).
+	StoreDownReset = "reset"
+	// StoreSlowStall: store-slow where nothing gets through at all, so
+	// every call runs into its timeout (docker's store-slow always is).
+	StoreSlowStall = "stall"
+)
+
 // FaultInjector breaks and mends parts of a running stack.
 type FaultInjector interface {
 	// Inject starts a fault; param is its size (latency for store-slow,

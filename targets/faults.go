@@ -72,11 +72,22 @@ func (f *localFaults) Inject(_ context.Context, kind, param string) error {
 	case FaultRulesDown:
 		f.rules.SetDown(true)
 	case FaultStoreDown:
-		f.proxy.SetDown(true)
+		switch param {
+		case "":
+			f.proxy.SetDown(true)
+		case StoreDownReset:
+			f.proxy.SetReset(true)
+		default:
+			return fmt.Errorf("store-down: param %q: want none, or %q for TCP resets", param, StoreDownReset)
+		}
 	case FaultStoreSlow:
+		if param == StoreSlowStall {
+			f.proxy.SetStall(true)
+			return nil
+		}
 		d, err := policy.ParseDuration(param)
 		if err != nil || d <= 0 {
-			return fmt.Errorf("store-slow: param %q: want a latency such as 200ms", param)
+			return fmt.Errorf("store-slow: param %q: want a latency such as 200ms, or %q", param, StoreSlowStall)
 		}
 		f.proxy.SetLatency(d)
 	case FaultClockSkew:
@@ -101,10 +112,12 @@ func (f *localFaults) Clear(_ context.Context, kind string) error {
 	case FaultStoreDown:
 		if f.proxy != nil {
 			f.proxy.SetDown(false)
+			f.proxy.SetReset(false)
 		}
 	case FaultStoreSlow:
 		if f.proxy != nil {
 			f.proxy.SetLatency(0)
+			f.proxy.SetStall(false)
 		}
 	case FaultClockSkew:
 		for _, c := range f.clocks {

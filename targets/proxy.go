@@ -11,15 +11,20 @@ import (
 )
 
 // FaultProxy is a TCP proxy between the limiter instances and their store.
-// It forwards bytes untouched until told to break: Down cuts every
-// connection and refuses new ones (a dead store), Slow delays every chunk
-// in both directions (a slow store). It is our own small proxy rather than
-// toxiproxy: these two faults are all the harness needs, and it keeps a
-// large dependency tree out of the binary.
+// It forwards bytes untouched until told to break, with the four faults of
+// toxiproxy that matter to a limiter: down (every connection closed, new
+// ones closed at once: a dead store), reset (the same with TCP resets: a
+// crashed store or a middlebox), latency (every chunk delayed in both
+// directions: a slow store) and stall (connections stay open but nothing
+// gets through: a hung store, every call runs into its timeout). It is our
+// own small proxy rather than toxiproxy: these faults are all the harness
+// needs, and it keeps a large dependency tree out of the binary.
 type FaultProxy struct {
 	ln      net.Listener
 	backend string
 	down    atomic.Bool
+	reset   atomic.Bool
+	stall   atomic.Bool
 	latency atomic.Int64 // ns
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
@@ -53,6 +58,31 @@ func (p *FaultProxy) SetDown(down bool) {
 		}
 		p.mu.Unlock()
 	}
+}
+
+// SetReset resets every connection and every new one (true) or mends
+// (false).
+func (p *FaultProxy) SetReset(on bool) {
+	p.reset.Store(on)
+	if on {
+		p.mu.Lock()
+		for c := range p.conns {
+			abort(c)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// SetStall stops (true) or resumes (false) forwarding; connections stay
+// open and what is sent meanwhile is dropped.
+func (p *FaultProxy) SetStall(on bool) { p.stall.Store(on) }
+
+// abort closes c with a TCP reset instead of an orderly shutdown.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
 }
 
 // SetLatency delays every forwarded chunk by d (0 mends).
@@ -91,6 +121,10 @@ func (p *FaultProxy) accept() {
 			if errors.Is(err, net.ErrClosed) || p.closed.Load() {
 				return
 			}
+			continue
+		}
+		if p.reset.Load() {
+			abort(c)
 			continue
 		}
 		if p.down.Load() {
@@ -134,8 +168,11 @@ func (p *FaultProxy) pipe(dst, src net.Conn) {
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d)
 			}
-			if p.down.Load() {
+			if p.down.Load() || p.reset.Load() {
 				return
+			}
+			if p.stall.Load() {
+				continue
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return

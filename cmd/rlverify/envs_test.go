@@ -108,6 +108,54 @@ func TestStoreOutageOnDocker(t *testing.T) {
 	}
 }
 
+// storeFaultPlan is a short outage of the shared store with the given
+// fault and param.
+func storeFaultPlan(t *testing.T, fault, param string) string {
+	t.Helper()
+	steady := func(name string) string {
+		return "  - name: " + name + "\n    kind: rate\n    key: paid-mode\n    rate: 40/s\n    duration: 1500ms\n"
+	}
+	plan := "name: store-" + param + "\nneeds: [redis, faults]\nphases:\n" + steady("before") +
+		"  - kind: fault\n    action: inject\n    fault: " + fault + "\n    param: " + param + "\n" + steady("during") +
+		"  - kind: fault\n    action: clear\n    fault: " + fault + "\n" + steady("after")
+	path := filepath.Join(t.TempDir(), "plan.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(plan), 0o644))
+	return path
+}
+
+// TestStoreFaultModes: a store that resets its connections (store-down
+// reset; docker kills the container) and one that swallows every command
+// (store-slow stall) are held to the declared failure mode like the plain
+// outage, and a limiter without one is caught, in process and in
+// containers.
+func TestStoreFaultModes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs attacks against Redis")
+	}
+	for _, env := range []struct {
+		name string
+		args []string
+	}{
+		{"embedded", []string{"--store", "redis"}},
+		{"docker", dockerFlags},
+	} {
+		t.Run(env.name, func(t *testing.T) {
+			needEnv(t, env.name)
+			for _, f := range []struct{ fault, param string }{{"store-down", "reset"}, {"store-slow", "stall"}} {
+				plan := storeFaultPlan(t, f.fault, f.param)
+				for _, lim := range []struct{ name, want string }{{"token-bucket", "pass"}, {"faulty/unguarded-store", "fail"}} {
+					args := append([]string{"attack", "--plan", plan, "--limiter", lim.name, "--policy", "fail-open", "--format", "json",
+						"--out", t.TempDir(), "--quiet", "--checks", "fail-mode"}, env.args...)
+					out, stderr, code := rl(t, args...)
+					require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
+					d := decodeDoc(t, out)
+					require.Equal(t, lim.want, verdictOf(t, out, "fail-mode"), "%s %s %s on %s: %+v", lim.name, f.fault, f.param, env.name, d.Check("fail-mode"))
+				}
+			}
+		})
+	}
+}
+
 // TestScenariosOnDocker runs the failure scenarios in containers: each
 // passes against the reference limiter (or setting) and fails against the
 // faulty or mismatched one, as TestMutationMatrix shows them on embedded.
