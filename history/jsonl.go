@@ -47,13 +47,17 @@ func Create(file string) (*Writer, error) {
 }
 
 func (w *Writer) writeJSON(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	// Not HTML-escaped: a history is read back as JSON, and the declared
+	// policy must come back byte for byte ("<" stays "<").
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("history: encode %T: %w", v, err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.writeLocked(append(b, '\n'))
+	return w.writeLocked(buf.Bytes())
 }
 
 func (w *Writer) writeLocked(b []byte) error {
