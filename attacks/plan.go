@@ -466,8 +466,8 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 					return doc.Errorf(at+".param", "store-slow needs param: a latency in (0, 1m], such as 200ms, or stall (nothing gets through)")
 				}
 			case "store-down":
-				if ph.Param != "" && ph.Param != "reset" {
-					return doc.Errorf(at+".param", "store-down takes no param, or reset (TCP resets instead of closed connections)")
+				if ph.Param != "" && ph.Param != "reset" && ph.Param != "partition" {
+					return doc.Errorf(at+".param", "store-down takes no param, reset (TCP resets instead of closed connections) or partition (the store alive but unreachable)")
 				}
 			case "clock-skew":
 				d, err := time.ParseDuration(strings.TrimSpace(ph.Param))

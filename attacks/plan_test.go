@@ -208,8 +208,13 @@ phases:
     action: inject
     fault: store-slow
     param: stall
+  - kind: fault
+    action: inject
+    fault: store-down
+    param: partition
 `))
 	require.NoError(t, err)
 	require.Equal(t, "reset", p.Phases[0].Param)
 	require.Equal(t, "stall", p.Phases[1].Param)
+	require.Equal(t, "partition", p.Phases[2].Param)
 }

@@ -696,6 +696,7 @@ type dockerFaults struct {
 	control        ControlClient
 	mu             sync.Mutex
 	down           bool
+	partitioned    bool // down as a partition: reconnect, do not start
 	paused         bool
 }
 
@@ -711,7 +712,9 @@ func (f *dockerFaults) Supports(kind string) bool {
 }
 
 // Inject implements FaultInjector. store-down's param "reset" kills the
-// Redis container(s) instead of stopping them. store-slow's param is
+// Redis container(s) instead of stopping them, "partition" disconnects them
+// from the stack's network (they keep their state; the published port comes
+// back with the network). store-slow's param is
 // ignored: a paused Redis does not answer at all (a stall), so every call
 // takes the store timeout.
 // clock-skew's param is read by ParseSkews; each container gets its shift.
@@ -731,24 +734,27 @@ func (f *dockerFaults) Inject(ctx context.Context, kind, param string) error {
 				return err
 			}
 		}
-		if param != "" && param != StoreDownReset {
-			return fmt.Errorf("docker: store-down: param %q: want none, or %q", param, StoreDownReset)
-		}
 		stop := 2 * time.Second
 		for _, r := range f.ds.redis {
 			var err error
-			if param == StoreDownReset {
+			switch param {
+			case "":
+				err = r.c.Stop(ctx, &stop)
+			case StoreDownReset:
 				// Killed, not stopped: no orderly shutdown of its
 				// connections.
 				_, err = f.ds.cli.ContainerKill(ctx, r.c.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"})
-			} else {
-				err = r.c.Stop(ctx, &stop)
+			case StoreDownPartition:
+				// Alive and keeping its state, off the stack's network.
+				_, err = f.ds.cli.NetworkDisconnect(ctx, f.ds.network.ID, client.NetworkDisconnectOptions{Container: r.c.GetContainerID(), Force: true})
+			default:
+				return fmt.Errorf("docker: store-down: param %q: want none, %q or %q", param, StoreDownReset, StoreDownPartition)
 			}
 			if err != nil {
-				return fmt.Errorf("docker: store-down: stop %s: %w", r.alias, err)
+				return fmt.Errorf("docker: store-down %s: %s: %w", param, r.alias, err)
 			}
 		}
-		f.down = true
+		f.down, f.partitioned = true, param == StoreDownPartition
 	case FaultStoreSlow:
 		if f.paused || f.down {
 			return nil
@@ -808,7 +814,8 @@ func (f *dockerFaults) unpause(ctx context.Context) error {
 }
 
 // Clear implements FaultInjector. Clearing store-down starts Redis on the
-// same host port and waits until it answers PING.
+// same host port (or reconnects it to the network) and waits until it
+// answers PING.
 func (f *dockerFaults) Clear(ctx context.Context, kind string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -818,11 +825,18 @@ func (f *dockerFaults) Clear(ctx context.Context, kind string) error {
 			return nil
 		}
 		for _, r := range f.ds.redis {
-			if err := r.c.Start(ctx); err != nil {
-				return fmt.Errorf("docker: store-down: start %s again: %w", r.alias, err)
+			var err error
+			if f.partitioned {
+				_, err = f.ds.cli.NetworkConnect(ctx, f.ds.network.ID, client.NetworkConnectOptions{
+					Container: r.c.GetContainerID(), EndpointConfig: &dnetwork.EndpointSettings{Aliases: []string{r.alias}}})
+			} else {
+				err = r.c.Start(ctx)
+			}
+			if err != nil {
+				return fmt.Errorf("docker: store-down: bring %s back: %w", r.alias, err)
 			}
 		}
-		f.down = false
+		f.down, f.partitioned = false, false
 		for _, r := range f.ds.redis {
 			if err := waitRedis(ctx, r.addr, 15*time.Second); err != nil {
 				return fmt.Errorf("docker: store-down: %s: %w", r.alias, err)

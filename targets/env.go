@@ -57,6 +57,10 @@ const (
 	// StoreDownReset: store-down with TCP resets instead of closed
 	// connections (docker: the Redis container is killed, not stopped).
 	StoreDownReset = "reset"
+	// StoreDownPartition: store-down as a network partition, the store
+	// alive and keeping its state but unreachable (docker: the Redis
+	// container leaves the stack's network; the fault proxy stalls).
+	StoreDownPartition = "partition"
 	// StoreSlowStall: store-slow where nothing gets through at all, so
 	// every call runs into its timeout (docker's store-slow always is).
 	StoreSlowStall = "stall"

@@ -77,8 +77,12 @@ func (f *localFaults) Inject(_ context.Context, kind, param string) error {
 			f.proxy.SetDown(true)
 		case StoreDownReset:
 			f.proxy.SetReset(true)
+		case StoreDownPartition:
+			// A proxy cannot drop SYNs: it holds every connection open
+			// and passes nothing, which the client sees the same way.
+			f.proxy.SetStall(true)
 		default:
-			return fmt.Errorf("store-down: param %q: want none, or %q for TCP resets", param, StoreDownReset)
+			return fmt.Errorf("store-down: param %q: want none, %q (TCP resets) or %q", param, StoreDownReset, StoreDownPartition)
 		}
 	case FaultStoreSlow:
 		if param == StoreSlowStall {
@@ -113,6 +117,7 @@ func (f *localFaults) Clear(_ context.Context, kind string) error {
 		if f.proxy != nil {
 			f.proxy.SetDown(false)
 			f.proxy.SetReset(false)
+			f.proxy.SetStall(false)
 		}
 	case FaultStoreSlow:
 		if f.proxy != nil {

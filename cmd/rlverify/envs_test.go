@@ -124,8 +124,9 @@ func storeFaultPlan(t *testing.T, fault, param string) string {
 }
 
 // TestStoreFaultModes: a store that resets its connections (store-down
-// reset; docker kills the container) and one that swallows every command
-// (store-slow stall) are held to the declared failure mode like the plain
+// reset; docker kills the container), one cut off by a partition
+// (store-down partition; docker disconnects the container from the
+// network) and one that swallows every command (store-slow stall) are held to the declared failure mode like the plain
 // outage, and a limiter without one is caught, in process and in
 // containers.
 func TestStoreFaultModes(t *testing.T) {
@@ -141,7 +142,7 @@ func TestStoreFaultModes(t *testing.T) {
 	} {
 		t.Run(env.name, func(t *testing.T) {
 			needEnv(t, env.name)
-			for _, f := range []struct{ fault, param string }{{"store-down", "reset"}, {"store-slow", "stall"}} {
+			for _, f := range []struct{ fault, param string }{{"store-down", "reset"}, {"store-down", "partition"}, {"store-slow", "stall"}} {
 				plan := storeFaultPlan(t, f.fault, f.param)
 				for _, lim := range []struct{ name, want string }{{"token-bucket", "pass"}, {"faulty/unguarded-store", "fail"}} {
 					args := append([]string{"attack", "--plan", plan, "--limiter", lim.name, "--policy", "fail-open", "--format", "json",
