@@ -184,3 +184,51 @@ func TestCompareRegionSettings(t *testing.T) {
 	_, _, code = rl(t, "compare", "--plan", "regions", "--region-setting", "sideways", "--region-setting", "strict")
 	require.Equal(t, ExitUsage, code)
 }
+
+// TestCompareFailModesSideBySide: store-outage under fail-open,
+// fail-closed and local fallback in one comparison: the text report has
+// the per-second table with the outage marked, and inside the outage open
+// admits everything, closed nothing, local some but not all.
+func TestCompareFailModesSideBySide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three outages")
+	}
+	needEnv(t, "embedded")
+	dir := t.TempDir()
+	out, stderr, code := rl(t, "compare", "--plan", "store-outage", "--limiter", "token-bucket@fail-open",
+		"--limiter", "token-bucket@fail-closed", "--limiter", "token-bucket@fail-local", "--out", dir, "--format", "text,json")
+	require.Equal(t, ExitPass, code, stderr)
+	require.Contains(t, out, "per second (admitted/rejected/errors)")
+	require.Contains(t, out, "store-down")
+	b, err := os.ReadFile(filepath.Join(dir, "comparison.json"))
+	require.NoError(t, err)
+	var cmp reports.Comparison
+	require.NoError(t, json.Unmarshal(b, &cmp))
+	require.Len(t, cmp.Columns, 3)
+	inside := func(col reports.Column) (adm, rej int64) {
+		secs := col.Document.PerSecond
+		for i, s := range secs {
+			// Seconds wholly inside the outage: marked, between marked ones.
+			if s.Fault != "" && i > 0 && i+1 < len(secs) && secs[i-1].Fault != "" && secs[i+1].Fault != "" {
+				adm += s.Admitted
+				rej += s.Rejected
+			}
+		}
+		return adm, rej
+	}
+	for i, want := range []string{"open", "closed", "local"} {
+		col := cmp.Columns[i]
+		require.Equal(t, "pass", string(col.Document.Check("fail-mode").Verdict), col.Name)
+		adm, rej := inside(col)
+		require.Positive(t, adm+rej, "%s: a second wholly inside the outage", col.Name)
+		switch want {
+		case "open":
+			require.Zero(t, rej, "fail-open rejects nothing during the outage")
+		case "closed":
+			require.Zero(t, adm, "fail-closed admits nothing during the outage")
+		case "local":
+			require.Positive(t, adm, "local fallback admits its share")
+			require.Positive(t, rej, "and rejects beyond it")
+		}
+	}
+}

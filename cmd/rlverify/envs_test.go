@@ -80,8 +80,9 @@ func TestMultiInstanceOnEveryEnvironment(t *testing.T) {
 // TestStoreOutageOnDocker stops and restarts the Redis container mid-run
 // (store-outage) and pauses it (slow-store): the report shows the fault
 // window and the fail-mode verdict under each declared mode (the shipped
-// policies, enforcement back within their 1 s recovery), and a limiter
-// without a failure mode is caught.
+// policies, enforcement back within their 1 s recovery); a limiter
+// without a failure mode is caught, and so is a history judged against a
+// mode it was not recorded under.
 func TestStoreOutageOnDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts containers")
@@ -95,8 +96,9 @@ func TestStoreOutageOnDocker(t *testing.T) {
 		{"slow-store", "store-slow", "fail-open", "token-bucket", "pass"},
 		{"slow-store", "store-slow", "fail-open", "faulty/unguarded-store", "fail"},
 	} {
+		dir := t.TempDir()
 		args := append([]string{"attack", "--plan", tc.plan, "--limiter", tc.limiter, "--format", "json", "--policy", tc.policy,
-			"--out", t.TempDir(), "--quiet", "--checks", "fail-mode"}, dockerFlags...)
+			"--out", dir, "--quiet", "--checks", "fail-mode"}, dockerFlags...)
 		out, stderr, code := rl(t, args...)
 		require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
 		d := decodeDoc(t, out)
@@ -105,6 +107,13 @@ func TestStoreOutageOnDocker(t *testing.T) {
 		require.Greater(t, d.Faults[0].End, d.Faults[0].Start)
 		require.NotEmpty(t, d.PerSecond, "per-second table around the fault")
 		require.Equal(t, tc.want, verdictOf(t, out, "fail-mode"), "%s under %s on %s: %s", tc.limiter, tc.policy, tc.plan, out)
+		if tc.plan == "store-outage" && tc.want == "pass" && tc.policy != "fail-closed" {
+			// The mismatched mode: the same history judged against a
+			// policy declaring fail-closed.
+			out, _, code := rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--policy", "fail-closed", "--format", "json", "--checks", "fail-mode")
+			require.Equal(t, ExitFail, code)
+			require.Equal(t, "fail", verdictOf(t, out, "fail-mode"), "a %s run judged as fail-closed", tc.policy)
+		}
 	}
 }
 
