@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
@@ -69,4 +70,25 @@ func TestRememberingDialer(t *testing.T) {
 			c.Close()
 		})
 	}
+}
+
+// TestWarmPool: the pool holds the warmed connections without go-redis
+// keeping a minimum of idle ones, and warming a store that is not there
+// returns once its context ends.
+func TestWarmPool(t *testing.T) {
+	o := RedisOptions(singleAddr(t), 2*time.Second)
+	o.MinIdleConns = 0
+	c := redis.NewClient(o)
+	defer c.Close()
+	WarmPool(context.Background(), c, 8)
+	require.EqualValues(t, 8, c.PoolStats().TotalConns)
+
+	do := RedisOptions("127.0.0.1:1", 50*time.Millisecond)
+	do.MinIdleConns = 0
+	dead := redis.NewClient(do)
+	defer dead.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	WarmPool(ctx, dead, 4)
+	require.Zero(t, dead.PoolStats().TotalConns)
 }

@@ -228,6 +228,26 @@ func NewRedisClient(addr string, timeout time.Duration) *redis.Client {
 	return redis.NewClient(RedisOptions(addr, timeout))
 }
 
+// WarmPool opens up to n connections of client's pool now (n concurrent
+// PINGs, bounded by ctx; failures are ignored: the store may not be up
+// yet). With MinIdleConns 0 this gives a warm pool without go-redis
+// refilling it in the background: when a real store dies, those refills
+// fail by the dozen, and after PoolSize failed dials go-redis lets only one
+// probe dial a second through, which held enforcement back for up to
+// ~1.5 s after the store returned.
+func WarmPool(ctx context.Context, client redis.Cmdable, n int) {
+	done := make(chan struct{}, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			_ = client.Ping(ctx).Err()
+			done <- struct{}{}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		<-done
+	}
+}
+
 // redisMinIdle connections are opened ahead of demand, so the first burst
 // does not wait for dials.
 const redisMinIdle = 32

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -53,7 +54,9 @@ const (
 	EnvRedisImage   = "RLVERIFY_REDIS_IMAGE"
 	EnvLimiterImage = "RLVERIFY_LIMITER_IMAGE"
 	EnvNoPull       = "RLVERIFY_NO_PULL"
-	// EnvDockerDebug=1 keeps testcontainers' own log lines on stderr.
+	// EnvDockerDebug=1 keeps testcontainers' own log lines on stderr and,
+	// when the stack closes, passes the last lines of every limiter
+	// container's log to Spec.Log.
 	EnvDockerDebug = "RLVERIFY_DOCKER_DEBUG"
 )
 
@@ -409,6 +412,10 @@ func (d Docker) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		}
 		st.Instances = append(st.Instances, url)
 	}
+	if os.Getenv(EnvDockerDebug) == "1" {
+		// Registered after the containers: runs before they are removed.
+		st.OnClose(func() error { ds.dumpLogs(logf); return nil })
+	}
 	st.Sink = &RemoteSink{URL: sinkURL}
 	faults := &dockerFaults{ds: ds, instances: st.Instances, instanceFaults: regions == nil}
 	st.OnClose(faults.clearAll)
@@ -607,6 +614,28 @@ func PolicyYAML(p *policy.Policy) ([]byte, error) {
 type logfLogger func(format string, args ...any)
 
 func (l logfLogger) Printf(format string, args ...any) { l("docker: "+format, args...) }
+
+// dumpLogs passes the last lines of each limiter container's log to logf.
+func (ds *dockerStack) dumpLogs(logf func(string, ...any)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, c := range ds.limiters {
+		rc, err := c.Logs(ctx)
+		if err != nil {
+			logf("docker: limiter %d log: %v", i, err)
+			continue
+		}
+		b, _ := io.ReadAll(io.LimitReader(rc, 1<<20))
+		rc.Close()
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		for _, l := range lines {
+			logf("docker: limiter %d: %s", i, l)
+		}
+	}
+}
 
 // startRedis starts one Redis container on a fixed loopback port (so that
 // a stop/start keeps it) and waits until it answers PING.

@@ -27,6 +27,8 @@ type InstanceOptions struct {
 	// Rules is the rule source the instance falls back from (may be nil:
 	// the rules cannot then be taken away).
 	Rules *RuleSource
+	// Logf receives the store circuit breaker's transitions (may be nil).
+	Logf func(format string, args ...any)
 }
 
 // Instance is one reference service with the clock a clock-skew fault
@@ -49,6 +51,7 @@ func NewInstance(pol *policy.Policy, entry catalog.Entry, o InstanceOptions) (*I
 	// add it twice.
 	env.Skew = 0
 	metrics := NewMetrics()
+	metrics.Logf = o.Logf
 	lims, err := BuildLimiters(pol, entry, env, metrics)
 	if err != nil {
 		return nil, fmt.Errorf("instance %d: %w", o.Index, err)

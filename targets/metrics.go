@@ -24,6 +24,10 @@ type Metrics struct {
 	storeLat  prometheus.Histogram
 	circuit   *prometheus.GaugeVec
 	handler   http.Handler
+	// Logf, when set, receives a line per circuit-breaker transition (a
+	// standalone service logs them: they say when the store was given up
+	// and when it was trusted again).
+	Logf func(format string, args ...any)
 }
 
 // NewMetrics registers the service metrics in a new registry.
@@ -108,6 +112,9 @@ func (o metricsObserver) OnStoreLatency(d time.Duration) { o.m.storeLat.Observe(
 func (o metricsObserver) OnStoreError(error) { o.m.errors.Inc() }
 
 func (o metricsObserver) OnCircuit(state string) {
+	if o.m.Logf != nil {
+		o.m.Logf("store circuit %s", state)
+	}
 	for _, s := range []string{limiters.CircuitClosed, limiters.CircuitOpen, limiters.CircuitHalfOpen} {
 		v := 0.0
 		if s == state {

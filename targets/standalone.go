@@ -1,6 +1,7 @@
 package targets
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -35,6 +36,8 @@ type StandaloneOptions struct {
 	Control    bool
 	Downstream Forwarder
 	Name       string
+	// Logf receives operational lines (store circuit transitions).
+	Logf func(format string, args ...any)
 }
 
 // NewStandalone builds the handler of one standalone instance and a
@@ -76,8 +79,14 @@ func NewStandalone(o StandaloneOptions) (http.Handler, func() error, error) {
 		}
 		ro := limiters.RedisOptions(addr, timeout)
 		ro.Dialer = (&limiters.RememberingDialer{Timeout: ro.DialTimeout}).DialContext
+		// Warmed once instead of kept warm: see limiters.WarmPool.
+		warm := ro.MinIdleConns
+		ro.MinIdleConns = 0
 		client := redis.NewClient(ro)
 		closers = append(closers, client.Close)
+		wctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		limiters.WarmPool(wctx, client, warm)
+		cancel()
 		env.Redis = client
 	} else if o.RedisLatency > 0 || o.RegionMode != "" {
 		return nil, nil, fmt.Errorf("standalone: %s keeps its state in memory: regions and Redis latency need a redis limiter", o.Entry.Name)
@@ -107,7 +116,7 @@ func NewStandalone(o StandaloneOptions) (http.Handler, func() error, error) {
 			return nil, nil, fmt.Errorf("standalone: %w", err)
 		}
 		in, err := NewInstance(o.Policy, o.Entry, InstanceOptions{
-			Name: o.Name, Skew: o.ClockOffset, Env: env, Downstream: o.Downstream, Rules: rules,
+			Name: o.Name, Skew: o.ClockOffset, Env: env, Downstream: o.Downstream, Rules: rules, Logf: o.Logf,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("standalone: %w", err)

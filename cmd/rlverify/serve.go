@@ -57,6 +57,9 @@ Anyone who reaches it can break the limiter: never expose it.`,
 			opts := targets.StandaloneOptions{
 				Policy: pol.WithAlgorithm(entry.Algorithm), Entry: entry, RedisAddr: redisAddr, RedisLatency: redisLatency,
 				ClockOffset: clockOffset, RegionMode: regionMode, Control: control, Name: addr,
+				Logf: func(format string, args ...any) {
+					fmt.Fprintf(c.ErrOrStderr(), "%s rlverify serve: %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+				},
 			}
 			if downstream != "" {
 				opts.Downstream = &targets.HTTPForwarder{URL: downstream, Client: &http.Client{Timeout: 5 * time.Second}}
