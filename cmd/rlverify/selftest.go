@@ -38,7 +38,7 @@ var mutationMatrix = []matrixRow{
 	{Check: "oversell", Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/racy-token-bucket", Store: "redis", Instances: 3},
 	{Check: "oversell", Plan: "boundary-burst", Good: "sliding-log", Bad: "faulty/unweighted-fixed-window"},
 	{Check: "oversell", Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/uncapped-refill"},
-	{Check: "under-admission", Plan: "retry-after", Good: "token-bucket", Bad: "faulty/deduct-on-reject"},
+	{Check: "under-admission", Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/deduct-on-reject"},
 	{Check: "token-bounds", Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/uncapped-refill"},
 	{Check: "retry-after", Plan: "retry-after", Good: "token-bucket", Bad: "faulty/short-retry-after"},
 	{Check: "retry-after", Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/no-retry-after"},
