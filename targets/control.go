@@ -65,12 +65,7 @@ func (c *Control) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "drain: this instance keeps no regional replica (serve --region-mode replicated)", http.StatusNotFound)
 			return
 		}
-		out := map[string]map[string]int64{}
-		for tier, rg := range c.Replicas {
-			if d := rg.Drain(); len(d) > 0 {
-				out[tier] = d
-			}
-		}
+		out, _ := memoryReplica(c.Replicas).Drain(r.Context())
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
 	default:

@@ -151,6 +151,17 @@ func TestCompareMatrix(t *testing.T) {
 	require.Equal(t, ExitUsage, code)
 }
 
+// readComparison decodes dir/comparison.json and checks it has n columns.
+func readComparison(t *testing.T, dir string, n int) reports.Comparison {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "comparison.json"))
+	require.NoError(t, err)
+	var cmp reports.Comparison
+	require.NoError(t, json.Unmarshal(b, &cmp))
+	require.Len(t, cmp.Columns, n)
+	return cmp
+}
+
 // TestCompareRegionSettings: the precision/latency trade-off of region
 // settings side by side. One global store (strict) pays the inter-region
 // latency on decisions and does not overrun; replicated buckets decide
@@ -165,11 +176,7 @@ func TestCompareRegionSettings(t *testing.T) {
 	_, stderr, code := rl(t, "compare", "--plan", "regions", "--region-setting", "strict//30ms", "--region-setting", "replicated/100ms/30ms",
 		"--region-setting", "independent", "--out", dir, "--format", "json")
 	require.Equal(t, ExitFail, code, stderr)
-	b, err := os.ReadFile(filepath.Join(dir, "comparison.json"))
-	require.NoError(t, err)
-	var cmp reports.Comparison
-	require.NoError(t, json.Unmarshal(b, &cmp))
-	require.Len(t, cmp.Columns, 3)
+	cmp := readComparison(t, dir, 3)
 	strict, replicated, independent := cmp.Columns[0].Metrics, cmp.Columns[1].Metrics, cmp.Columns[2].Metrics
 	require.Equal(t, "pass", string(strict.Verdict))
 	require.Equal(t, "pass", string(replicated.Verdict))
@@ -200,11 +207,7 @@ func TestCompareFailModesSideBySide(t *testing.T) {
 	require.Equal(t, ExitPass, code, stderr)
 	require.Contains(t, out, "per second (admitted/rejected/errors)")
 	require.Contains(t, out, "store-down")
-	b, err := os.ReadFile(filepath.Join(dir, "comparison.json"))
-	require.NoError(t, err)
-	var cmp reports.Comparison
-	require.NoError(t, json.Unmarshal(b, &cmp))
-	require.Len(t, cmp.Columns, 3)
+	cmp := readComparison(t, dir, 3)
 	inside := func(col reports.Column) (adm, rej int64) {
 		secs := col.Document.PerSecond
 		for i, s := range secs {
