@@ -581,16 +581,6 @@ func waitRedis(ctx context.Context, addr string, d time.Duration) error {
 	}
 }
 
-// freeLoopbackPort returns a TCP port free on 127.0.0.1 right now.
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func newRunID() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
@@ -640,7 +630,7 @@ func (ds *dockerStack) dumpLogs(logf func(string, ...any)) {
 // startRedis starts one Redis container on a fixed loopback port (so that
 // a stop/start keeps it) and waits until it answers PING.
 func (ds *dockerStack) startRedis(ctx context.Context, st *Stack, image, alias string, logf func(string, ...any)) (dockerRedis, error) {
-	port, err := freeLoopbackPort()
+	port, err := redisproc.FreePort()
 	if err != nil {
 		return dockerRedis{}, fmt.Errorf("docker: %w", err)
 	}

@@ -53,10 +53,8 @@ func (r *RegionSpec) validate() error {
 	if r.Mode == "" {
 		r.Mode = RegionReplicated
 	}
-	switch r.Mode {
-	case RegionReplicated, RegionStrict, RegionIndependent:
-	default:
-		return fmt.Errorf("region mode %q: want replicated, strict or independent", r.Mode)
+	if err := CheckRegionMode(r.Mode); err != nil {
+		return err
 	}
 	if r.Regions < 2 || r.Regions > 8 {
 		return fmt.Errorf("%d regions: want 2 … 8", r.Regions)
@@ -68,6 +66,15 @@ func (r *RegionSpec) validate() error {
 		return fmt.Errorf("region latency %s / sync %s out of range", r.Latency, r.Sync)
 	}
 	return nil
+}
+
+// CheckRegionMode fails for anything but the three region modes.
+func CheckRegionMode(mode string) error {
+	switch mode {
+	case RegionReplicated, RegionStrict, RegionIndependent:
+		return nil
+	}
+	return fmt.Errorf("region mode %q: want replicated, strict or independent", mode)
 }
 
 // startRegions builds a multi-region stack: instances of region g are

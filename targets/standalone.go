@@ -94,8 +94,7 @@ func NewStandalone(o StandaloneOptions) (http.Handler, func() error, error) {
 	ctl := &Control{}
 	var h http.Handler
 	if o.RegionMode != "" {
-		rs := RegionSpec{Regions: 2, Mode: o.RegionMode}
-		if err := rs.validate(); err != nil {
+		if err := CheckRegionMode(o.RegionMode); err != nil {
 			return nil, nil, fmt.Errorf("standalone: %w", err)
 		}
 		if o.Entry.Name != "token-bucket" {

@@ -168,12 +168,10 @@ func parseRegionSetting(s string, f *attackFlags) error {
 	if len(parts) > 3 || parts[0] == "" {
 		return fmt.Errorf("--region-setting %q: want MODE[/SYNC[/LATENCY]], e.g. replicated/100ms/20ms", s)
 	}
-	switch parts[0] {
-	case targets.RegionReplicated, targets.RegionStrict, targets.RegionIndependent:
-		f.regionMode = parts[0]
-	default:
-		return fmt.Errorf("--region-setting %q: mode %q: want replicated, strict or independent", s, parts[0])
+	if err := targets.CheckRegionMode(parts[0]); err != nil {
+		return fmt.Errorf("--region-setting %q: %w", s, err)
 	}
+	f.regionMode = parts[0]
 	for i, dst := range []*time.Duration{&f.regionSync, &f.regionLat} {
 		if i+1 >= len(parts) || parts[i+1] == "" {
 			continue

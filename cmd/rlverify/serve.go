@@ -49,10 +49,10 @@ Anyone who reaches it can break the limiter: never expose it.`,
 			if redisLatency < 0 || redisLatency > 5*time.Second {
 				return usageErr("--redis-latency %s: want 0 … 5s", redisLatency)
 			}
-			switch regionMode {
-			case "", targets.RegionReplicated, targets.RegionStrict, targets.RegionIndependent:
-			default:
-				return usageErr("--region-mode %q: want replicated, strict or independent", regionMode)
+			if regionMode != "" {
+				if err := targets.CheckRegionMode(regionMode); err != nil {
+					return usageErr("--region-mode: %w", err)
+				}
 			}
 			opts := targets.StandaloneOptions{
 				Policy: pol.WithAlgorithm(entry.Algorithm), Entry: entry, RedisAddr: redisAddr, RedisLatency: redisLatency,

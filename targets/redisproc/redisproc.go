@@ -69,7 +69,7 @@ func Start(extra ...string) (*Server, error) {
 	}
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -286,10 +286,11 @@ func Do(addr string, args ...string) (string, error) {
 	return "", fmt.Errorf("redisproc: unsupported reply %q", line)
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port free on 127.0.0.1 right now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("redisproc: find a free port: %w", err)
+		return 0, fmt.Errorf("find a free port on 127.0.0.1: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
