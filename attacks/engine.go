@@ -461,10 +461,10 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		ev.Fallback = h.Get(targets.FallbackHeader)
 		ev.Scope = h.Get(targets.ScopeHeader)
 	}
-	switch ev.Outcome() {
-	case history.Admitted:
+	switch e.classify(ev) {
+	case policy.ClassAdmitted:
 		e.adm.Add(1)
-	case history.Rejected:
+	case policy.ClassRejected:
 		e.rej.Add(1)
 		if ra, ok := parseRetryAfter(ev.RetryAfter, e.wall(ev.Recv)); ok {
 			e.noteRejection(ev.Key, rejection{recv: ev.Recv, retryAfter: ra})
@@ -479,6 +479,11 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		return
 	}
 	_ = e.o.Writer.WriteEvent(ev)
+}
+
+// classify reads ev under the declared response contract.
+func (e *Engine) classify(ev *history.Event) policy.Class {
+	return e.o.Policy.Statuses.Classify(ev.Status, ev.RetryAfter != "")
 }
 
 // noteRejection remembers rj as the last rejection of key unless one

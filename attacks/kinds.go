@@ -72,7 +72,7 @@ func (e *Engine) retry(ctx context.Context, ph *Phase) (*history.Phase, error) {
 				if ev.Sent-intended > int64(e.o.LateTolerance) {
 					late.Add(1)
 				}
-				if ev.Status != http.StatusTooManyRequests && ev.Status != http.StatusServiceUnavailable {
+				if e.classify(ev) != policy.ClassRejected && !e.o.Policy.Statuses.Closed.Has(ev.Status) {
 					return
 				}
 				wait, ok := parseRetryAfter(ev.RetryAfter, e.wall(ev.Recv))

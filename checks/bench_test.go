@@ -37,7 +37,7 @@ func benchHistory(n, keys int) *history.History {
 
 func benchPolicy() *policy.Policy {
 	p := policy.Default()
-	p.Headers.RateLimit = false // the simulation names its policy "k"
+	p.Headers.RateLimit = policy.RateLimitNone // the simulation names its policy "k"
 	return p
 }
 

@@ -131,6 +131,9 @@ type rec struct {
 	status int16 // HTTP status
 	inst   int16 // Event.Instance, clamped to int16
 	out    history.Outcome
+	// limit is set for a refusal by the limit itself: a status the policy
+	// declares rejected (429 by default), not a fail-closed 503.
+	limit bool
 	// variant is set for bypass probes (Event.Variant != "").
 	variant bool
 	// fault is set when the interval overlaps a store fault window.
@@ -417,7 +420,7 @@ func (pt *indexPart) scan(ix *index, from, to int, kid []int32, flat []rec) {
 			lastInst = e.Instance
 		}
 		r := ix.mkRec(e, i)
-		if r.out == history.Rejected && r.status == 429 {
+		if r.limit {
 			r.ra = fastRetryAfter(e.RetryAfter)
 		}
 		if d := r.hi - r.lo; d > pt.maxLat {
@@ -435,10 +438,14 @@ func (pt *indexPart) scan(ix *index, from, to int, kid []int32, flat []rec) {
 
 // mkRec builds the compact record of event i.
 func (ix *index) mkRec(e *history.Event, i int) rec {
-	r := rec{lo: e.Sent - ix.slack, hi: e.Recv + ix.slack, idx: int32(i), status: int16(e.Status), out: e.Outcome(), variant: e.Variant != "",
+	r := rec{lo: e.Sent - ix.slack, hi: e.Recv + ix.slack, idx: int32(i), status: int16(e.Status), out: Outcome(ix.p, e), variant: e.Variant != "",
 		inst: int16(max(math.MinInt16, min(math.MaxInt16, e.Instance)))}
 	if r.hi < r.lo {
 		r.hi = r.lo
+	}
+	r.limit = r.out == history.Rejected && ix.p.Statuses.Rejected.Has(e.Status)
+	if len(ix.p.Statuses.Rejected) == 0 {
+		r.limit = r.out == history.Rejected && e.Status == 429
 	}
 	// A decision the target says its failure mode made, or one that may
 	// have been made during a store fault, is judged by fail-mode alone.
@@ -446,6 +453,18 @@ func (ix *index) mkRec(e *history.Event, i int) rec {
 	// against the key's own limits either.
 	r.fault = e.Fallback != "" || e.Scope != "" || (len(ix.h.Faults) > 0 && ix.inFault(r.lo, r.hi))
 	return r
+}
+
+// Outcome classifies e under p's response contract (policy.Statuses):
+// admitted, rejected, or unknown (no response or an undeclared status).
+func Outcome(p *policy.Policy, e *history.Event) history.Outcome {
+	switch p.Statuses.Classify(e.Status, e.RetryAfter != "") {
+	case policy.ClassAdmitted:
+		return history.Admitted
+	case policy.ClassRejected:
+		return history.Rejected
+	}
+	return history.Unknown
 }
 
 func cmpRec(a, b rec) int {

@@ -89,10 +89,10 @@ func TestHeaderTableMatchesEvents(t *testing.T) {
 		name  string
 		setup func(p *policy.Policy)
 	}{
-		{"both headers", func(p *policy.Policy) { p.Headers.RateLimit, p.Headers.XRateLimit = true, true }},
-		{"x only", func(p *policy.Policy) { p.Headers.RateLimit = false }},
+		{"both headers", func(p *policy.Policy) { p.Headers.RateLimit, p.Headers.XRateLimit = policy.RateLimitStructured, true }},
+		{"x only", func(p *policy.Policy) { p.Headers.RateLimit = policy.RateLimitNone }},
 		{"ratelimit only", func(p *policy.Policy) { p.Headers.XRateLimit = false }},
-		{"epoch", func(p *policy.Policy) { p.Headers.RateLimit, p.Headers.XReset = true, "epoch" }},
+		{"epoch", func(p *policy.Policy) { p.Headers.RateLimit, p.Headers.XReset = policy.RateLimitStructured, "epoch" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := policy.Default()

@@ -61,7 +61,7 @@ func windowSeconds(l *policy.Limit) int64 {
 // judged reports whether e is a response whose headers are judged: an
 // admission or a 429 of a tiered, non-variant request outside store faults.
 func (ix *index) judgedResponse(r rec) bool {
-	return !r.variant && !r.fault && (r.out == history.Admitted || r.status == 429)
+	return !r.variant && !r.fault && (r.out == history.Admitted || r.limit)
 }
 
 const docHeaders = "Where the policy declares them, admitted and 429 responses carry RateLimit and RateLimit-Policy (draft-ietf-httpapi-ratelimit-headers-10 Structured Fields) whose q and w match a tier limit's N and W (seconds, rounded up) with r in [0, q], and X-RateLimit-Limit = N, -Remaining in [0, N], -Reset in the declared form within the window."
@@ -70,7 +70,7 @@ func checkHeaders(ix *index) Result {
 	hp := ix.p.Headers
 	col := ix.collector()
 	figs := map[string]float64{}
-	if !hp.RateLimit && !hp.XRateLimit {
+	if !hp.RateLimit.Declared() && !hp.XRateLimit {
 		return col.result(Skip, "the policy declares neither RateLimit nor X-RateLimit headers", figs, "")
 	}
 	hc := newHeaderCache()
@@ -99,13 +99,13 @@ func checkHeaders(ix *index) Result {
 			continue
 		}
 		checked++
-		if (!hp.RateLimit || rateLimitOK(h, g.tier)) && (!hp.XRateLimit || ix.xRateLimitOK(h, g.tier, gMaxW[gi])) {
+		if (!hp.RateLimit.Declared() || rateLimitOK(h, g.tier)) && (!hp.XRateLimit || ix.xRateLimitOK(h, g.tier, gMaxW[gi])) {
 			continue // what the table holds shows no problem
 		}
 		e := &ix.h.Events[i]
 		r := ix.mkRec(e, i)
 		probs = probs[:0]
-		if hp.RateLimit {
+		if hp.RateLimit.Declared() {
 			probs = ix.checkRateLimit(e, g.tier, hc, probs)
 		}
 		if hp.XRateLimit {
@@ -121,7 +121,7 @@ func checkHeaders(ix *index) Result {
 		return col.result(Skip, "no admitted or 429 responses outside fault windows", figs, "")
 	}
 	var which []string
-	if hp.RateLimit {
+	if hp.RateLimit.Declared() {
 		which = append(which, "RateLimit/RateLimit-Policy")
 	}
 	if hp.XRateLimit {

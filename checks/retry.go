@@ -43,7 +43,7 @@ func checkRetryAfter(ix *index) Result {
 			if r.out != history.Rejected || r.variant {
 				continue
 			}
-			if r.status != 429 || r.fault {
+			if !r.limit || r.fault {
 				continue
 			}
 			rejections++

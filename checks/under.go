@@ -86,7 +86,7 @@ func (ix *index) computeUnder() {
 		}
 		slices.Sort(c.hi)
 		for _, r := range g.recs {
-			if r.out != history.Rejected || r.variant || r.status != 429 || r.fault {
+			if r.out != history.Rejected || r.variant || !r.limit || r.fault {
 				continue
 			}
 			res.judged++
@@ -364,7 +364,7 @@ func (ix *index) busyKeys(order []int32, key string, lo, hi int64) []string {
 		if e.Sent-ix.slack > hi {
 			break
 		}
-		if e.Key == key || e.Outcome() == history.Rejected || e.Recv+ix.slack < lo || seen[e.Key] {
+		if e.Key == key || Outcome(ix.p, e) == history.Rejected || e.Recv+ix.slack < lo || seen[e.Key] {
 			continue
 		}
 		seen[e.Key] = true

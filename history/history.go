@@ -112,8 +112,12 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
-// Outcome classifies e. Checks that bound admissions from above count only
-// Admitted; checks that bound from below treat Unknown as possibly consumed.
+// Outcome classifies e under the default response contract (2xx admitted,
+// 429 rejected, 503 with Retry-After rejected by a fail-closed limiter).
+// A policy may declare other statuses (policy.Statuses); checks and
+// reports classify with it (checks.Outcome). Checks that bound admissions
+// from above count only Admitted; checks that bound from below treat
+// Unknown as possibly consumed.
 func (e *Event) Outcome() Outcome {
 	switch {
 	case e.Status >= 200 && e.Status < 300:
@@ -230,12 +234,15 @@ type Stats struct {
 	Errors   int64 `json:"errors"`
 }
 
-// Stats counts h's events by outcome.
-func (h *History) Stats() Stats {
+// Stats counts h's events by outcome under the default contract.
+func (h *History) Stats() Stats { return h.StatsBy((*Event).Outcome) }
+
+// StatsBy counts h's events by the outcome classify gives them.
+func (h *History) StatsBy(classify func(*Event) Outcome) Stats {
 	var s Stats
 	for i := range h.Events {
 		s.Requests++
-		switch h.Events[i].Outcome() {
+		switch classify(&h.Events[i]) {
 		case Admitted:
 			s.Admitted++
 		case Rejected:

@@ -66,7 +66,33 @@ type Limit struct {
 	// ErrorBound is the declared relative over-admission of a sliding-window
 	// counter in any rolling window (0.0 means the default, 1.0: up to 2N).
 	ErrorBound float64 `yaml:"error_bound,omitempty" json:"error_bound,omitempty"`
+	// Scope is cluster (default: one quota per key across every instance)
+	// or instance (each instance enforces its own quota).
+	Scope string `yaml:"scope,omitempty" json:"scope,omitempty"`
+	// Anchor places fixed windows: epoch (default; window k is
+	// [k·W, (k+1)·W) of Unix time) or first (a key's window opens at its
+	// first request and closes W later; the next opens at its first request
+	// after that, as many popular libraries do).
+	Anchor string `yaml:"anchor,omitempty" json:"anchor,omitempty"`
 }
+
+// Limit scopes.
+const (
+	ScopeCluster  = "cluster"
+	ScopeInstance = "instance"
+)
+
+// Fixed-window anchors.
+const (
+	AnchorEpoch = "epoch"
+	AnchorFirst = "first"
+)
+
+// PerInstance reports whether each instance enforces this limit on its own.
+func (l Limit) PerInstance() bool { return l.Scope == ScopeInstance }
+
+// AnchoredAtFirst reports a fixed window that opens at a key's first request.
+func (l Limit) AnchoredAtFirst() bool { return l.Algorithm == FixedWindow && l.Anchor == AnchorFirst }
 
 // Tier is a class of keys with their own limits.
 type Tier struct {
@@ -80,8 +106,9 @@ type Tier struct {
 type Headers struct {
 	// RetryAfter: every 429 carries Retry-After.
 	RetryAfter bool `yaml:"retry_after" json:"retry_after"`
-	// RateLimit: RateLimit and RateLimit-Policy per draft-ietf-httpapi-ratelimit-headers-10.
-	RateLimit bool `yaml:"ratelimit" json:"ratelimit"`
+	// RateLimit is the generation of IETF RateLimit headers sent (none,
+	// structured, dictionary or split; see RateLimitHeaders).
+	RateLimit RateLimitHeaders `yaml:"ratelimit" json:"ratelimit"`
 	// XRateLimit: X-RateLimit-Limit, -Remaining and -Reset.
 	XRateLimit bool `yaml:"x_ratelimit" json:"x_ratelimit"`
 	// XReset is the form of X-RateLimit-Reset: "relative" seconds, "epoch"
@@ -120,15 +147,6 @@ type Failure struct {
 	Recovery Duration `yaml:"recovery,omitempty" json:"recovery,omitempty"`
 }
 
-// Identity says where the reference service takes the caller's key from.
-type Identity struct {
-	// Header carrying the API key (default X-API-Key).
-	Header string `yaml:"header" json:"header"`
-	// TrustedProxies are the peer addresses (CIDR) whose X-Forwarded-For is
-	// believed; empty means never.
-	TrustedProxies []string `yaml:"trusted_proxies,omitempty" json:"trusted_proxies,omitempty"`
-}
-
 // Policy is the whole declared promise of a limiter. The zero value is not
 // useful; build one with Load, Parse or Default.
 type Policy struct {
@@ -143,6 +161,8 @@ type Policy struct {
 	Headers     Headers  `yaml:"headers" json:"headers"`
 	Failure     Failure  `yaml:"failure" json:"failure"`
 	Identity    Identity `yaml:"identity" json:"identity"`
+	// Statuses says which responses mean admitted and rejected.
+	Statuses Statuses `yaml:"statuses,omitempty" json:"statuses"`
 	// Global is an optional aggregate cap across all keys (protects downstream).
 	Global *Limit `yaml:"global,omitempty" json:"global,omitempty"`
 	// RulesFallback names the tier whose limits every key gets while the
@@ -325,8 +345,11 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 	if f.Recovery < 0 || f.Recovery.D() > 10*time.Minute {
 		return errf("failure.recovery", "%s: want a duration in (0, 10m]", f.Recovery)
 	}
-	if p.Identity.Header == "" {
-		p.Identity.Header = "X-API-Key"
+	if err := p.Identity.normalize(errf); err != nil {
+		return err
+	}
+	if err := p.Statuses.normalize(errf); err != nil {
+		return err
 	}
 	if p.Tolerance < 0 || p.Tolerance > 10 {
 		return errf("tolerance", "%g: want a fraction ≥ 0 (0.05 = 5%%)", p.Tolerance)
@@ -401,6 +424,23 @@ func (l *Limit) normalize(path string, errf func(string, string, ...any) error) 
 		// share of the previous window it underweights; 1.0 (2N in a rolling
 		// window) is the mathematical worst case, declare less if measured.
 		l.ErrorBound = 1
+	}
+	if l.Scope == "" {
+		l.Scope = ScopeCluster
+	}
+	if l.Scope != ScopeCluster && l.Scope != ScopeInstance {
+		return errf(path+".scope", "%q: want cluster (one quota across instances) or instance (each instance its own)", l.Scope)
+	}
+	switch {
+	case l.Anchor == "" && (l.Algorithm == FixedWindow || l.Algorithm == SlidingCounter):
+		l.Anchor = AnchorEpoch
+	case l.Anchor == "":
+	case l.Algorithm != FixedWindow && l.Algorithm != SlidingCounter:
+		return errf(path+".anchor", "only window algorithms (fixed-window, sliding-counter) have an anchor")
+	case l.Anchor == AnchorFirst && l.Algorithm == SlidingCounter:
+		return errf(path+".anchor", "a sliding counter's windows are epoch-aligned; first applies to fixed-window")
+	case l.Anchor != AnchorEpoch && l.Anchor != AnchorFirst:
+		return errf(path+".anchor", "%q: want epoch (windows aligned to Unix time) or first (a key's window opens at its first request)", l.Anchor)
 	}
 	if l.Name == "" {
 		l.Name = l.defaultName()
@@ -505,6 +545,10 @@ func (p *Policy) Clone() *Policy {
 		c.Global = &g
 	}
 	c.Identity.TrustedProxies = append([]string(nil), p.Identity.TrustedProxies...)
+	c.Identity.PathVariants = append([]string(nil), p.Identity.PathVariants...)
+	c.Statuses.Admitted = append(StatusSet(nil), p.Statuses.Admitted...)
+	c.Statuses.Rejected = append(StatusSet(nil), p.Statuses.Rejected...)
+	c.Statuses.Closed = append(StatusSet(nil), p.Statuses.Closed...)
 	return &c
 }
 
@@ -519,6 +563,12 @@ func (p *Policy) WithAlgorithm(a Algorithm) *Policy {
 			l.Algorithm = a
 			if a == SlidingCounter && l.ErrorBound == 0 {
 				l.ErrorBound = 1
+			}
+			switch {
+			case a != FixedWindow && a != SlidingCounter:
+				l.Anchor = ""
+			case a == SlidingCounter || l.Anchor == "":
+				l.Anchor = AnchorEpoch
 			}
 		}
 	}

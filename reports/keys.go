@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -51,7 +52,7 @@ func keyStats(h *history.History, p *policy.Policy) []KeyStats {
 		}
 		a.n++
 		a.first, a.last = min(a.first, e.Sent), max(a.last, e.Recv)
-		switch e.Outcome() {
+		switch checks.Outcome(p, e) {
 		case history.Admitted:
 			a.Admitted++
 		case history.Rejected:

@@ -25,7 +25,7 @@ const MaxSeconds = 600
 // perSecond tabulates a history that has fault windows, second by second,
 // so a reader sees the outage and the failure mode's answer in it. It is
 // nil for runs without faults or longer than MaxSeconds.
-func perSecond(h *history.History, elapsed int64) []Second {
+func perSecond(h *history.History, elapsed int64, outcome func(*history.Event) history.Outcome) []Second {
 	if len(h.Faults) == 0 || elapsed <= 0 || elapsed > int64(MaxSeconds)*int64(time.Second) {
 		return nil
 	}
@@ -40,7 +40,7 @@ func perSecond(h *history.History, elapsed int64) []Second {
 		if s < 0 || s >= n {
 			continue
 		}
-		switch e.Outcome() {
+		switch outcome(e) {
 		case history.Admitted:
 			out[s].Admitted++
 		case history.Rejected:

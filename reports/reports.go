@@ -83,6 +83,11 @@ type PolicySummary struct {
 	FailMode string   `json:"fail_mode"`
 }
 
+// outcomeBy classifies events under p's response contract.
+func outcomeBy(p *policy.Policy) func(*history.Event) history.Outcome {
+	return func(e *history.Event) history.Outcome { return checks.Outcome(p, e) }
+}
+
 // Build assembles the document for a judged history. It reads h and p and
 // keeps rs as given; it does not modify any of them.
 func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
@@ -90,7 +95,7 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 		Schema:    Schema,
 		Verdict:   checks.Overall(rs),
 		Run:       h.Run,
-		Stats:     h.Stats(),
+		Stats:     h.StatsBy(outcomeBy(p)),
 		Phases:    h.Phases,
 		Faults:    h.Faults,
 		Checks:    rs,
@@ -116,7 +121,7 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 		if h.End == nil {
 			d.Elapsed = max(d.Elapsed, e.Recv)
 		}
-		if o := e.Outcome(); o == history.Admitted || o == history.Rejected {
+		if o := checks.Outcome(p, e); o == history.Admitted || o == history.Rejected {
 			lats = append(lats, e.Recv-e.Sent)
 		}
 	}
@@ -129,7 +134,7 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 		}
 	}
 	d.Timeline = buildTimeline(h, p)
-	d.PerSecond = perSecond(h, d.Elapsed)
+	d.PerSecond = perSecond(h, d.Elapsed, outcomeBy(p))
 	d.Keys = keyStats(h, p)
 	d.Footprint = footprint(h.Samples)
 	return d

@@ -38,6 +38,9 @@ type Timeline struct {
 	Keys []KeyTimeline `json:"keys"`
 	// OmittedKeys counts the keys with events that have no timeline.
 	OmittedKeys int `json:"omitted_keys,omitempty"`
+
+	// outcome classifies events under the policy's response contract.
+	outcome func(*history.Event) history.Outcome
 }
 
 // KeyTimeline is one key's series.
@@ -129,7 +132,7 @@ func buildTimeline(h *history.History, p *policy.Policy) *Timeline {
 		}
 		width = niceWidth(width + 1)
 	}
-	t := &Timeline{Start: start, Width: width, Buckets: int(n)}
+	t := &Timeline{Start: start, Width: width, Buckets: int(n), outcome: outcomeBy(p)}
 
 	// Group events by key, busiest first.
 	byKey := map[string][]int{}
@@ -233,7 +236,7 @@ func (t *Timeline) series(h *history.History, idx []int, inst int) Series {
 	for _, i := range idx {
 		e := &h.Events[i]
 		b := t.Bucket(e.Sent)
-		switch e.Outcome() {
+		switch t.outcome(e) {
 		case history.Admitted:
 			s.Admitted[b]++
 			lats[b] = append(lats[b], e.Recv-e.Sent)
@@ -382,7 +385,7 @@ func (t *Timeline) level(h *history.History, idx []int, l policy.Limit, epoch in
 		low, took := math.Inf(1), false
 		for ; j < len(idx) && (h.Events[idx[j]].Sent < end || b == t.Buckets-1); j++ {
 			e := &h.Events[idx[j]]
-			if e.Outcome() != history.Admitted {
+			if t.outcome(e) != history.Admitted {
 				continue
 			}
 			sim.take(e.Sent)

@@ -26,9 +26,9 @@ type Forwarder interface {
 // forwarded downstream and answered 200; denied ones 429 with Retry-After and
 // the declared rate-limit headers.
 //
-// Key normalisation: surrounding white space is trimmed and the key is
-// lower-cased, so "Free-A " and "free-a" share one quota. Keys are limited to
-// 200 bytes of printable ASCII.
+// Key normalisation follows the policy's identity declaration (the built-in
+// policies: trimmed and case-folded, so "Free-A " and "free-a" share one
+// quota; at most 200 bytes of printable ASCII).
 type Service struct {
 	Policy *policy.Policy
 	// Limiters holds one limiter per tier name.
@@ -66,7 +66,8 @@ const ScopeHeader = "X-RateLimit-Scope"
 // records it and judges such decisions by the declared failure mode.
 const FallbackHeader = "X-RateLimit-Fallback"
 
-// MaxKeyLen bounds an accepted API key.
+// MaxKeyLen bounds an accepted API key when the policy declares no
+// identity.max_length.
 const MaxKeyLen = 200
 
 func (s *Service) now() time.Time {
@@ -76,19 +77,79 @@ func (s *Service) now() time.Time {
 	return time.Now()
 }
 
-// NormalizeKey applies the service's key normalisation; ok is false for a
-// key that is empty or not printable ASCII.
-func NormalizeKey(raw string) (string, bool) {
-	k := strings.ToLower(strings.TrimSpace(raw))
-	if k == "" || len(k) > MaxKeyLen {
-		return "", false
+// errIdentity is a request whose key the service refuses to read.
+type errIdentity struct {
+	status int
+	msg    string
+}
+
+// identity reads the caller's key where the policy's identity says it
+// travels and normalises it as declared: surrounding white space trimmed
+// (when declared), case folded (when declared case-insensitive), a repeated
+// identity resolved (first, last or refused), a key beyond max_length
+// refused or cut. Keys must be printable ASCII.
+func (s *Service) identity(r *http.Request) (string, *errIdentity) {
+	id := &s.Policy.Identity
+	var vals []string
+	switch id.In {
+	case policy.InQuery:
+		vals = r.URL.Query()[id.Name]
+	case policy.InCookie:
+		for _, c := range r.Cookies() {
+			if c.Name == id.Name {
+				vals = append(vals, c.Value)
+			}
+		}
+	default:
+		for _, v := range r.Header.Values(id.Name) {
+			if id.In == policy.InBearer {
+				scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
+				if !ok || !strings.EqualFold(scheme, "Bearer") {
+					return "", &errIdentity{http.StatusUnauthorized, "want Authorization: Bearer KEY"}
+				}
+				v = tok
+			}
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) == 0 {
+		return "", &errIdentity{http.StatusUnauthorized, "missing API key in " + id.Describe()}
+	}
+	raw := vals[0]
+	if len(vals) > 1 {
+		switch id.Repeated {
+		case policy.RepeatedRejected:
+			return "", &errIdentity{http.StatusBadRequest, "the API key is given more than once"}
+		case policy.RepeatedLast:
+			raw = vals[len(vals)-1]
+		}
+	}
+	k := raw
+	if id.Trimmed() {
+		k = strings.TrimSpace(k)
+	}
+	if id.CaseFolded() {
+		k = strings.ToLower(k)
+	}
+	maxLen := id.MaxLength
+	if maxLen == 0 {
+		maxLen = MaxKeyLen
+	}
+	if len(k) > maxLen {
+		if id.TooLong != policy.TooLongCut || id.MaxLength == 0 {
+			return "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
+		}
+		k = k[:maxLen]
+	}
+	if k == "" {
+		return "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
 	}
 	for i := 0; i < len(k); i++ {
 		if k[i] < 0x21 || k[i] > 0x7e {
-			return "", false
+			return "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
 		}
 	}
-	return k, true
+	return k, nil
 }
 
 // ServeHTTP implements http.Handler.
@@ -107,14 +168,9 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	raw := r.Header.Get(s.Policy.Identity.Header)
-	if raw == "" {
-		http.Error(w, "missing API key in "+s.Policy.Identity.Header, http.StatusUnauthorized)
-		return
-	}
-	key, ok := NormalizeKey(raw)
-	if !ok {
-		http.Error(w, "malformed API key", http.StatusUnauthorized)
+	key, ierr := s.identity(r)
+	if ierr != nil {
+		http.Error(w, ierr.msg, ierr.status)
 		return
 	}
 	pol, lims, fallback := s.Policy, s.Limiters, ""
@@ -231,7 +287,7 @@ func (s *Service) writeHeaders(w http.ResponseWriter, tier *policy.Tier, d limit
 		}
 	}
 	reset := retryAfterSeconds(d.ResetAfter)
-	if s.Policy.Headers.RateLimit {
+	if s.Policy.Headers.RateLimit.Declared() {
 		wsec := int64(math.Ceil(lim.W().Seconds()))
 		h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d;w=%d", tier.Name, lim.Count, wsec))
 		h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", tier.Name, max(d.Remaining, 0), reset))
