@@ -38,9 +38,6 @@ type Timeline struct {
 	Keys []KeyTimeline `json:"keys"`
 	// OmittedKeys counts the keys with events that have no timeline.
 	OmittedKeys int `json:"omitted_keys,omitempty"`
-
-	// outcome classifies events under the policy's response contract.
-	outcome func(*history.Event) history.Outcome
 }
 
 // KeyTimeline is one key's series.
@@ -132,7 +129,8 @@ func buildTimeline(h *history.History, p *policy.Policy) *Timeline {
 		}
 		width = niceWidth(width + 1)
 	}
-	t := &Timeline{Start: start, Width: width, Buckets: int(n), outcome: outcomeBy(p)}
+	t := &Timeline{Start: start, Width: width, Buckets: int(n)}
+	outcome := outcomeBy(p)
 
 	// Group events by key, busiest first.
 	byKey := map[string][]int{}
@@ -177,7 +175,7 @@ func buildTimeline(h *history.History, p *policy.Policy) *Timeline {
 				kt.Tier = tier.Name
 			}
 		}
-		kt.All = t.series(h, idx, -1)
+		kt.All = t.series(h, idx, -1, outcome)
 		perInst := map[int][]int{}
 		for _, i := range idx {
 			perInst[h.Events[i].Instance] = append(perInst[h.Events[i].Instance], i)
@@ -200,12 +198,12 @@ func buildTimeline(h *history.History, p *policy.Policy) *Timeline {
 			}
 			slices.Sort(insts)
 			for _, in := range insts {
-				kt.Instances = append(kt.Instances, t.series(h, perInst[in], in))
+				kt.Instances = append(kt.Instances, t.series(h, perInst[in], in, outcome))
 			}
 		}
 		if kt.Limit != nil {
 			kt.Envelope = t.envelope(*kt.Limit, kt.FirstSent, epoch)
-			kt.Level = t.level(h, idx, *kt.Limit, epoch)
+			kt.Level = t.level(h, idx, *kt.Limit, epoch, outcome)
 		}
 		t.Keys = append(t.Keys, kt)
 	}
@@ -226,7 +224,7 @@ func niceWidth(w int64) int64 {
 	}
 }
 
-func (t *Timeline) series(h *history.History, idx []int, inst int) Series {
+func (t *Timeline) series(h *history.History, idx []int, inst int, outcome func(*history.Event) history.Outcome) Series {
 	s := Series{
 		Instance: inst, Requests: int64(len(idx)),
 		Admitted: make([]int, t.Buckets), Rejected: make([]int, t.Buckets), Errors: make([]int, t.Buckets),
@@ -236,7 +234,7 @@ func (t *Timeline) series(h *history.History, idx []int, inst int) Series {
 	for _, i := range idx {
 		e := &h.Events[i]
 		b := t.Bucket(e.Sent)
-		switch t.outcome(e) {
+		switch outcome(e) {
 		case history.Admitted:
 			s.Admitted[b]++
 			lats[b] = append(lats[b], e.Recv-e.Sent)
@@ -376,7 +374,7 @@ func newSim(l policy.Limit, epoch int64) levelSim {
 }
 
 // level simulates l on the admitted send times of idx (in send order).
-func (t *Timeline) level(h *history.History, idx []int, l policy.Limit, epoch int64) []float64 {
+func (t *Timeline) level(h *history.History, idx []int, l policy.Limit, epoch int64, outcome func(*history.Event) history.Outcome) []float64 {
 	sim := newSim(l, epoch)
 	lv := make([]float64, t.Buckets)
 	j := 0
@@ -385,7 +383,7 @@ func (t *Timeline) level(h *history.History, idx []int, l policy.Limit, epoch in
 		low, took := math.Inf(1), false
 		for ; j < len(idx) && (h.Events[idx[j]].Sent < end || b == t.Buckets-1); j++ {
 			e := &h.Events[idx[j]]
-			if t.outcome(e) != history.Admitted {
+			if outcome(e) != history.Admitted {
 				continue
 			}
 			sim.take(e.Sent)
