@@ -458,6 +458,9 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		ev.XLimit = h.Get("X-RateLimit-Limit")
 		ev.XRemaining = h.Get("X-RateLimit-Remaining")
 		ev.XReset = h.Get("X-RateLimit-Reset")
+		ev.RLLimit = h.Get("RateLimit-Limit")
+		ev.RLRemaining = h.Get("RateLimit-Remaining")
+		ev.RLReset = h.Get("RateLimit-Reset")
 		ev.Fallback = h.Get(targets.FallbackHeader)
 		ev.Scope = h.Get(targets.ScopeHeader)
 	}

@@ -46,6 +46,10 @@ const (
 	fXLimit
 	fXRemaining
 	fXReset
+	fRLLimit
+	fRLRemaining
+	fRLReset
+	fPath
 	fFallback
 	fScope
 	fErr
@@ -57,7 +61,8 @@ var eventFieldNames = map[string]eventField{
 	"t": fT, "id": fID, "key": fKey, "variant": fVariant, "tier": fTier, "inst": fInst, "phase": fPhase,
 	"intended": fIntended, "sent": fSent, "recv": fRecv, "status": fStatus,
 	"retry_after": fRetryAfter, "ratelimit": fRateLimit, "ratelimit_policy": fRateLimitPolicy,
-	"x_limit": fXLimit, "x_remaining": fXRemaining, "x_reset": fXReset, "fallback": fFallback, "scope": fScope, "err": fErr,
+	"x_limit": fXLimit, "x_remaining": fXRemaining, "x_reset": fXReset,
+	"rl_limit": fRLLimit, "rl_remaining": fRLRemaining, "rl_reset": fRLReset, "path": fPath, "fallback": fFallback, "scope": fScope, "err": fErr,
 }
 
 // lookupField maps a raw (unescaped) field name to its field without the
@@ -278,6 +283,14 @@ func (c *internCache) decode(b []byte, e *Event) bool {
 				e.XRemaining = s
 			case fXReset:
 				e.XReset = s
+			case fRLLimit:
+				e.RLLimit = s
+			case fRLRemaining:
+				e.RLRemaining = s
+			case fRLReset:
+				e.RLReset = s
+			case fPath:
+				e.Path = s
 			case fFallback:
 				e.Fallback = s
 			case fScope:

@@ -66,6 +66,9 @@ type Event struct {
 	Tier     string `json:"tier,omitempty"`
 	Instance int    `json:"inst"`
 	Phase    string `json:"phase"`
+	// Path is the request's path and query when it differs from the
+	// instance's base URL (a phase's own path, a template with {i}).
+	Path string `json:"path,omitempty"`
 	// Intended is when the scheduler meant to send; Sent when it did.
 	Intended int64 `json:"intended"`
 	Sent     int64 `json:"sent"`
@@ -79,6 +82,11 @@ type Event struct {
 	XLimit          string `json:"x_limit,omitempty"`
 	XRemaining      string `json:"x_remaining,omitempty"`
 	XReset          string `json:"x_reset,omitempty"`
+	// RateLimit-Limit, -Remaining and -Reset (the split header generation
+	// of the early IETF drafts).
+	RLLimit     string `json:"rl_limit,omitempty"`
+	RLRemaining string `json:"rl_remaining,omitempty"`
+	RLReset     string `json:"rl_reset,omitempty"`
 	// Fallback is the target's own statement (header X-RateLimit-Fallback)
 	// that its failure mode, not its store, made this decision: "open",
 	// "closed", "local" or "queue". Such decisions are judged by fail-mode.

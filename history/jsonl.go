@@ -154,6 +154,10 @@ func AppendEvent(b []byte, e *Event) []byte {
 	b = strconv.AppendInt(b, int64(e.Instance), 10)
 	b = append(b, `,"phase":`...)
 	b = appendString(b, e.Phase)
+	if e.Path != "" {
+		b = append(b, `,"path":`...)
+		b = appendString(b, e.Path)
+	}
 	b = append(b, `,"intended":`...)
 	b = strconv.AppendInt(b, e.Intended, 10)
 	b = append(b, `,"sent":`...)
@@ -171,6 +175,9 @@ func AppendEvent(b []byte, e *Event) []byte {
 		{`,"x_limit":`, e.XLimit},
 		{`,"x_remaining":`, e.XRemaining},
 		{`,"x_reset":`, e.XReset},
+		{`,"rl_limit":`, e.RLLimit},
+		{`,"rl_remaining":`, e.RLRemaining},
+		{`,"rl_reset":`, e.RLReset},
 		{`,"fallback":`, e.Fallback},
 		{`,"scope":`, e.Scope},
 		{`,"err":`, e.Err},
