@@ -159,7 +159,7 @@ func checkInstances(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{"instances": float64(ix.insts)}
 	ratio := 0.0
-	keys, unknown := 0, 0
+	keys, unknown, perInstance := 0, 0, 0
 	for _, ke := range ix.envelopes() {
 		if ke.g.insts < 2 || ke.admitted == 0 {
 			continue
@@ -167,6 +167,12 @@ func checkInstances(ix *index) Result {
 		keys++
 		for li, st := range ke.byLimit {
 			l := &ke.g.tier.Limits[li]
+			if l.PerInstance() {
+				// Each instance has its own quota by declaration: oversell
+				// judges each alone; the aggregate is not one quota.
+				perInstance++
+				continue
+			}
 			ratio = math.Max(ratio, float64(ke.admitted)/maxIn(l, time.Duration(ke.span)))
 			unknown += st.unknown
 			for ci := range st.certs {
@@ -183,6 +189,10 @@ func checkInstances(ix *index) Result {
 		return col.result(Skip, "no key's requests went to two or more instances", figs, "")
 	}
 	v, sum := Pass, fmt.Sprintf("%s spread over instances stayed within one quota (aggregate ratio %.2f)", plural(keys, "key", "keys"), ratio)
+	if perInstance > 0 {
+		figs["per_instance_limits"] = float64(perInstance)
+		sum += fmt.Sprintf("; %s declared per instance judged by oversell, instance by instance", plural(perInstance, "limit", "limits"))
+	}
 	if unknown > 0 {
 		v, sum = Unknown, fmt.Sprintf("%s could not be decided (no schedule, no certificate)", plural(unknown, "burst", "bursts"))
 	}
