@@ -147,7 +147,7 @@ func (o *Orders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		SKU any `json:"sku"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&body); err != nil {
 		problem(http.StatusBadRequest, "the body is not a JSON object: "+err.Error())
 		return
 	}

@@ -14,20 +14,20 @@ import (
 
 // The redisbucket service's identity and defaults (policies/redisbucket.yaml).
 const (
-	TenantHeader              = "X-Tenant-Key"
-	DefaultRedisStoreTimeout  = 50 * time.Millisecond
-	FailClosed                = "closed"
-	FailOpen                  = "open"
-	closedRetryAfter          = time.Second
-	redisKeyPrefix            = "testsvc:gcra:"
-	defaultRedisBucketCap     = 6
-	defaultRedisBucketRatePer = 3.0
+	TenantHeader             = "X-Tenant-Key"
+	DefaultRedisStoreTimeout = 50 * time.Millisecond
+	FailClosed               = "closed"
+	FailOpen                 = "open"
+)
+
+const (
+	// closedRetryAfter is the advice of a refusal while failing closed.
+	closedRetryAfter = time.Second
+	redisKeyPrefix   = "testsvc:gcra:"
 )
 
 // DefaultRedisBucket is the bucket policies/redisbucket.yaml declares.
-func DefaultRedisBucket() Bucket {
-	return Bucket{Capacity: defaultRedisBucketCap, Rate: defaultRedisBucketRatePer}
-}
+func DefaultRedisBucket() Bucket { return Bucket{Capacity: 6, Rate: 3} }
 
 // RedisBucketConfig configures the redisbucket service.
 type RedisBucketConfig struct {

@@ -19,13 +19,6 @@ type Store struct {
 // NewStore returns an empty store.
 func NewStore() *Store { return &Store{m: map[string]any{}} }
 
-// Len returns the number of keys held.
-func (s *Store) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.m)
-}
-
 // step runs one read-decide-write of key's state S: atomically under the
 // store's lock, or, with a racy pause, as a read, the pause and a separate
 // write, so requests arriving together all decide on the same stale state
