@@ -34,8 +34,8 @@ func PolicyYAML(name string) ([]byte, error) {
 	return b, nil
 }
 
-// DefaultOrdersKeys returns the allowlist policies/orders-keys.yaml: eight
-// basic keys (bsc_…) and four pro keys (pro_…).
+// DefaultOrdersKeys returns the allowlist policies/orders-keys.yaml: 24
+// basic keys (bsc_alpha … bsc_xray) and 8 pro keys (pro_alpha … pro_hotel).
 func DefaultOrdersKeys() map[string]string {
 	b, err := policyFiles.ReadFile("policies/orders-keys.yaml")
 	if err != nil {

@@ -39,11 +39,14 @@ func TestHonestPoliciesParseAndMatchTheDefaults(t *testing.T) {
 			assert.Equal(t, b.Capacity, l.Capacity)
 			assert.InDelta(t, b.Rate, l.R(), 1e-12)
 		}
+		perTier := map[string]int{}
 		for key, tier := range DefaultOrdersKeys() {
+			perTier[tier]++
 			got, ok := p.TierFor(key)
 			require.True(t, ok, key)
 			assert.Equal(t, tier, got.Name, "the allowlist and the policy put %s in one tier", key)
 		}
+		assert.Equal(t, map[string]int{"basic": 24, "pro": 8}, perTier)
 		_, ok := p.TierFor("stranger")
 		assert.False(t, ok, "unknown keys have no tier (401)")
 		assert.Equal(t, policy.InBearer, p.Identity.In)
