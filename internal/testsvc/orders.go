@@ -39,7 +39,7 @@ func (b Bucket) validate(what string) error {
 
 // DefaultOrdersTiers are the tiers policies/orders.yaml declares.
 func DefaultOrdersTiers() map[string]Bucket {
-	return map[string]Bucket{"basic": {Capacity: 5, Rate: 2.5}, "pro": {Capacity: 20, Rate: 12.5}}
+	return map[string]Bucket{"free": {Capacity: 5, Rate: 2.5}, "paid": {Capacity: 20, Rate: 12.5}}
 }
 
 // OrdersConfig configures the orders service: a JSON API behind a gateway
@@ -226,7 +226,7 @@ func secondsDuration(s float64) time.Duration {
 }
 
 // ParseKeys reads an allowlist written as YAML: each tier name maps to the
-// list of its keys ("pro: [pro_k1, pro_k2]"). It returns key → tier; name
+// list of its keys ("paid: [pd_k1, pd_k2]"). It returns key → tier; name
 // is the file in errors. A key listed twice, an empty key or tier, or an
 // empty allowlist is an error.
 func ParseKeys(name string, data []byte) (map[string]string, error) {

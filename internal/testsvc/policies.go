@@ -35,7 +35,7 @@ func PolicyYAML(name string) ([]byte, error) {
 }
 
 // DefaultOrdersKeys returns the allowlist policies/orders-keys.yaml: 24
-// basic keys (bsc_alpha … bsc_xray) and 8 pro keys (pro_alpha … pro_hotel).
+// free keys (fr_alpha … fr_xray) and 8 paid keys (pd_alpha … pd_hotel).
 func DefaultOrdersKeys() map[string]string {
 	b, err := policyFiles.ReadFile("policies/orders-keys.yaml")
 	if err != nil {

@@ -46,7 +46,7 @@ func TestHonestPoliciesParseAndMatchTheDefaults(t *testing.T) {
 			require.True(t, ok, key)
 			assert.Equal(t, tier, got.Name, "the allowlist and the policy put %s in one tier", key)
 		}
-		assert.Equal(t, map[string]int{"basic": 24, "pro": 8}, perTier)
+		assert.Equal(t, map[string]int{"free": 24, "paid": 8}, perTier)
 		_, ok := p.TierFor("stranger")
 		assert.False(t, ok, "unknown keys have no tier (401)")
 		assert.Equal(t, policy.InBearer, p.Identity.In)

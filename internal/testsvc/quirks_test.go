@@ -89,8 +89,8 @@ func TestQuirkEffects(t *testing.T) {
 		{"last-identity-wins", func(t *testing.T, q Quirks) any {
 			// orders authenticates the first token; the quirky limiter keys on the last.
 			o := newOrders(t, newClock(), q)
-			order("bsc_alpha").statuses(o, 5)
-			r := order("bsc_alpha")
+			order("fr_alpha").statuses(o, 5)
+			r := order("fr_alpha")
 			r.header = r.header.Clone()
 			r.header.Add("Authorization", "Bearer anything")
 			return r.send(o).Code
@@ -107,15 +107,15 @@ func TestQuirkEffects(t *testing.T) {
 		}, []any{429, int64(6)}, []any{200, int64(7)}},
 		{"trust-xff", func(t *testing.T, q Quirks) any {
 			o := newOrders(t, newClock(), q)
-			order("bsc_alpha").statuses(o, 5)
-			return withXFF(order("bsc_alpha"), "203.0.113.9").send(o).Code
+			order("fr_alpha").statuses(o, 5)
+			return withXFF(order("fr_alpha"), "203.0.113.9").send(o).Code
 		}, 429, 201},
 		{"deduct-on-reject", func(t *testing.T, q Quirks) any {
 			c := newClock()
 			o := newOrders(t, c, q)
-			order("bsc_alpha").statuses(o, 9) // 5 admitted, 4 refused
+			order("fr_alpha").statuses(o, 9) // 5 admitted, 4 refused
 			c.At(400 * time.Millisecond)
-			return order("bsc_alpha").send(o).Code
+			return order("fr_alpha").send(o).Code
 		}, 201, 429},
 		{"deduct-on-reject", func(t *testing.T, q Quirks) any {
 			c := newClock()
@@ -138,9 +138,9 @@ func TestQuirkEffects(t *testing.T) {
 		{"faster=2", func(t *testing.T, q Quirks) any {
 			c := newClock()
 			o := newOrders(t, c, q)
-			order("bsc_alpha").statuses(o, 5)
+			order("fr_alpha").statuses(o, 5)
 			c.At(200 * time.Millisecond)
-			return order("bsc_alpha").send(o).Code
+			return order("fr_alpha").send(o).Code
 		}, 429, 201},
 		{"faster=2", func(t *testing.T, q Quirks) any {
 			c := newClock()
@@ -151,17 +151,17 @@ func TestQuirkEffects(t *testing.T) {
 		}, 429, 200},
 		{"capacity+1", func(t *testing.T, q Quirks) any {
 			o := newOrders(t, newClock(), q)
-			w := order("bsc_alpha").send(o)
-			return []any{1 + count(order("bsc_alpha").statuses(o, 10), http.StatusCreated), w.Header().Get("RateLimit-Limit")}
+			w := order("fr_alpha").send(o)
+			return []any{1 + count(order("fr_alpha").statuses(o, 10), http.StatusCreated), w.Header().Get("RateLimit-Limit")}
 		}, []any{5, "5"}, []any{6, "5"}},
 		{"capacity+1", func(t *testing.T, q Quirks) any {
 			return count(session("s").statuses(newSessions(t, newClock(), 0, q), 10), http.StatusOK)
 		}, 6, 7},
 		{"retry-after-down", func(t *testing.T, q Quirks) any {
 			o := newOrders(t, newClock(), q)
-			statuses := order("bsc_alpha").statuses(o, 5)
+			statuses := order("fr_alpha").statuses(o, 5)
 			require.Equal(t, repeat(http.StatusCreated, 5), statuses)
-			return order("bsc_alpha").send(o).Header().Get("Retry-After")
+			return order("fr_alpha").send(o).Header().Get("Retry-After")
 		}, "1", "0"},
 		{"retry-after-down", func(t *testing.T, q Quirks) any {
 			s := newSessions(t, newClock(), 0, q)
@@ -171,7 +171,7 @@ func TestQuirkEffects(t *testing.T) {
 			return ra.Sub(t0)
 		}, 2700 * time.Millisecond, 1700 * time.Millisecond},
 		{"remaining-off-by-one", func(t *testing.T, q Quirks) any {
-			w := order("bsc_alpha").send(newOrders(t, newClock(), q))
+			w := order("fr_alpha").send(newOrders(t, newClock(), q))
 			return w.Header().Get("RateLimit-Remaining")
 		}, "4", "5"},
 		{"remaining-off-by-one", func(t *testing.T, q Quirks) any {

@@ -15,7 +15,7 @@ import (
 // The redisbucket service's identity and defaults (policies/redisbucket.yaml).
 const (
 	TenantHeader             = "X-Tenant-Key"
-	DefaultRedisStoreTimeout = 50 * time.Millisecond
+	DefaultRedisStoreTimeout = 100 * time.Millisecond
 	FailClosed               = "closed"
 	FailOpen                 = "open"
 )
@@ -70,8 +70,9 @@ type RedisBucket struct {
 	useClock  bool
 }
 
-// NewRedisBucket builds a redisbucket instance; it does not contact Redis
-// until the first request.
+// NewRedisBucket builds a redisbucket instance. It loads its script into
+// Redis if it can within the store timeout; Redis being unreachable is not
+// an error (requests decide by the failure mode until it is back).
 func NewRedisBucket(cfg RedisBucketConfig) (*RedisBucket, error) {
 	g, err := newGate("redisbucket", cfg.Common, QuirkFoldCase, QuirkDeductOnReject, QuirkFailOpen)
 	if err != nil {
@@ -111,7 +112,19 @@ func NewRedisBucket(cfg RedisBucketConfig) (*RedisBucket, error) {
 		// A retry would stretch a decision beyond the store timeout.
 		MaxRetries:    -1,
 		DialerRetries: 1,
+		// Enough connections that a burst of a hundred concurrent requests
+		// does not queue for one past the store timeout (the default is
+		// 10 per CPU).
+		PoolSize:     128,
+		MinIdleConns: 16,
 	})
+	// Warm up, best effort: load the script now (and the pool opens its
+	// idle connections), so that the first burst does not pay for them
+	// within its store timeout. Redis may be down at start (a fault test);
+	// requests then decide by the failure mode.
+	warm, cancel := context.WithTimeout(context.Background(), timeout)
+	_ = gcraScript.Load(warm, client).Err()
+	cancel()
 	return &RedisBucket{
 		g: g, client: client, bucket: b, timeout: timeout,
 		failOpen:  mode == FailOpen || cfg.Quirks.FailOpen,

@@ -73,17 +73,17 @@ func TestUpstreamJSONAndPrometheus(t *testing.T) {
 	url, stop := Serve(o)
 	defer stop()
 	o.g.up.Forward("ext")
-	for _, k := range []string{"bsc_alpha", "bsc_alpha", "pro_alpha"} {
+	for _, k := range []string{"fr_alpha", "fr_alpha", "pd_alpha"} {
 		order(k).send(o)
 	}
-	order("bsc_zulu").send(o) // 401, not forwarded
+	order("fr_zulu").send(o) // 401, not forwarded
 
 	code, h, body := get(t, url+UpstreamPath, nil)
 	require.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "application/json", h.Get("Content-Type"))
 	var doc map[string]map[string]any
 	require.NoError(t, json.Unmarshal([]byte(body), &doc))
-	assert.Equal(t, map[string]any{"total": 4.0, "by_key": map[string]any{"bsc_alpha": 2.0, "pro_alpha": 1.0, "ext": 1.0}}, doc["forwarded"])
+	assert.Equal(t, map[string]any{"total": 4.0, "by_key": map[string]any{"fr_alpha": 2.0, "pd_alpha": 1.0, "ext": 1.0}}, doc["forwarded"])
 
 	code, _, text := get(t, url+MetricsPath, nil)
 	require.Equal(t, http.StatusOK, code)
@@ -92,8 +92,8 @@ func TestUpstreamJSONAndPrometheus(t *testing.T) {
 		lines[l] = true
 	}
 	for _, want := range []string{
-		`upstream_forwarded_total{api_key="bsc_alpha"} 2`,
-		`upstream_forwarded_total{api_key="pro_alpha"} 1`,
+		`upstream_forwarded_total{api_key="fr_alpha"} 2`,
+		`upstream_forwarded_total{api_key="pd_alpha"} 1`,
 		`upstream_forwarded_total{api_key="ext"} 1`,
 		`gateway_responses_total{code="201"} 3`,
 		`gateway_responses_total{code="401"} 1`,
@@ -101,7 +101,7 @@ func TestUpstreamJSONAndPrometheus(t *testing.T) {
 	} {
 		assert.True(t, lines[want], "metrics lack %q:\n%s", want, text)
 	}
-	assert.NotContains(t, text, "bsc_zulu")
+	assert.NotContains(t, text, "fr_zulu")
 }
 
 func TestServeStopIsIdempotent(t *testing.T) {

@@ -98,7 +98,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.localState, "local-state", false, "each instance keeps its own limiter state (default: one shared store; redisbucket: one Redis namespace)")
 	fs.Var(&o.quirks, "quirk", "a deliberate defect NAME[=VALUE], repeatable: "+strings.Join(testsvc.QuirkNames(), ", "))
 	fs.StringVar(&o.keys, "keys", "", "orders: the allowlist, YAML tier → list of keys (default: internal/testsvc/policies/orders-keys.yaml)")
-	fs.StringArrayVar(&o.tiers, "tier", nil, "orders: a tier's bucket NAME=K@R (R tokens per second, e.g. basic=5@2.5), repeatable (default: basic=5@2.5 pro=20@12.5)")
+	fs.StringArrayVar(&o.tiers, "tier", nil, "orders: a tier's bucket NAME=K@R (R tokens per second, e.g. free=5@2.5), repeatable (default: free=5@2.5 paid=20@12.5)")
 	fs.Int64Var(&o.limit, "limit", 0, fmt.Sprintf("windowed, sessions: requests per window (default %d, %d)", testsvc.DefaultWindowedLimit, testsvc.DefaultSessionsLimit))
 	fs.DurationVar(&o.window, "window", 0, fmt.Sprintf("windowed, sessions: the window (default %s, %s)", testsvc.DefaultWindowedWindow, testsvc.DefaultSessionsWindow))
 	fs.DurationVar(&o.guard, "guard", 0, "sessions: conservative guard, a freed slot is used again only this much later (e.g. 30ms)")
@@ -196,7 +196,7 @@ func parseTiers(specs []string) (map[string]testsvc.Bucket, error) {
 		capacity, err1 := strconv.ParseInt(k, 10, 64)
 		rate, err2 := strconv.ParseFloat(strings.TrimSuffix(r, "/s"), 64)
 		if !ok || !ok2 || name == "" || err1 != nil || err2 != nil {
-			return nil, usagef("--tier %q: want NAME=K@R such as basic=5@2.5", spec)
+			return nil, usagef("--tier %q: want NAME=K@R such as free=5@2.5", spec)
 		}
 		if _, dup := tiers[name]; dup {
 			return nil, usagef("--tier %q: tier %s is given twice", spec, name)

@@ -90,7 +90,7 @@ func TestRunOrdersWithKeysTiersAndQuirk(t *testing.T) {
 		got = append(got, status(t, http.MethodPost, urls[0]+testsvc.OrdersPath, h, `{"sku":"x"}`))
 	}
 	assert.Equal(t, []int{201, 201, 201, 201, 429}, got, "K=3, and one more under capacity+1")
-	h.Set("Authorization", "Bearer bsc_alpha")
+	h.Set("Authorization", "Bearer fr_alpha")
 	assert.Equal(t, http.StatusUnauthorized, status(t, http.MethodPost, urls[0]+testsvc.OrdersPath, h, `{"sku":"x"}`), "the given allowlist replaces the built-in one")
 }
 
@@ -143,7 +143,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--service", "orders", "--quirk", "nope"}, "unknown quirk"},
 		{[]string{"--service", "orders", "--quirk", "no-fold-case"}, "orders does not have quirk no-fold-case"},
 		{[]string{"--service", "orders", "--tier", "gold"}, "want NAME=K@R"},
-		{[]string{"--service", "orders", "--tier", "basic=0@1"}, "capacity 0"},
+		{[]string{"--service", "orders", "--tier", "free=0@1"}, "capacity 0"},
 		{[]string{"--service", "orders", "--keys", "/nonexistent/keys.yaml"}, "/nonexistent/keys.yaml"},
 		{[]string{"--service", "windowed", "--instances", "0"}, "--instances 0"},
 		{[]string{"--service", "windowed", "--addr", "localhost"}, "want HOST:PORT"},
