@@ -585,7 +585,7 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 	default:
 		e.errs.Add(1)
 	}
-	if e.o.KeepKeys {
+	if e.keys.secret() {
 		cp := *ev
 		cp.Key = e.recordedKey(ev.Key)
 		_ = e.o.Writer.WriteEvent(&cp)
