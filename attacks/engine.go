@@ -257,6 +257,16 @@ func (e *Engine) Key(planKey string) string {
 	return k
 }
 
+// longKey is the long key sent for a tenant with Long set (see
+// keyMapper.longKey).
+func (e *Engine) longKey(planKey string) string {
+	k, err := e.keys.longKey(planKey)
+	if err != nil {
+		return e.Key(planKey)
+	}
+	return k
+}
+
 // recordedKey is a sent key as the history shows it (redacted when it is
 // the user's own).
 func (e *Engine) recordedKey(key string) string { return e.keys.recorded(key) }
