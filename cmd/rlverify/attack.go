@@ -55,6 +55,7 @@ type attackFlags struct {
 	failOn      []string
 	runID       string
 	keepKeys    bool
+	history     string
 	shape       shapeFlags
 	// local and docker environments
 	redisCluster  int
@@ -94,6 +95,7 @@ Examples:
 	fl.IntVar(&f.instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
 	fl.StringVar(&f.out, "out", "rlverify-out", "directory for history.jsonl and the reports")
+	fl.StringVar(&f.history, "history", "", "write the history to this file instead of DIR/history.jsonl; - also streams it to stdout, for rlverify check --history - (stdout then carries only the history; the reports go to --out)")
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
 	addEnvFlags(fl, &f, "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
 	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
@@ -281,11 +283,11 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return runErr(fmt.Errorf("--out: %w", err))
 	}
-	histFile := filepath.Join(f.out, "history.jsonl")
-	w, err := history.Create(histFile)
+	rh, err := createRunHistory(f.out, f.history, stdout)
 	if err != nil {
 		return runErr(err)
 	}
+	histFile, w := rh.file, rh.w
 	defer w.Close()
 
 	stack, err := env.Start(ctx, spec)
@@ -339,7 +341,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if len(only) == 0 {
 		only = plan.Checks
 	}
-	err = judge(ctx, []string{histFile}, declared, checks.Options{Only: only, MaxErrorRate: f.shape.maxErrorRate}, f.formats, f.out, fo, stdout, stderr)
+	err = judge(ctx, []string{histFile}, nil, declared, checks.Options{Only: only, MaxErrorRate: f.shape.maxErrorRate}, f.formats, f.out, fo, rh.report, stderr)
 	var ee *exitError
 	if runE != nil && ctx.Err() == nil && (err == nil || (errors.As(err, &ee) && ee.code == ExitInterrupted)) {
 		// The plan could not be carried out: what was recorded passed, but
@@ -351,32 +353,17 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 
 // judge reads histories back from disk, checks them and reports: the live run
 // and `rlverify check` share this path, so they give the same verdicts.
-func judge(_ context.Context, files []string, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
-	var hs []*history.History
-	for _, file := range files {
-		h, err := history.ReadFile(file)
-		if err != nil {
-			return usageWrap(err)
-		}
-		hs = append(hs, h)
-	}
-	h, err := history.Merge(hs...)
+func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
+	h, err := readHistories(files, stdin)
 	if err != nil {
-		return usageWrap(err)
+		return err
 	}
 	if pol == nil {
-		if len(h.Run.Declared) == 0 {
-			return usageErr("the history does not carry its policy: give --policy FILE")
+		if pol, err = historyPolicy(h); err != nil {
+			return err
 		}
-		var p policy.Policy
-		if err := json.Unmarshal(h.Run.Declared, &p); err != nil {
-			return usageWrap(fmt.Errorf("the history's declared policy: %w", err))
-		}
-		if err := p.Validate(); err != nil {
-			return usageWrap(fmt.Errorf("the history's declared policy: %w", err))
-		}
-		pol = &p
 	}
+	pol = judgeable(h, pol)
 	rs := checks.Judge(h, pol, o)
 	doc := reports.Build(h, pol, rs)
 	if err := render(doc, formats, out, stdout); err != nil {
