@@ -351,8 +351,9 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	return err
 }
 
-// judge reads histories back from disk, checks them and reports: the live run
-// and `rlverify check` share this path, so they give the same verdicts.
+// judge reads histories back (from disk; "-" from stdin), checks them and
+// reports: the live run and `rlverify check` share this path, so they give
+// the same verdicts.
 func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
 	h, err := readHistories(files, stdin)
 	if err != nil {
