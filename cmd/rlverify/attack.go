@@ -55,6 +55,7 @@ type attackFlags struct {
 	failOn      []string
 	runID       string
 	keepKeys    bool
+	history     string
 	shape       shapeFlags
 	// local and docker environments
 	redisCluster  int
@@ -94,6 +95,7 @@ Examples:
 	fl.IntVar(&f.instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
 	fl.StringVar(&f.out, "out", "rlverify-out", "directory for history.jsonl and the reports")
+	fl.StringVar(&f.history, "history", "", "write the history to this file instead of DIR/history.jsonl; - also streams it to stdout, for rlverify check --history - (stdout then carries only the history; the reports go to --out)")
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
 	addEnvFlags(fl, &f, "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
 	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
@@ -134,6 +136,9 @@ type attackResult struct {
 	results  []checks.Result
 	hist     *history.History
 	histFile string
+	// report is where the first report format goes: stdout, unless stdout
+	// carries the history (--history -).
+	report io.Writer
 	// runE is why the plan stopped before its end (nil when it ran whole).
 	runE error
 }
@@ -143,11 +148,11 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return usageWrap(err)
 	}
-	r, err := attackOnce(ctx, f, stderr)
+	r, err := attackOnce(ctx, f, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	err = conclude(r.doc, r.results, r.hist, f.formats, f.out, fo, stdout, stderr)
+	err = conclude(r.doc, r.results, r.hist, f.formats, f.out, fo, r.report, stderr)
 	var ee *exitError
 	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted ||
 		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
@@ -161,7 +166,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 
 // attackOnce runs one plan as f says and judges its history; it renders
 // nothing. Errors are usage or run errors (*exitError).
-func attackOnce(ctx context.Context, f *attackFlags, stderr io.Writer) (*attackResult, error) {
+func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (*attackResult, error) {
 	if f.plan == "" {
 		return nil, usageErr("attack: --plan is required (see rlverify plans)")
 	}
@@ -319,11 +324,11 @@ func attackOnce(ctx context.Context, f *attackFlags, stderr io.Writer) (*attackR
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return nil, runErr(fmt.Errorf("--out: %w", err))
 	}
-	histFile := filepath.Join(f.out, "history.jsonl")
-	w, err := history.Create(histFile)
+	rh, err := createRunHistory(f.out, f.history, stdout)
 	if err != nil {
 		return nil, runErr(err)
 	}
+	histFile, w := rh.file, rh.w
 	defer w.Close()
 
 	stack, err := env.Start(ctx, spec)
@@ -374,54 +379,41 @@ func attackOnce(ctx context.Context, f *attackFlags, stderr io.Writer) (*attackR
 	if len(only) == 0 {
 		only = plan.Checks
 	}
-	doc, rs, h, err := evaluate([]string{histFile}, declared, checks.Options{Only: only, MaxErrorRate: f.shape.maxErrorRate})
+	doc, rs, h, err := evaluate([]string{histFile}, nil, declared, checks.Options{Only: only, MaxErrorRate: f.shape.maxErrorRate})
 	if err != nil {
 		return nil, err
 	}
 	if sum.Requests > 0 && allUnreachable(h) {
 		return nil, runErr(fmt.Errorf("no request got a response: is the target up? (history kept in %s)", histFile))
 	}
-	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, runE: runE}, nil
+	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, report: rh.report, runE: runE}, nil
 }
 
-// judge reads histories back from disk, checks them and reports: the live run
-// and `rlverify check` share this path, so they give the same verdicts.
-func judge(_ context.Context, files []string, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
-	doc, rs, h, err := evaluate(files, pol, o)
+// judge reads histories back (from disk; "-" from stdin), checks them and
+// reports: the live run and `rlverify check` share this path, so they give
+// the same verdicts.
+func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
+	doc, rs, h, err := evaluate(files, stdin, pol, o)
 	if err != nil {
 		return err
 	}
 	return conclude(doc, rs, h, formats, out, fo, stdout, stderr)
 }
 
-// evaluate reads histories (merging shards), judges them against pol (nil:
-// the policy the history carries) and builds the result document.
-func evaluate(files []string, pol *policy.Policy, o checks.Options) (*reports.Document, []checks.Result, *history.History, error) {
-	var hs []*history.History
-	for _, file := range files {
-		h, err := history.ReadFile(file)
-		if err != nil {
-			return nil, nil, nil, usageWrap(err)
-		}
-		hs = append(hs, h)
-	}
-	h, err := history.Merge(hs...)
+// evaluate reads histories (merging shards; "-" is stdin), judges them
+// against pol (nil: the policy the history declares) and builds the result
+// document.
+func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options) (*reports.Document, []checks.Result, *history.History, error) {
+	h, err := readHistories(files, stdin)
 	if err != nil {
-		return nil, nil, nil, usageWrap(err)
+		return nil, nil, nil, err
 	}
 	if pol == nil {
-		if len(h.Run.Declared) == 0 {
-			return nil, nil, nil, usageErr("the history does not carry its policy: give --policy FILE")
+		if pol, err = historyPolicy(h); err != nil {
+			return nil, nil, nil, err
 		}
-		var p policy.Policy
-		if err := json.Unmarshal(h.Run.Declared, &p); err != nil {
-			return nil, nil, nil, usageWrap(fmt.Errorf("the history's declared policy: %w", err))
-		}
-		if err := p.Validate(); err != nil {
-			return nil, nil, nil, usageWrap(fmt.Errorf("the history's declared policy: %w", err))
-		}
-		pol = &p
 	}
+	pol = judgeable(h, pol)
 	rs := checks.Judge(h, pol, o)
 	return reports.Build(h, pol, rs), rs, h, nil
 }
