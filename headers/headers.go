@@ -34,6 +34,13 @@ const (
 	XRateLimitLimit     = "X-RateLimit-Limit"
 	XRateLimitRemaining = "X-RateLimit-Remaining"
 	XRateLimitReset     = "X-RateLimit-Reset"
+	// Fallback is rlverify's own field: the target says that its failure
+	// mode, not its store, made the decision (open, closed, local, queue,
+	// rules). Such decisions are judged by fail-mode alone.
+	Fallback = "X-RateLimit-Fallback"
+	// Scope is rlverify's own field: a limit other than the key's own
+	// decided ("global" for an aggregate guard across keys).
+	Scope = "X-RateLimit-Scope"
 )
 
 // Generation names a generation of the IETF RateLimit fields. The values
@@ -63,6 +70,7 @@ type Fields struct {
 	RateLimit, RateLimitPolicy                         string
 	RateLimitLimit, RateLimitRemaining, RateLimitReset string
 	XLimit, XRemaining, XReset                         string
+	Fallback, Scope                                    string
 }
 
 // FromHTTP reads the rate-limit fields of a response. The field lines of a
@@ -80,6 +88,8 @@ func FromHTTP(h http.Header) Fields {
 		XLimit:             h.Get(XRateLimitLimit),
 		XRemaining:         h.Get(XRateLimitRemaining),
 		XReset:             h.Get(XRateLimitReset),
+		Fallback:           h.Get(Fallback),
+		Scope:              h.Get(Scope),
 	}
 }
 

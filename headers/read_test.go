@@ -151,16 +151,25 @@ func TestWriter(t *testing.T) {
 		}
 		assert.Equal(t, want, got, "%+v", c.w)
 	}
-	// Values no field can carry are errors, and the rest is still written.
+	// Without a window, the optional policy field of the unnamed
+	// generations is left out (w is required there).
+	for _, g := range []Generation{Dictionary, Split} {
+		h := http.Header{}
+		require.NoError(t, Writer{Generation: g}.Write(h, Quota{Limit: 5, Remaining: 1}, now))
+		assert.Empty(t, h.Get(RateLimitPolicy))
+		assert.Equal(t, want{5, 1, 0, -1}, func(o Observed) want {
+			return want{short(o.Limit), short(o.Remaining), short(o.Reset), short(o.Window)}
+		}(Read(g, FromHTTP(h))))
+	}
 	h := http.Header{}
-	err := Writer{Generation: Split, XRateLimit: true}.Write(h, Quota{Limit: 5, Remaining: 1}, now)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "no window")
-	assert.Equal(t, "5", h.Get(RateLimitLimit))
-	assert.Equal(t, "5", h.Get(XRateLimitLimit))
+	require.NoError(t, Writer{Generation: Structured}.Write(h, Quota{Policy: "p", Limit: 5}, now))
+	assert.Equal(t, `"p";q=5`, h.Get(RateLimitPolicy))
+	// Values no field can carry are errors.
 	require.Error(t, Writer{XRateLimit: true, XReset: "weekly"}.Write(http.Header{}, q, now))
-	_, err = FormatRateLimitPolicy(PolicyItem{Name: "x", Quota: 1, QuotaUnit: "bytes\u00e9"})
+	_, err := FormatRateLimitPolicy(PolicyItem{Name: "x", Quota: 1, QuotaUnit: "bytes\u00e9"})
 	require.Error(t, err)
+	_, err = FormatQuotaPolicies(PolicyItem{Quota: 5})
+	require.ErrorContains(t, err, "no window")
 	// Counters are clamped into the Integers a Structured Field holds.
 	s, err := FormatRateLimit(Item{Name: "x", Remaining: 1 << 60, Reset: -1})
 	require.NoError(t, err)

@@ -33,8 +33,10 @@ type Writer struct {
 
 // Write sets the fields w declares for q on h. Durations are rounded up to
 // whole seconds (Seconds); an absolute X-RateLimit-Reset is taken from now.
-// It fails only for values no field can carry (a Window ≤ 0 in the
-// dictionary and split generations, a quota unit that is not ASCII).
+// Without a Window (≤ 0) the structured RateLimit-Policy leaves w out and
+// the dictionary and split generations, where the policy field is optional
+// but w is not, leave RateLimit-Policy out. It fails only for an unknown
+// XReset form.
 func (w Writer) Write(h http.Header, q Quota, now time.Time) error {
 	rem := max(q.Remaining, 0)
 	reset, window := Seconds(q.Reset), Seconds(q.Window)
@@ -56,13 +58,13 @@ func (w Writer) Write(h http.Header, q Quota, now time.Time) error {
 	case Dictionary:
 		v, e := FormatRateLimitDictionary(Counters{Limit: q.Limit, Remaining: rem, Reset: reset})
 		set(RateLimit, v, e)
-		v, e = FormatQuotaPolicies(PolicyItem{Quota: q.Limit, Window: window})
-		set(RateLimitPolicy, v, e)
 	case Split:
 		l, r, t, e := FormatSplit(Counters{Limit: q.Limit, Remaining: rem, Reset: reset})
 		set(RateLimitLimit, l, e)
 		set(RateLimitRemaining, r, e)
 		set(RateLimitReset, t, e)
+	}
+	if (w.Generation == Dictionary || w.Generation == Split) && window > 0 {
 		v, e := FormatQuotaPolicies(PolicyItem{Quota: q.Limit, Window: window})
 		set(RateLimitPolicy, v, e)
 	}
