@@ -431,7 +431,7 @@ func (pt *indexPart) scan(ix *index, from, to int, kid []int32, flat []rec) {
 			pt.maxLat = d
 		}
 		flat[i] = r
-		ix.hdrs[i] = hp.parse(ix, e, r)
+		hp.parse(ix, e, r, &ix.hdrs[i])
 		pt.maxRecv = max(pt.maxRecv, e.Recv)
 		if !pt.regionPhase && (!phaseSeen || e.Phase != lastPhase) {
 			pt.regionPhase = strings.HasPrefix(e.Phase, "region")

@@ -112,9 +112,10 @@ func newStrCache[E any](parse func(string) E) *strCache[E] {
 	return &strCache[E]{m: map[string]E{}, parse: parse}
 }
 
-func (c *strCache[E]) get(s string) E {
+// get returns the entry of s; it stays valid until the next get.
+func (c *strCache[E]) get(s string) *E {
 	if c.have && s == c.last {
-		return c.lastE
+		return &c.lastE
 	}
 	en, ok := c.m[s]
 	if !ok {
@@ -124,7 +125,7 @@ func (c *strCache[E]) get(s string) E {
 		}
 	}
 	c.last, c.lastE, c.have = s, en, true
-	return en
+	return &c.lastE
 }
 
 // rlEntry is a RateLimit field (structured or dictionary) in the common
@@ -229,9 +230,8 @@ func xInt(s string) (uint16, int32) {
 	return hInt, int32(v)
 }
 
-// parse builds the hdr of e, whose record is r.
-func (p *hdrParser) parse(ix *index, e *history.Event, r rec) hdr {
-	var h hdr
+// parse fills h, the zero hdr of e, whose record is r.
+func (p *hdrParser) parse(ix *index, e *history.Event, r rec, h *hdr) {
 	h.ev = uint8(r.out)
 	if ix.judgedResponse(r) {
 		h.ev |= evJudged
@@ -250,45 +250,44 @@ func (p *hdrParser) parse(ix *index, e *history.Event, r rec) hdr {
 	st, h.xreset = xInt(e.XReset)
 	h.st |= st << sXReset
 	if p.gen == headers.None {
-		return h
+		return
 	}
-	var pol polEntry
+	var pol *polEntry
 	if e.RateLimitPolicy != "" {
 		if pol = p.pol.get(e.RateLimitPolicy); pol.ok {
 			h.polQ, h.polW = pol.q, pol.w
 			h.st |= hInt << sPol
 		} else {
 			h.st |= hOther << sPol
+			pol = nil
 		}
 	}
-	if p.gen == headers.Split {
-		p.parseSplit(e, &h)
-		return h
-	}
-	if e.RateLimit == "" {
+	switch {
+	case p.gen == headers.Split:
+		p.parseSplit(e, h)
+	case e.RateLimit == "":
 		// A structured RateLimit-Policy alone: its only item is the limit.
-		if p.gen == headers.Structured && pol.ok {
+		if p.gen == headers.Structured && pol != nil {
 			h.rlLim = pol.q
 			h.st |= 1 << sLim
 		}
-		return h
+	default:
+		rl := p.rl.get(e.RateLimit)
+		if !rl.ok {
+			h.st |= hOther << sRL
+			return
+		}
+		h.rlR, h.rlT = rl.r, rl.t
+		h.st |= hInt << sRL
+		switch {
+		case p.gen == headers.Dictionary:
+			h.rlLim = rl.lim
+			h.st |= 1 << sLim
+		case pol != nil && pol.name == rl.name:
+			h.rlLim = pol.q
+			h.st |= 1 << sLim
+		}
 	}
-	rl := p.rl.get(e.RateLimit)
-	if !rl.ok {
-		h.st |= hOther << sRL
-		return h
-	}
-	h.rlR, h.rlT = rl.r, rl.t
-	h.st |= hInt << sRL
-	switch {
-	case p.gen == headers.Dictionary:
-		h.rlLim = rl.lim
-		h.st |= 1 << sLim
-	case pol.ok && pol.name == rl.name:
-		h.rlLim = pol.q
-		h.st |= 1 << sLim
-	}
-	return h
 }
 
 // parseSplit fills the counters of RateLimit-Limit/-Remaining/-Reset.
@@ -300,7 +299,7 @@ func (p *hdrParser) parseSplit(e *history.Event, h *hdr) {
 		h.st |= hOther << sRL
 		return
 	}
-	l, r, t := p.lim.get(e.RLLimit), p.rem.get(e.RLRemaining), p.rset.get(e.RLReset)
+	l, r, t := *p.lim.get(e.RLLimit), *p.rem.get(e.RLRemaining), *p.rset.get(e.RLReset)
 	if !l.ok || !r.ok || !t.ok {
 		h.st |= hOther << sRL
 		return

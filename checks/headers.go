@@ -41,8 +41,10 @@ func checkHeaders(ix *index) Result {
 			maxW[t] = max(maxW[t], windowSeconds(&t.Limits[li]))
 		}
 	}
-	// The largest window of each group's tier.
+	// The largest window of each group's tier, and the last policy item
+	// it matched.
 	gMaxW := make([]int64, len(ix.groups))
+	gPol := make([]polMemo, len(ix.groups))
 	for gi := range ix.groups {
 		if t := ix.groups[gi].tier; t != nil {
 			gMaxW[gi] = maxW[t]
@@ -56,7 +58,7 @@ func checkHeaders(ix *index) Result {
 			continue
 		}
 		checked++
-		if (!hp.RateLimit.Declared() || ix.rateLimitOK(h, g.tier, gMaxW[gi])) && (!hp.XRateLimit || ix.xRateLimitOK(h, g.tier, gMaxW[gi])) {
+		if (!hp.RateLimit.Declared() || ix.rateLimitOK(h, g.tier, gMaxW[gi], &gPol[gi])) && (!hp.XRateLimit || ix.xRateLimitOK(h, g.tier, gMaxW[gi])) {
 			continue // what the table holds shows no problem
 		}
 		e := &ix.h.Events[i]
@@ -99,17 +101,32 @@ func checkHeaders(ix *index) Result {
 // (+1 s of rounding); structured: one RateLimit-Policy item that matches a
 // limit of t and names the RateLimit item; dictionary and split: the limit
 // is a limit of t and RateLimit-Policy is absent or one item that matches.
-func (ix *index) rateLimitOK(h *hdr, t *policy.Tier, maxW int64) bool {
+func (ix *index) rateLimitOK(h *hdr, t *policy.Tier, maxW int64, m *polMemo) bool {
 	if h.state(sRL) != hInt || !h.hasLim() || h.rlR > h.rlLim || int64(h.rlT) > maxW+1 {
 		return false
 	}
 	switch h.state(sPol) {
 	case hInt:
-		return policyMatches(t, int64(h.polQ), int64(h.polW)) && (ix.gen == headers.Structured || tierHasCount(t, int64(h.rlLim)))
+		return m.matches(t, h.polQ, h.polW) && (ix.gen == headers.Structured || tierHasCount(t, int64(h.rlLim)))
 	case hAbsent:
 		return ix.gen != headers.Structured && tierHasCount(t, int64(h.rlLim))
 	}
 	return false
+}
+
+// polMemo remembers the last answer of policyMatches for one key: its
+// responses repeat one policy item.
+type polMemo struct {
+	set  bool
+	q, w int32
+	ok   bool
+}
+
+func (m *polMemo) matches(t *policy.Tier, q, w int32) bool {
+	if !m.set || m.q != q || m.w != w {
+		*m = polMemo{set: true, q: q, w: w, ok: policyMatches(t, int64(q), int64(w))}
+	}
+	return m.ok
 }
 
 // policyMatches reports whether a quota policy of q per w seconds (w < 0:

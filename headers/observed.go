@@ -82,31 +82,37 @@ func Read(g Generation, f Fields) Observed {
 	switch g {
 	case Structured:
 		o.readStructured(f)
-	case Dictionary, Split:
-		if g == Dictionary {
-			o.readDictionary(f)
+	case Dictionary:
+		o.readDictionary(f)
+		o.readQuotaPolicies(f)
+	case Split:
+		o.readSplit(f)
+		o.readQuotaPolicies(f)
+	}
+	return o
+}
+
+// readQuotaPolicies reads the unnamed RateLimit-Policy of the dictionary
+// and split generations, and the window of the policy whose quota is the
+// limit.
+func (o *Observed) readQuotaPolicies(f Fields) {
+	if f.RateLimitPolicy != "" {
+		pol, err := ParseQuotaPolicies(f.RateLimitPolicy)
+		if err != nil {
+			o.Policy = invalidStatus(err)
 		} else {
-			o.readSplit(f)
+			o.Policy.State = Valid
+			o.Policies = append(o.Policies, pol...)
 		}
-		if f.RateLimitPolicy != "" {
-			pol, err := ParseQuotaPolicies(f.RateLimitPolicy)
-			if err != nil {
-				o.Policy = invalidStatus(err)
-			} else {
-				o.Policy.State = Valid
-				o.Policies = append(o.Policies, pol...)
-			}
-		}
-		if o.Limit.Valid() {
-			for _, p := range o.Policies {
-				if p.Quota == o.Limit.N {
-					o.Window = valid(p.Window)
-					break
-				}
+	}
+	if o.Limit.Valid() {
+		for _, p := range o.Policies {
+			if p.Quota == o.Limit.N {
+				o.Window = valid(p.Window)
+				return
 			}
 		}
 	}
-	return o
 }
 
 func (o *Observed) readStructured(f Fields) {
