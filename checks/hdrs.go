@@ -99,32 +99,32 @@ func (c *obsCache) read(e *history.Event) headers.Observed {
 	return o
 }
 
-// strCache memoises a parse by string: the last string, then a map.
-type strCache[E any] struct {
-	m     map[string]E
-	last  string
+// memo memoises a parse by its input: the last input, then a map.
+type memo[K comparable, E any] struct {
+	m     map[K]E
+	last  K
 	lastE E
 	have  bool
-	parse func(string) E
+	parse func(K) E
 }
 
-func newStrCache[E any](parse func(string) E) *strCache[E] {
-	return &strCache[E]{m: map[string]E{}, parse: parse}
+func newMemo[K comparable, E any](parse func(K) E) *memo[K, E] {
+	return &memo[K, E]{m: map[K]E{}, parse: parse}
 }
 
-// get returns the entry of s; it stays valid until the next get.
-func (c *strCache[E]) get(s string) *E {
-	if c.have && s == c.last {
+// get returns the entry of k; it stays valid until the next get.
+func (c *memo[K, E]) get(k K) *E {
+	if c.have && k == c.last {
 		return &c.lastE
 	}
-	en, ok := c.m[s]
+	en, ok := c.m[k]
 	if !ok {
-		en = c.parse(s)
+		en = c.parse(k)
 		if len(c.m) < 1<<16 {
-			c.m[s] = en
+			c.m[k] = en
 		}
 	}
-	c.last, c.lastE, c.have = s, en, true
+	c.last, c.lastE, c.have = k, en, true
 	return &c.lastE
 }
 
@@ -143,7 +143,7 @@ type polEntry struct {
 	name string
 }
 
-// intEntry is one split-generation counter.
+// intEntry is one split-generation counter within int32.
 type intEntry struct {
 	ok bool
 	v  int32
@@ -152,9 +152,13 @@ type intEntry struct {
 // hdrParser builds hdrs for the declared generation.
 type hdrParser struct {
 	gen            headers.Generation
-	rl             *strCache[rlEntry]
-	pol            *strCache[polEntry]
-	lim, rem, rset *strCache[intEntry]
+	rl             *memo[string, rlEntry]
+	pol            *memo[string, polEntry]
+	lim, rem, rset *memo[string, intEntry]
+}
+
+func intOf(n int64, err error) intEntry {
+	return intEntry{ok: err == nil && fits32(n), v: int32(n)}
 }
 
 func fits32(v int64) bool { return v >= math.MinInt32 && v <= math.MaxInt32 }
@@ -163,31 +167,31 @@ func newHdrParser(gen headers.Generation) *hdrParser {
 	p := &hdrParser{gen: gen}
 	switch gen {
 	case headers.Structured:
-		p.rl = newStrCache(func(s string) rlEntry {
+		p.rl = newMemo(func(s string) rlEntry {
 			items, err := headers.ParseRateLimit(s)
 			if err != nil || len(items) != 1 || !fits32(items[0].Remaining) || !fits32(items[0].Reset) {
 				return rlEntry{}
 			}
 			return rlEntry{ok: true, r: int32(items[0].Remaining), t: int32(items[0].Reset), name: items[0].Name}
 		})
-		p.pol = newStrCache(func(s string) polEntry { return onePolicy(headers.ParseRateLimitPolicy(s)) })
+		p.pol = newMemo(func(s string) polEntry { return onePolicy(headers.ParseRateLimitPolicy(s)) })
 	case headers.Dictionary:
-		p.rl = newStrCache(func(s string) rlEntry {
+		p.rl = newMemo(func(s string) rlEntry {
 			c, err := headers.ParseRateLimitDictionary(s)
 			if err != nil || c.Remaining < 0 || !fits32(c.Limit) || !fits32(c.Remaining) || !fits32(c.Reset) {
 				return rlEntry{}
 			}
 			return rlEntry{ok: true, lim: int32(c.Limit), r: int32(c.Remaining), t: int32(c.Reset)}
 		})
-		p.pol = newStrCache(func(s string) polEntry { return onePolicy(headers.ParseQuotaPolicies(s)) })
+		p.pol = newMemo(func(s string) polEntry { return onePolicy(headers.ParseQuotaPolicies(s)) })
 	case headers.Split:
-		p.lim = newStrCache(func(s string) intEntry {
+		p.lim = newMemo(func(s string) intEntry {
 			n, pol, err := headers.ParseRateLimitLimit(s)
 			return intEntry{ok: err == nil && len(pol) == 0 && fits32(n), v: int32(n)}
 		})
-		p.rem = newStrCache(func(s string) intEntry { return intOf(headers.ParseRateLimitRemaining(s)) })
-		p.rset = newStrCache(func(s string) intEntry { return intOf(headers.ParseRateLimitReset(s)) })
-		p.pol = newStrCache(func(s string) polEntry { return onePolicy(headers.ParseQuotaPolicies(s)) })
+		p.rem = newMemo(func(s string) intEntry { return intOf(headers.ParseRateLimitRemaining(s)) })
+		p.rset = newMemo(func(s string) intEntry { return intOf(headers.ParseRateLimitReset(s)) })
+		p.pol = newMemo(func(s string) polEntry { return onePolicy(headers.ParseQuotaPolicies(s)) })
 	}
 	return p
 }
@@ -197,10 +201,6 @@ func onePolicy(items []headers.PolicyItem, err error) polEntry {
 		return polEntry{}
 	}
 	return polEntry{ok: true, q: int32(items[0].Quota), w: int32(items[0].Window), name: items[0].Name}
-}
-
-func intOf(n int64, err error) intEntry {
-	return intEntry{ok: err == nil && fits32(n), v: int32(n)}
 }
 
 // xInt parses an X-RateLimit-* value as headers.ParseXInt does: state and
@@ -299,7 +299,7 @@ func (p *hdrParser) parseSplit(e *history.Event, h *hdr) {
 		h.st |= hOther << sRL
 		return
 	}
-	l, r, t := *p.lim.get(e.RLLimit), *p.rem.get(e.RLRemaining), *p.rset.get(e.RLReset)
+	l, r, t := p.lim.get(e.RLLimit), p.rem.get(e.RLRemaining), p.rset.get(e.RLReset)
 	if !l.ok || !r.ok || !t.ok {
 		h.st |= hOther << sRL
 		return
