@@ -167,10 +167,10 @@ func (ix *index) calibratePhase(ph history.Phase, col *collector, figs map[strin
 				raM.Measured, raM.Verdict = fmt.Sprint(d), Fail
 				evidence([]rec{r}, wantMin.Seconds(), d.Seconds(), fmt.Sprintf("request %d of key %s was told to retry after %s; the exact wait was at least %s (rounded up: %ds) — advice rounded down sends clients back too early", e.ID, key, d, fmtDur(wantMin), headers.Seconds(wantMin)))
 			case d > time.Duration(headers.Seconds(wantMax))*time.Second:
-				raM.Measured = fmt.Sprintf("%s (longer than the exact wait rounded up)", d)
+				raM.Measured = fmt.Sprintf("%s (longer than the exact wait rounded up)", fmtDur(d))
 				figs["retry_after_excess_s"] = (d - time.Duration(headers.Seconds(wantMax))*time.Second).Seconds()
 			default:
-				raM.Measured = fmt.Sprint(d)
+				raM.Measured = fmtDur(d)
 			}
 			ms = append(ms, raM)
 		}

@@ -29,37 +29,37 @@ import (
 )
 
 type attackFlags struct {
-	plan        string
-	limiter     string
-	store       string
-	redisURL    string
-	instances   int
-	policyFile  string
-	out         string
-	formats     []string
-	env         string
-	targetURLs  []string
-	ext         externalFlags
+	plan       string
+	limiter    string
+	store      string
+	redisURL   string
+	instances  int
+	policyFile string
+	out        string
+	formats    []string
+	env        string
+	targetURLs []string
+	ext        externalFlags
 	// limiterPolicy is what the reference limiter enforces when it should
 	// differ from the declared policy (to prove that a mismatch is caught).
 	limiterPolicy string
-	allowRemote bool
-	maxRequests int64
-	maxDuration time.Duration
-	timeout     time.Duration
-	shard       string
-	seed        int64
-	only        []string
-	quiet       bool
-	regions     int
-	regionMode  string
-	regionSync  time.Duration
-	regionLat   time.Duration
-	failOn      []string
-	runID       string
-	keepKeys    bool
-	history     string
-	shape       shapeFlags
+	allowRemote   bool
+	maxRequests   int64
+	maxDuration   time.Duration
+	timeout       time.Duration
+	shard         string
+	seed          int64
+	only          []string
+	quiet         bool
+	regions       int
+	regionMode    string
+	regionSync    time.Duration
+	regionLat     time.Duration
+	failOn        []string
+	runID         string
+	keepKeys      bool
+	history       string
+	shape         shapeFlags
 	// local and docker environments
 	redisCluster  int
 	redisImage    string

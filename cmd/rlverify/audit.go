@@ -107,8 +107,11 @@ func needsFaults(kinds ...string) func(a *auditScope) string {
 	return func(a *auditScope) string {
 		for _, k := range kinds {
 			if !a.faults[k] {
-				if a.env == "external" {
+				if a.env == "external" && (k == targets.FaultStoreDown || k == targets.FaultStoreSlow) {
 					return fmt.Sprintf("no way to inject %s: give --store-proxy, --toxiproxy or --on-inject %s=… (see docs/environments.md)", k, k)
+				}
+				if a.env == "external" {
+					return fmt.Sprintf("no way to inject %s into your service: give --on-inject %s=… and --on-clear %s=…", k, k, k)
 				}
 				return fmt.Sprintf("the %s environment cannot inject %s", a.env, k)
 			}
