@@ -378,6 +378,7 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		Shard: shard, Shards: shards, Seed: f.seed, Progress: prog.update,
 		RunID: runID, KeepKeys: f.keepKeys,
 		Request: shapeReq, DefaultPath: defPath, Keys: keyFile,
+		MaxProbeWait: probeCap(declared),
 	})
 	if err != nil {
 		return nil, usageWrap(err)
@@ -572,4 +573,22 @@ func enforcedPolicy(f *attackFlags, declared *policy.Policy, a policy.Algorithm,
 	}
 	run.Notes = append(run.Notes, fmt.Sprintf("the reference limiter enforces %s, not the declared %s", p.Source, declared.Source))
 	return p.WithAlgorithm(a), nil
+}
+
+// probeCap is how long a probe or a retrying client honours advice: twice
+// the longest a single request ever has to wait under the policy (1/r for
+// buckets, W for windows) plus the whole second advice is rounded up to.
+// Longer advice is itself a finding (the key's state is wrong), not a wait.
+func probeCap(p *policy.Policy) time.Duration {
+	var w time.Duration
+	for _, t := range p.Tiers {
+		for _, l := range t.Limits {
+			d := l.W()
+			if l.Algorithm.Bucketed() {
+				d = time.Duration(float64(time.Second) / l.R())
+			}
+			w = max(w, d)
+		}
+	}
+	return 2*w + time.Second
 }
