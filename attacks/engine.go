@@ -86,6 +86,10 @@ type Options struct {
 	// MaxProbeWait caps how long a probe waits for its instant (0: only
 	// --max-duration); a probe beyond it is not sent and its phase says so.
 	MaxProbeWait time.Duration
+	// StartAt, when set, is the wall-clock instant the run begins: Run waits
+	// until then, so shards on several machines start together. It must lie
+	// ahead, by at most MaxStartWait (see CheckStart).
+	StartAt time.Time
 }
 
 // Progress is a snapshot for a progress display.
@@ -278,6 +282,9 @@ func (e *Engine) recordedKey(key string) string { return e.keys.recorded(key) }
 // its end record and sink counts.
 func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, error) {
 	if err := e.prepareRun(p); err != nil {
+		return Summary{}, err
+	}
+	if err := e.waitForStart(ctx); err != nil {
 		return Summary{}, err
 	}
 	e.start = e.o.Now()

@@ -60,6 +60,7 @@ type attackFlags struct {
 	keepKeys      bool
 	history       string
 	shape         shapeFlags
+	dist          distFlags
 	// local and docker environments
 	redisCluster  int
 	redisImage    string
@@ -109,6 +110,7 @@ Examples:
 	fl.DurationVar(&f.maxDuration, "max-duration", attacks.DefaultMaxDuration, "stop after this long")
 	fl.DurationVar(&f.timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
 	fl.StringVar(&f.shard, "shard", "", "run shard i/n of the plan (e.g. 1/3) for several load machines")
+	addDistFlags(fl, &f.dist)
 	fl.Int64Var(&f.seed, "seed", 1, "seed for random choices (instances, keys, jitter)")
 	fl.StringSliceVar(&f.only, "checks", nil, "run only these checks (default: all that apply)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
@@ -216,7 +218,11 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 			return nil, usageWrap(fmt.Errorf("--format: %w", err))
 		}
 	}
-	shard, shards, err := parseShard(f.shard)
+	shard, shards, err := f.dist.shard(f.shard)
+	if err != nil {
+		return nil, usageWrap(err)
+	}
+	startAt, err := f.dist.start(time.Now())
 	if err != nil {
 		return nil, usageWrap(err)
 	}
@@ -365,11 +371,12 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
 		Shard: shard, Shards: shards, Seed: f.seed, Progress: prog.update,
 		RunID: runID, KeepKeys: f.keepKeys,
-		Request: shapeReq, DefaultPath: defPath, Keys: keyFile,
+		Request: shapeReq, DefaultPath: defPath, Keys: keyFile, StartAt: startAt,
 	})
 	if err != nil {
 		return nil, usageWrap(err)
 	}
+	noteWait(stderr, startAt, f.quiet)
 	sum, runE := eng.Run(ctx, plan, run)
 	var pe *attacks.PrepareError
 	if errors.As(runE, &pe) {
