@@ -17,13 +17,41 @@ import (
 // begins at.
 type distFlags struct {
 	shardIndex string
-	startAt    string
+	startAt    instantFlag
 }
 
 func addDistFlags(fl *pflag.FlagSet, f *distFlags) {
 	fl.StringVar(&f.shardIndex, "shard-index", "", "run shard INDEX/n with a 0-based INDEX, as Kubernetes' $JOB_COMPLETION_INDEX counts: 0/3 is --shard 1/3")
-	fl.StringVar(&f.startAt, "start-at", "", fmt.Sprintf("wall-clock instant (RFC 3339, e.g. 2026-05-01T12:00:00Z) the run begins at, so shards on several machines start together; at most %s ahead", attacks.MaxStartWait))
+	fl.Var(&f.startAt, "start-at", fmt.Sprintf("wall-clock instant (RFC 3339, e.g. 2026-05-01T12:00:00Z) the run begins at, so shards on several machines start together; at most %s ahead", attacks.MaxStartWait))
 }
+
+// instantFlag is an RFC 3339 instant. Given empty it is an error, not
+// unset: a cluster job whose start variable expanded to nothing must not
+// start its shards whenever each is scheduled.
+type instantFlag struct {
+	at  time.Time
+	set bool
+}
+
+func (f *instantFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return f.at.Format(time.RFC3339Nano)
+}
+
+// Set implements pflag.Value.
+func (f *instantFlag) Set(s string) error {
+	at, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return fmt.Errorf("want an RFC 3339 instant such as 2026-05-01T12:00:00Z, got %q", s)
+	}
+	f.at, f.set = at, true
+	return nil
+}
+
+// Type implements pflag.Value.
+func (f *instantFlag) Type() string { return "RFC3339" }
 
 // shard is the 0-based shard and the shard count that --shard (1-based i/n)
 // or --shard-index (0-based INDEX/n) name; 0 of 1 when neither is given.
@@ -46,17 +74,13 @@ func (f *distFlags) shard(shardFlag string) (int, int, error) {
 // start is the instant --start-at names (zero when not given), checked
 // against now.
 func (f *distFlags) start(now time.Time) (time.Time, error) {
-	if f.startAt == "" {
+	if !f.startAt.set {
 		return time.Time{}, nil
 	}
-	at, err := time.Parse(time.RFC3339, f.startAt)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("--start-at %q: want an RFC 3339 instant such as 2026-05-01T12:00:00Z", f.startAt)
-	}
-	if err := attacks.CheckStart(at, now); err != nil {
+	if err := attacks.CheckStart(f.startAt.at, now); err != nil {
 		return time.Time{}, fmt.Errorf("--start-at: %w", err)
 	}
-	return at, nil
+	return f.startAt.at, nil
 }
 
 // noteWait tells the log when a run waits for its start instant (the pods

@@ -50,11 +50,19 @@ func TestStartAtFlag(t *testing.T) {
 		{"with offset and fraction", "2026-05-01T14:00:30.5+02:00", now.Add(30*time.Second + 500*time.Millisecond), ""},
 		{"past", "2026-05-01T11:59:00Z", time.Time{}, "--start-at: start instant 2026-05-01T11:59:00Z is 1m0s in the past"},
 		{"too far", "2026-05-02T12:00:00Z", time.Time{}, "more than the 1h0m0s a run waits"},
-		{"not RFC 3339", "12:00", time.Time{}, `--start-at "12:00": want an RFC 3339 instant`},
+		{"not RFC 3339", "12:00", time.Time{}, `want an RFC 3339 instant such as 2026-05-01T12:00:00Z, got "12:00"`},
+		{"empty (a variable that expanded to nothing)", "", time.Time{}, `got ""`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := distFlags{startAt: tc.in}
-			at, err := f.start(now)
+			var f distFlags
+			var err error
+			if tc.name != "unset" {
+				err = f.startAt.Set(tc.in)
+			}
+			at := time.Time{}
+			if err == nil {
+				at, err = f.start(now)
+			}
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
 				return
@@ -70,6 +78,9 @@ func TestAttackStartAtAndShardIndex(t *testing.T) {
 	require.Equal(t, ExitUsage, code)
 	require.Contains(t, stderr, "--start-at: start instant 2001-01-01T00:00:00Z is")
 	require.Contains(t, stderr, "in the past")
+	_, stderr, code = rl(t, "attack", "--plan", "concurrent-burst", "--start-at", "", "--out", t.TempDir())
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, stderr, `invalid argument "" for "--start-at" flag: want an RFC 3339 instant`)
 
 	// Shard 0-based 1 of 2 begins at the instant given.
 	out := t.TempDir()
