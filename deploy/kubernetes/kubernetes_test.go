@@ -67,36 +67,36 @@ func load(t *testing.T) *manifests {
 				Kind       string `json:"kind"`
 			}
 			require.NoError(t, yaml.Unmarshal([]byte(doc), &head), where)
-			strict := func(into any) {
-				require.NoError(t, yaml.UnmarshalStrict([]byte(doc), into), where)
-			}
 			switch head.APIVersion + " " + head.Kind {
 			case "batch/v1 Job":
-				var o batchv1.Job
-				strict(&o)
-				m.jobs[o.Name] = &o
+				o := strict[batchv1.Job](t, doc, where)
+				m.jobs[o.Name] = o
 			case "v1 ConfigMap":
-				var o corev1.ConfigMap
-				strict(&o)
-				m.configMaps[o.Name] = &o
+				o := strict[corev1.ConfigMap](t, doc, where)
+				m.configMaps[o.Name] = o
 			case "v1 PersistentVolumeClaim":
-				var o corev1.PersistentVolumeClaim
-				strict(&o)
-				m.claims[o.Name] = &o
+				o := strict[corev1.PersistentVolumeClaim](t, doc, where)
+				m.claims[o.Name] = o
 			case "apps/v1 Deployment":
-				var o appsv1.Deployment
-				strict(&o)
-				m.deployments[o.Name] = &o
+				o := strict[appsv1.Deployment](t, doc, where)
+				m.deployments[o.Name] = o
 			case "v1 Service":
-				var o corev1.Service
-				strict(&o)
-				m.services[o.Name] = &o
+				o := strict[corev1.Service](t, doc, where)
+				m.services[o.Name] = o
 			default:
 				t.Fatalf("%s: unexpected %s %s", where, head.APIVersion, head.Kind)
 			}
 		}
 	}
 	return m
+}
+
+// strict decodes doc into a T, refusing unknown fields.
+func strict[T any](t *testing.T, doc, where string) *T {
+	t.Helper()
+	var o T
+	require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &o), where)
+	return &o
 }
 
 // refVar matches a $(VAR) reference of a container's command or args.
