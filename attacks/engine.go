@@ -91,6 +91,10 @@ type Options struct {
 	// them is an error.
 	MaxHeaderBytes int64
 	MaxHeaders     int
+	// StartAt, when set, is the wall-clock instant the run begins: Run waits
+	// until then, so shards on several machines start together. It must lie
+	// ahead, by at most MaxStartWait (see CheckStart).
+	StartAt time.Time
 }
 
 // Progress is a snapshot for a progress display.
@@ -295,6 +299,10 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		}
 		run.Notes = append(run.Notes, fmt.Sprintf("waited %s before the first request so the reused keys (--keys, --keep-keys) start with a whole quota", d.Round(time.Millisecond)))
 		e.o.Sleep(ctx, d)
+	}
+	// After the refill wait: the start instant is the shards' common one.
+	if err := e.waitForStart(ctx); err != nil {
+		return Summary{}, err
 	}
 	e.start = e.o.Now()
 	run.Start = e.start

@@ -61,6 +61,7 @@ type attackFlags struct {
 	history       string
 	shape         shapeFlags
 	off           []string
+	dist          distFlags
 	// local and docker environments
 	redisCluster  int
 	redisImage    string
@@ -115,6 +116,7 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 	fl.DurationVar(&f.maxDuration, "max-duration", attacks.DefaultMaxDuration, "stop after this long")
 	fl.DurationVar(&f.timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
 	fl.StringVar(&f.shard, "shard", "", "run shard i/n of the plan (e.g. 1/3) for several load machines")
+	addDistFlags(fl, &f.dist)
 	fl.Int64Var(&f.seed, "seed", 1, "seed for random choices (instances, keys, jitter)")
 	fl.StringSliceVar(&f.only, "checks", nil, "run only these checks (default: all that apply)")
 	fl.StringSliceVar(&f.off, "checks-off", nil, "turn these checks off (promises the limiter knowingly does not keep, e.g. retry-after); the report says so")
@@ -228,7 +230,11 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 			return nil, usageWrap(fmt.Errorf("--format: %w", err))
 		}
 	}
-	shard, shards, err := parseShard(f.shard)
+	shard, shards, err := f.dist.shard(f.shard)
+	if err != nil {
+		return nil, usageWrap(err)
+	}
+	startAt, err := f.dist.start(time.Now())
 	if err != nil {
 		return nil, usageWrap(err)
 	}
@@ -377,12 +383,13 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
 		Shard: shard, Shards: shards, Seed: f.seed, Progress: prog.update,
 		RunID: runID, KeepKeys: f.keepKeys,
-		Request: shapeReq, DefaultPath: defPath, Keys: keyFile,
+		Request: shapeReq, DefaultPath: defPath, Keys: keyFile, StartAt: startAt,
 		MaxProbeWait: probeCap(declared),
 	})
 	if err != nil {
 		return nil, usageWrap(err)
 	}
+	noteWait(stderr, startAt, f.quiet)
 	sum, runE := eng.Run(ctx, plan, run)
 	var pe *attacks.PrepareError
 	if errors.As(runE, &pe) {
