@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/internal/human"
 )
 
 // ComparisonSchema names the version of the comparison document.
@@ -148,7 +149,7 @@ func comparisonRows(c *Comparison) (names []string, cells [][]string) {
 	cells = make([][]string, len(names))
 	for _, col := range c.Columns {
 		m := col.Metrics
-		cells[0] = append(cells[0], fmt.Sprint(m.Admitted))
+		cells[0] = append(cells[0], human.Count(int64(m.Admitted)))
 		cells[1] = append(cells[1], pctCell(m.OverrunPct))
 		if m.RetryAfterErrorS != nil {
 			cells[2] = append(cells[2], fmt.Sprintf("%+.3fs", *m.RetryAfterErrorS))
