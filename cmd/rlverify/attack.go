@@ -94,7 +94,7 @@ Examples:
 	fl.StringVar(&f.plan, "plan", "", "built-in plan name or plan file (see rlverify plans)")
 	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to attack in the embedded environment (see rlverify limiters)")
 	fl.StringVar(&f.store, "store", "", "state store of the reference limiter: memory or redis (default: redis when the plan needs it)")
-	fl.StringVar(&f.redisURL, "redis", "", "use this Redis (redis://host:port) instead of starting one")
+	newRedisFlag(fl, &f.redisURL, false, "use this Redis (redis://HOST:PORT[/DB]) instead of starting one")
 	fl.IntVar(&f.instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
 	fl.StringVar(&f.out, "out", "rlverify-out", "directory for history.jsonl and the reports")
@@ -456,7 +456,7 @@ func render(doc *reports.Document, formats []string, out string, stdout io.Write
 		}
 		if i == 0 {
 			if t, ok := r.(reports.Text); ok {
-				t.Color = isTerminal(stdout)
+				t.Color = colorOn(stdout)
 				r = t
 			}
 			if err := r.Render(stdout, doc); err != nil {

@@ -265,7 +265,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 	a := reports.BuildAudit(target, policySummary(pol), cols)
 	for i, format := range f.formats {
 		if i == 0 {
-			if err := reports.RenderAudit(stdout, format, a, isTerminal(stdout)); err != nil {
+			if err := reports.RenderAudit(stdout, format, a, colorOn(stdout)); err != nil {
 				return runErr(err)
 			}
 		}

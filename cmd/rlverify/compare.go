@@ -209,7 +209,13 @@ func renderComparison(cmp *reports.Comparison, formats []string, out string, std
 	}
 	for i, format := range formats {
 		if i == 0 {
-			if err := reports.RenderComparison(stdout, format, cmp); err != nil {
+			var err error
+			if format == "text" {
+				err = reports.Text{Color: colorOn(stdout)}.RenderComparison(stdout, cmp)
+			} else {
+				err = reports.RenderComparison(stdout, format, cmp)
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -98,3 +98,6 @@ func (f *failOn) fails(rs []checks.Result) []string {
 	}
 	return out
 }
+
+// thresholdToken is the --fail-on token of thresholds.
+const thresholdToken = "threshold"

@@ -76,7 +76,7 @@ func runReport(in string, formats []string, out string, stdout, stderr io.Writer
 		return r.Render(w, doc)
 	}
 	if out == "" {
-		if err := write(stdout, formats[0], isTerminal(stdout)); err != nil {
+		if err := write(stdout, formats[0], colorOn(stdout)); err != nil {
 			return runErr(err)
 		}
 		return nil

@@ -41,6 +41,10 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 		auditCmd(),
 		importCmd(),
 	)
+	setUpRoot(root)
+	if testRoot != nil {
+		testRoot(root)
+	}
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return nil
@@ -56,3 +60,6 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 	}
 	return &exitError{code: ExitUsage, err: err}
 }
+
+// testRoot, when set by a test, sees the command tree before it runs.
+var testRoot func(*cobra.Command)
