@@ -65,6 +65,7 @@ func (HTML) Render(w io.Writer, d *Document) error {
 		b.WriteString("<p class=\"note\">The history's last line was cut off and skipped.</p>\n")
 	}
 	htmlCheckTable(&b, d)
+	htmlThresholds(&b, d)
 	htmlTimeline(&b, d)
 	htmlEvidence(&b, d)
 	htmlRun(&b, d)

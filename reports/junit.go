@@ -165,6 +165,7 @@ func junitSuiteOf(d *Document, name string) junitSuite {
 		s.Tests++
 		s.Cases = append(s.Cases, tc)
 	}
+	junitThresholds(&s, d, classname)
 	var out strings.Builder
 	fmt.Fprintf(&out, "requests %s\n", statsLine(d.Stats))
 	for _, l := range d.Policy.Limits {

@@ -59,6 +59,7 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 	for _, r := range d.Checks {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", mdCell(r.Name), badge(r.Verdict), mdCell(r.Summary))
 	}
+	mdThresholds(&b, d)
 	for _, r := range d.Checks {
 		if (r.Verdict != checks.Fail && r.Verdict != checks.Unknown) || len(r.Evidence) == 0 {
 			continue

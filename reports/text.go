@@ -106,6 +106,7 @@ func (t Text) Render(w io.Writer, d *Document) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, t.paint(r.Verdict), r.Summary)
 	}
 	tw.Flush()
+	t.textThresholds(&b, d)
 	for _, r := range d.Checks {
 		if r.Verdict != checks.Fail && r.Verdict != checks.Unknown {
 			continue
@@ -188,20 +189,7 @@ func figureText(figs map[string]float64) string {
 	return strings.Join(parts, " ")
 }
 
-func dur(ns int64) string {
-	d := time.Duration(ns)
-	switch {
-	case d == 0:
-		return "0"
-	case d < 0:
-		return "-" + dur(-ns)
-	case d < time.Millisecond:
-		return d.Round(time.Microsecond).String()
-	case d < time.Second:
-		return d.Round(10 * time.Microsecond).String()
-	}
-	return d.Round(time.Millisecond).String()
-}
+func dur(ns int64) string { return human.Duration(time.Duration(ns)) }
 
 func orDash(s string) string {
 	if s == "" {

@@ -26,6 +26,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/thresholds"
 )
 
 type attackFlags struct {
@@ -56,6 +57,7 @@ type attackFlags struct {
 	regionSync    time.Duration
 	regionLat     time.Duration
 	failOn        []string
+	thresholds    []string
 	runID         string
 	keepKeys      bool
 	history       string
@@ -115,6 +117,7 @@ Examples:
 	fl.StringVar(&f.runID, "run-id", "", "tag appended to every key so runs never share limiter state (default: random; with --shard, derived from plan and seed so every shard uses the same keys)")
 	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plan's keys unchanged (real API keys of your service); they are redacted in the history and reports")
 	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, failOnUsage)
+	addThresholdFlag(fl, &f.thresholds)
 	addShapeFlags(fl, &f.shape)
 	return c
 }
@@ -175,6 +178,10 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		return nil, usageErr("attack: --plan is required (see rlverify plans)")
 	}
 	plan, err := attacks.Load(f.plan)
+	if err != nil {
+		return nil, usageWrap(err)
+	}
+	ts, err := planThresholds(plan, f)
 	if err != nil {
 		return nil, usageWrap(err)
 	}
@@ -389,7 +396,7 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if len(only) == 0 {
 		only = plan.Checks
 	}
-	doc, rs, h, err := evaluate([]string{histFile}, nil, declared, checks.Options{Only: only, MaxErrorRate: f.shape.maxErrorRate})
+	doc, rs, h, err := evaluate([]string{histFile}, nil, declared, checks.Options{Only: only, MaxErrorRate: f.shape.maxErrorRate}, ts)
 	if err != nil {
 		return nil, err
 	}
@@ -402,8 +409,8 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 // judge reads histories back (from disk; "-" from stdin), checks them and
 // reports: the live run and `rlverify check` share this path, so they give
 // the same verdicts.
-func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
-	doc, rs, h, err := evaluate(files, stdin, pol, o)
+func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
+	doc, rs, h, err := evaluate(files, stdin, pol, o, ts)
 	if err != nil {
 		return err
 	}
@@ -411,9 +418,9 @@ func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Polic
 }
 
 // evaluate reads histories (merging shards; "-" is stdin), judges them
-// against pol (nil: the policy the history declares) and builds the result
-// document.
-func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options) (*reports.Document, []checks.Result, *history.History, error) {
+// against pol (nil: the policy the history declares) and ts, and builds the
+// result document.
+func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold) (*reports.Document, []checks.Result, *history.History, error) {
 	h, err := readHistories(files, stdin)
 	if err != nil {
 		return nil, nil, nil, err
@@ -425,7 +432,11 @@ func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Opti
 	}
 	pol = judgeable(h, pol)
 	rs := checks.Judge(h, pol, o)
-	return reports.Build(h, pol, rs), rs, h, nil
+	doc := reports.Build(h, pol, rs)
+	if err := judgeThresholds(doc, h, pol, ts); err != nil {
+		return nil, nil, nil, err
+	}
+	return doc, rs, h, nil
 }
 
 // conclude renders doc and returns the exit the verdicts call for.
@@ -433,9 +444,9 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
 	}
-	switch {
-	case len(fo.fails(rs)) > 0:
-		return &exitError{code: ExitFail, fails: fo.fails(rs)}
+	switch fails := append(fo.fails(rs), fo.thresholdFails(doc.Thresholds)...); {
+	case len(fails) > 0:
+		return &exitError{code: ExitFail, fails: fails}
 	case doc.Interrupted && (h.End == nil || strings.HasPrefix(h.End.Reason, "interrupted")):
 		// Interrupted by a signal, or killed (no end record): the verdicts
 		// cover only part of the plan. Runs stopped by --max-* bounds the

@@ -57,6 +57,11 @@ error and decision latency. Each run's history and reports are kept in
 			if err != nil {
 				return usageWrap(err)
 			}
+			if plan, err := attacks.Load(base.plan); err == nil {
+				if _, err := planThresholds(plan, &base); err != nil {
+					return usageWrap(err)
+				}
+			}
 			for _, f := range formats {
 				if _, err := reports.Lookup(f); err != nil {
 					return usageWrap(fmt.Errorf("--format: %w", err))
@@ -130,7 +135,7 @@ error and decision latency. Each run's history and reports are kept in
 			}
 			var failed []string
 			for _, col := range cols {
-				if len(fo.fails(col.Document.Checks)) > 0 {
+				if len(fo.fails(col.Document.Checks))+len(fo.thresholdFails(col.Document.Thresholds)) > 0 {
 					failed = append(failed, col.Name)
 				}
 			}
@@ -159,6 +164,7 @@ error and decision latency. Each run's history and reports are kept in
 	fl.DurationVar(&base.timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
 	fl.BoolVar(&base.allowRemote, "allow-remote", false, "allow targets outside loopback")
 	fl.StringSliceVar(&base.failOn, "fail-on", []string{"fail"}, "verdicts of any implementation that make compare exit 1 (none: report only)")
+	addThresholdFlag(fl, &base.thresholds)
 	return c
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 )
@@ -61,4 +62,20 @@ func Rate(perSecond float64) string {
 	}
 	v, prefix := humanize.ComputeSI(perSecond)
 	return fixed(v, 1) + " " + prefix + "/s"
+}
+
+// Duration formats a measured duration: microseconds below 1ms, 10µs
+// steps below 1s, milliseconds above ("850µs", "4.21ms", "1.044s").
+func Duration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d < 0:
+		return "-" + Duration(-d)
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
 }

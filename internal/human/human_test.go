@@ -3,6 +3,7 @@ package human
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -38,5 +39,14 @@ func TestRate(t *testing.T) {
 		{1187, "1.2 k/s"}, {42600, "42.6 k/s"}, {3.4e6, "3.4 M/s"},
 	} {
 		require.Equal(t, tc.want, Rate(tc.in), "%v", tc.in)
+	}
+}
+
+func TestDuration(t *testing.T) {
+	for _, tc := range []struct {
+		in   time.Duration
+		want string
+	}{{0, "0"}, {850 * time.Microsecond, "850µs"}, {4213 * time.Microsecond, "4.21ms"}, {1044 * time.Millisecond, "1.044s"}, {-2 * time.Millisecond, "-2ms"}} {
+		require.Equal(t, tc.want, Duration(tc.in))
 	}
 }
