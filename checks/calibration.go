@@ -236,7 +236,7 @@ func (ix *index) calibrateRefill(l *policy.Limit, key string, lo, hi int64, prob
 		if !math.IsInf(high, 1) {
 			figs["measured_rate_high"] = high
 		}
-		m := Measurement{Name: "refill", Declared: policy.FormatRate(l.R()), Measured: rateRange(low, high), Verdict: Pass}
+		m := Measurement{Name: "refill", Declared: perSecond(l.R()), Measured: rateRange(low, high), Verdict: Pass}
 		if fast != nil {
 			m.Verdict = Fail
 			e := ix.ev(*fast)
@@ -323,12 +323,15 @@ func rateRange(low, high float64) string {
 	case math.IsInf(high, 1) && low == 0:
 		return "not measured"
 	case math.IsInf(high, 1):
-		return "at least " + policy.FormatRate(low)
+		return "at least " + perSecond(low)
 	case low == 0:
-		return "at most " + policy.FormatRate(high)
+		return "at most " + perSecond(high)
 	}
-	return policy.FormatRate(low) + " … " + policy.FormatRate(high)
+	return fmt.Sprintf("%.4g … %s", low, perSecond(high))
 }
+
+// perSecond writes a rate per second with 4 significant digits.
+func perSecond(r float64) string { return fmt.Sprintf("%.4g/s", r) }
 
 func sumI(xs []int64) int64 {
 	var s int64
