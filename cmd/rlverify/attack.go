@@ -59,6 +59,9 @@ type attackFlags struct {
 	failOn        []string
 	thresholds    []string
 	runID         string
+	// force writes into a run folder that holds files; exactOut writes
+	// into out itself (a plan of an audit, a column of a comparison).
+	force, exactOut bool
 	keepKeys      bool
 	history       string
 	shape         shapeFlags
@@ -77,7 +80,8 @@ func attackCmd() *cobra.Command {
 		Short: "Run an attack plan against a limiter, record the history, check it and report",
 		Long: `Run an attack plan against the built-in reference limiters (the embedded
 environment, the default) or your own instances (--env external --target URL),
-stream every request to DIR/history.jsonl, then judge the history.
+stream every request to DIR/RUN-ID/history.jsonl (DIR/latest points at the
+newest run), then judge the history.
 
 Examples:
   rlverify attack --plan concurrent-burst
@@ -99,8 +103,9 @@ Examples:
 	newRedisFlag(fl, &f.redisURL, false, "use this Redis (redis://HOST:PORT[/DB]) instead of starting one")
 	fl.IntVar(&f.instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
-	fl.StringVar(&f.out, "out", "rlverify-out", "directory for history.jsonl and the reports")
-	fl.StringVar(&f.history, "history", "", "write the history to this file instead of DIR/history.jsonl; - also streams it to stdout, for rlverify check --history - (stdout then carries only the history; the reports go to --out)")
+	fl.StringVar(&f.out, "out", "rlverify-out", outHelp("history.jsonl, result.json and the reports"))
+	addForceFlag(fl, &f.force)
+	fl.StringVar(&f.history, "history", "", "write the history to this file instead of DIR/RUN-ID/history.jsonl; - also streams it to stdout, for rlverify check --history - (stdout then carries only the history; the reports go to --out)")
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
 	addEnvFlags(fl, &f, "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
 	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
@@ -143,6 +148,8 @@ type attackResult struct {
 	results  []checks.Result
 	hist     *history.History
 	histFile string
+	// dir is the run's folder: the reports go there.
+	dir string
 	// report is where the first report format goes: stdout, unless stdout
 	// carries the history (--history -).
 	report io.Writer
@@ -159,7 +166,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	err = conclude(r.doc, r.results, r.hist, f.formats, f.out, fo, r.report, stderr)
+	err = conclude(r.doc, r.results, r.hist, f.formats, r.dir, fo, r.report, stderr)
 	var ee *exitError
 	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted ||
 		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
@@ -338,10 +345,11 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		}
 	}
 
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return nil, runErr(fmt.Errorf("--out: %w", err))
+	dir, runID, err := f.runFolder(runID, shard, shards)
+	if err != nil {
+		return nil, err
 	}
-	rh, err := createRunHistory(f.out, f.history, stdout)
+	rh, err := createRunHistory(dir, f.history, stdout)
 	if err != nil {
 		return nil, runErr(err)
 	}
@@ -403,7 +411,7 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if sum.Requests > 0 && allUnreachable(h) {
 		return nil, runErr(fmt.Errorf("no request got a response: is the target up? (history kept in %s)", histFile))
 	}
-	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, report: rh.report, runE: runE}, nil
+	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, dir: dir, report: rh.report, runE: runE}, nil
 }
 
 // judge reads histories back (from disk; "-" from stdin), checks them and

@@ -175,7 +175,7 @@ func TestAuditOfACorrectServiceWeDidNotWrite(t *testing.T) {
 	dir := t.TempDir()
 	out, stderr, code := rl(t, append([]string{"audit", "--out", dir, "--quiet", "--format", "text,md,junit,html"}, svc...)...)
 	require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
-	b, err := os.ReadFile(filepath.Join(dir, "audit.json"))
+	b, err := os.ReadFile(filepath.Join(dir, "latest", "audit.json"))
 	require.NoError(t, err)
 	var a reports.Audit
 	require.NoError(t, json.Unmarshal(b, &a))

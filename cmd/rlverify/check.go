@@ -69,6 +69,11 @@ input: rlverify attack … --history - | rlverify check --history -.`,
 			if !(maxErrorRate > 0 && maxErrorRate <= 1) {
 				return usageErr("--max-error-rate %g: want a share in (0, 1], e.g. 0.01 for 1%%", maxErrorRate)
 			}
+			if out != "" {
+				if out, err = runFolder(out, newRunID(), true, false); err != nil {
+					return err
+				}
+			}
 			return judge(c.Context(), files, c.InOrStdin(), pol, checks.Options{Slack: skew, Only: only, MaxErrorRate: maxErrorRate}, ts, formats, out, fo, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
@@ -76,7 +81,7 @@ input: rlverify attack … --history - | rlverify check --history -.`,
 	fl.StringArrayVar(&files, "history", nil, "history JSONL file, - for stdin (repeat to merge shards)")
 	fl.StringVar(&policyFile, "policy", "", "declared policy YAML (default: the one recorded in the history)")
 	fl.StringSliceVar(&formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", "))
-	fl.StringVar(&out, "out", "", "also write the reports into this directory")
+	fl.StringVar(&out, "out", "", "also write result.json and the reports: "+outHelp("them"))
 	fl.DurationVar(&skew, "clock-skew", 0, "largest clock difference between the machines that wrote the shards")
 	fl.StringSliceVar(&only, "checks", nil, "run only these checks")
 	fl.StringSliceVar(&failOnS, "fail-on", []string{"fail"}, failOnUsage)

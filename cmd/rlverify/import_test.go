@@ -166,9 +166,9 @@ func TestAttackHistoryFile(t *testing.T) {
 	h, err := history.ReadFile(file)
 	require.NoError(t, err)
 	require.Len(t, h.Events, 100)
-	_, err = os.Stat(filepath.Join(dir, "out", "history.jsonl"))
+	_, err = os.Stat(filepath.Join(dir, "out", "latest", "history.jsonl"))
 	require.True(t, os.IsNotExist(err), "--history FILE replaces DIR/history.jsonl")
-	_, err = os.Stat(filepath.Join(dir, "out", "result.json"))
+	_, err = os.Stat(filepath.Join(dir, "out", "latest", "result.json"))
 	require.NoError(t, err)
 }
 
@@ -199,7 +199,7 @@ func TestAttackPipesIntoCheck(t *testing.T) {
 	require.Contains(t, out.String(), "requests 100:")
 	require.Regexp(t, `oversell\s+FAIL`, out.String())
 	for _, f := range []string{"history.jsonl", "result.json"} {
-		_, err := os.Stat(filepath.Join(dir, f))
+		_, err := os.Stat(filepath.Join(dir, "latest", f))
 		require.NoError(t, err, "the attack keeps %s in --out", f)
 	}
 }

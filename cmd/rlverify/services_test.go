@@ -69,7 +69,7 @@ func serviceVerdicts(t *testing.T, plan string, svc []string) (map[string]string
 		got[c.Name] = c.Verdict
 	}
 	if t.Failed() {
-		b, _ := os.ReadFile(filepath.Join(dir, "report.txt"))
+		b, _ := os.ReadFile(filepath.Join(dir, "latest", "report.txt"))
 		t.Log(string(b))
 	}
 	return got, doc

@@ -23,7 +23,7 @@ func TestThresholdsFailTheRunLikeChecks(t *testing.T) {
 	for _, r := range d.Thresholds {
 		require.Equal(t, thresholds.Pass, r.Verdict, r.Summary)
 	}
-	hist := filepath.Join(dir, "history.jsonl")
+	hist := filepath.Join(dir, "latest", "history.jsonl")
 
 	for _, tc := range []struct {
 		name string
