@@ -62,9 +62,9 @@ type attackFlags struct {
 	// force writes into a run folder that holds files; exactOut writes
 	// into out itself (a plan of an audit, a column of a comparison).
 	force, exactOut bool
-	keepKeys      bool
-	history       string
-	shape         shapeFlags
+	keepKeys        bool
+	history         string
+	shape           shapeFlags
 	// local and docker environments
 	redisCluster  int
 	redisImage    string
