@@ -59,18 +59,19 @@ type attackFlags struct {
 	failOn        []string
 	thresholds    []string
 	runID         string
-	// force writes into a run folder that holds files; exactOut writes
-	// into out itself (a plan of an audit, a column of a comparison).
-	force, exactOut bool
-	keepKeys        bool
-	history         string
-	shape           shapeFlags
+	keepKeys      bool
+	history       string
+	shape         shapeFlags
 	// local and docker environments
 	redisCluster  int
 	redisImage    string
 	limiterImage  string
 	limiterBinary string
 	noPull        bool
+
+	// force writes into a run folder that holds files; exactOut writes
+	// into out itself (a plan of an audit, a column of a comparison).
+	force, exactOut bool
 }
 
 func attackCmd() *cobra.Command {
