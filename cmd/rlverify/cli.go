@@ -15,8 +15,12 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// noColor is --no-color of the invocation Run is executing.
+// noColor is --no-color of the invocation Run is executing; a Run inside
+// it (selftest runs attacks in process) keeps it.
 var noColor bool
+
+// runDepth counts the Runs executing (nested ones included).
+var runDepth int
 
 // colorOn reports whether output to w may carry ANSI colours: w is a
 // terminal, NO_COLOR (https://no-color.org) is unset or empty, and
@@ -28,8 +32,12 @@ func colorOn(w io.Writer) bool {
 // setUpRoot adds what every command shares: --no-color, --version,
 // suggestions for mistyped flags and completion of flag values.
 func setUpRoot(root *cobra.Command) {
-	noColor = false
-	root.PersistentFlags().BoolVar(&noColor, "no-color", false, "no colours in the output (also when NO_COLOR is set)")
+	var own bool
+	root.PersistentFlags().BoolVar(&own, "no-color", false, "no colours in the output (also when NO_COLOR is set)")
+	if runDepth <= 1 {
+		noColor = false
+	}
+	root.PersistentPreRun = func(*cobra.Command, []string) { noColor = noColor || own }
 	root.Version = version(readBuildInfo())
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(suggestFlag)

@@ -192,10 +192,12 @@ func TestNoColor(t *testing.T) {
 	t.Setenv("NO_COLOR", "1")
 	require.False(t, colorOn(tty), "NO_COLOR turns them off")
 	t.Setenv("NO_COLOR", "")
-	rootForTest(t)
-	noColor = true
+	_, _, code := rl(t, "--no-color", "plans")
+	require.Equal(t, 0, code)
 	require.False(t, colorOn(tty), "--no-color turns them off")
-	noColor = false
+	_, _, code = rl(t, "plans")
+	require.Equal(t, 0, code)
+	require.True(t, colorOn(tty), "for its own invocation only")
 }
 
 // rootForTest is the command tree Run executes.

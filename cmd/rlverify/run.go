@@ -12,6 +12,8 @@ import (
 // Run executes the command line args, writing to stdout and stderr. It is
 // main without the process: tests call it in process.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	runDepth++
+	defer func() { runDepth-- }()
 	root := &cobra.Command{
 		Use:   "rlverify",
 		Short: "Load-test HTTP rate limiters and prove they keep their promise",
