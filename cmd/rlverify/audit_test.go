@@ -199,7 +199,7 @@ func TestAuditOfACorrectServiceWeDidNotWrite(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"audit.txt", "audit.md", "audit.junit.xml", "audit.html"} {
-		_, err := os.Stat(filepath.Join(dir, f))
+		_, err := os.Stat(filepath.Join(dir, "latest", f))
 		require.NoError(t, err, f)
 	}
 	require.Contains(t, out, "measured against declared:")
