@@ -177,9 +177,18 @@ func checkInstances(ix *index) Result {
 			unknown += st.unknown
 			for ci := range st.certs {
 				ct := &st.certs[ci]
-				msg := fmt.Sprintf("key %s admitted %d across %d instances where one quota allows %s (≈%.0f× — per-instance state?)",
-					ke.g.key, ct.count, ke.g.insts, fmtF(ct.bound), float64(ct.count)/ct.bound)
-				col.add(ix.evidence(ke.g.key, ct, msg))
+				perInst := ix.eachInstanceFits(ct, l)
+				why := "at least one instance also oversold on its own: a non-atomic update (a race), besides any per-instance state"
+				if perInst {
+					why = "each instance's own admissions fit one quota: state kept per instance (or a limit that is per instance but declared cluster-wide)"
+				}
+				msg := fmt.Sprintf("key %s admitted %d across %d instances where one quota allows %s (%.1f×); %s",
+					ke.g.key, ct.count, ke.g.insts, fmtF(ct.bound), float64(ct.count)/ct.bound, why)
+				ev := ix.evidence(ke.g.key, ct, msg)
+				if perInst {
+					ev.Cause = CausePerInstanceState
+				}
+				col.add(ev)
 			}
 		}
 	}
@@ -388,4 +397,24 @@ func checkRegions(ix *index) Result {
 	}
 	return col.result(Pass, fmt.Sprintf("global admissions of %s within the %.0f%% tolerance (worst %.2f of the bound)", plural(keys, "key", "keys"), ix.p.Tolerance.Regions*100, worst),
 		figs, fmt.Sprintf("%s overran the declared tolerance", plural(col.total, "key", "keys")))
+}
+
+// eachInstanceFits reports whether the requests of a certificate, split by
+// instance, each fit the limit alone.
+func (ix *index) eachInstanceFits(ct *cert, l *policy.Limit) bool {
+	by := map[int16][]rec{}
+	for _, r := range ct.recs {
+		by[r.inst] = append(by[r.inst], r)
+	}
+	if len(by) < 2 {
+		return false
+	}
+	var sc scratch
+	for _, rs := range by {
+		slices.SortFunc(rs, cmpRec)
+		if st := ix.judgeScope(rs, l, &sc); len(st.certs) > 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -8,12 +8,11 @@ import (
 	"github.com/rlverify/rlverify/thresholds"
 )
 
-// SetThresholds records the run's judged thresholds in d and merges their
-// verdicts into d's: a threshold that fails fails the document, like a
-// check.
+// SetThresholds records the run's judged thresholds in d (once, after
+// Build) and merges their verdicts into d's: a threshold that fails fails
+// the document, like a check.
 func (d *Document) SetThresholds(rs []thresholds.Result) {
 	d.Thresholds = rs
-	d.Verdict = checks.Overall(d.Checks)
 	for _, r := range rs {
 		d.Verdict = checks.Merge(d.Verdict, checks.Verdict(r.Verdict))
 	}

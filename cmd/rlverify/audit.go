@@ -64,6 +64,7 @@ fails does not stop the others; each plan's history is kept in
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plans' keys unchanged (real API keys); they are redacted")
 	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, failOnUsage)
+	fl.StringSliceVar(&f.off, "checks-off", nil, "turn these checks off in every plan; the report says so")
 	addShapeFlags(fl, &f.shape)
 	return c
 }
