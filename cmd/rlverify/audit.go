@@ -176,6 +176,9 @@ var auditPlans = []auditPlan{
 
 func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr io.Writer) error {
 	fo, err := parseFailOn(f.failOn)
+	if err == nil {
+		err = fo.checkThresholds(nil) // an audit has no thresholds
+	}
 	if err != nil {
 		return usageWrap(err)
 	}

@@ -82,3 +82,9 @@ func TestPlanThresholdsAndTyposBeforeAnythingIsSent(t *testing.T) {
 	_, err := os.Stat(filepath.Join(dir, "out2"))
 	require.True(t, os.IsNotExist(err), "nothing ran")
 }
+
+func TestAuditRefusesThresholdSelectors(t *testing.T) {
+	_, stderr, code := rl(t, "audit", "--quiet", "--out", t.TempDir(), "--fail-on", "threshold:latency.p99")
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, stderr, "the run has no thresholds")
+}
