@@ -97,16 +97,6 @@ type Options struct {
 	StartAt time.Time
 }
 
-// Progress is a snapshot for a progress display.
-type Progress struct {
-	Phase    string
-	Sent     int64
-	Admitted int64
-	Rejected int64
-	Errors   int64
-	Elapsed  time.Duration
-}
-
 // Summary is what a run did.
 type Summary struct {
 	RunID       string
@@ -138,7 +128,7 @@ type Engine struct {
 	// counters
 	seq                        atomic.Uint64
 	sent, adm, rej, errs, late atomic.Int64
-	phase                      atomic.Value // string
+	cur                        atomic.Pointer[phaseProgress]
 	lastRejection              sync.Map     // key -> rejection
 	keysUsed                   sync.Map     // key -> struct{}
 	stopReason                 atomic.Value // string
@@ -216,7 +206,6 @@ func New(o Options) (*Engine, error) {
 		e.plain = append(e.plain, b.requestTarget("", e.defPath, nil))
 	}
 	e.rng = mrand.New(mrand.NewPCG(uint64(o.Seed), uint64(o.Shard)))
-	e.phase.Store("")
 	e.stopReason.Store("")
 	return e, nil
 }
@@ -367,7 +356,7 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		if runCtx.Err() != nil {
 			break
 		}
-		e.phase.Store(ph.Name)
+		e.beginPhase(i, len(p.Phases), ph)
 		rec, err := e.runPhase(runCtx, ph)
 		if rec != nil {
 			rec.Name, rec.Kind = ph.Name, ph.Kind
@@ -386,7 +375,7 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 				break
 			}
 		}
-		e.progress()
+		e.progress(true)
 	}
 	close(tick)
 	wg.Wait()
@@ -518,16 +507,6 @@ func (e *Engine) readDownstream(ctx context.Context, phase string) error {
 func (e *Engine) ownKey(k string) bool {
 	_, ok := e.keysUsed.Load(k)
 	return ok
-}
-
-func (e *Engine) progress() {
-	if e.o.Progress == nil {
-		return
-	}
-	e.o.Progress(Progress{
-		Phase: e.phase.Load().(string), Sent: e.sent.Load(), Admitted: e.adm.Load(),
-		Rejected: e.rej.Load(), Errors: e.errs.Load(), Elapsed: time.Duration(e.off()),
-	})
 }
 
 // share returns this shard's part of n.

@@ -26,6 +26,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/thresholds"
 )
 
 type attackFlags struct {
@@ -56,6 +57,7 @@ type attackFlags struct {
 	regionSync    time.Duration
 	regionLat     time.Duration
 	failOn        []string
+	thresholds    []string
 	runID         string
 	keepKeys      bool
 	history       string
@@ -68,6 +70,10 @@ type attackFlags struct {
 	limiterImage  string
 	limiterBinary string
 	noPull        bool
+
+	// force writes into a run folder that holds files; exactOut writes
+	// into out itself (a plan of an audit, a column of a comparison).
+	force, exactOut bool
 }
 
 func attackCmd() *cobra.Command {
@@ -77,7 +83,8 @@ func attackCmd() *cobra.Command {
 		Short: "Run an attack plan against a limiter, record the history, check it and report",
 		Long: `Run an attack plan against the built-in reference limiters (the embedded
 environment, the default) or your own instances (--env external --target URL),
-stream every request to DIR/history.jsonl, then judge the history.
+stream every request to DIR/RUN-ID/history.jsonl (DIR/latest points at the
+newest run), then judge the history.
 
 Examples:
   rlverify attack --plan concurrent-burst
@@ -101,11 +108,12 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 	fl.StringVar(&f.plan, "plan", "", "built-in plan name or plan file (see rlverify plans)")
 	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to attack in the embedded environment (see rlverify limiters)")
 	fl.StringVar(&f.store, "store", "", "state store of the reference limiter: memory or redis (default: redis when the plan needs it)")
-	fl.StringVar(&f.redisURL, "redis", "", "use this Redis (redis://host:port) instead of starting one")
+	newRedisFlag(fl, &f.redisURL, false, "use this Redis (redis://HOST:PORT[/DB]) instead of starting one")
 	fl.IntVar(&f.instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
-	fl.StringVar(&f.out, "out", "rlverify-out", "directory for history.jsonl and the reports")
-	fl.StringVar(&f.history, "history", "", "write the history to this file instead of DIR/history.jsonl; - also streams it to stdout, for rlverify check --history - (stdout then carries only the history; the reports go to --out)")
+	fl.StringVar(&f.out, "out", "rlverify-out", outHelp("history.jsonl, result.json and the reports"))
+	addForceFlag(fl, &f.force)
+	fl.StringVar(&f.history, "history", "", "write the history to this file instead of DIR/RUN-ID/history.jsonl; - also streams it to stdout, for rlverify check --history - (stdout then carries only the history; the reports go to --out)")
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
 	addEnvFlags(fl, f, "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
 	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
@@ -124,6 +132,7 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 	fl.StringVar(&f.runID, "run-id", "", "tag appended to every key so runs never share limiter state (default: random; with --shard, derived from plan and seed so every shard uses the same keys)")
 	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plan's keys unchanged (real API keys of your service); they are redacted in the history and reports")
 	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, failOnUsage)
+	addThresholdFlag(fl, &f.thresholds)
 	addShapeFlags(fl, &f.shape)
 }
 
@@ -148,6 +157,8 @@ type attackResult struct {
 	results  []checks.Result
 	hist     *history.History
 	histFile string
+	// dir is the run's folder: the reports go there.
+	dir string
 	// report is where the first report format goes: stdout, unless stdout
 	// carries the history (--history -).
 	report io.Writer
@@ -164,7 +175,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	err = conclude(r.doc, r.results, r.hist, f.formats, f.out, fo, r.report, stderr)
+	err = conclude(r.doc, r.results, r.hist, f.formats, r.dir, fo, r.report, stderr)
 	var ee *exitError
 	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted ||
 		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
@@ -183,6 +194,10 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		return nil, usageErr("attack: --plan is required (see rlverify plans)")
 	}
 	plan, err := attacks.Load(f.plan)
+	if err != nil {
+		return nil, usageWrap(err)
+	}
+	ts, err := planThresholds(plan, f)
 	if err != nil {
 		return nil, usageWrap(err)
 	}
@@ -349,10 +364,11 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		}
 	}
 
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return nil, runErr(fmt.Errorf("--out: %w", err))
+	dir, runID, err := f.runFolder(runID, shard, shards)
+	if err != nil {
+		return nil, err
 	}
-	rh, err := createRunHistory(f.out, f.history, stdout)
+	rh, err := createRunHistory(dir, f.history, stdout)
 	if err != nil {
 		return nil, runErr(err)
 	}
@@ -409,21 +425,21 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if len(only) == 0 {
 		only = plan.Checks
 	}
-	doc, rs, h, err := evaluate([]string{histFile}, nil, declared, checks.Options{Only: only, Off: f.off, MaxErrorRate: f.shape.maxErrorRate})
+	doc, rs, h, err := evaluate([]string{histFile}, nil, declared, checks.Options{Only: only, Off: f.off, MaxErrorRate: f.shape.maxErrorRate}, ts)
 	if err != nil {
 		return nil, err
 	}
 	if sum.Requests > 0 && allUnreachable(h) {
 		return nil, runErr(fmt.Errorf("no request got a response: is the target up? (history kept in %s)", histFile))
 	}
-	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, report: rh.report, runE: runE}, nil
+	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, dir: dir, report: rh.report, runE: runE}, nil
 }
 
 // judge reads histories back (from disk; "-" from stdin), checks them and
 // reports: the live run and `rlverify check` share this path, so they give
 // the same verdicts.
-func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
-	doc, rs, h, err := evaluate(files, stdin, pol, o)
+func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
+	doc, rs, h, err := evaluate(files, stdin, pol, o, ts)
 	if err != nil {
 		return err
 	}
@@ -431,9 +447,9 @@ func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Polic
 }
 
 // evaluate reads histories (merging shards; "-" is stdin), judges them
-// against pol (nil: the policy the history declares) and builds the result
-// document.
-func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options) (*reports.Document, []checks.Result, *history.History, error) {
+// against pol (nil: the policy the history declares) and ts, and builds the
+// result document.
+func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold) (*reports.Document, []checks.Result, *history.History, error) {
 	h, err := readHistories(files, stdin)
 	if err != nil {
 		return nil, nil, nil, err
@@ -445,7 +461,11 @@ func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Opti
 	}
 	pol = judgeable(h, pol)
 	rs := checks.Judge(h, pol, o)
-	return reports.Build(h, pol, rs), rs, h, nil
+	doc := reports.Build(h, pol, rs)
+	if err := judgeThresholds(doc, h, pol, ts); err != nil {
+		return nil, nil, nil, err
+	}
+	return doc, rs, h, nil
 }
 
 // conclude renders doc and returns the exit the verdicts call for.
@@ -453,9 +473,9 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
 	}
-	switch {
-	case len(fo.fails(rs)) > 0:
-		return &exitError{code: ExitFail, fails: fo.fails(rs)}
+	switch fails := append(fo.fails(rs), fo.thresholdFails(doc.Thresholds)...); {
+	case len(fails) > 0:
+		return &exitError{code: ExitFail, fails: fails}
 	case doc.Interrupted && (h.End == nil || strings.HasPrefix(h.End.Reason, "interrupted")):
 		// Interrupted by a signal, or killed (no end record): the verdicts
 		// cover only part of the plan. Runs stopped by --max-* bounds the
@@ -476,7 +496,7 @@ func render(doc *reports.Document, formats []string, out string, stdout io.Write
 		}
 		if i == 0 {
 			if t, ok := r.(reports.Text); ok {
-				t.Color = isTerminal(stdout)
+				t.Color = colorOn(stdout)
 				r = t
 			}
 			if err := r.Render(stdout, doc); err != nil {
