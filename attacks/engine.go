@@ -132,6 +132,10 @@ type Engine struct {
 	lastRejection              sync.Map     // key -> rejection
 	keysUsed                   sync.Map     // key -> struct{}
 	stopReason                 atomic.Value // string
+	// writeErr is the history writer's first error; stopWrite ends the run
+	// with it, so a full disk never gets load nobody records.
+	writeErr  atomic.Pointer[error]
+	stopWrite context.CancelCauseFunc
 	rrNext                     atomic.Uint64
 	faultMu                    sync.Mutex
 	openFaults                 map[string]history.Fault
@@ -307,8 +311,11 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		return Summary{}, err
 	}
 	sum := Summary{RunID: e.o.RunID, Start: e.start}
-	runCtx, cancel := context.WithTimeout(ctx, e.o.MaxDuration)
+	limitCtx, cancel := context.WithTimeout(ctx, e.o.MaxDuration)
 	defer cancel()
+	runCtx, stopWrite := context.WithCancelCause(limitCtx)
+	defer stopWrite(nil)
+	e.stopWrite = stopWrite
 
 	// Flush and report progress regularly so an interrupted run loses nothing
 	// that finished more than a moment ago.
@@ -328,7 +335,7 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 				if n%SampleEvery == 0 {
 					e.sample()
 				}
-				_ = e.o.Writer.Flush()
+				e.wrote(e.o.Writer.Flush())
 				e.progress()
 			}
 		}
@@ -387,7 +394,12 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 	switch {
 	case ctx.Err() != nil:
 		sum.Interrupted, sum.Reason = true, "interrupted: "+context.Cause(ctx).Error()
-	case runCtx.Err() != nil:
+	case e.writeErr.Load() != nil:
+		werr := *e.writeErr.Load()
+		sum.Interrupted, sum.Reason = true, "stopped: the history cannot be written: "+werr.Error()
+		// Later failures to record (the phase, the end) are this one.
+		runErr = fmt.Errorf("the history cannot be written, so the run stopped after %d requests: %w", e.sent.Load(), werr)
+	case limitCtx.Err() != nil:
 		sum.Interrupted, sum.Reason = true, fmt.Sprintf("stopped at --max-duration %s", e.o.MaxDuration)
 	case e.stopReason.Load().(string) != "":
 		sum.Interrupted, sum.Reason = true, e.stopReason.Load().(string)
@@ -663,10 +675,20 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 	if e.keys.secret() {
 		cp := *ev
 		cp.Key = e.recordedKey(ev.Key)
-		_ = e.o.Writer.WriteEvent(&cp)
+		e.wrote(e.o.Writer.WriteEvent(&cp))
 		return
 	}
-	_ = e.o.Writer.WriteEvent(ev)
+	e.wrote(e.o.Writer.WriteEvent(ev))
+}
+
+// wrote stops the run at the history writer's first error.
+func (e *Engine) wrote(err error) {
+	if err == nil || e.writeErr.Load() != nil {
+		return
+	}
+	if e.writeErr.CompareAndSwap(nil, &err) && e.stopWrite != nil {
+		e.stopWrite(err)
+	}
 }
 
 // setFields records a response's rate-limit fields in ev.

@@ -179,6 +179,13 @@ func RenderAudit(w io.Writer, format string, a *Audit, color bool) error {
 }
 
 func auditText(w io.Writer, a *Audit, t Text) error {
+	if pa, ok := printableCopy(a); ok {
+		return auditTextPrintable(w, pa, t)
+	}
+	return escapedOutput(w, func(w io.Writer) error { return auditTextPrintable(w, a, Text{}) })
+}
+
+func auditTextPrintable(w io.Writer, a *Audit, t Text) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rlverify audit: %s\npolicy %s (%s)\n", a.Target, a.Policy.Name, a.Policy.Source)
 	for _, l := range a.Policy.Limits {

@@ -33,8 +33,16 @@ func (t Text) paint(v checks.Verdict) string {
 	return "\x1b[2m" + s + "\x1b[0m"
 }
 
-// Render implements Renderer.
+// Render implements Renderer. What the document holds is printed with
+// terminal control characters escaped (see Printable).
 func (t Text) Render(w io.Writer, d *Document) error {
+	if pd, ok := printableCopy(d); ok {
+		return t.render(w, pd)
+	}
+	return escapedOutput(w, func(w io.Writer) error { return Text{}.render(w, d) })
+}
+
+func (t Text) render(w io.Writer, d *Document) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s\n", t.paint(d.Verdict), Headline(d))
 	fmt.Fprintf(&b, "rlverify: plan %s", orDash(d.Run.Plan))
@@ -213,6 +221,13 @@ func orDash(s string) string {
 // RenderComparison implements ComparisonRenderer: a matrix with a row per
 // check and per figure, a column per implementation.
 func (t Text) RenderComparison(w io.Writer, c *Comparison) error {
+	if pc, ok := printableCopy(c); ok {
+		return t.renderComparison(w, pc)
+	}
+	return escapedOutput(w, func(w io.Writer) error { return Text{}.renderComparison(w, c) })
+}
+
+func (t Text) renderComparison(w io.Writer, c *Comparison) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rlverify compare: plan %s · %d implementation(s)\n\n", orDash(c.Plan), len(c.Columns))
 	tw := newTable(&b)

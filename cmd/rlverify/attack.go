@@ -46,24 +46,27 @@ type attackFlags struct {
 	limiterPolicy string
 	allowRemote   bool
 	maxRequests   int64
-	maxDuration   time.Duration
-	timeout       time.Duration
-	shard         string
-	seed          int64
-	only          []string
-	quiet         bool
-	regions       int
-	regionMode    string
-	regionSync    time.Duration
-	regionLat     time.Duration
-	failOn        []string
-	thresholds    []string
-	runID         string
-	keepKeys      bool
-	history       string
-	shape         shapeFlags
-	off           []string
-	dist          distFlags
+	// maxHeaderBytes and maxHeaders cap one response's header section.
+	maxHeaderBytes int64
+	maxHeaders     int
+	maxDuration    time.Duration
+	timeout        time.Duration
+	shard          string
+	seed           int64
+	only           []string
+	quiet          bool
+	regions        int
+	regionMode     string
+	regionSync     time.Duration
+	regionLat      time.Duration
+	failOn         []string
+	thresholds     []string
+	runID          string
+	keepKeys       bool
+	history        string
+	shape          shapeFlags
+	off            []string
+	dist           distFlags
 	// local and docker environments
 	redisCluster  int
 	redisImage    string
@@ -123,6 +126,8 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 	fl.Int64Var(&f.maxRequests, "max-requests", attacks.DefaultMaxRequests, "stop after this many requests")
 	fl.DurationVar(&f.maxDuration, "max-duration", attacks.DefaultMaxDuration, "stop after this long")
 	fl.DurationVar(&f.timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
+	fl.Int64Var(&f.maxHeaderBytes, "max-header-bytes", attacks.DefaultMaxHeaderBytes, "a response whose header section is larger is cut off and counted as an error")
+	fl.IntVar(&f.maxHeaders, "max-headers", attacks.DefaultMaxHeaders, "a response with more header fields is cut off and counted as an error")
 	fl.StringVar(&f.shard, "shard", "", "run shard i/n of the plan (e.g. 1/3) for several load machines")
 	addDistFlags(fl, &f.dist)
 	fl.Int64Var(&f.seed, "seed", 1, "seed for random choices (instances, keys, jitter)")
@@ -274,6 +279,20 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		return nil, usageErr("--instances %d: want 1 … %d", instances, targets.MaxInstances)
 	}
 
+	if f.maxHeaderBytes < 1 || f.maxHeaders < 1 {
+		return nil, usageErr("--max-header-bytes %d, --max-headers %d: both must be at least 1", f.maxHeaderBytes, f.maxHeaders)
+	}
+	if f.redisURL != "" {
+		// The reference limiter writes every key's state there: a remote
+		// Redis is someone's data, so it needs the same consent a target does.
+		_, addr, err := parseRedis(f.redisURL)
+		if err != nil {
+			return nil, usageWrap(fmt.Errorf("--redis: %w", err))
+		}
+		if err := loopbackAddr("--redis", addr, f.allowRemote); err != nil {
+			return nil, usageWrap(err)
+		}
+	}
 	run := history.Run{Env: f.env, Policy: pol.Source}
 	defPath := attacks.DefaultPath
 	declared := pol
@@ -397,6 +416,7 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		Instances: stack.Instances, Policy: declared, Writer: w,
 		Faults: stack.Faults, Sink: stack.Sink,
 		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
+		MaxHeaderBytes: f.maxHeaderBytes, MaxHeaders: f.maxHeaders,
 		Shard: shard, Shards: shards, Seed: f.seed, Progress: prog.update,
 		RunID: runID, KeepKeys: f.keepKeys,
 		Request: shapeReq, DefaultPath: defPath, Keys: keyFile, StartAt: startAt,
@@ -412,11 +432,16 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		return nil, usageWrap(pe)
 	}
 	prog.done()
-	if err := w.Close(); err != nil {
-		return nil, runErr(err)
-	}
+	closeErr := w.Close()
 	if err := stack.Close(); err != nil {
 		fmt.Fprintf(stderr, "rlverify: tearing down the %s environment: %v\n", env.Name(), err)
+	}
+	if closeErr != nil {
+		// The history on disk is incomplete: no verdict is drawn from it.
+		if runE != nil {
+			return nil, runErr(fmt.Errorf("%w (history %s is incomplete)", runE, histFile))
+		}
+		return nil, runErr(fmt.Errorf("%w (history %s is incomplete)", closeErr, histFile))
 	}
 	if runE != nil {
 		fmt.Fprintf(stderr, "rlverify: the run stopped early: %v\n", runE)
@@ -430,7 +455,8 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		return nil, err
 	}
 	if sum.Requests > 0 && allUnreachable(h) {
-		return nil, runErr(fmt.Errorf("no request got a response: is the target up? (history kept in %s)", histFile))
+		why, n := commonestErr(h)
+		return nil, runErr(fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, histFile))
 	}
 	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, dir: dir, report: rh.report, runE: runE}, nil
 }
@@ -542,6 +568,23 @@ func allUnreachable(h *history.History) bool {
 		}
 	}
 	return true
+}
+
+// commonestErr is the error most requests of h got, and how many got it.
+func commonestErr(h *history.History) (string, int) {
+	n := map[string]int{}
+	best := ""
+	for i := range h.Events {
+		e := h.Events[i].Err
+		if e == "" {
+			e = "no status"
+		}
+		n[e]++
+		if n[e] > n[best] || (n[e] == n[best] && e < best) {
+			best = e
+		}
+	}
+	return best, n[best]
 }
 
 func parseShard(s string) (int, int, error) {

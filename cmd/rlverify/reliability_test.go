@@ -521,7 +521,7 @@ func TestReliabilityInterruptBySignal(t *testing.T) {
 	}
 	plan := writeFile(t, "long.yaml", longRatePlan)
 	rlverifyBinary(t) // build outside the timed part
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			start := time.Now()

@@ -124,7 +124,7 @@ rlverify attack --sink URL reads GET /_sink/stats at the end of a run.`,
 	return c
 }
 
-// serveUntilDone serves h on addr until ctx ends (SIGINT/SIGTERM).
+// serveUntilDone serves h on addr until ctx ends (SIGINT/SIGTERM/SIGHUP).
 func serveUntilDone(ctx context.Context, addr string, h http.Handler, started func(string)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
