@@ -134,11 +134,11 @@ type Engine struct {
 	stopReason                 atomic.Value // string
 	// writeErr is the history writer's first error; stopWrite ends the run
 	// with it, so a full disk never gets load nobody records.
-	writeErr  atomic.Pointer[error]
-	stopWrite context.CancelCauseFunc
-	rrNext                     atomic.Uint64
-	faultMu                    sync.Mutex
-	openFaults                 map[string]history.Fault
+	writeErr   atomic.Pointer[error]
+	stopWrite  context.CancelCauseFunc
+	rrNext     atomic.Uint64
+	faultMu    sync.Mutex
+	openFaults map[string]history.Fault
 	// downBase is the downstream's reading before the run, by key.
 	downBase map[string]int64
 }
