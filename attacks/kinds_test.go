@@ -2,6 +2,7 @@ package attacks
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -712,9 +714,14 @@ func TestSlowRatePhaseIsNotLate(t *testing.T) {
 	h, _, err := runPlan(t, context.Background(), "name: r\nphases:\n  - name: slow\n    kind: rate\n    key: paid-a\n    rate: 40/s\n    duration: 500ms\n", Options{Instances: []string{lt.srv.URL}})
 	require.NoError(t, err)
 	evs := phaseEvents(h, "slow")
-	require.Len(t, evs, 20)
 	rec := phaseRecord(t, h, "slow")
+	// On a busy runner the scheduler may wake past the phase's end: the
+	// last hits are then dropped (and counted), never sent after it.
+	require.Equal(t, int64(20), int64(len(evs))+rec.Dropped, "sent + dropped")
+	require.LessOrEqual(t, rec.Dropped, int64(2))
 	require.Less(t, rec.Late, int64(10), "intended times follow the pacer (hit k at (k+1)/rate)")
+	// Workers record in the order their answers come, not the pacer's.
+	slices.SortFunc(evs, func(a, b history.Event) int { return cmp.Compare(a.Intended, b.Intended) })
 	for i, e := range evs {
 		require.Equal(t, rec.Start+int64(i+1)*int64(25*time.Millisecond), e.Intended)
 	}

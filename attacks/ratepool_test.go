@@ -63,8 +63,10 @@ func TestRatePoolIntendedTimesFollowThePacer(t *testing.T) {
 	}
 	ramp := phaseRecord(t, h, "ramp")
 	got = sortedIntended(phaseEvents(h, "ramp"), ramp.Start)
-	// 100/s rising to 300/s over 1s: 200 hits.
-	require.InDelta(t, 200, len(got), 2)
+	// 100/s rising to 300/s over 1s: 200 hits, the last few of them
+	// dropped (and counted) when a busy runner wakes the scheduler late.
+	require.InDelta(t, 200, int64(len(got))+ramp.Dropped, 2)
+	require.LessOrEqual(t, ramp.Dropped, int64(20))
 	for k, off := range got {
 		require.Equal(t, intendedOffset(uint64(k), 0, 100, 200), off, "hit %d", k)
 	}

@@ -201,6 +201,10 @@ func checkDownstream(ix *index) Result {
 		return col.result(Skip, "no downstream records in this run (no sink, JSON counter or Prometheus source)", figs, "")
 	}
 	adm := map[string]int64{}
+	// unanswered are requests without a decision (an error or a request cut
+	// off when the run stopped): the limiter may have admitted and forwarded
+	// them, so they widen the bound instead of counting as arrivals unasked.
+	unanswered := map[string]int64{}
 	// byFault are the admissions the failure mode (or another scope)
 	// decided: the envelope does not bound them, so they are added to it.
 	byFault := map[string][]rec{}
@@ -213,6 +217,8 @@ func checkDownstream(ix *index) Result {
 				if r.fault {
 					byFault[g.key] = append(byFault[g.key], r)
 				}
+			} else if r.out == history.Unknown {
+				unanswered[g.key]++
 			}
 			if _, ok := first[g.key]; !ok || r.lo < first[g.key] {
 				first[g.key] = r.lo
@@ -240,9 +246,12 @@ func checkDownstream(ix *index) Result {
 			continue
 		}
 		arrivals += final.arrivals
-		if a := adm[key]; final.arrivals > a {
-			col.add(Evidence{Key: key, From: first[key], To: last[key], Bound: float64(a), Observed: float64(final.arrivals),
-				Message: fmt.Sprintf("key %s: %d arrivals downstream but only %d requests admitted", key, final.arrivals, a)})
+		if a, u := adm[key], unanswered[key]; final.arrivals > a+u {
+			msg := fmt.Sprintf("key %s: %d arrivals downstream but only %d requests admitted", key, final.arrivals, a)
+			if u > 0 {
+				msg += fmt.Sprintf(" and %d without an answer", u)
+			}
+			col.add(Evidence{Key: key, From: first[key], To: last[key], Bound: float64(a + u), Observed: float64(final.arrivals), Message: msg})
 			continue
 		}
 		tier := ix.tierOfKey(key)

@@ -192,7 +192,7 @@ func IsStoreError(err error) bool {
 
 // DefaultRedisTimeout is the per-operation timeout NewRedisClient uses when
 // given 0.
-const DefaultRedisTimeout = 50 * time.Millisecond
+const DefaultRedisTimeout = policy.DefaultStoreTimeout
 
 // RedisOptions are the limiter store's client settings for addr: every
 // timeout (dial, read, write, pool) set to timeout, context deadlines

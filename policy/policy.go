@@ -124,6 +124,12 @@ const (
 	FailQueue  = "queue"
 )
 
+// DefaultStoreTimeout bounds a store call when a policy does not say: loose
+// enough that the built-in environments, where the load generator, the
+// service and Redis share a busy machine, decide by the store and not by
+// the failure mode.
+const DefaultStoreTimeout = 200 * time.Millisecond
+
 // Failure is the declared behaviour when the store is down or slow.
 type Failure struct {
 	// Mode is open (admit), closed (reject with 503), local (per-instance
@@ -316,7 +322,7 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 		return errf("failure.local_share", "%g: want a fraction in (0, 1]", f.LocalShare)
 	}
 	if f.StoreTimeout == 0 {
-		f.StoreTimeout = Duration(50 * time.Millisecond)
+		f.StoreTimeout = Duration(DefaultStoreTimeout)
 	}
 	if f.StoreTimeout < 0 || f.StoreTimeout.D() > time.Minute {
 		return errf("failure.store_timeout", "%s: want a duration in (0, 1m]", f.StoreTimeout)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/limiters/catalog"
+	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
@@ -45,7 +46,7 @@ func storeTimeout(spec Spec) time.Duration {
 	if t := spec.Policy.Failure.StoreTimeout.D(); t > 0 {
 		return t
 	}
-	return 50 * time.Millisecond
+	return policy.DefaultStoreTimeout
 }
 
 // startRedis returns the address of a Redis to use: url when given, else a

@@ -99,6 +99,13 @@ Examples:
       --identity bearer --keys keys.yaml --admitted 201 --policy my-policy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// 0 means "the default" to callers inside the process; given
+			// on the command line it is a mistake.
+			for _, name := range []string{"max-header-bytes", "max-headers"} {
+				if fl := c.Flags().Lookup(name); fl.Changed && fl.Value.String() == "0" {
+					return usageErr("--%s 0: want at least 1", name)
+				}
+			}
 			return runAttack(c.Context(), &f, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
@@ -279,7 +286,7 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		return nil, usageErr("--instances %d: want 1 … %d", instances, targets.MaxInstances)
 	}
 
-	if f.maxHeaderBytes < 1 || f.maxHeaders < 1 {
+	if f.maxHeaderBytes < 0 || f.maxHeaders < 0 {
 		return nil, usageErr("--max-header-bytes %d, --max-headers %d: both must be at least 1", f.maxHeaderBytes, f.maxHeaders)
 	}
 	if f.redisURL != "" {

@@ -97,7 +97,7 @@ func TestResponseHeaderCaps(t *testing.T) {
 	}
 	_, stderr, code := rl(t, "attack", "--plan", plan, "--target", srv.URL, "--max-headers", "0", "--out", t.TempDir())
 	require.Equal(t, ExitUsage, code)
-	require.Contains(t, stderr, "--max-headers 0: both must be at least 1")
+	require.Contains(t, stderr, "--max-headers 0: want at least 1")
 }
 
 // Issue 17, item 9: a rate phase whose first gap is longer than the phase
