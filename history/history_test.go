@@ -99,6 +99,9 @@ func TestMergeRebasesShards(t *testing.T) {
 	require.Equal(t, int64(6), m.Faults[0].Start)
 	require.Equal(t, int64(2), m.End.Requests)
 	require.Equal(t, int64(105), m.End.Elapsed)
-	_, err = Merge(a, a)
+	c := &History{Run: Run{Start: t0, Shard: "2/2"}, Events: []Event{{ID: 1, Sent: 10, Recv: 20}}, End: &End{Requests: 1}}
+	_, err = Merge(a, c)
 	require.ErrorContains(t, err, "event id 1 appears in shard 1 and shard 2")
+	_, err = Merge(a, a)
+	require.ErrorContains(t, err, "shard 1 and shard 2 are both shard 1/2 of the run")
 }
