@@ -45,10 +45,12 @@ const maxProcs = 8
 // into windows of this many. Tests make it small.
 var maxWindowLines = 1 << 16
 
-// special is a line of a chunk that is not a plainly decoded event.
+// special is a line of a chunk that is not a plainly decoded event, or a
+// run of blank lines.
 type special struct {
-	line int // within the chunk, from 0
-	b    []byte
+	line   int // within the chunk, from 0
+	b      []byte
+	blanks int // > 0: the blank lines line … line+blanks-1 (b unused)
 }
 
 // chunk is one goroutine's share of a window.
@@ -124,11 +126,23 @@ func readChunked(name string, r io.Reader, size int64, chunkSize, procs int) (h 
 // lineCut returns the length of the first n lines of data when it has more
 // than n, else 0.
 func lineCut(data []byte, n int) int {
-	if bytes.Count(data, []byte{'\n'}) < n {
+	nl := []byte{'\n'}
+	if bytes.Count(data, nl) < n {
 		return 0 // at most n lines, counting a last one without '\n'
 	}
-	at := 0
-	for range n {
+	// The next `left` bytes hold at most `left` line ends: count them in
+	// blocks (fast for short lines), then step to the last few.
+	at, left := 0, n
+	for left > 16 {
+		c := bytes.Count(data[at:at+left], nl)
+		if c == left {
+			at += left
+			left = 0
+			break
+		}
+		at, left = at+left, left-c
+	}
+	for ; left > 0; left-- {
 		at += bytes.IndexByte(data[at:], '\n') + 1
 	}
 	if at == len(data) {
@@ -197,6 +211,13 @@ func (s *lineState) window(data []byte, chunks []chunk) bool {
 			if !s.take(all, n0+c.first+next, sp.line-next) {
 				return true
 			}
+			if sp.blanks > 0 {
+				if s.err = s.blankLines(sp.blanks); s.err != nil {
+					return true
+				}
+				next = sp.line + sp.blanks
+				continue
+			}
 			if s.err = s.feed(sp.b); s.err != nil {
 				return true
 			}
@@ -244,10 +265,21 @@ func (s *lineState) take(all []Event, from, n int) bool {
 }
 
 // decode decodes the event lines of c into slots (one per line); every
-// other line becomes a special.
+// other line becomes a special, a run of blank lines one special.
 func (c *chunk) decode(slots []Event) {
 	data := c.data
 	for l := 0; len(data) > 0; l++ {
+		if data[0] == '\n' && len(data) > 1 && data[1] == '\n' {
+			// A run of empty lines, taken at once.
+			k := 2
+			for k < len(data) && data[k] == '\n' {
+				k++
+			}
+			c.addBlanks(l, k)
+			l += k - 1
+			data = data[k:]
+			continue
+		}
 		b := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			b, data = data[:i], data[i+1:]
@@ -261,11 +293,26 @@ func (c *chunk) decode(slots []Event) {
 		if len(b) > 0 && b[len(b)-1] == '\r' { // as bufio.ScanLines
 			b = b[:len(b)-1]
 		}
-		e := &slots[l]
-		*e = Event{}
-		if bytes.HasPrefix(b, eventPrefix) && decodeEventWith(c.cache, b, e) == nil {
+		if bytes.HasPrefix(b, eventPrefix) {
+			e := &slots[l]
+			*e = Event{}
+			if decodeEventWith(c.cache, b, e) == nil {
+				continue
+			}
+		} else if len(bytes.TrimSpace(b)) == 0 { // blank, as lineState.feed
+			c.addBlanks(l, 1)
 			continue
 		}
-		c.specials = append(c.specials, special{l, b})
+		c.specials = append(c.specials, special{line: l, b: b})
 	}
+}
+
+// addBlanks records n blank lines from line l, joining them to a run of
+// blank lines just before.
+func (c *chunk) addBlanks(l, n int) {
+	if k := len(c.specials); k > 0 && c.specials[k-1].blanks > 0 && c.specials[k-1].line+c.specials[k-1].blanks == l {
+		c.specials[k-1].blanks += n
+		return
+	}
+	c.specials = append(c.specials, special{line: l, blanks: n})
 }

@@ -222,3 +222,32 @@ func BenchmarkReadFile(b *testing.B) {
 	}
 	b.ReportMetric(100_000*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// TestLineCut agrees with counting line ends one by one, on short, long
+// and mixed lines.
+func TestLineCut(t *testing.T) {
+	naive := func(data []byte, n int) int {
+		at := 0
+		for i := 0; i < n; i++ {
+			j := bytes.IndexByte(data[at:], '\n')
+			if j < 0 {
+				return 0
+			}
+			at += j + 1
+		}
+		if at == len(data) {
+			return 0
+		}
+		return at
+	}
+	inputs := [][]byte{
+		[]byte(""), []byte("\n"), []byte("a"), []byte(strings.Repeat("\n", 100)),
+		[]byte(strings.Repeat("\n", 99) + "x"), []byte(strings.Repeat("abc\n", 50)),
+		[]byte(strings.Repeat("\n\n\nlong line of text\n", 40) + "tail"),
+	}
+	for _, in := range inputs {
+		for _, n := range []int{1, 2, 3, 16, 17, 18, 50, 99, 100, 101, 200} {
+			require.Equal(t, naive(in, n), lineCut(in, n), "%q, n=%d", in, n)
+		}
+	}
+}

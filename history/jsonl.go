@@ -350,6 +350,17 @@ func (s *lineState) events(n int) error {
 	return nil
 }
 
+// blankLines accounts for n consecutive blank lines, exactly as n calls of
+// feed would.
+func (s *lineState) blankLines(n int) error {
+	if s.pendingErr != nil {
+		s.line++
+		return s.pendingErr
+	}
+	s.line += n
+	return nil
+}
+
 func (s *lineState) headerErr() error {
 	return fmt.Errorf("%s:%d: %w: the first line must be the run header {\"t\":\"run\",…}", s.name, s.line, ErrFormat)
 }
@@ -425,6 +436,9 @@ func (h *History) decodeLine(b []byte) error {
 		Version int    `json:"version"`
 	}
 	if err := json.Unmarshal(b, &probe); err != nil {
+		if json.Valid(b) {
+			return fmt.Errorf("not a record: a line holds one JSON object such as {\"t\":\"e\",…}, not %q", clip(b, 24))
+		}
 		return fmt.Errorf("invalid JSON: %v", err)
 	}
 	switch probe.T {

@@ -291,7 +291,7 @@ func TestReadFileMemoryFollowsRealEvents(t *testing.T) {
 	}{
 		{"blank lines", "\n", ""},
 		{"spaces", "  \n", ""},
-		{"zeros", "0\n", "h.jsonl:2: not a valid rlverify history: invalid JSON"},
+		{"zeros", "0\n", `h.jsonl:2: not a valid rlverify history: not a record: a line holds one JSON object such as {"t":"e",…}, not "0"`},
 		{"event prefixes", `{"t":"e",` + "\n", "h.jsonl:2: not a valid rlverify history: invalid record: unexpected EOF"},
 		{"empty objects", "{}\n", "h.jsonl:2: not a valid rlverify history: unknown record type"},
 	} {

@@ -24,7 +24,7 @@ func (e *TooLargeError) Error() string {
 	if e.Size > 0 {
 		return fmt.Sprintf("%s is %d bytes, more than the %d allowed", e.File, e.Size, e.Limit)
 	}
-	return fmt.Sprintf("%s holds more than the %d bytes allowed (it is not a regular file; read up to the limit)", e.File, e.Limit)
+	return fmt.Sprintf("%s holds more than the %d bytes allowed (not a regular file: read up to the limit)", e.File, e.Limit)
 }
 
 // File returns the contents of file when it holds at most limit bytes,

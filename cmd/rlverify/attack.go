@@ -127,6 +127,9 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if f.plan == "" {
 		return usageErr("attack: --plan is required (see rlverify plans)")
 	}
+	if err := checkRunBounds(f); err != nil {
+		return err
+	}
 	plan, err := attacks.Load(f.plan)
 	if err != nil {
 		return usageWrap(err)

@@ -66,7 +66,7 @@ func ReadFile(file string) ([]byte, error) {
 	case errors.As(err, &tl) && tl.Size > 0:
 		return nil, &Error{File: file, Msg: fmt.Sprintf("document is %d bytes, more than the %d allowed", tl.Size, MaxBytes)}
 	case errors.As(err, &tl):
-		return nil, &Error{File: file, Msg: fmt.Sprintf("document is more than the %d bytes allowed (read up to the limit: not a regular file)", MaxBytes)}
+		return nil, &Error{File: file, Msg: fmt.Sprintf("document holds more than the %d bytes allowed (not a regular file: read up to the limit)", MaxBytes)}
 	}
 	return data, err
 }

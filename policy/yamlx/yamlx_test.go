@@ -92,7 +92,7 @@ func TestReadFile(t *testing.T) {
 	_, err = ReadFile(big)
 	require.EqualError(t, err, big+": document is 1048577 bytes, more than the 1048576 allowed")
 	_, err = ReadFile("/dev/zero")
-	require.EqualError(t, err, "/dev/zero: document is more than the 1048576 bytes allowed (read up to the limit: not a regular file)")
+	require.EqualError(t, err, "/dev/zero: document holds more than the 1048576 bytes allowed (not a regular file: read up to the limit)")
 	_, err = ReadFile(filepath.Join(dir, "nope.yaml"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
