@@ -464,7 +464,7 @@ func (h *History) decodeLine(b []byte) error {
 		if err := strict(b, &f); err != nil {
 			return err
 		}
-		if err := checkOffsets("fault "+f.Kind, []string{"start", "end"}, f.Start, f.End); err != nil {
+		if err := checkOffsets("fault", []string{"start", "end"}, f.Start, f.End); err != nil {
 			return err
 		}
 		h.Faults = append(h.Faults, f)
@@ -473,7 +473,7 @@ func (h *History) decodeLine(b []byte) error {
 		if err := strict(b, &s); err != nil {
 			return err
 		}
-		if err := checkOffsets("sink "+s.Key, []string{"first", "last"}, s.First, s.Last); err != nil {
+		if err := checkOffsets("sink", []string{"first", "last"}, s.First, s.Last); err != nil {
 			return err
 		}
 		h.Sink = append(h.Sink, s)
@@ -482,7 +482,7 @@ func (h *History) decodeLine(b []byte) error {
 		if err := strict(b, &p); err != nil {
 			return err
 		}
-		if err := checkOffsets("phase "+p.Name, []string{"start", "end", "target"}, p.Start, p.End, p.Target); err != nil {
+		if err := checkOffsets("phase", []string{"start", "end", "target"}, p.Start, p.End, p.Target); err != nil {
 			return err
 		}
 		h.Phases = append(h.Phases, p)

@@ -186,7 +186,7 @@ func TestReadRefusesCorruptRecords(t *testing.T) {
 		{"start in year 9999", strings.Replace(run, "2026-01-01T00:00:00Z", "9999-12-31T23:59:59Z", 1) + ev(1) + "\n", "mem:1: not a valid rlverify history: run start 9999-12-31T23:59:59Z is out of range"},
 		{"offset of 200 years", run + `{"t":"e","id":1,"key":"k","inst":0,"phase":"p","sent":1,"recv":6311520000000000000,"status":200}` + "\n" + end, "mem:2: not a valid rlverify history: event 1: recv 6311520000000000000 ns is out of range"},
 		{"negative intended offset far out", run + `{"t":"e","id":1,"key":"k","inst":0,"phase":"p","intended":-9000000000000000000,"sent":1,"recv":2,"status":200}` + "\n" + end, "event 1: intended -9000000000000000000 ns is out of range"},
-		{"fault end far out", run + `{"t":"fault","kind":"store-down","start":0,"end":9223372036854775807}` + "\n" + end, "mem:2: not a valid rlverify history: fault store-down: end 9223372036854775807 ns is out of range"},
+		{"fault end far out", run + `{"t":"fault","kind":"store-down","start":0,"end":9223372036854775807}` + "\n" + end, "mem:2: not a valid rlverify history: fault: end 9223372036854775807 ns is out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Read("mem", strings.NewReader(tc.in))
