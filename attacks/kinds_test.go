@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
 )
 
 // limitTarget is a test server with a simple per-key counting limiter:
@@ -169,7 +170,7 @@ phases:
 	var admitted, rejected int
 	var retries []history.Event
 	for _, e := range evs {
-		require.Equal(t, "free-r-t", e.Key)
+		require.Equal(t, "free-t-r", e.Key)
 		switch e.Status {
 		case 200:
 			admitted++
@@ -375,16 +376,22 @@ phases:
     kind: bypass
     key: free-b
     requests: 4
-`, Options{Instances: []string{lt.srv.URL}, RunID: "t1", Seed: 3})
+    variants: [xff, case, space, path]
+`, Options{Instances: []string{lt.srv.URL}, RunID: "t1", Seed: 3, DefaultPath: DefaultPath})
 	require.NoError(t, err)
 	evs := phaseEvents(h, "bp")
-	require.Len(t, evs, 4*6, "plain, xff, case, space and two paths")
+	// A drain of 4, then per variant group 4 control requests of the plain
+	// key interleaved with 4 of the variant: xff, case, space, two paths.
+	require.Len(t, evs, 4+5*8)
 	byVariant := map[string]int{}
 	var xffs []string
-	for _, e := range evs {
-		require.Equal(t, "free-b-t1", e.Key, "Key is the logical key")
+	for i, e := range evs {
+		require.Equal(t, "free-t1-b", e.Key, "Key is the key, whatever the variant sent")
 		require.Equal(t, "free", e.Tier)
 		require.Equal(t, 200, e.Status)
+		if i >= 4 && (i-4)%2 == 0 {
+			require.Empty(t, e.Variant, "control and variant requests alternate")
+		}
 		v := e.Variant
 		if strings.HasPrefix(v, "xff:") {
 			ip := net.ParseIP(strings.TrimPrefix(v, "xff:"))
@@ -396,13 +403,13 @@ phases:
 		}
 		byVariant[v]++
 	}
-	require.Equal(t, map[string]int{"": 4, "xff": 4, "case": 4, "space": 4, "path:/api/": 4, "path://api": 4}, byVariant)
+	require.Equal(t, map[string]int{"": 24, "xff": 4, "case": 4, "space": 4, "path:trailing-slash": 4, "path:double-slash": 4}, byVariant)
 	sort.Strings(xffs)
 	require.Len(t, xffs, 4)
 	for i := 1; i < len(xffs); i++ {
 		require.NotEqual(t, xffs[i-1], xffs[i], "X-Forwarded-For values are distinct")
 	}
-	require.Equal(t, int64(24), phaseRecord(t, h, "bp").Requests)
+	require.Equal(t, int64(44), phaseRecord(t, h, "bp").Requests)
 
 	// What went on the wire, byte for byte.
 	keys := map[string]int{}
@@ -422,18 +429,88 @@ phases:
 			paths[m[1]]++
 		}
 	}
-	require.Equal(t, map[string]int{"free-b-t1": 16, "FREE-B-T1": 4, " free-b-t1 ": 4}, keys)
-	require.Equal(t, map[string]int{"/api": 16, "/api/": 4, "//api": 4}, paths)
+	require.Equal(t, map[string]int{"free-t1-b": 36, "FREE-T1-B": 4, " free-t1-b ": 4}, keys)
+	require.Equal(t, map[string]int{"/api": 36, "/api/": 4, "//api": 4}, paths)
 	sort.Strings(wireXFF)
 	require.Equal(t, xffs, wireXFF)
+}
+
+func TestBypassVariantsFollowTheDeclaredIdentity(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		identity string
+		want     map[string]int
+		notes    []string
+	}{
+		{"reference service", "", map[string]int{"": 4 + 8*4, "xff": 4, "xff-shared": 4, "repeat": 4, "space": 4, "case": 4, "long": 4,
+			"path:trailing-slash": 4, "path:double-slash": 4}, nil},
+		{"opaque keys behind a trusted proxy", `identity:
+  case_sensitive: true
+  trim: false
+  trusted_proxies: [127.0.0.0/8]
+`, map[string]int{"": 4 + 4, "repeat": 4}, []string{"xff: not sent", "xff-shared: not sent", "space: not sent", "case: not sent", "long: not sent", "path: not sent"}},
+		{"keys cut at 12 characters", `identity:
+  max_length: 12
+  too_long: cut
+`, map[string]int{"": 4 + 5*4, "xff": 4, "xff-shared": 4, "repeat": 4, "space": 4, "long": 4}, []string{"case: not sent", "path: not sent"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lt := newLimitTarget(t, 1000, time.Hour, "")
+			pol := policy.Default()
+			if tc.identity != "" {
+				var err error
+				pol, err = policy.Parse("p.yaml", []byte("name: p\ntiers:\n  - name: free\n    key_prefix: free-\n    limits: [{capacity: 10, rate: 5/s}]\nheaders: {retry_after: true}\n"+tc.identity))
+				require.NoError(t, err)
+			}
+			h, _, err := runPlan(t, context.Background(), "name: b\nphases:\n  - name: bp\n    kind: bypass\n    key: free-bypass\n    requests: 4\n",
+				Options{Instances: []string{lt.srv.URL}, RunID: "t1", Policy: pol})
+			require.NoError(t, err)
+			byVariant := map[string]int{}
+			for _, e := range phaseEvents(h, "bp") {
+				v, _, _ := strings.Cut(e.Variant, ":")
+				if v == "path" {
+					v = e.Variant
+				}
+				byVariant[v]++
+			}
+			require.Equal(t, tc.want, byVariant)
+			notes := strings.Join(phaseRecord(t, h, "bp").Notes, "\n")
+			for _, n := range tc.notes {
+				require.Contains(t, notes, n)
+			}
+		})
+	}
+}
+
+func TestBypassRepeatAndLongOnTheWire(t *testing.T) {
+	lt := newLimitTarget(t, 1000, time.Hour, "")
+	_, _, err := runPlan(t, context.Background(), "name: b\nphases:\n  - name: bp\n    kind: bypass\n    key: free-b\n    requests: 2\n    variants: [repeat, long]\n",
+		Options{Instances: []string{lt.srv.URL}, RunID: "t1"})
+	require.NoError(t, err)
+	var repeated, long int
+	for _, raw := range lt.rawRequests() {
+		ks := keyLine.FindAllStringSubmatch(raw, -1)
+		switch {
+		case len(ks) == 2:
+			repeated++
+			require.Equal(t, "free-t1-b", ks[0][1], "the occurrence that counts (first) is the real key")
+			require.Equal(t, "free-t1-b-spare", ks[1][1])
+		case len(ks) == 1 && len(ks[0][1]) > 200:
+			long++
+			require.True(t, strings.HasPrefix(ks[0][1], "free-t1-b-x"))
+		}
+	}
+	require.Equal(t, 2, repeated)
+	require.Equal(t, 2, long)
 }
 
 func TestBypassDefaultsToCapacityPlusFive(t *testing.T) {
 	lt := newLimitTarget(t, 1000, time.Hour, "")
 	h, _, err := runPlan(t, context.Background(), "name: b\nphases:\n  - name: bp\n    kind: bypass\n    key: free-b\n    variants: [case]\n", Options{Instances: []string{lt.srv.URL}})
 	require.NoError(t, err)
-	// The default policy's free tier has K=10: 15 plain and 15 upper-case.
-	require.Len(t, phaseEvents(h, "bp"), 30)
+	// The default policy's free tier has K=10: 15 to drain, then 15 plain
+	// (the control) interleaved with 15 upper-case.
+	require.Len(t, phaseEvents(h, "bp"), 45)
 }
 
 func TestBoundaryAlignedByHeaders(t *testing.T) {

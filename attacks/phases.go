@@ -22,17 +22,17 @@ func (e *Engine) runPhase(ctx context.Context, ph *Phase) (*history.Phase, error
 	switch ph.Kind {
 	case KindBurst:
 		n := e.share(ph.Requests)
-		rec, err = e.burst(ctx, ph, e.Key(ph.Key), n, -1)
+		rec, err = e.burst(ctx, ph, ph.Key, n, -1)
 	case KindBoundary:
 		rec, err = e.boundary(ctx, ph)
 	case KindIdle:
 		rec, err = e.idle(ctx, ph)
 	case KindRate:
-		rec, err = e.rate(ctx, ph, []weighted{{key: e.Key(ph.Key), w: 1}})
+		rec, err = e.rate(ctx, ph, []weighted{{tenant: ph.Key, key: e.Key(ph.Key), w: 1}})
 	case KindTenants:
 		ws := make([]weighted, len(ph.Tenants))
 		for i, t := range ph.Tenants {
-			ws[i] = weighted{key: e.Key(t.Key), w: t.Weight}
+			ws[i] = weighted{tenant: t.Key, key: e.Key(t.Key), w: t.Weight}
 		}
 		rec, err = e.rate(ctx, ph, ws)
 	case KindFault:
@@ -81,13 +81,13 @@ func (e *Engine) warm(ctx context.Context, insts map[int]int) {
 	wg.Wait()
 }
 
-// burst sends n requests for key released together at offset at (a
-// negative at: as soon as everything is ready), by last-byte
+// burst sends n requests for the logical key tenant released together at
+// offset at (a negative at: as soon as everything is ready), by last-byte
 // synchronisation on plain HTTP and through a barrier otherwise.
-func (e *Engine) burst(ctx context.Context, ph *Phase, key string, n int, at int64) (*history.Phase, error) {
+func (e *Engine) burst(ctx context.Context, ph *Phase, tenant string, n int, at int64) (*history.Phase, error) {
 	rs := make([]*req, max(n, 0))
 	for i := range rs {
-		rs[i] = &req{key: key, sendKey: key, inst: e.pickInstance(ph, i), phase: ph.Name}
+		rs[i] = e.newReq(ph, tenant, e.pickInstance(ph, i))
 	}
 	return e.burstOf(ctx, rs, at)
 }
@@ -145,11 +145,11 @@ func (e *Engine) clientBurst(ctx context.Context, rs []*req, per map[int]int, at
 	}
 	ps := make([]prepared, n)
 	for i, r := range rs {
-		hr, err := e.build(ctx, r)
+		ev, hr, err := e.build(ctx, r)
 		if err != nil {
 			return nil, 0, err
 		}
-		ps[i] = prepared{hr: hr, ev: e.newEvent(r)}
+		ps[i] = prepared{hr: hr, ev: ev}
 	}
 	gate := make(chan struct{})
 	var ready, done sync.WaitGroup
@@ -240,11 +240,11 @@ func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error
 	if away := time.Duration(edge - e.off()); away > e.o.MaxDuration {
 		return nil, fmt.Errorf("the next %s window edge is %s away, beyond --max-duration", w, away)
 	}
-	r1, err := e.burst(ctx, ph, key, n, edge-int64(before))
+	r1, err := e.burst(ctx, ph, ph.Key, n, edge-int64(before))
 	if err != nil || ctx.Err() != nil {
 		return r1, err
 	}
-	r2, err := e.burst(ctx, ph, key, n, edge+int64(after))
+	r2, err := e.burst(ctx, ph, ph.Key, n, edge+int64(after))
 	rec := &history.Phase{
 		Start: r1.Start, Requests: r1.Requests + r2.Requests, Target: edge,
 		SpreadP50: max(r1.SpreadP50, r2.SpreadP50), SpreadP99: max(r1.SpreadP99, r2.SpreadP99),
@@ -270,7 +270,7 @@ func (e *Engine) idle(ctx context.Context, ph *Phase) (*history.Phase, error) {
 	if ph.Until == "full" {
 		var worst time.Duration
 		e.keysUsed.Range(func(k, _ any) bool {
-			if t, ok := e.o.Policy.TierFor(k.(string)); ok {
+			if t, ok := e.tierOf(k.(string)); ok {
 				for _, l := range t.Limits {
 					worst = max(worst, l.W())
 				}
@@ -278,7 +278,7 @@ func (e *Engine) idle(ctx context.Context, ph *Phase) (*history.Phase, error) {
 			return true
 		})
 		if ph.Key != "" {
-			if t, ok := e.o.Policy.TierFor(e.Key(ph.Key)); ok {
+			if t, ok := e.tierOf(e.Key(ph.Key)); ok {
 				for _, l := range t.Limits {
 					worst = max(worst, l.W())
 				}
@@ -295,8 +295,9 @@ func (e *Engine) idle(ctx context.Context, ph *Phase) (*history.Phase, error) {
 }
 
 type weighted struct {
-	key string
-	w   float64
+	// tenant is the plan's logical key, key the key sent for it.
+	tenant, key string
+	w           float64
 }
 
 // rate runs an open-model phase: requests leave at the times of vegeta's

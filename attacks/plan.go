@@ -13,6 +13,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,7 +45,10 @@ type Plan struct {
 	// Checks limits which checks judge the run (empty: all that apply).
 	Checks []string `yaml:"checks,omitempty"`
 	Seed   int64    `yaml:"seed,omitempty"`
-	Phases []Phase  `yaml:"phases"`
+	// Request shapes every request of the plan (method, path, headers,
+	// body); a phase's own request overrides it field by field.
+	Request Request `yaml:"request,omitempty"`
+	Phases  []Phase `yaml:"phases"`
 
 	// Source is the file or "builtin:NAME".
 	Source string `yaml:"-"`
@@ -94,6 +99,8 @@ type Phase struct {
 	Action string `yaml:"action,omitempty"`
 	Fault  string `yaml:"fault,omitempty"`
 	Param  string `yaml:"param,omitempty"`
+	// Request shapes this phase's requests over the plan's request.
+	Request *Request `yaml:"request,omitempty"`
 }
 
 // Tenant is one key of a tenants phase with its share of the requests.
@@ -235,14 +242,27 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 			return doc.Errorf(at, "unknown need %q (want redis, faults, instances>=N)", n)
 		}
 	}
+	if _, field, err := p.Request.compile(p.dir()); err != nil {
+		return doc.Errorf("request."+field, "%v", err)
+	}
+	names := map[string]bool{}
 	for i := range p.Phases {
 		ph := &p.Phases[i]
 		at := fmt.Sprintf("phases.%d", i)
 		if ph.Name == "" {
 			ph.Name = fmt.Sprintf("%d-%s", i+1, ph.Kind)
 		}
+		if names[ph.Name] {
+			return doc.Errorf(at+".name", "phase name %q is used twice", ph.Name)
+		}
+		names[ph.Name] = true
 		if err := ph.validate(doc, at); err != nil {
 			return err
+		}
+		if ph.Request != nil {
+			if _, field, err := p.Request.merge(*ph.Request).compile(p.dir()); err != nil {
+				return doc.Errorf(at+".request."+field, "%v", err)
+			}
 		}
 		if ph.Kind == KindFault {
 			if !p.needs("faults") {
@@ -278,15 +298,15 @@ func (p *Plan) minInstances() int {
 
 // used lists, per kind, the fields it may set (besides name and kind).
 var used = map[string][]string{
-	KindBurst:    {"key", "requests", "instances", "instance"},
-	KindBoundary: {"key", "requests", "instances", "instance", "before", "after", "align"},
+	KindBurst:    {"key", "requests", "instances", "instance", "request"},
+	KindBoundary: {"key", "requests", "instances", "instance", "before", "after", "align", "request"},
 	KindIdle:     {"duration", "until", "key"},
-	KindRate:     {"key", "rate", "rate_to", "duration", "concurrency", "instances", "instance", "requests"},
-	KindRetry:    {"key", "requests", "retries", "jitter", "instances", "instance", "duration"},
-	KindTenants:  {"tenants", "rate", "duration", "concurrency", "instances", "instance", "requests"},
-	KindSpread:   {"key", "requests", "instances", "instance", "concurrency"},
-	KindProbe:    {"key", "at", "instances", "instance"},
-	KindBypass:   {"key", "requests", "variants", "instances", "instance"},
+	KindRate:     {"key", "rate", "rate_to", "duration", "concurrency", "instances", "instance", "requests", "request"},
+	KindRetry:    {"key", "requests", "retries", "jitter", "instances", "instance", "duration", "request"},
+	KindTenants:  {"tenants", "rate", "duration", "concurrency", "instances", "instance", "requests", "request"},
+	KindSpread:   {"key", "requests", "instances", "instance", "concurrency", "request"},
+	KindProbe:    {"key", "at", "instances", "instance", "request"},
+	KindBypass:   {"key", "requests", "variants", "instances", "instance", "request"},
 	KindFault:    {"action", "fault", "param", "instance"},
 }
 
@@ -298,7 +318,7 @@ func (ph *Phase) set() map[string]bool {
 		"before": ph.Before != 0, "after": ph.After != 0, "align": ph.Align != "",
 		"tenants": len(ph.Tenants) > 0, "retries": ph.Retries != 0, "jitter": ph.Jitter != 0,
 		"at": ph.At != "", "variants": len(ph.Variants) > 0, "action": ph.Action != "",
-		"fault": ph.Fault != "", "param": ph.Param != "",
+		"fault": ph.Fault != "", "param": ph.Param != "", "request": ph.Request != nil,
 	}
 }
 
@@ -428,15 +448,10 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 		if ph.Requests > MaxBurstRequests {
 			return doc.Errorf(at+".requests", "%d: each variant is one burst, which holds at most %d requests", ph.Requests, MaxBurstRequests)
 		}
-		if len(ph.Variants) == 0 {
-			ph.Variants = []string{"xff", "case", "space", "path"}
-		}
 		seen := map[string]bool{}
 		for j, v := range ph.Variants {
-			switch v {
-			case "xff", "case", "space", "path":
-			default:
-				return doc.Errorf(fmt.Sprintf("%s.variants.%d", at, j), "%q: want xff, case, space or path", v)
+			if !slices.Contains(BypassVariants, v) {
+				return doc.Errorf(fmt.Sprintf("%s.variants.%d", at, j), "%q: want one of %s (leave variants out for every one the policy's identity allows)", v, strings.Join(BypassVariants, ", "))
 			}
 			if seen[v] {
 				return doc.Errorf(fmt.Sprintf("%s.variants.%d", at, j), "%q is listed twice", v)
@@ -485,6 +500,23 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 		}
 	}
 	return nil
+}
+
+// dir is the folder "@FILE" bodies are relative to ("" for built-ins).
+func (p *Plan) dir() string {
+	if strings.HasPrefix(p.Source, "builtin:") || p.Source == "" {
+		return ""
+	}
+	return filepath.Dir(p.Source)
+}
+
+// PhaseRequest is the request shape of phase ph: the plan's request with
+// the phase's own over it.
+func (p *Plan) PhaseRequest(ph *Phase) Request {
+	if ph.Request == nil {
+		return p.Request
+	}
+	return p.Request.merge(*ph.Request)
 }
 
 // NeedsRedis reports whether the plan requires a shared store.

@@ -73,6 +73,13 @@ func Validate(names []string) error {
 	return nil
 }
 
+// Judge is what a run's verdict is made of: the evidence gate (see Gate)
+// first, then Run's results.
+func Judge(h *history.History, p *policy.Policy, o Options) []Result {
+	rs := Run(h, p, o)
+	return append([]Result{Gate(h, p, rs, o.MaxErrorRate)}, rs...)
+}
+
 // Run runs every check (or those named in o.Only, in the order of All) on h
 // against p, sharing one sorted index of the history. An unknown name in
 // o.Only yields a Result with verdict Unknown saying so; call Validate first

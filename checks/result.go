@@ -83,6 +83,9 @@ type Options struct {
 	Only []string
 	// MaxEvidence caps evidence items per check (default 5).
 	MaxEvidence int
+	// MaxErrorRate is the share of requests that may end in an error before
+	// the evidence gate says the run proves nothing (default 1%).
+	MaxErrorRate float64
 }
 
 // Checker is one named invariant.

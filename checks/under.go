@@ -78,13 +78,31 @@ func (ix *index) computeUnder() {
 			continue
 		}
 		c.lo, c.hi = c.lo[:0], c.hi[:0]
+		var perInst map[int16]*cands // for limits declared per instance
+		for _, l := range g.tier.Limits {
+			if l.PerInstance() {
+				perInst = map[int16]*cands{}
+			}
+		}
 		for _, r := range g.recs {
 			if r.out != history.Rejected {
 				c.lo = append(c.lo, r.lo)
 				c.hi = append(c.hi, r.hi)
+				if perInst != nil {
+					pc := perInst[r.inst]
+					if pc == nil {
+						pc = &cands{}
+						perInst[r.inst] = pc
+					}
+					pc.lo = append(pc.lo, r.lo)
+					pc.hi = append(pc.hi, r.hi)
+				}
 			}
 		}
 		slices.Sort(c.hi)
+		for _, pc := range perInst {
+			slices.Sort(pc.hi)
+		}
 		for _, r := range g.recs {
 			if r.out != history.Rejected || r.variant || !r.limit || r.fault {
 				continue
@@ -96,7 +114,13 @@ func (ix *index) computeUnder() {
 			var why []string
 			for li := range g.tier.Limits {
 				l := &g.tier.Limits[li]
-				v, ok, dec := ix.room(&c, r, l)
+				cc := &c
+				if l.PerInstance() {
+					if cc = perInst[r.inst]; cc == nil {
+						cc = &cands{}
+					}
+				}
+				v, ok, dec := ix.room(cc, r, l)
 				if !dec {
 					undecided = true
 				}
@@ -161,26 +185,38 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit) (v float64, ok, decided 
 			}
 		}
 		return lb, true, true
-	case policy.SlidingLog:
+	case policy.SlidingLog, policy.FixedWindow:
+		if l.Algorithm == policy.FixedWindow && !l.AnchoredAtFirst() {
+			return ix.windowRoom(c, r, l)
+		}
+		// A sliding log, and a fixed window opened by the key's own first
+		// request: the window holding r's decision opened less than W
+		// before it, so only requests decided in (r.lo − W, r.hi] count.
 		n := P - c.hiBelow(r.lo-int64(l.W())+1)
 		v = float64(l.Count) - float64(n)
 		return v, v >= 1, true
-	case policy.FixedWindow, policy.SlidingCounter:
-		W := int64(l.W())
-		v = math.Inf(1)
-		for k := floorDiv(ix.startNs+r.lo, W); k <= floorDiv(ix.startNs+r.hi, W); k++ {
-			ws := k*W - ix.startNs
-			we := min(ws+W-1, r.hi)
-			from := ws
-			if l.Algorithm == policy.SlidingCounter {
-				from = ws - W
-			}
-			n := c.loUpTo(we) - c.hiBelow(from)
-			v = math.Min(v, float64(l.Count)-float64(n))
-		}
-		return v, v >= 1, true
+	case policy.SlidingCounter:
+		return ix.windowRoom(c, r, l)
 	}
 	return 0, false, true
+}
+
+// windowRoom is room for epoch-aligned windows (fixed, and the sliding
+// counter's pair of windows).
+func (ix *index) windowRoom(c *cands, r rec, l *policy.Limit) (v float64, ok, decided bool) {
+	W := int64(l.W())
+	v = math.Inf(1)
+	for k := floorDiv(ix.startNs+r.lo, W); k <= floorDiv(ix.startNs+r.hi, W); k++ {
+		ws := k*W - ix.startNs
+		we := min(ws+W-1, r.hi)
+		from := ws
+		if l.Algorithm == policy.SlidingCounter {
+			from = ws - W
+		}
+		n := c.loUpTo(we) - c.hiBelow(from)
+		v = math.Min(v, float64(l.Count)-float64(n))
+	}
+	return v, v >= 1, true
 }
 
 func checkUnder(ix *index) Result {

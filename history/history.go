@@ -191,6 +191,9 @@ type Phase struct {
 	Rate float64 `json:"rate,omitempty"`
 	// Wanted is the requested rate per second (rate phases).
 	Wanted float64 `json:"wanted,omitempty"`
+	// Notes say what the phase could not do and why (a probe with nothing
+	// to probe, a bypass variant the declared identity rules out).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Sample is the load generator's own footprint at one moment, so a long

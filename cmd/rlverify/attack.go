@@ -55,6 +55,7 @@ type attackFlags struct {
 	failOn      []string
 	runID       string
 	keepKeys    bool
+	shape       shapeFlags
 	// local and docker environments
 	redisCluster  int
 	redisImage    string
@@ -76,7 +77,10 @@ Examples:
   rlverify attack --plan concurrent-burst
   rlverify attack --plan concurrent-burst --limiter faulty/racy-token-bucket
   rlverify attack --plan boundary-burst --limiter fixed-window --format json
-  rlverify attack --plan concurrent-burst --env external --target http://127.0.0.1:8080 --policy my-policy.yaml`,
+  rlverify attack --plan concurrent-burst --env external --target http://127.0.0.1:8080 --policy my-policy.yaml
+  rlverify attack --plan concurrent-burst --target http://127.0.0.1:8080/v1/orders \
+      --method POST --header 'Content-Type: application/json' --body '{"sku": "{i}"}' \
+      --identity bearer --keys keys.yaml --admitted 201 --policy my-policy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runAttack(c.Context(), &f, c.OutOrStdout(), c.ErrOrStderr())
@@ -104,7 +108,8 @@ Examples:
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	fl.StringVar(&f.runID, "run-id", "", "tag appended to every key so runs never share limiter state (default: random; with --shard, derived from plan and seed so every shard uses the same keys)")
 	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plan's keys unchanged (real API keys of your service); they are redacted in the history and reports")
-	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, "verdicts that make the run exit 1: fail, unknown, a check name (its fail), CHECK:unknown, or none")
+	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, failOnUsage)
+	addShapeFlags(fl, &f.shape)
 	return c
 }
 
@@ -141,6 +146,28 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	pol, err := loadPolicy(policyFile)
 	if err != nil {
 		return err
+	}
+	if pol, err = f.shape.apply(pol); err != nil {
+		return usageWrap(err)
+	}
+	shapeReq, err := f.shape.request()
+	if err == nil {
+		err = attacks.CheckRequest(plan, shapeReq)
+	}
+	if err != nil {
+		return usageWrap(err)
+	}
+	if err := f.shape.checkRate(); err != nil {
+		return usageWrap(err)
+	}
+	var keyFile *attacks.KeyFile
+	if f.shape.keysFile != "" {
+		if keyFile, err = attacks.LoadKeyFile(f.shape.keysFile, pol); err != nil {
+			return usageWrap(err)
+		}
+		if err := attacks.CheckKeys(plan, pol, keyFile); err != nil {
+			return usageWrap(err)
+		}
 	}
 	if err := checks.Validate(f.only); err != nil {
 		return usageWrap(fmt.Errorf("--checks: %w", err))
@@ -180,6 +207,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	}
 
 	run := history.Run{Env: f.env, Policy: pol.Source}
+	defPath := attacks.DefaultPath
 	declared := pol
 	var env targets.Environment
 	spec := targets.Spec{Instances: instances, RedisURL: f.redisURL, Log: func(format string, a ...any) {
@@ -244,6 +272,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 		}
 		spec.Policy, spec.Targets = pol, f.targetURLs
 		run.Target = strings.Join(f.targetURLs, " ")
+		defPath = "" // the target URL's own path, else /
 		env = targets.External{SinkURL: f.sinkURL}
 	default:
 		return usageErr("--env %q: want embedded, local, docker or external", f.env)
@@ -286,11 +315,16 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
 		Shard: shard, Shards: shards, Seed: f.seed, Progress: prog.update,
 		RunID: runID, KeepKeys: f.keepKeys,
+		Request: shapeReq, DefaultPath: defPath, Keys: keyFile,
 	})
 	if err != nil {
 		return usageWrap(err)
 	}
 	sum, runE := eng.Run(ctx, plan, run)
+	var pe *attacks.PrepareError
+	if errors.As(runE, &pe) {
+		return usageWrap(pe)
+	}
 	prog.done()
 	if err := w.Close(); err != nil {
 		return runErr(err)
@@ -308,7 +342,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if len(only) == 0 {
 		only = plan.Checks
 	}
-	err = judge(ctx, []string{histFile}, declared, checks.Options{Only: only}, f.formats, f.out, fo, stdout, stderr)
+	err = judge(ctx, []string{histFile}, declared, checks.Options{Only: only, MaxErrorRate: f.shape.maxErrorRate}, f.formats, f.out, fo, stdout, stderr)
 	var ee *exitError
 	if runE != nil && ctx.Err() == nil && (err == nil || (errors.As(err, &ee) && ee.code == ExitInterrupted)) {
 		// The plan could not be carried out: what was recorded passed, but
@@ -346,7 +380,7 @@ func judge(_ context.Context, files []string, pol *policy.Policy, o checks.Optio
 		}
 		pol = &p
 	}
-	rs := checks.Run(h, pol, o)
+	rs := checks.Judge(h, pol, o)
 	doc := reports.Build(h, pol, rs)
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
