@@ -84,7 +84,7 @@ func TestReliabilityCheckBlankAndJunkLines(t *testing.T) {
 		code       int
 		want       string
 	}{
-		{"blank lines", "\n", ExitInterrupted, "no end record"},
+		{"blank lines", "\n", ExitFail, "the run sent no requests: nothing was judged"},
 		{"zeros", "0\n", ExitUsage, `h.jsonl:2: not a valid rlverify history: not a record: a line holds one JSON object such as {"t":"e",…}, not "0"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
