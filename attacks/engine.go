@@ -82,6 +82,9 @@ type Options struct {
 	// Keys maps the plan's logical keys to keys the target accepts (a keys
 	// file); nil generates keys tagged with the run id.
 	Keys *KeyFile
+	// MaxProbeWait caps how long a probe waits for its instant (0: only
+	// --max-duration); a probe beyond it is not sent and its phase says so.
+	MaxProbeWait time.Duration
 }
 
 // Progress is a snapshot for a progress display.
@@ -132,6 +135,8 @@ type Engine struct {
 	rrNext                     atomic.Uint64
 	faultMu                    sync.Mutex
 	openFaults                 map[string]history.Fault
+	// downBase is the downstream's reading before the run, by key.
+	downBase map[string]int64
 }
 
 type rejection struct {
@@ -306,7 +311,23 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 	}()
 
 	var runErr error
+	if e.o.Sink != nil {
+		// The first reading is the baseline: what the downstream counted
+		// before this run is not this run's.
+		rs, err := e.o.Sink.Read(runCtx, e.start)
+		if err != nil {
+			runErr = fmt.Errorf("read the downstream before the run: %w", err)
+		} else {
+			e.downBase = map[string]int64{}
+			for _, s := range rs {
+				e.downBase[s.Key] = s.Arrivals
+			}
+		}
+	}
 	for i := range p.Phases {
+		if runErr != nil {
+			break
+		}
 		ph := &p.Phases[i]
 		if runCtx.Err() != nil {
 			break
@@ -323,6 +344,12 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		if err != nil {
 			runErr = fmt.Errorf("phase %s (%s): %w", ph.Name, ph.Kind, err)
 			break
+		}
+		if e.o.Sink != nil && ph.Kind != KindFault {
+			if err := e.readDownstream(runCtx, ph.Name); err != nil {
+				runErr = err
+				break
+			}
 		}
 		e.progress()
 	}
@@ -347,20 +374,15 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		e.clearFaults()
 		e.faultMu.Lock()
 		for _, f := range e.openFaults {
-			f.End = e.off()
+			f.End, f.Cleared = e.off(), e.off()
 			_ = e.o.Writer.WriteFault(f)
 		}
 		e.openFaults = nil
 		e.faultMu.Unlock()
 	}
-	if e.o.Sink != nil {
-		for _, s := range e.o.Sink.Snapshot(e.start) {
-			if s.Key == "*" || e.ownKey(s.Key) {
-				if s.Key != "*" {
-					s.Key = e.recordedKey(s.Key)
-				}
-				_ = e.o.Writer.WriteSink(s)
-			}
+	if e.o.Sink != nil && e.downBase != nil {
+		if err := e.readDownstream(context.WithoutCancel(ctx), ""); err != nil && runErr == nil {
+			runErr = err
 		}
 	}
 	var late, dropped int64
@@ -407,6 +429,35 @@ type PrepareError struct{ Err error }
 
 func (e *PrepareError) Error() string { return e.Err.Error() }
 func (e *PrepareError) Unwrap() error { return e.Err }
+
+// readDownstream records what reached the downstream since the baseline,
+// for this run's keys and in aggregate ("*"), after phase (empty: at the
+// end of the run).
+func (e *Engine) readDownstream(ctx context.Context, phase string) error {
+	rs, err := e.o.Sink.Read(ctx, e.start)
+	if err != nil {
+		when := "after phase " + phase
+		if phase == "" {
+			when = "at the end of the run"
+		}
+		return fmt.Errorf("read the downstream %s: %w", when, err)
+	}
+	at := e.off()
+	for _, s := range rs {
+		if s.Key != "*" && !e.ownKey(s.Key) {
+			continue
+		}
+		s.Arrivals -= e.downBase[s.Key]
+		if s.Key != "*" {
+			s.Key = e.recordedKey(s.Key)
+		}
+		s.Phase, s.At = phase, at
+		if err := e.o.Writer.WriteSink(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func (e *Engine) ownKey(k string) bool {
 	_, ok := e.keysUsed.Load(k)

@@ -146,7 +146,9 @@ func (e *Engine) probe(ctx context.Context, ph *Phase) (*history.Phase, error) {
 	if ph.At == "" || ph.At == "retry-after" {
 		v, ok := e.lastRejection.Load(key)
 		if !ok {
-			return nil, fmt.Errorf("probe at retry-after: no rejection with a usable Retry-After has been seen for key %s yet (run a phase that exceeds its limit first)", ph.Key)
+			// Nothing to probe is a finding about this run, not a reason to
+			// stop the plan: the phase says why and the plan goes on.
+			return &history.Phase{Start: start, Notes: []string{fmt.Sprintf("probe at retry-after: not sent, no refusal with a usable Retry-After was seen for key %s before this phase", ph.Key)}}, nil
 		}
 		rj := v.(rejection)
 		target = rj.recv + int64(rj.retryAfter)
@@ -157,8 +159,12 @@ func (e *Engine) probe(ctx context.Context, ph *Phase) (*history.Phase, error) {
 		}
 		target = start + int64(d)
 	}
-	if away := time.Duration(target - start); away > e.o.MaxDuration {
-		return nil, fmt.Errorf("probe at %s: the instant is %s away, beyond --max-duration %s", ph.At, away, e.o.MaxDuration)
+	if away := time.Duration(target - start); away > e.o.MaxDuration || (e.o.MaxProbeWait > 0 && away > e.o.MaxProbeWait) {
+		limit, name := e.o.MaxDuration, "--max-duration"
+		if e.o.MaxProbeWait > 0 && e.o.MaxProbeWait < limit {
+			limit, name = e.o.MaxProbeWait, "the probe cap"
+		}
+		return &history.Phase{Start: start, Target: target, Notes: []string{fmt.Sprintf("probe at %s: not sent, the instant is %s away, beyond %s %s", ph.At, fmtAway(away), name, limit)}}, nil
 	}
 	rec, err := e.burst(ctx, ph, ph.Key, 1, target)
 	if rec != nil {
@@ -478,3 +484,5 @@ func rateLimitT(h string) (int64, bool) {
 	}
 	return 0, false
 }
+
+func fmtAway(d time.Duration) string { return d.Round(time.Millisecond).String() }

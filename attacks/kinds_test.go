@@ -300,12 +300,15 @@ phases:
 	require.InDelta(t, float64(lrec.Target), float64(later[0].Sent), float64(100*time.Millisecond))
 }
 
-func TestProbeWithoutRejectionIsAClearError(t *testing.T) {
+func TestProbeWithNothingToProbeSaysWhyAndThePlanGoesOn(t *testing.T) {
 	lt := newLimitTarget(t, 100, time.Second, "")
-	_, sum, err := runPlan(t, context.Background(), "name: p\nphases:\n  - kind: burst\n    key: free-p\n    requests: 2\n  - kind: probe\n    key: free-p\n", Options{Instances: []string{lt.srv.URL}})
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "no rejection with a usable Retry-After has been seen for key free-p")
-	require.True(t, sum.Interrupted)
+	h, sum, err := runPlan(t, context.Background(), "name: p\nphases:\n  - kind: burst\n    key: free-p\n    requests: 2\n  - name: probe\n    kind: probe\n    key: free-p\n  - name: after\n    kind: burst\n    key: free-p\n    requests: 3\n  - name: far\n    kind: probe\n    key: free-p\n    at: 1h\n", Options{Instances: []string{lt.srv.URL}, MaxProbeWait: time.Minute})
+	require.NoError(t, err)
+	require.False(t, sum.Interrupted)
+	require.Empty(t, phaseEvents(h, "probe"))
+	require.Contains(t, strings.Join(phaseRecord(t, h, "probe").Notes, " "), "no refusal with a usable Retry-After was seen for key free-p")
+	require.Len(t, phaseEvents(h, "after"), 3, "the plan goes on")
+	require.Contains(t, strings.Join(phaseRecord(t, h, "far").Notes, " "), "beyond the probe cap 1m0s")
 }
 
 func TestSpreadOverInstances(t *testing.T) {

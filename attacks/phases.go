@@ -394,16 +394,25 @@ func (e *Engine) fault(ctx context.Context, ph *Phase) (*history.Phase, error) {
 	switch ph.Action {
 	case "inject":
 		param, target := faultParam(ph)
+		began := e.off()
 		if err := e.o.Faults.Inject(ctx, ph.Fault, param); err != nil {
 			return nil, fmt.Errorf("inject %s: %w", ph.Fault, err)
 		}
-		e.openFaults[ph.Fault] = history.Fault{Kind: ph.Fault, Start: e.off(), Param: ph.Param, Target: target}
+		f := history.Fault{Kind: ph.Fault, Start: e.off(), Injecting: began, Param: ph.Param, Target: target}
+		if h, ok := e.lastHook(ph.Fault, "inject"); ok {
+			f.Hooks = append(f.Hooks, h)
+		}
+		e.openFaults[ph.Fault] = f
 	case "clear":
+		began := e.off()
 		if err := e.o.Faults.Clear(ctx, ph.Fault); err != nil {
 			return nil, fmt.Errorf("clear %s: %w", ph.Fault, err)
 		}
 		if f, ok := e.openFaults[ph.Fault]; ok {
-			f.End = e.off()
+			f.End, f.Cleared = began, e.off()
+			if h, ok := e.lastHook(ph.Fault, "clear"); ok {
+				f.Hooks = append(f.Hooks, h)
+			}
 			delete(e.openFaults, ph.Fault)
 			if err := e.o.Writer.WriteFault(f); err != nil {
 				return nil, err
@@ -411,6 +420,17 @@ func (e *Engine) fault(ctx context.Context, ph *Phase) (*history.Phase, error) {
 		}
 	}
 	return &history.Phase{}, nil
+}
+
+// lastHook is the user's command that just injected or cleared kind, when
+// a hook did it.
+func (e *Engine) lastHook(kind, action string) (history.FaultHook, bool) {
+	if h, ok := e.o.Faults.(interface {
+		LastHook(kind, action string) (history.FaultHook, bool)
+	}); ok {
+		return h.LastHook(kind, action)
+	}
+	return history.FaultHook{}, false
 }
 
 // faultParam is the param handed to the fault injector and the target

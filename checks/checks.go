@@ -507,11 +507,11 @@ func (ix *index) inFault(lo, hi int64) bool {
 		if f.Kind != "store-down" && f.Kind != "store-slow" {
 			continue
 		}
-		end := f.End + grace
-		if f.End == 0 {
-			end = 1<<62 - 1
+		from, to := f.Span()
+		if f.End != 0 {
+			to += grace
 		}
-		if lo <= end && hi >= f.Start {
+		if lo <= to && hi >= from {
 			return true
 		}
 	}

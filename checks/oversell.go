@@ -137,11 +137,11 @@ func (ix *index) unexplainedFallbacks() (unexplained, all int) {
 		lo, hi := e.Sent-ix.slack, e.Recv+ix.slack
 		explained := false
 		for _, f := range ix.h.Faults {
-			end := f.End + recoveryOf(ix.p)
-			if f.End == 0 {
-				end = 1<<62 - 1
+			from, to := f.Span()
+			if f.End != 0 {
+				to += recoveryOf(ix.p)
 			}
-			if lo <= end && hi >= f.Start {
+			if lo <= to && hi >= from {
 				explained = true
 				break
 			}
