@@ -91,29 +91,27 @@ func FuzzReadFile(f *testing.F) {
 // capped is h with its strings capped as the Writer caps them.
 func capped(h *History) *History {
 	c := *h
-	c.Run.ID, c.Run.Plan, c.Run.Target, c.Run.Limiter = CapValue(c.Run.ID), CapValue(c.Run.Plan), CapValue(c.Run.Target), CapValue(c.Run.Limiter)
-	c.Run.Env, c.Run.Store, c.Run.Policy, c.Run.Shard = CapValue(c.Run.Env), CapValue(c.Run.Store), CapValue(c.Run.Policy), CapValue(c.Run.Shard)
-	c.Run.Instances, c.Run.Notes = capAll(c.Run.Instances), capAll(c.Run.Notes)
+	capRecord(&c.Run)
 	c.Events = nil
 	for _, e := range h.Events {
 		c.Events = append(c.Events, capEvent(e))
 	}
 	c.Phases, c.Faults, c.Sink = nil, nil, nil
 	for _, p := range h.Phases {
-		p.Name, p.Kind = CapValue(p.Name), CapValue(p.Kind)
+		capRecord(&p)
 		c.Phases = append(c.Phases, p)
 	}
 	for _, f := range h.Faults {
-		f.Kind, f.Target, f.Param = CapValue(f.Kind), CapValue(f.Target), CapValue(f.Param)
+		capRecord(&f)
 		c.Faults = append(c.Faults, f)
 	}
 	for _, s := range h.Sink {
-		s.Key = CapValue(s.Key)
+		capRecord(&s)
 		c.Sink = append(c.Sink, s)
 	}
 	if h.End != nil {
 		e := *h.End
-		e.Reason = CapValue(e.Reason)
+		capRecord(&e)
 		c.End = &e
 	}
 	return &c

@@ -45,10 +45,11 @@ func Create(file string) (*Writer, error) {
 	return NewWriter(f), nil
 }
 
-// writeJSON writes a record other than an event, whose strings the caller
-// has capped; a record longer than MaxRunLine is refused, so that every
+// writeJSON writes the record *v, other than an event, its strings capped
+// (capRecord); a record longer than MaxRunLine is refused, so that every
 // line written can be read.
 func (w *Writer) writeJSON(v any, what string) error {
+	capRecord(v)
 	// Not HTML-escaped: a history is read back as JSON, and the declared
 	// policy must come back byte for byte ("<" stays "<").
 	var buf bytes.Buffer
@@ -83,10 +84,7 @@ func (w *Writer) WriteRun(r Run) error {
 	if r.Version == 0 {
 		r.Version = Version
 	}
-	r.ID, r.Plan, r.Target, r.Limiter = CapValue(r.ID), CapValue(r.Plan), CapValue(r.Target), CapValue(r.Limiter)
-	r.Env, r.Store, r.Policy, r.Shard = CapValue(r.Env), CapValue(r.Store), CapValue(r.Policy), CapValue(r.Shard)
-	r.Instances, r.Notes = capAll(r.Instances), capAll(r.Notes)
-	return w.writeJSON(r, "run header (declared policy, instances and notes)")
+	return w.writeJSON(&r, "run header (declared policy, instances and notes)")
 }
 
 // WriteEvent appends one event, its strings capped (see AppendEvent).
@@ -100,32 +98,19 @@ func (w *Writer) WriteEvent(e *Event) error {
 }
 
 // WriteFault appends a fault window, its strings capped.
-func (w *Writer) WriteFault(f Fault) error {
-	f.T = TypeFault
-	f.Kind, f.Target, f.Param = CapValue(f.Kind), CapValue(f.Target), CapValue(f.Param)
-	return w.writeJSON(f, TypeFault)
-}
+func (w *Writer) WriteFault(f Fault) error { f.T = TypeFault; return w.writeJSON(&f, TypeFault) }
 
-// WriteSink appends a sink observation, its key capped.
-func (w *Writer) WriteSink(s Sink) error {
-	s.T, s.Key = TypeSink, CapValue(s.Key)
-	return w.writeJSON(s, TypeSink)
-}
+// WriteSink appends a sink observation, its strings capped.
+func (w *Writer) WriteSink(s Sink) error { s.T = TypeSink; return w.writeJSON(&s, TypeSink) }
 
-// WritePhase appends a phase record, its name and kind capped.
-func (w *Writer) WritePhase(p Phase) error {
-	p.T, p.Name, p.Kind = TypePhase, CapValue(p.Name), CapValue(p.Kind)
-	return w.writeJSON(p, TypePhase)
-}
+// WritePhase appends a phase record, its strings capped.
+func (w *Writer) WritePhase(p Phase) error { p.T = TypePhase; return w.writeJSON(&p, TypePhase) }
 
 // WriteSample appends a resource sample.
-func (w *Writer) WriteSample(x Sample) error { x.T = TypeSample; return w.writeJSON(x, TypeSample) }
+func (w *Writer) WriteSample(x Sample) error { x.T = TypeSample; return w.writeJSON(&x, TypeSample) }
 
 // WriteEnd appends the end record, its reason capped.
-func (w *Writer) WriteEnd(e End) error {
-	e.T, e.Reason = TypeEnd, CapValue(e.Reason)
-	return w.writeJSON(e, TypeEnd)
-}
+func (w *Writer) WriteEnd(e End) error { e.T = TypeEnd; return w.writeJSON(&e, TypeEnd) }
 
 // Events returns how many events were written.
 func (w *Writer) Events() int64 {
@@ -464,7 +449,7 @@ func (h *History) decodeLine(b []byte) error {
 		if err := strict(b, &f); err != nil {
 			return err
 		}
-		if err := checkOffsets("fault", []string{"start", "end"}, f.Start, f.End); err != nil {
+		if err := checkOffsets("fault", []string{"start", "end", "injecting", "cleared"}, f.Start, f.End, f.Injecting, f.Cleared); err != nil {
 			return err
 		}
 		h.Faults = append(h.Faults, f)
@@ -473,7 +458,7 @@ func (h *History) decodeLine(b []byte) error {
 		if err := strict(b, &s); err != nil {
 			return err
 		}
-		if err := checkOffsets("sink", []string{"first", "last"}, s.First, s.Last); err != nil {
+		if err := checkOffsets("sink", []string{"first", "last", "at"}, s.First, s.Last, s.At); err != nil {
 			return err
 		}
 		h.Sink = append(h.Sink, s)

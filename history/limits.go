@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -65,19 +66,58 @@ func validUTF8(s string) string {
 	return b.String()
 }
 
-// capAll applies CapValue to each string of ss, copying ss only when one
-// of them is cut.
-func capAll(ss []string) []string {
-	for i, s := range ss {
-		if len(s) > MaxValue {
-			out := append([]string(nil), ss...)
-			for j := i; j < len(out); j++ {
-				out[j] = CapValue(out[j])
-			}
-			return out
+// capRecord caps, in place, every string of the record *rec (a Run,
+// Phase, Fault, Sink or End): its fields, the strings of its lists and of
+// the records in its lists, so a field added later is capped too. A list
+// is copied before a value of it is cut, so the caller's data is left as
+// it was. The declared policy (json.RawMessage, bytes) stays whole.
+func capRecord(rec any) { capStrings(reflect.ValueOf(rec).Elem()) }
+
+func capStrings(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		if s := v.String(); len(s) > MaxValue/3 && v.CanSet() {
+			v.SetString(CapValue(s))
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			capStrings(v.Field(i))
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 || !v.CanSet() || !needsCap(v) {
+			return
+		}
+		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		reflect.Copy(c, v)
+		v.Set(c)
+		for i := range c.Len() {
+			capStrings(c.Index(i))
 		}
 	}
-	return ss
+}
+
+// needsCap reports whether capStrings would cut a string in v.
+func needsCap(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.String:
+		return len(v.String()) > MaxValue/3 && CapValue(v.String()) != v.String()
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if needsCap(v.Field(i)) {
+				return true
+			}
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return false
+		}
+		for i := range v.Len() {
+			if needsCap(v.Index(i)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 const (

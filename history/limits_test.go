@@ -93,27 +93,88 @@ func TestMaxEventLineIsTight(t *testing.T) {
 	require.Less(t, len(empty)+eventStrings*len(`,"retry_after":`), eventSkeleton, "the skeleton covers names and numbers")
 }
 
+// fillStrings sets every string of the record *rec (but its type T) to
+// long, its lists of strings and of records to two such entries; it
+// returns how many strings it set.
+func fillStrings(rec any, long string) int {
+	var fill func(v reflect.Value) int
+	fill = func(v reflect.Value) int {
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString(long)
+			return 1
+		case reflect.Struct:
+			n := 0
+			for i := range v.NumField() {
+				if v.Type().Field(i).Name != "T" {
+					n += fill(v.Field(i))
+				}
+			}
+			return n
+		case reflect.Slice:
+			if v.Type().Elem().Kind() == reflect.Uint8 {
+				return 0
+			}
+			v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+			return fill(v.Index(0)) + fill(v.Index(1))
+		}
+		return 0
+	}
+	return fill(reflect.ValueOf(rec).Elem())
+}
+
+// stringsOf returns every string of the record *rec but its type T.
+func stringsOf(rec any) []string {
+	var out []string
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.String:
+			out = append(out, v.String())
+		case reflect.Struct:
+			for i := range v.NumField() {
+				if v.Type().Field(i).Name != "T" {
+					walk(v.Field(i))
+				}
+			}
+		case reflect.Slice:
+			if v.Type().Elem().Kind() != reflect.Uint8 {
+				for i := range v.Len() {
+					walk(v.Index(i))
+				}
+			}
+		}
+	}
+	walk(reflect.ValueOf(rec).Elem())
+	return out
+}
+
 // TestWriterOutputAlwaysReads: a target answering huge header values and
-// errors, a plan with huge names and keys: every record the Writer emits
-// reads back (with Read and ReadFile), every value cut to MaxValue and
-// marked.
+// errors, a plan with huge names and keys, hooks with huge output: every
+// record the Writer emits reads back (with Read and ReadFile), every
+// string of every record cut to MaxValue and marked. The records are
+// filled by reflection, so a string field added later is covered.
 func TestWriterOutputAlwaysReads(t *testing.T) {
 	for _, fill := range []string{"x", "\x01", "\xff", "é"} {
 		t.Run(fmt.Sprintf("%q", fill), func(t *testing.T) {
 			long := strings.Repeat(fill, 16*MaxValue/len(fill))
-			var buf bytes.Buffer
-			w := NewWriter(&buf)
-			require.NoError(t, w.WriteRun(Run{ID: long, Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Plan: long, Target: long, Limiter: long,
-				Env: long, Store: long, Policy: long, Shard: long, Instances: []string{long, long}, Notes: []string{long}, Declared: json.RawMessage(`{"name":"p"}`)}))
+			run := Run{Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			ph, f, sk, end := Phase{}, Fault{}, Sink{}, End{}
+			filled := fillStrings(&run, long) + fillStrings(&ph, long) + fillStrings(&f, long) + fillStrings(&sk, long) + fillStrings(&end, long)
+			run.Declared = json.RawMessage(`{"name":"p"}`)
 			e := worstEvent(fill)
 			e.Status, e.Sent, e.Recv, e.Intended, e.Instance = 200, 1, 2, 0, 0
+			var buf bytes.Buffer
+			w := NewWriter(&buf)
+			require.NoError(t, w.WriteRun(run))
 			require.NoError(t, w.WriteEvent(&e))
-			require.NoError(t, w.WritePhase(Phase{Name: long, Kind: long}))
-			require.NoError(t, w.WriteFault(Fault{Kind: long, Target: long, Param: long}))
-			require.NoError(t, w.WriteSink(Sink{Key: long}))
+			require.NoError(t, w.WritePhase(ph))
+			require.NoError(t, w.WriteFault(f))
+			require.NoError(t, w.WriteSink(sk))
 			require.NoError(t, w.WriteSample(Sample{}))
-			require.NoError(t, w.WriteEnd(End{Reason: long}))
+			require.NoError(t, w.WriteEnd(end))
 			require.NoError(t, w.Flush())
+			require.Equal(t, long, run.Notes[0], "the caller's lists are left as they were")
 			for i, line := range bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n")) {
 				require.LessOrEqual(t, len(line), MaxLine, "line %d", i+1)
 			}
@@ -125,29 +186,11 @@ func TestWriterOutputAlwaysReads(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, reflect.DeepEqual(h, h2))
 			require.Len(t, h.Events, 1)
-			var values []string
-			collect := func(v any) {
-				rv := reflect.ValueOf(v).Elem()
-				for i := 0; i < rv.NumField(); i++ {
-					switch f := rv.Field(i); f.Kind() {
-					case reflect.String:
-						if rv.Type().Field(i).Name != "T" && rv.Type().Field(i).Name != "Source" {
-							values = append(values, f.String())
-						}
-					case reflect.Slice:
-						if s, ok := f.Interface().([]string); ok {
-							values = append(values, s...)
-						}
-					}
-				}
+			values := append(stringsOf(&h.Run), stringsOf(&h.Events[0])...)
+			for _, rec := range []any{&h.Phases[0], &h.Faults[0], &h.Sink[0], h.End} {
+				values = append(values, stringsOf(rec)...)
 			}
-			collect(&h.Run)
-			collect(&h.Events[0])
-			collect(&h.Phases[0])
-			collect(&h.Faults[0])
-			collect(&h.Sink[0])
-			collect(h.End)
-			require.Len(t, values, 8+2+1+eventStrings+2+3+1+1)
+			require.Len(t, values, filled+eventStrings)
 			for i, v := range values {
 				require.True(t, len(v) <= MaxValue && strings.Contains(v, "…[truncated "), "value %d: %d bytes, not cut and marked", i, len(v))
 			}

@@ -52,20 +52,27 @@ func Merge(hs ...*History) (*History, error) {
 			e.Recv += shift
 			out.Events = append(out.Events, e)
 		}
+		// Offsets that are 0 when not recorded stay 0.
+		shiftSet := func(offs ...*int64) {
+			for _, o := range offs {
+				if *o != 0 {
+					*o += shift
+				}
+			}
+		}
 		for _, f := range h.Faults {
 			f.Start += shift
-			if f.End != 0 {
-				f.End += shift
-			}
+			shiftSet(&f.End, &f.Injecting, &f.Cleared)
 			out.Faults = append(out.Faults, f)
 		}
-		out.Sink = append(out.Sink, h.Sink...)
+		for _, sk := range h.Sink {
+			shiftSet(&sk.First, &sk.Last, &sk.At)
+			out.Sink = append(out.Sink, sk)
+		}
 		for _, p := range h.Phases {
 			p.Start += shift
 			p.End += shift
-			if p.Target != 0 {
-				p.Target += shift
-			}
+			shiftSet(&p.Target)
 			out.Phases = append(out.Phases, p)
 		}
 		for _, x := range h.Samples {
