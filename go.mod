@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/moby/moby/api v1.56.1
 	github.com/moby/moby/client v0.6.2

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/targets"
@@ -253,6 +254,16 @@ func (e *Engine) Key(planKey string) string {
 	k, err := e.keys.key(planKey)
 	if err != nil {
 		return planKey
+	}
+	return k
+}
+
+// longKey is the long key sent for a tenant with Long set (see
+// keyMapper.longKey).
+func (e *Engine) longKey(planKey string) string {
+	k, err := e.keys.longKey(planKey)
+	if err != nil {
+		return e.Key(planKey)
 	}
 	return k
 }
@@ -612,25 +623,14 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		ev.Err = err.Error()
 	} else {
 		ev.Status = resp.StatusCode
-		h := resp.Header
-		ev.RetryAfter = h.Get("Retry-After")
-		ev.RateLimit = h.Get("RateLimit")
-		ev.RateLimitPolicy = h.Get("RateLimit-Policy")
-		ev.XLimit = h.Get("X-RateLimit-Limit")
-		ev.XRemaining = h.Get("X-RateLimit-Remaining")
-		ev.XReset = h.Get("X-RateLimit-Reset")
-		ev.RLLimit = h.Get("RateLimit-Limit")
-		ev.RLRemaining = h.Get("RateLimit-Remaining")
-		ev.RLReset = h.Get("RateLimit-Reset")
-		ev.Fallback = h.Get(targets.FallbackHeader)
-		ev.Scope = h.Get(targets.ScopeHeader)
+		setFields(ev, headers.FromHTTP(resp.Header))
 	}
 	switch e.classify(ev) {
 	case policy.ClassAdmitted:
 		e.adm.Add(1)
 	case policy.ClassRejected:
 		e.rej.Add(1)
-		if ra, ok := parseRetryAfter(ev.RetryAfter, e.wall(ev.Recv)); ok {
+		if ra, ok := retryAdvice(ev.RetryAfter, e.wall(ev.Recv)); ok {
 			e.noteRejection(ev.Key, rejection{recv: ev.Recv, retryAfter: ra})
 		}
 	default:
@@ -643,6 +643,21 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		return
 	}
 	_ = e.o.Writer.WriteEvent(ev)
+}
+
+// setFields records a response's rate-limit fields in ev.
+func setFields(ev *history.Event, f headers.Fields) {
+	ev.RetryAfter, ev.RateLimit, ev.RateLimitPolicy = f.RetryAfter, f.RateLimit, f.RateLimitPolicy
+	ev.RLLimit, ev.RLRemaining, ev.RLReset = f.RateLimitLimit, f.RateLimitRemaining, f.RateLimitReset
+	ev.XLimit, ev.XRemaining, ev.XReset = f.XLimit, f.XRemaining, f.XReset
+	ev.Fallback, ev.Scope = f.Fallback, f.Scope
+}
+
+// fieldsOf is what setFields recorded.
+func fieldsOf(ev *history.Event) headers.Fields {
+	return headers.Fields{RetryAfter: ev.RetryAfter, RateLimit: ev.RateLimit, RateLimitPolicy: ev.RateLimitPolicy,
+		RateLimitLimit: ev.RLLimit, RateLimitRemaining: ev.RLRemaining, RateLimitReset: ev.RLReset,
+		XLimit: ev.XLimit, XRemaining: ev.XRemaining, XReset: ev.XReset, Fallback: ev.Fallback, Scope: ev.Scope}
 }
 
 // classify reads ev under the declared response contract.
@@ -668,35 +683,12 @@ func (e *Engine) noteRejection(key string, rj rejection) {
 // wall converts an offset to wall-clock time.
 func (e *Engine) wall(off int64) time.Time { return e.start.Add(time.Duration(off)) }
 
-// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP-date
-// (RFC 9110 §10.2.3), the latter relative to now. A date in the past is a
-// zero wait.
-func parseRetryAfter(s string, now time.Time) (time.Duration, bool) {
-	if d, ok := parseDelaySeconds(s); ok {
-		return d, true
-	}
-	if len(s) < 20 || len(s) > 40 {
-		return 0, false
-	}
-	t, err := http.ParseTime(s)
-	if err != nil {
-		return 0, false
-	}
-	return max(t.Sub(now), 0), true
-}
-
-func parseDelaySeconds(s string) (time.Duration, bool) {
-	if s == "" || len(s) > 10 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(s[i]-'0')
-	}
-	return time.Duration(n) * time.Second, true
+// retryAdvice is the wait a Retry-After value advises, as a client honours
+// it (headers.ParseRetryAfter relative to now, the receive time): a date in
+// the past, which the retry-after check counts invalid, means at once.
+func retryAdvice(v string, now time.Time) (time.Duration, bool) {
+	d, err := headers.ParseRetryAfter(v, now)
+	return d, err == nil || errors.Is(err, headers.ErrDateInPast)
 }
 
 // do sends r now, records it and returns the recorded event.

@@ -174,6 +174,44 @@ func (m *keyMapper) key(logical string) (string, error) {
 	return k, nil
 }
 
+// DefaultLongKey is the length of a long key (Tenant.Long) when the policy
+// declares no identity.max_length.
+const DefaultLongKey = 128
+
+// longKey is key(logical) padded with zeros after the run tag to the
+// longest key the policy accepts, so long keys that differ only at their
+// end are tried. A keys file's or --keep-keys' keys are sent as they are.
+func (m *keyMapper) longKey(logical string) (string, error) {
+	if m.keep || m.kf != nil {
+		return m.key(logical)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	slot := logical + "\x00long"
+	if k, ok := m.assigned[slot]; ok {
+		return k, nil
+	}
+	t, ok := PlanTier(m.p, logical)
+	pre := ""
+	if ok {
+		pre = t.KeyPrefix
+	}
+	base, rest := pre+m.run+"-", strings.TrimPrefix(logical, pre)
+	want := m.p.Identity.MaxLength
+	if want == 0 {
+		want = DefaultLongKey
+	}
+	k := base + rest
+	if n := want - len(base) - len(rest) - 1; n > 0 {
+		k = base + strings.Repeat("0", n) + "-" + rest
+	}
+	m.assigned[slot] = k
+	if ok {
+		m.tierOf[k] = t.Name
+	}
+	return k, nil
+}
+
 // spare returns another key of the same tier as logical that the plan does
 // not use (a duplicated-identity variant sends it beside the real one);
 // false when a keys file has none left.

@@ -3,13 +3,12 @@ package attacks
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -75,7 +74,7 @@ func (e *Engine) retry(ctx context.Context, ph *Phase) (*history.Phase, error) {
 				if e.classify(ev) != policy.ClassRejected && !e.o.Policy.Statuses.Closed.Has(ev.Status) {
 					return
 				}
-				wait, ok := parseRetryAfter(ev.RetryAfter, e.wall(ev.Recv))
+				wait, ok := retryAdvice(ev.RetryAfter, e.wall(ev.Recv))
 				if !ok {
 					wait = min(100*time.Millisecond<<a, 5*time.Second)
 				}
@@ -422,11 +421,14 @@ func (e *Engine) benchmarkIPs(n int) []string {
 
 // headerEdge discovers the next window edge of key from the target's reset
 // headers: it sends one request (recorded like any other) and reads
-// X-RateLimit-Reset (relative seconds, epoch seconds or an HTTP-date) or
-// else the t= parameter of RateLimit. Whole-second headers place the edge
-// only within a second: a relative reset v means the edge lies in
-// (sent+v-1s, recv+v], and the midpoint of that interval is returned. An
-// edge closer than lead is moved on by whole windows w.
+// X-RateLimit-Reset (in the declared form, or when the policy declares no
+// X-RateLimit-* relative seconds, epoch seconds or an HTTP-date as they
+// look) or else the reset of the RateLimit fields (t=, reset= or
+// RateLimit-Reset, in the declared generation or the one the response
+// uses). Whole-second headers place the edge only within a second: a
+// relative reset v means the edge lies in (sent+v-1s, recv+v], and the
+// midpoint of that interval is returned. An edge closer than lead is moved
+// on by whole windows w.
 func (e *Engine) headerEdge(ctx context.Context, ph *Phase, key string, w, lead time.Duration) (int64, error) {
 	if !e.reserve(1) {
 		return 0, fmt.Errorf("align: headers: the request budget (--max-requests) is spent")
@@ -437,9 +439,9 @@ func (e *Engine) headerEdge(ctx context.Context, ph *Phase, key string, w, lead 
 	if ev.Status == 0 {
 		return 0, fmt.Errorf("align: headers: the discovery request failed: %s", ev.Err)
 	}
-	edge, ok := resetEdge(ev, e.start)
+	edge, ok := resetEdge(ev, e.start, e.o.Policy)
 	if !ok {
-		return 0, fmt.Errorf("align: headers: the response (status %d) carries no usable X-RateLimit-Reset or RateLimit t= (X-RateLimit-Reset %q, RateLimit %q); use align: epoch", ev.Status, ev.XReset, ev.RateLimit)
+		return 0, fmt.Errorf("align: headers: the response (status %d) carries no usable X-RateLimit-Reset or RateLimit reset (t=, reset=, RateLimit-Reset) (X-RateLimit-Reset %q, RateLimit %q, RateLimit-Reset %q); use align: epoch", ev.Status, ev.XReset, ev.RateLimit, ev.RLReset)
 	}
 	if now := e.off() + int64(lead); edge < now && w > 0 {
 		k := (now - edge + int64(w) - 1) / int64(w)
@@ -449,38 +451,29 @@ func (e *Engine) headerEdge(ctx context.Context, ph *Phase, key string, w, lead 
 }
 
 // resetEdge computes the window edge a response's reset headers point at,
-// as an offset from start; see headerEdge.
-func resetEdge(ev *history.Event, start time.Time) (int64, bool) {
+// as an offset from start, reading them as p declares; see headerEdge.
+func resetEdge(ev *history.Event, start time.Time, p *policy.Policy) (int64, bool) {
 	mid := (ev.Sent + ev.Recv) / 2
 	half := int64(500 * time.Millisecond)
-	if v := strings.TrimSpace(ev.XReset); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-			if n > 1_000_000_000 { // epoch seconds
-				return time.Unix(n, 0).Sub(start).Nanoseconds() - half, true
+	f := fieldsOf(ev)
+	if f.XReset != "" {
+		form := headers.ResetGuess
+		if p.Headers.XRateLimit {
+			form = headers.ResetForm(p.Headers.XReset)
+		}
+		if r, err := headers.ParseXReset(f.XReset, form); err == nil {
+			if r.Absolute() {
+				return r.At.Sub(start).Nanoseconds() - half, true
 			}
-			return mid + n*int64(time.Second) - half, true
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			return t.Sub(start).Nanoseconds() - half, true
+			return mid + r.Delta*int64(time.Second) - half, true
 		}
 	}
-	if t, ok := rateLimitT(ev.RateLimit); ok {
-		return mid + t*int64(time.Second) - half, true
+	gen := headers.Generation(p.Headers.RateLimit)
+	if gen == headers.None {
+		gen = headers.Detect(f)
 	}
-	return 0, false
-}
-
-// rateLimitT returns the t= (seconds until reset) parameter of the first
-// item of a RateLimit header (draft-ietf-httpapi-ratelimit-headers), e.g.
-// `"free";r=9;t=2`.
-func rateLimitT(h string) (int64, bool) {
-	item, _, _ := strings.Cut(h, ",")
-	for _, p := range strings.Split(item, ";") {
-		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
-		if ok && k == "t" {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n, err == nil && n >= 0
-		}
+	if o := headers.Read(gen, f); o.Reset.Valid() {
+		return mid + o.Reset.N*int64(time.Second) - half, true
 	}
 	return 0, false
 }

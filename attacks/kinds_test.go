@@ -32,8 +32,9 @@ type limitTarget struct {
 	srv    *httptest.Server
 	allow  int
 	period time.Duration
-	// headers: "x" sends X-RateLimit-Reset, "ratelimit" only RateLimit t=,
-	// "" neither.
+	// headers: "x" sends X-RateLimit-Reset in delta seconds, "epoch" in
+	// Unix seconds, "ratelimit" only RateLimit t=, "dictionary" only
+	// RateLimit reset=, "split" only RateLimit-Reset, "" none.
 	headers string
 
 	mu     sync.Mutex
@@ -72,8 +73,14 @@ func (lt *limitTarget) serve(w http.ResponseWriter, r *http.Request) {
 	switch lt.headers {
 	case "x":
 		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	case "epoch":
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(end.Unix(), 10))
 	case "ratelimit":
 		w.Header().Set("RateLimit", fmt.Sprintf(`"free";r=%d;t=%d`, max(lt.allow-c, 0), reset))
+	case "dictionary":
+		w.Header().Set("RateLimit", fmt.Sprintf(`limit=%d, remaining=%d, reset=%d`, lt.allow, max(lt.allow-c, 0), reset))
+	case "split":
+		w.Header().Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
 	}
 	if c > lt.allow {
 		w.Header().Set("Retry-After", strconv.FormatInt(reset, 10))
@@ -231,7 +238,7 @@ func TestRetryStopsAfterRetriesAndDuration(t *testing.T) {
 	}
 }
 
-func TestParseRetryAfter(t *testing.T) {
+func TestRetryAdvice(t *testing.T) {
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		in   string
@@ -241,13 +248,13 @@ func TestParseRetryAfter(t *testing.T) {
 		{"3", 3 * time.Second, true},
 		{"0", 0, true},
 		{"Sat, 01 Mar 2025 12:00:05 GMT", 5 * time.Second, true},
-		{"Sat, 01 Mar 2025 11:59:00 GMT", 0, true},
+		{"Sat, 01 Mar 2025 11:59:00 GMT", 0, true}, // in the past: at once
 		{"-1", 0, false},
 		{"1.5", 0, false},
 		{"soon", 0, false},
 		{"", 0, false},
 	} {
-		got, ok := parseRetryAfter(tc.in, now)
+		got, ok := retryAdvice(tc.in, now)
 		require.Equal(t, tc.ok, ok, tc.in)
 		require.Equal(t, tc.want, got, tc.in)
 	}
@@ -517,10 +524,22 @@ func TestBypassDefaultsToCapacityPlusFive(t *testing.T) {
 }
 
 func TestBoundaryAlignedByHeaders(t *testing.T) {
-	for _, headers := range []string{"x", "ratelimit"} {
-		t.Run(headers, func(t *testing.T) {
+	for _, tc := range []struct {
+		headers string
+		gen     policy.RateLimitHeaders
+		xreset  string
+	}{
+		{"x", policy.RateLimitStructured, "relative"},
+		{"epoch", policy.RateLimitNone, "epoch"},
+		{"ratelimit", policy.RateLimitStructured, "relative"},
+		{"dictionary", policy.RateLimitDictionary, "relative"},
+		{"split", policy.RateLimitSplit, "relative"},
+	} {
+		t.Run(tc.headers, func(t *testing.T) {
+			p := policy.Default()
+			p.Headers.RateLimit, p.Headers.XReset = tc.gen, tc.xreset
 			// Epoch-aligned 2s windows, as the default policy's free tier (W=2s).
-			lt := newLimitTarget(t, 1000, 2*time.Second, headers)
+			lt := newLimitTarget(t, 1000, 2*time.Second, tc.headers)
 			h, _, err := runPlan(t, context.Background(), `name: b
 phases:
   - name: edge
@@ -530,7 +549,7 @@ phases:
     align: headers
     before: 100ms
     after: 100ms
-`, Options{Instances: []string{lt.srv.URL}})
+`, Options{Instances: []string{lt.srv.URL}, Policy: p})
 			require.NoError(t, err)
 			rec := phaseRecord(t, h, "edge")
 			evs := phaseEvents(h, "edge")
@@ -557,34 +576,59 @@ func TestBoundaryHeadersMissingIsAnError(t *testing.T) {
 	lt := newLimitTarget(t, 1000, 2*time.Second, "")
 	_, _, err := runPlan(t, context.Background(), "name: b\nphases:\n  - kind: boundary\n    key: free-e\n    requests: 2\n    align: headers\n", Options{Instances: []string{lt.srv.URL}})
 	require.Error(t, err)
-	require.Contains(t, err.Error(), "no usable X-RateLimit-Reset or RateLimit t=")
+	require.Contains(t, err.Error(), "no usable X-RateLimit-Reset or RateLimit reset")
 }
 
 func TestResetEdgeForms(t *testing.T) {
 	start := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	sec := int64(time.Second)
-	ev := &history.Event{Sent: 10 * sec, Recv: 10*sec + 2_000_000}
 	mid := 10*sec + 1_000_000
+	epoch := strconv.FormatInt(start.Unix()+20, 10)
+	date := start.Add(30 * time.Second).Format(http.TimeFormat)
+	// declare sets the policy's header declaration: the generation, and
+	// the X-RateLimit-Reset form ("" when X-RateLimit-* is not declared).
+	declare := func(gen policy.RateLimitHeaders, form string) *policy.Policy {
+		p := policy.Default()
+		p.Headers.RateLimit, p.Headers.XRateLimit, p.Headers.XReset = gen, form != "", form
+		return p
+	}
+	none := declare(policy.RateLimitNone, "")
 	for _, tc := range []struct {
-		x, rl string
-		want  int64
-		ok    bool
+		name string
+		p    *policy.Policy
+		e    history.Event
+		want int64
+		ok   bool
 	}{
-		{"3", "", mid + 3*sec - sec/2, true},
-		{"", `"free";r=0;t=2`, mid + 2*sec - sec/2, true},
-		{"", `"free";r=0;t=2, "day";r=5;t=100`, mid + 2*sec - sec/2, true},
-		{strconv.FormatInt(start.Unix()+20, 10), "", 20*sec - sec/2, true},
-		{start.Add(30 * time.Second).Format(http.TimeFormat), "", 30*sec - sec/2, true},
-		{"soon", "", 0, false},
-		{"", `"free";r=0`, 0, false},
+		{"relative, guessed", none, history.Event{XReset: "3"}, mid + 3*sec - sec/2, true},
+		{"epoch, guessed", none, history.Event{XReset: epoch}, 20*sec - sec/2, true},
+		{"date, guessed", none, history.Event{XReset: date}, 30*sec - sec/2, true},
+		{"relative, declared", declare(policy.RateLimitNone, "relative"), history.Event{XReset: "3"}, mid + 3*sec - sec/2, true},
+		{"epoch, declared", declare(policy.RateLimitNone, "epoch"), history.Event{XReset: epoch}, 20*sec - sec/2, true},
+		{"small epoch, declared", declare(policy.RateLimitNone, "epoch"), history.Event{XReset: strconv.FormatInt(start.Unix()+2, 10)}, 2*sec - sec/2, true},
+		{"date, declared", declare(policy.RateLimitNone, "date"), history.Event{XReset: date}, 30*sec - sec/2, true},
+		{"date, declared relative", declare(policy.RateLimitNone, "relative"), history.Event{XReset: date}, 0, false},
+		{"soon", none, history.Event{XReset: "soon"}, 0, false},
+		{"structured", none, history.Event{RateLimit: `"free";r=0;t=2`}, mid + 2*sec - sec/2, true},
+		{"structured, two items", declare(policy.RateLimitStructured, ""), history.Event{RateLimit: `"free";r=0;t=2, "day";r=5;t=100`}, mid + 2*sec - sec/2, true},
+		{"structured without t", none, history.Event{RateLimit: `"free";r=0`}, 0, false},
+		{"dictionary", none, history.Event{RateLimit: `limit=10, remaining=0, reset=4`}, mid + 4*sec - sec/2, true},
+		{"dictionary, declared", declare(policy.RateLimitDictionary, ""), history.Event{RateLimit: `limit=10, remaining=0, reset=4`}, mid + 4*sec - sec/2, true},
+		{"split", none, history.Event{RLLimit: "10", RLRemaining: "0", RLReset: "5"}, mid + 5*sec - sec/2, true},
+		{"split, declared", declare(policy.RateLimitSplit, ""), history.Event{RLReset: "5"}, mid + 5*sec - sec/2, true},
+		{"split declared, structured sent", declare(policy.RateLimitSplit, ""), history.Event{RateLimit: `"free";r=0;t=2`}, 0, false},
+		{"X-RateLimit-Reset first", none, history.Event{XReset: "3", RateLimit: `"free";r=0;t=2`}, mid + 3*sec - sec/2, true},
+		{"bad X-RateLimit-Reset, then RateLimit", none, history.Event{XReset: "x", RateLimit: `"free";r=0;t=2`}, mid + 2*sec - sec/2, true},
 	} {
-		e := *ev
-		e.XReset, e.RateLimit = tc.x, tc.rl
-		got, ok := resetEdge(&e, start)
-		require.Equal(t, tc.ok, ok, "%q %q", tc.x, tc.rl)
-		if ok {
-			require.Equal(t, tc.want, got, "%q %q", tc.x, tc.rl)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.e
+			e.Sent, e.Recv = 10*sec, 10*sec+2_000_000
+			got, ok := resetEdge(&e, start, tc.p)
+			require.Equal(t, tc.ok, ok)
+			if ok {
+				require.Equal(t, tc.want, got)
+			}
+		})
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
 )
 
 // runPhase runs one phase and returns its record.
@@ -21,8 +22,16 @@ func (e *Engine) runPhase(ctx context.Context, ph *Phase) (*history.Phase, error
 	var err error
 	switch ph.Kind {
 	case KindBurst:
-		n := e.share(ph.Requests)
-		rec, err = e.burst(ctx, ph, ph.Key, n, -1)
+		n := ph.Requests
+		if n == 0 {
+			// Default: enough to drain the key whatever its quota.
+			lim, lerr := e.limitFor(e.Key(ph.Key))
+			if lerr != nil {
+				return nil, lerr
+			}
+			n = int(min(2*lim.Count+DefaultBypassExtra, MaxBurstRequests))
+		}
+		rec, err = e.burst(ctx, ph, ph.Key, e.share(n), -1)
 	case KindBoundary:
 		rec, err = e.boundary(ctx, ph)
 	case KindIdle:
@@ -32,7 +41,11 @@ func (e *Engine) runPhase(ctx context.Context, ph *Phase) (*history.Phase, error
 	case KindTenants:
 		ws := make([]weighted, len(ph.Tenants))
 		for i, t := range ph.Tenants {
-			ws[i] = weighted{tenant: t.Key, key: e.Key(t.Key), w: t.Weight}
+			key := e.Key(t.Key)
+			if t.Long {
+				key = e.longKey(t.Key)
+			}
+			ws[i] = weighted{tenant: t.Key, key: key, w: t.Weight}
 		}
 		rec, err = e.rate(ctx, ph, ws)
 	case KindFault:
@@ -45,6 +58,8 @@ func (e *Engine) runPhase(ctx context.Context, ph *Phase) (*history.Phase, error
 		rec, err = e.probe(ctx, ph)
 	case KindBypass:
 		rec, err = e.bypass(ctx, ph)
+	case KindCalibrate:
+		rec, err = e.calibrate(ctx, ph)
 	default:
 		err = fmt.Errorf("phase kind %s is not supported by this engine", ph.Kind)
 	}
@@ -306,7 +321,18 @@ type weighted struct {
 // when one frees up and counts as late; hits the phase had no time for are
 // dropped. Keys are drawn by weight.
 func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history.Phase, error) {
-	r0 := float64(ph.Rate) / float64(e.o.Shards)
+	rate := float64(ph.Rate)
+	if ph.RateX > 0 {
+		lim, err := e.limitFor(keys[0].key)
+		if err != nil {
+			return nil, err
+		}
+		rate = ph.RateX * lim.R()
+		if rate > MaxRate {
+			return nil, fmt.Errorf("rate_x %g of %s is %g/s, beyond %d/s", ph.RateX, policy.FormatRate(lim.R()), rate, MaxRate)
+		}
+	}
+	r0 := rate / float64(e.o.Shards)
 	r1 := float64(ph.RateTo) / float64(e.o.Shards)
 	dur := ph.Duration.D()
 	limit := uint64(0)

@@ -11,6 +11,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -101,12 +102,24 @@ type Phase struct {
 	Param  string `yaml:"param,omitempty"`
 	// Request shapes this phase's requests over the plan's request.
 	Request *Request `yaml:"request,omitempty"`
+	// RateX is the rate as a multiple of the key's tier rate (rate and
+	// tenants phases; instead of rate), so one plan overloads any policy.
+	RateX float64 `yaml:"rate_x,omitempty"`
+	// Tokens and Margin of a calibrate phase: how many token due times to
+	// probe (default 3), and how far before and after each (a fraction of
+	// the due time, default 0.05).
+	Tokens int     `yaml:"tokens,omitempty"`
+	Margin float64 `yaml:"margin,omitempty"`
 }
 
 // Tenant is one key of a tenants phase with its share of the requests.
 type Tenant struct {
 	Key    string  `yaml:"key"`
 	Weight float64 `yaml:"weight"`
+	// Long pads the generated key to the policy's identity.max_length (128
+	// when none is declared) with zeros after the run tag, so long keys that
+	// differ only at their end are tried.
+	Long bool `yaml:"long,omitempty"`
 }
 
 // Phase kinds.
@@ -121,6 +134,10 @@ const (
 	KindProbe    = "probe"
 	KindBypass   = "bypass"
 	KindFault    = "fault"
+	// KindCalibrate measures the limiter's real capacity and refill: from a
+	// full bucket a burst of K+1, then probes just before and just after each
+	// of the next tokens' due times.
+	KindCalibrate = "calibrate"
 )
 
 // Limits that keep every plan bounded.
@@ -298,16 +315,17 @@ func (p *Plan) minInstances() int {
 
 // used lists, per kind, the fields it may set (besides name and kind).
 var used = map[string][]string{
-	KindBurst:    {"key", "requests", "instances", "instance", "request"},
-	KindBoundary: {"key", "requests", "instances", "instance", "before", "after", "align", "request"},
-	KindIdle:     {"duration", "until", "key"},
-	KindRate:     {"key", "rate", "rate_to", "duration", "concurrency", "instances", "instance", "requests", "request"},
-	KindRetry:    {"key", "requests", "retries", "jitter", "instances", "instance", "duration", "request"},
-	KindTenants:  {"tenants", "rate", "duration", "concurrency", "instances", "instance", "requests", "request"},
-	KindSpread:   {"key", "requests", "instances", "instance", "concurrency", "request"},
-	KindProbe:    {"key", "at", "instances", "instance", "request"},
-	KindBypass:   {"key", "requests", "variants", "instances", "instance", "request"},
-	KindFault:    {"action", "fault", "param", "instance"},
+	KindBurst:     {"key", "requests", "instances", "instance", "request"},
+	KindBoundary:  {"key", "requests", "instances", "instance", "before", "after", "align", "request"},
+	KindIdle:      {"duration", "until", "key"},
+	KindRate:      {"key", "rate", "rate_to", "rate_x", "duration", "concurrency", "instances", "instance", "requests", "request"},
+	KindRetry:     {"key", "requests", "retries", "jitter", "instances", "instance", "duration", "request"},
+	KindTenants:   {"tenants", "rate", "rate_x", "duration", "concurrency", "instances", "instance", "requests", "request"},
+	KindSpread:    {"key", "requests", "instances", "instance", "concurrency", "request"},
+	KindProbe:     {"key", "at", "instances", "instance", "request"},
+	KindBypass:    {"key", "requests", "variants", "instances", "instance", "request"},
+	KindFault:     {"action", "fault", "param", "instance"},
+	KindCalibrate: {"key", "tokens", "margin", "instances", "instance", "request"},
 }
 
 func (ph *Phase) set() map[string]bool {
@@ -319,6 +337,7 @@ func (ph *Phase) set() map[string]bool {
 		"tenants": len(ph.Tenants) > 0, "retries": ph.Retries != 0, "jitter": ph.Jitter != 0,
 		"at": ph.At != "", "variants": len(ph.Variants) > 0, "action": ph.Action != "",
 		"fault": ph.Fault != "", "param": ph.Param != "", "request": ph.Request != nil,
+		"rate_x": ph.RateX != 0, "tokens": ph.Tokens != 0, "margin": ph.Margin != 0,
 	}
 }
 
@@ -367,9 +386,6 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 	}
 	switch ph.Kind {
 	case KindBurst:
-		if ph.Requests == 0 {
-			return doc.Errorf(at+".requests", "a burst needs requests: N")
-		}
 		if ph.Requests > MaxBurstRequests {
 			return doc.Errorf(at+".requests", "%d: a burst holds at most %d requests", ph.Requests, MaxBurstRequests)
 		}
@@ -393,8 +409,11 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 			return doc.Errorf(at+".until", "%q: the only value is full", ph.Until)
 		}
 	case KindRate:
-		if ph.Rate == 0 {
-			return doc.Errorf(at+".rate", "a rate phase needs rate (e.g. rate: 100/s)")
+		if err := ph.validRateX(doc, at); err != nil {
+			return err
+		}
+		if ph.Rate == 0 && ph.RateX == 0 {
+			return doc.Errorf(at+".rate", "a rate phase needs rate (e.g. rate: 100/s) or rate_x (a multiple of the key's tier rate)")
 		}
 		if ph.Duration == 0 && ph.Requests == 0 {
 			return doc.Errorf(at+".duration", "a rate phase needs duration or requests")
@@ -408,8 +427,11 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 				return doc.Errorf(fmt.Sprintf("%s.tenants.%d", at, j), "each tenant needs a key and a positive weight")
 			}
 		}
-		if ph.Rate == 0 {
-			return doc.Errorf(at+".rate", "a tenants phase needs rate (the total over all tenants)")
+		if err := ph.validRateX(doc, at); err != nil {
+			return err
+		}
+		if ph.Rate == 0 && ph.RateX == 0 {
+			return doc.Errorf(at+".rate", "a tenants phase needs rate (the total over all tenants) or rate_x (a multiple of the first tenant's tier rate)")
 		}
 		if ph.Duration == 0 && ph.Requests == 0 {
 			return doc.Errorf(at+".duration", "a tenants phase needs duration or requests")
@@ -433,6 +455,13 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 		}
 		if ph.Concurrency == 0 && ph.Requests > MaxBurstRequests {
 			return doc.Errorf(at+".requests", "%d: without concurrency a spread is one burst, which holds at most %d requests", ph.Requests, MaxBurstRequests)
+		}
+	case KindCalibrate:
+		if ph.Tokens < 0 || ph.Tokens > 20 {
+			return doc.Errorf(at+".tokens", "%d: want 1 … 20 (0 means the default, %d)", ph.Tokens, DefaultCalibrateTokens)
+		}
+		if ph.Margin < 0 || ph.Margin >= 0.5 || math.IsNaN(ph.Margin) {
+			return doc.Errorf(at+".margin", "%g: want a fraction in (0, 0.5) (0 means the default, %g)", ph.Margin, DefaultCalibrateMargin)
 		}
 	case KindProbe:
 		if ph.At == "" {
@@ -517,6 +546,19 @@ func (p *Plan) PhaseRequest(ph *Phase) Request {
 		return p.Request
 	}
 	return p.Request.merge(*ph.Request)
+}
+
+func (ph *Phase) validRateX(doc *yamlx.Doc, at string) error {
+	if ph.RateX != 0 && ph.Rate != 0 {
+		return doc.Errorf(at+".rate_x", "give rate or rate_x, not both")
+	}
+	if ph.RateX < 0 || ph.RateX > 1000 || math.IsNaN(ph.RateX) {
+		return doc.Errorf(at+".rate_x", "%g: want a multiple in (0, 1000]", ph.RateX)
+	}
+	if ph.RateTo != 0 && ph.RateX != 0 {
+		return doc.Errorf(at+".rate_to", "a ramp (rate_to) needs rate, not rate_x")
+	}
+	return nil
 }
 
 // NeedsRedis reports whether the plan requires a shared store.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -157,7 +158,8 @@ const (
 )
 
 // fastRetryAfter encodes the common Retry-After forms for rec.ra: absent,
-// or short delay-seconds; anything else is left to ParseRetryAfter (0).
+// or short delay-seconds; anything else is left to headers.ParseRetryAfter
+// (0).
 func fastRetryAfter(s string) uint16 {
 	if s == "" {
 		return raMissing
@@ -214,6 +216,8 @@ type index struct {
 	// hdrs is the parsed rate-limit headers of each event, by index in
 	// h.Events (see hdrs.go).
 	hdrs []hdr
+	// gen is the RateLimit header generation the policy declares.
+	gen headers.Generation
 
 	envOnce   sync.Once
 	envCache  []keyEnvelope
@@ -225,7 +229,7 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 	if o.MaxEvidence <= 0 {
 		o.MaxEvidence = DefaultMaxEvidence
 	}
-	ix := &index{h: h, p: p, o: o, slack: int64(o.Slack) + int64(p.ClockQuantum)}
+	ix := &index{h: h, p: p, o: o, slack: int64(o.Slack) + int64(p.ClockQuantum), gen: headers.Generation(p.Headers.RateLimit)}
 	if ix.slack < 0 {
 		ix.slack = 0
 	}
@@ -397,7 +401,7 @@ type indexPart struct {
 func (pt *indexPart) scan(ix *index, from, to int, kid []int32, flat []rec) {
 	pt.ids = make(map[string]int32)
 	pt.insts = map[int]bool{}
-	hp := newHdrParser()
+	hp := newHdrParser(ix.gen)
 	last := ""
 	lastID := int32(-1)
 	lastPhase, phaseSeen := "", false
@@ -434,7 +438,7 @@ func (pt *indexPart) scan(ix *index, from, to int, kid []int32, flat []rec) {
 			pt.maxLat = d
 		}
 		flat[i] = r
-		ix.hdrs[i] = hp.parse(ix, e, r)
+		hp.parse(ix, e, r, &ix.hdrs[i])
 		pt.maxRecv = max(pt.maxRecv, e.Recv)
 		if !pt.regionPhase && (!phaseSeen || e.Phase != lastPhase) {
 			pt.regionPhase = strings.HasPrefix(e.Phase, "region")

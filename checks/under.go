@@ -5,9 +5,9 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -251,7 +251,7 @@ func limitNames(t *policy.Tier) string {
 	return strings.Join(s, ",")
 }
 
-const docIsolation = "Keys never share quota: fails when a 429 was provably wrong counting only the key's own traffic while other keys were busy in that interval, or when a key was served another tier's limit (X-RateLimit-Limit or RateLimit-Policy q)."
+const docIsolation = "Keys never share quota: fails when a 429 was provably wrong counting only the key's own traffic while other keys were busy in that interval, or when a key was served another tier's limit (X-RateLimit-Limit, or the limit of the declared RateLimit generation: RateLimit-Policy q, limit=, RateLimit-Limit)."
 
 func checkIsolation(ix *index) Result {
 	col := ix.collector()
@@ -293,7 +293,7 @@ func checkIsolation(ix *index) Result {
 	}
 	// Limits of another tier served to a key.
 	mismatch := 0
-	cache := map[string]int64{}
+	oc := ix.newObsCache()
 	for i := range ix.hdrs {
 		if len(ix.p.Tiers) < 2 {
 			break
@@ -305,14 +305,13 @@ func checkIsolation(ix *index) Result {
 		}
 		var v int64
 		var ok bool
-		switch xl, pol := h.state(sXLimit), h.state(sPol); {
+		switch xl := h.state(sXLimit); {
 		case xl == hInt:
 			v, ok = int64(h.xlim), true
-		case xl == hAbsent && pol == hAbsent:
-		case xl == hAbsent && pol == hInt:
-			v, ok = int64(h.polQ), h.polQ >= 0
+		case xl == hAbsent && h.state(sRL) != hOther && h.state(sPol) != hOther:
+			v, ok = int64(h.rlLim), h.hasLim()
 		default:
-			v, ok = observedLimit(&ix.h.Events[i], cache)
+			v, ok = observedLimit(&ix.h.Events[i], oc)
 		}
 		if !ok || tierHasCount(g.tier, v) {
 			continue
@@ -352,26 +351,18 @@ func tierHasCount(t *policy.Tier, v int64) bool {
 	return false
 }
 
-// observedLimit returns the quota a response declared: X-RateLimit-Limit, or
-// the first RateLimit-Policy item's q.
-func observedLimit(e *history.Event, cache map[string]int64) (int64, bool) {
+// observedLimit returns the quota a response declared: X-RateLimit-Limit,
+// or the limit of the declared RateLimit generation (headers.Observed.Limit).
+func observedLimit(e *history.Event, oc *obsCache) (int64, bool) {
 	if e.XLimit != "" {
-		v, err := strconv.ParseInt(strings.TrimSpace(e.XLimit), 10, 64)
+		v, err := headers.ParseXInt(e.XLimit)
 		return v, err == nil
 	}
-	if e.RateLimitPolicy != "" {
-		if v, ok := cache[e.RateLimitPolicy]; ok {
-			return v, v >= 0
-		}
-		items, err := ParseRateLimitPolicy(e.RateLimitPolicy)
-		v := int64(-1)
-		if err == nil && len(items) == 1 {
-			v = items[0].Quota
-		}
-		cache[e.RateLimitPolicy] = v
-		return v, v >= 0
+	if oc.gen == headers.None {
+		return 0, false
 	}
-	return 0, false
+	o := oc.read(e)
+	return o.Limit.N, o.Limit.Valid()
 }
 
 // globalOrder returns event indices sorted by Sent.

@@ -55,6 +55,7 @@ type attackFlags struct {
 	failOn      []string
 	runID       string
 	keepKeys    bool
+	history     string
 	shape       shapeFlags
 	// local and docker environments
 	redisCluster  int
@@ -94,6 +95,7 @@ Examples:
 	fl.IntVar(&f.instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
 	fl.StringVar(&f.out, "out", "rlverify-out", "directory for history.jsonl and the reports")
+	fl.StringVar(&f.history, "history", "", "write the history to this file instead of DIR/history.jsonl; - also streams it to stdout, for rlverify check --history - (stdout then carries only the history; the reports go to --out)")
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
 	addEnvFlags(fl, &f, "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
 	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
@@ -128,16 +130,52 @@ func addEnvFlags(fl *pflag.FlagSet, f *attackFlags, envUsage string) {
 	fl.DurationVar(&f.regionLat, "region-latency", 20*time.Millisecond, "one-way latency between regions")
 }
 
+// attackResult is one attack judged.
+type attackResult struct {
+	doc      *reports.Document
+	results  []checks.Result
+	hist     *history.History
+	histFile string
+	// report is where the first report format goes: stdout, unless stdout
+	// carries the history (--history -).
+	report io.Writer
+	// runE is why the plan stopped before its end (nil when it ran whole).
+	runE error
+}
+
 func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) error {
+	fo, err := parseFailOn(f.failOn)
+	if err != nil {
+		return usageWrap(err)
+	}
+	r, err := attackOnce(ctx, f, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	err = conclude(r.doc, r.results, r.hist, f.formats, f.out, fo, r.report, stderr)
+	var ee *exitError
+	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted ||
+		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
+	if r.runE != nil && ctx.Err() == nil && noFinding {
+		// The plan could not be carried out: what was recorded passed, but
+		// the run is not the proof the plan promises.
+		return runErr(fmt.Errorf("the plan did not complete (%v); verdicts above cover what was recorded, history in %s", r.runE, r.histFile))
+	}
+	return err
+}
+
+// attackOnce runs one plan as f says and judges its history; it renders
+// nothing. Errors are usage or run errors (*exitError).
+func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (*attackResult, error) {
 	if f.plan == "" {
-		return usageErr("attack: --plan is required (see rlverify plans)")
+		return nil, usageErr("attack: --plan is required (see rlverify plans)")
 	}
 	if err := checkRunBounds(f); err != nil {
-		return err
+		return nil, err
 	}
 	plan, err := attacks.Load(f.plan)
 	if err != nil {
-		return usageWrap(err)
+		return nil, usageWrap(err)
 	}
 	policyFile := f.policyFile
 	if policyFile == "" {
@@ -145,45 +183,41 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	}
 	pol, err := loadPolicy(policyFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if pol, err = f.shape.apply(pol); err != nil {
-		return usageWrap(err)
+		return nil, usageWrap(err)
 	}
 	shapeReq, err := f.shape.request()
 	if err == nil {
 		err = attacks.CheckRequest(plan, shapeReq)
 	}
 	if err != nil {
-		return usageWrap(err)
+		return nil, usageWrap(err)
 	}
 	if err := f.shape.checkRate(); err != nil {
-		return usageWrap(err)
+		return nil, usageWrap(err)
 	}
 	var keyFile *attacks.KeyFile
 	if f.shape.keysFile != "" {
 		if keyFile, err = attacks.LoadKeyFile(f.shape.keysFile, pol); err != nil {
-			return usageWrap(err)
+			return nil, usageWrap(err)
 		}
 		if err := attacks.CheckKeys(plan, pol, keyFile); err != nil {
-			return usageWrap(err)
+			return nil, usageWrap(err)
 		}
 	}
 	if err := checks.Validate(f.only); err != nil {
-		return usageWrap(fmt.Errorf("--checks: %w", err))
-	}
-	fo, err := parseFailOn(f.failOn)
-	if err != nil {
-		return usageWrap(err)
+		return nil, usageWrap(fmt.Errorf("--checks: %w", err))
 	}
 	for _, format := range f.formats {
 		if _, err := reports.Lookup(format); err != nil {
-			return usageWrap(fmt.Errorf("--format: %w", err))
+			return nil, usageWrap(fmt.Errorf("--format: %w", err))
 		}
 	}
 	shard, shards, err := parseShard(f.shard)
 	if err != nil {
-		return usageWrap(err)
+		return nil, usageWrap(err)
 	}
 	if len(f.targetURLs) > 0 {
 		f.env = "external"
@@ -192,7 +226,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if instances == 0 {
 		instances = plan.MinInstances()
 	} else if f.env == "embedded" && instances < plan.MinInstances() {
-		return usageErr("--instances %d: plan %s needs at least %d", instances, plan.Name, plan.MinInstances())
+		return nil, usageErr("--instances %d: plan %s needs at least %d", instances, plan.Name, plan.MinInstances())
 	}
 	if f.regions == 0 && (f.env == "embedded" || f.env == "docker") {
 		f.regions = plan.Regions
@@ -203,7 +237,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 		runID = hex.EncodeToString(sum[:3])
 	}
 	if instances < 1 || instances > targets.MaxInstances {
-		return usageErr("--instances %d: want 1 … %d", instances, targets.MaxInstances)
+		return nil, usageErr("--instances %d: want 1 … %d", instances, targets.MaxInstances)
 	}
 
 	run := history.Run{Env: f.env, Policy: pol.Source}
@@ -234,7 +268,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 			}
 		}
 		if err != nil {
-			return usageWrap(err)
+			return nil, usageWrap(err)
 		}
 		declared = pol.WithAlgorithm(entry.Algorithm)
 		spec.Policy, spec.Limiter, spec.Store = declared, entry.Name, entry.Store
@@ -243,7 +277,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	case "local", "docker":
 		entry, err := catalog.Lookup(f.limiter, catalog.Redis)
 		if err != nil {
-			return usageWrap(err)
+			return nil, usageWrap(err)
 		}
 		declared = pol.WithAlgorithm(entry.Algorithm)
 		spec.Policy, spec.Limiter, spec.Store = declared, entry.Name, catalog.Redis
@@ -251,7 +285,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 		run.Limiter, run.Target = entry.Name, entry.Name
 		if f.regions > 1 {
 			if f.env == "local" {
-				return usageErr("--regions runs on the embedded and docker environments")
+				return nil, usageErr("--regions runs on the embedded and docker environments")
 			}
 			spec.Regions = &targets.RegionSpec{Regions: f.regions, Mode: f.regionMode, Sync: f.regionSync, Latency: f.regionLat}
 		}
@@ -259,55 +293,55 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 			env = targets.Local{Cluster: f.redisCluster}
 		} else {
 			if f.redisURL != "" || f.redisCluster > 0 {
-				return usageErr("--env docker starts its own Redis container: --redis and --redis-cluster do not apply")
+				return nil, usageErr("--env docker starts its own Redis container: --redis and --redis-cluster do not apply")
 			}
 			env = targets.Docker{RedisImage: f.redisImage, LimiterImage: f.limiterImage, Binary: f.limiterBinary, NoPull: f.noPull}
 		}
 	case "external":
 		if len(f.targetURLs) == 0 {
-			return usageErr("--env external needs at least one --target URL")
+			return nil, usageErr("--env external needs at least one --target URL")
 		}
 		if err := checkTargets(f.targetURLs, f.allowRemote); err != nil {
-			return usageWrap(err)
+			return nil, usageWrap(err)
 		}
 		spec.Policy, spec.Targets = pol, f.targetURLs
 		run.Target = strings.Join(f.targetURLs, " ")
 		defPath = "" // the target URL's own path, else /
 		x, err := f.ext.environment(f.allowRemote)
 		if err != nil {
-			return usageWrap(err)
+			return nil, usageWrap(err)
 		}
 		env = x
 	default:
-		return usageErr("--env %q: want embedded, local, docker or external", f.env)
+		return nil, usageErr("--env %q: want embedded, local, docker or external", f.env)
 	}
 	if f.env != "external" && f.ext.any() {
-		return usageErr("--store-proxy, --toxiproxy, --on-inject/--on-clear, --sink and --downstream-* are for your own service (--env external, --target URL)")
+		return nil, usageErr("--store-proxy, --toxiproxy, --on-inject/--on-clear, --sink and --downstream-* are for your own service (--env external, --target URL)")
 	}
 	if f.env == "external" {
 		if err := checkExternalFaults(plan, &f.ext); err != nil {
-			return usageWrap(err)
+			return nil, usageWrap(err)
 		}
 	}
 
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return runErr(fmt.Errorf("--out: %w", err))
+		return nil, runErr(fmt.Errorf("--out: %w", err))
 	}
-	histFile := filepath.Join(f.out, "history.jsonl")
-	w, err := history.Create(histFile)
+	rh, err := createRunHistory(f.out, f.history, stdout)
 	if err != nil {
-		return runErr(err)
+		return nil, runErr(err)
 	}
+	histFile, w := rh.file, rh.w
 	defer w.Close()
 
 	stack, err := env.Start(ctx, spec)
 	if err != nil {
-		return runErr(fmt.Errorf("start %s environment: %w", env.Name(), err))
+		return nil, runErr(fmt.Errorf("start %s environment: %w", env.Name(), err))
 	}
 	defer stack.Close()
 	for _, ph := range plan.Phases {
 		if ph.Kind == attacks.KindFault && ph.Action == "inject" && (stack.Faults == nil || !stack.Faults.Supports(ph.Fault)) {
-			return runErr(fmt.Errorf("plan %s injects %s, which the %s environment cannot do with this store (see docs/environments.md)", plan.Name, ph.Fault, env.Name()))
+			return nil, runErr(fmt.Errorf("plan %s injects %s, which the %s environment cannot do with this store (see docs/environments.md)", plan.Name, ph.Fault, env.Name()))
 		}
 	}
 	run.Instances = stack.Instances
@@ -327,16 +361,16 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 		Request: shapeReq, DefaultPath: defPath, Keys: keyFile,
 	})
 	if err != nil {
-		return usageWrap(err)
+		return nil, usageWrap(err)
 	}
 	sum, runE := eng.Run(ctx, plan, run)
 	var pe *attacks.PrepareError
 	if errors.As(runE, &pe) {
-		return usageWrap(pe)
+		return nil, usageWrap(pe)
 	}
 	prog.done()
 	if err := w.Close(); err != nil {
-		return runErr(err)
+		return nil, runErr(err)
 	}
 	if err := stack.Close(); err != nil {
 		fmt.Fprintf(stderr, "rlverify: tearing down the %s environment: %v\n", env.Name(), err)
@@ -344,55 +378,51 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if runE != nil {
 		fmt.Fprintf(stderr, "rlverify: the run stopped early: %v\n", runE)
 	}
-	if sum.Requests > 0 && allUnreachable(histFile) {
-		return runErr(fmt.Errorf("no request got a response: is the target up? (history kept in %s)", histFile))
-	}
 	only := f.only
 	if len(only) == 0 {
 		only = plan.Checks
 	}
-	err = judge(ctx, []string{histFile}, declared, checks.Options{Only: only, MaxErrorRate: f.shape.maxErrorRate}, f.formats, f.out, fo, stdout, stderr)
-	var ee *exitError
-	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted ||
-		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
-	if runE != nil && ctx.Err() == nil && noFinding {
-		// The plan could not be carried out: what was recorded passed, but
-		// the run is not the proof the plan promises.
-		return runErr(fmt.Errorf("the plan did not complete (%v); verdicts above cover what was recorded, history in %s", runE, histFile))
+	doc, rs, h, err := evaluate([]string{histFile}, nil, declared, checks.Options{Only: only, MaxErrorRate: f.shape.maxErrorRate})
+	if err != nil {
+		return nil, err
 	}
-	return err
+	if sum.Requests > 0 && allUnreachable(h) {
+		return nil, runErr(fmt.Errorf("no request got a response: is the target up? (history kept in %s)", histFile))
+	}
+	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, report: rh.report, runE: runE}, nil
 }
 
-// judge reads histories back from disk, checks them and reports: the live run
-// and `rlverify check` share this path, so they give the same verdicts.
-func judge(_ context.Context, files []string, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
-	var hs []*history.History
-	for _, file := range files {
-		h, err := history.ReadFile(file)
-		if err != nil {
-			return usageWrap(err)
-		}
-		hs = append(hs, h)
-	}
-	h, err := history.Merge(hs...)
+// judge reads histories back (from disk; "-" from stdin), checks them and
+// reports: the live run and `rlverify check` share this path, so they give
+// the same verdicts.
+func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
+	doc, rs, h, err := evaluate(files, stdin, pol, o)
 	if err != nil {
-		return usageWrap(err)
+		return err
+	}
+	return conclude(doc, rs, h, formats, out, fo, stdout, stderr)
+}
+
+// evaluate reads histories (merging shards; "-" is stdin), judges them
+// against pol (nil: the policy the history declares) and builds the result
+// document.
+func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options) (*reports.Document, []checks.Result, *history.History, error) {
+	h, err := readHistories(files, stdin)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	if pol == nil {
-		if len(h.Run.Declared) == 0 {
-			return usageErr("the history does not carry its policy: give --policy FILE")
+		if pol, err = historyPolicy(h); err != nil {
+			return nil, nil, nil, err
 		}
-		var p policy.Policy
-		if err := json.Unmarshal(h.Run.Declared, &p); err != nil {
-			return usageWrap(fmt.Errorf("the history's declared policy: %w", err))
-		}
-		if err := p.Validate(); err != nil {
-			return usageWrap(fmt.Errorf("the history's declared policy: %w", err))
-		}
-		pol = &p
 	}
+	pol = judgeable(h, pol)
 	rs := checks.Judge(h, pol, o)
-	doc := reports.Build(h, pol, rs)
+	return reports.Build(h, pol, rs), rs, h, nil
+}
+
+// conclude renders doc and returns the exit the verdicts call for.
+func conclude(doc *reports.Document, rs []checks.Result, h *history.History, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
 	}
@@ -455,9 +485,8 @@ func writeReport(file string, r reports.Renderer, doc *reports.Document) error {
 	return fh.Close()
 }
 
-func allUnreachable(file string) bool {
-	h, err := history.ReadFile(file)
-	if err != nil || len(h.Events) == 0 {
+func allUnreachable(h *history.History) bool {
+	if len(h.Events) == 0 {
 		return false
 	}
 	for i := range h.Events {

@@ -28,7 +28,8 @@ func checkCmd() *cobra.Command {
 		Long: `Judge one or more saved histories. Shards written by attack --shard i/n
 are merged; --clock-skew widens every request's time interval by the largest
 clock difference between the load machines. Without --policy the policy
-recorded in the history is used.`,
+recorded in the history is used. --history - reads a history from standard
+input: rlverify attack … --history - | rlverify check --history -.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if len(files) == 0 {
@@ -60,11 +61,11 @@ recorded in the history is used.`,
 			if !(maxErrorRate > 0 && maxErrorRate <= 1) {
 				return usageErr("--max-error-rate %g: want a share in (0, 1], e.g. 0.01 for 1%%", maxErrorRate)
 			}
-			return judge(c.Context(), files, pol, checks.Options{Slack: skew, Only: only, MaxErrorRate: maxErrorRate}, formats, out, fo, c.OutOrStdout(), c.ErrOrStderr())
+			return judge(c.Context(), files, c.InOrStdin(), pol, checks.Options{Slack: skew, Only: only, MaxErrorRate: maxErrorRate}, formats, out, fo, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fl := c.Flags()
-	fl.StringArrayVar(&files, "history", nil, "history JSONL file (repeat to merge shards)")
+	fl.StringArrayVar(&files, "history", nil, "history JSONL file, - for stdin (repeat to merge shards)")
 	fl.StringVar(&policyFile, "policy", "", "declared policy YAML (default: the one recorded in the history)")
 	fl.StringSliceVar(&formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", "))
 	fl.StringVar(&out, "out", "", "also write the reports into this directory")
