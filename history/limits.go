@@ -23,7 +23,7 @@ import (
 // kept whole). A longer value is cut by CapValue.
 const MaxValue = 4096
 
-// truncatedMarker is what CapValue appends: "…[truncated N bytes]".
+// The marker CapValue appends: "…[truncated N bytes]".
 const (
 	truncatedPrefix = "…[truncated "
 	truncatedSuffix = " bytes]"
