@@ -280,6 +280,16 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 	if err := e.prepareRun(p); err != nil {
 		return Summary{}, err
 	}
+	if d := e.settle(p); d > 0 {
+		// The user's own keys may have been used by an earlier run: the
+		// checks assume every key starts with a whole quota, so give them
+		// time to refill first.
+		if d > e.o.MaxDuration {
+			return Summary{}, &PrepareError{fmt.Errorf("the plan's real keys need %s to refill before the run, beyond --max-duration %s", d, e.o.MaxDuration)}
+		}
+		run.Notes = append(run.Notes, fmt.Sprintf("waited %s before the first request so the reused keys (--keys, --keep-keys) start with a whole quota", d.Round(time.Millisecond)))
+		e.o.Sleep(ctx, d)
+	}
 	e.start = e.o.Now()
 	run.Start = e.start
 	run.Plan = p.Name
@@ -432,6 +442,27 @@ func (e *Engine) prepareRun(p *Plan) error {
 		}
 	}
 	return nil
+}
+
+// settle is how long the plan's keys need to refill completely when they
+// are the user's own (they may have been used before this run); 0 for
+// generated keys, which are new.
+func (e *Engine) settle(p *Plan) time.Duration {
+	if !e.keys.secret() {
+		return 0
+	}
+	var w time.Duration
+	for _, k := range PlanKeys(p) {
+		if t, ok := e.tierOf(e.Key(k)); ok {
+			for _, l := range t.Limits {
+				w = max(w, l.W())
+			}
+		}
+	}
+	if w == 0 {
+		return 0
+	}
+	return w + 50*time.Millisecond
 }
 
 // PrepareError is a plan that cannot be run as given (its request shape or

@@ -36,6 +36,7 @@ var registry = []checker{
 	{"fail-mode", docFailMode, checkFailMode},
 	{"downstream", docDownstream, checkDownstream},
 	{"bypass", docBypass, checkBypass},
+	{CalibrationCheck, docCalibration, checkCalibration},
 	{"regions", docRegions, checkRegions},
 }
 

@@ -201,12 +201,18 @@ func checkDownstream(ix *index) Result {
 		return col.result(Skip, "no downstream records in this run (no sink, JSON counter or Prometheus source)", figs, "")
 	}
 	adm := map[string]int64{}
+	// byFault are the admissions the failure mode (or another scope)
+	// decided: the envelope does not bound them, so they are added to it.
+	byFault := map[string][]rec{}
 	first, last := map[string]int64{}, map[string]int64{}
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		for _, r := range g.recs {
 			if r.out == history.Admitted {
 				adm[g.key]++
+				if r.fault {
+					byFault[g.key] = append(byFault[g.key], r)
+				}
 			}
 			if _, ok := first[g.key]; !ok || r.lo < first[g.key] {
 				first[g.key] = r.lo
@@ -245,7 +251,7 @@ func checkDownstream(ix *index) Result {
 		}
 		// Over the run: every arrival came from a request of this run.
 		if last[key] > 0 {
-			ix.judgeDownstreamSpan(col, key, tier, final.arrivals, first[key], last[key], "over the run")
+			ix.judgeDownstreamSpan(col, key, tier, final.arrivals, first[key], last[key], "over the run", byFault[key])
 		}
 		// Between readings: arrivals counted after one reading and by the
 		// next came from requests decided in [prev − longest request, at].
@@ -254,7 +260,7 @@ func checkDownstream(ix *index) Result {
 			if d <= 0 || rs[i].at <= 0 || rs[i-1].at <= 0 {
 				continue
 			}
-			ix.judgeDownstreamSpan(col, key, tier, d, rs[i-1].at-ix.maxLat, rs[i].at, fmt.Sprintf("between the readings after %s and %s", orEnd(rs[i-1].phase), orEnd(rs[i].phase)))
+			ix.judgeDownstreamSpan(col, key, tier, d, rs[i-1].at-ix.maxLat, rs[i].at, fmt.Sprintf("between the readings after %s and %s", orEnd(rs[i-1].phase), orEnd(rs[i].phase)), byFault[key])
 		}
 	}
 	figs["arrivals"] = float64(arrivals)
@@ -282,14 +288,22 @@ func (ix *index) tierOfKey(key string) *policy.Tier {
 }
 
 // judgeDownstreamSpan fails when n arrivals of key exceed what its tier's
-// limits allow in [from, to].
-func (ix *index) judgeDownstreamSpan(col *collector, key string, t *policy.Tier, n, from, to int64, what string) {
+// limits allow in [from, to], plus the admissions the failure mode decided
+// that may have been decided then (faulted).
+func (ix *index) judgeDownstreamSpan(col *collector, key string, t *policy.Tier, n, from, to int64, what string, faulted []rec) {
+	extra := 0
+	for _, r := range faulted {
+		if r.hi >= from && r.lo <= to {
+			extra++
+		}
+	}
 	for li := range t.Limits {
 		l := &t.Limits[li]
 		bound := maxIn(l, time.Duration(to-from))
 		if l.PerInstance() {
 			bound *= float64(max(1, ix.insts))
 		}
+		bound += float64(extra)
 		if float64(n) > bound+eps {
 			col.add(Evidence{Key: key, Limit: l.Name, From: from, To: to, Bound: bound, Observed: float64(n),
 				Message: fmt.Sprintf("key %s: %d arrivals downstream %s (%s); %s allows at most %s", key, n, what, fmtDur(time.Duration(to-from)), l.Describe(), fmtF(bound))})

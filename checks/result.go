@@ -72,6 +72,9 @@ type Result struct {
 	// Figures are measurements worth reporting whatever the verdict
 	// (e.g. "worst_rolling_window": 19).
 	Figures map[string]float64 `json:"figures,omitempty"`
+	// Measured are the limiter's parameters as the check measured them,
+	// beside the declared ones (calibration).
+	Measured []Measurement `json:"measured,omitempty"`
 }
 
 // Options tune the checks.

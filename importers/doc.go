@@ -14,6 +14,6 @@
 // history without an end record is known to be complete as written rather
 // than a run that was cut off (Complete).
 //
-// importers imports only history, policy, the standard library and the
+// importers imports only history, policy, headers, the standard library and the
 // vegeta library (for vegeta's own result encodings).
 package importers

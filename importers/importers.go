@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -462,23 +463,18 @@ func contains(l []string, s string) bool {
 	return false
 }
 
-// setResponseHeaders copies the rate-limit response headers the history
-// records, raw, as the attack engine does.
+// setResponseHeaders records the rate-limit response headers raw, as the
+// attack engine does (headers.FromHTTP: the lines of a Structured Field
+// joined, the first line of any other field).
 func setResponseHeaders(e *history.Event, h http.Header) {
 	if h == nil {
 		return
 	}
-	e.RetryAfter = h.Get("Retry-After")
-	e.RateLimit = h.Get("RateLimit")
-	e.RateLimitPolicy = h.Get("RateLimit-Policy")
-	e.XLimit = h.Get("X-RateLimit-Limit")
-	e.XRemaining = h.Get("X-RateLimit-Remaining")
-	e.XReset = h.Get("X-RateLimit-Reset")
-	e.RLLimit = h.Get("RateLimit-Limit")
-	e.RLRemaining = h.Get("RateLimit-Remaining")
-	e.RLReset = h.Get("RateLimit-Reset")
-	e.Fallback = h.Get("X-RateLimit-Fallback")
-	e.Scope = h.Get("X-RateLimit-Scope")
+	f := headers.FromHTTP(h)
+	e.RetryAfter, e.RateLimit, e.RateLimitPolicy = f.RetryAfter, f.RateLimit, f.RateLimitPolicy
+	e.RLLimit, e.RLRemaining, e.RLReset = f.RateLimitLimit, f.RateLimitRemaining, f.RateLimitReset
+	e.XLimit, e.XRemaining, e.XReset = f.XLimit, f.XRemaining, f.XReset
+	e.Fallback, e.Scope = f.Fallback, f.Scope
 }
 
 // Format returns the format an imported history was converted from (the

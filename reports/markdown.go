@@ -103,6 +103,12 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 			fmt.Fprintf(&b, "- %s\n", mdText(l))
 		}
 	}
+	if ms := measured(d.Checks); len(ms) > 0 {
+		b.WriteString("\n### Measured against declared\n\n| Parameter | Declared | Measured | Verdict |\n|---|---|---|---|\n")
+		for _, m := range ms {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(m.Name), mdCell(m.Declared), mdCell(m.Measured), badge(m.Verdict))
+		}
+	}
 	if len(d.NotVerified) > 0 {
 		b.WriteString("\n### Not verified\n\n")
 		for _, u := range d.NotVerified {

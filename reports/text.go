@@ -142,6 +142,15 @@ func (t Text) Render(w io.Writer, d *Document) error {
 			b.WriteString("  " + l + "\n")
 		}
 	}
+	if ms := measured(d.Checks); len(ms) > 0 {
+		b.WriteString("\nmeasured against declared:\n")
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  PARAMETER\tDECLARED\tMEASURED\tVERDICT")
+		for _, m := range ms {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m.Name, m.Declared, m.Measured, t.paint(m.Verdict))
+		}
+		tw.Flush()
+	}
 	if len(d.NotVerified) > 0 {
 		b.WriteString("\nnot verified:\n")
 		for _, u := range d.NotVerified {
@@ -324,4 +333,13 @@ func ErrorSummary(by []checks.StatusCount) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// measured collects the checks' measurements.
+func measured(rs []checks.Result) []checks.Measurement {
+	var out []checks.Measurement
+	for _, r := range rs {
+		out = append(out, r.Measured...)
+	}
+	return out
 }

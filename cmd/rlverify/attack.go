@@ -29,34 +29,37 @@ import (
 )
 
 type attackFlags struct {
-	plan        string
-	limiter     string
-	store       string
-	redisURL    string
-	instances   int
-	policyFile  string
-	out         string
-	formats     []string
-	env         string
-	targetURLs  []string
-	ext         externalFlags
-	allowRemote bool
-	maxRequests int64
-	maxDuration time.Duration
-	timeout     time.Duration
-	shard       string
-	seed        int64
-	only        []string
-	quiet       bool
-	regions     int
-	regionMode  string
-	regionSync  time.Duration
-	regionLat   time.Duration
-	failOn      []string
-	runID       string
-	keepKeys    bool
-	history     string
-	shape       shapeFlags
+	plan       string
+	limiter    string
+	store      string
+	redisURL   string
+	instances  int
+	policyFile string
+	out        string
+	formats    []string
+	env        string
+	targetURLs []string
+	ext        externalFlags
+	// limiterPolicy is what the reference limiter enforces when it should
+	// differ from the declared policy (to prove that a mismatch is caught).
+	limiterPolicy string
+	allowRemote   bool
+	maxRequests   int64
+	maxDuration   time.Duration
+	timeout       time.Duration
+	shard         string
+	seed          int64
+	only          []string
+	quiet         bool
+	regions       int
+	regionMode    string
+	regionSync    time.Duration
+	regionLat     time.Duration
+	failOn        []string
+	runID         string
+	keepKeys      bool
+	history       string
+	shape         shapeFlags
 	// local and docker environments
 	redisCluster  int
 	redisImage    string
@@ -100,6 +103,7 @@ Examples:
 	addEnvFlags(fl, &f, "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
 	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
 	addExternalFlags(fl, &f.ext)
+	fl.StringVar(&f.limiterPolicy, "limiter-policy", "", "built-in environments: the policy the reference limiter enforces, when it should differ from the declared --policy (a limiter configured unlike its promise)")
 	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow targets outside loopback (only attack services you own)")
 	fl.Int64Var(&f.maxRequests, "max-requests", attacks.DefaultMaxRequests, "stop after this many requests")
 	fl.DurationVar(&f.maxDuration, "max-duration", attacks.DefaultMaxDuration, "stop after this long")
@@ -272,6 +276,9 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		}
 		declared = pol.WithAlgorithm(entry.Algorithm)
 		spec.Policy, spec.Limiter, spec.Store = declared, entry.Name, entry.Store
+		if spec.Policy, err = enforcedPolicy(f, declared, entry.Algorithm, &run); err != nil {
+			return nil, err
+		}
 		run.Limiter, run.Target = entry.Name, entry.Name
 		env = targets.Embedded{}
 	case "local", "docker":
@@ -281,6 +288,9 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		}
 		declared = pol.WithAlgorithm(entry.Algorithm)
 		spec.Policy, spec.Limiter, spec.Store = declared, entry.Name, catalog.Redis
+		if spec.Policy, err = enforcedPolicy(f, declared, entry.Algorithm, &run); err != nil {
+			return nil, err
+		}
 		spec.RedisCluster = f.redisCluster
 		run.Limiter, run.Target = entry.Name, entry.Name
 		if f.regions > 1 {
@@ -539,4 +549,18 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
+}
+
+// enforcedPolicy is what the reference limiter enforces: the declared
+// policy, or --limiter-policy in the limiter's family (noted in the run).
+func enforcedPolicy(f *attackFlags, declared *policy.Policy, a policy.Algorithm, run *history.Run) (*policy.Policy, error) {
+	if f.limiterPolicy == "" {
+		return declared, nil
+	}
+	p, err := loadPolicy(f.limiterPolicy)
+	if err != nil {
+		return nil, err
+	}
+	run.Notes = append(run.Notes, fmt.Sprintf("the reference limiter enforces %s, not the declared %s", p.Source, declared.Source))
+	return p.WithAlgorithm(a), nil
 }
