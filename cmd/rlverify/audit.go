@@ -144,7 +144,7 @@ func embeddedOnly(a *auditScope) string {
 	if a.env == "external" {
 		return "regions need a multi-region deployment rlverify starts (embedded or docker)"
 	}
-	if a.pol.Tolerance == 0 {
+	if a.pol.Tolerance.Regions == 0 {
 		return "the policy declares no multi-region tolerance"
 	}
 	return ""
