@@ -76,10 +76,21 @@ func Validate(names []string) error {
 }
 
 // Judge is what a run's verdict is made of: the evidence gate (see Gate)
-// first, then Run's results.
+// first, then Run's results with the checks turned off skipped and the
+// violations other checks explain marked so (see Diagnose).
 func Judge(h *history.History, p *policy.Policy, o Options) []Result {
 	rs := Run(h, p, o)
-	return append([]Result{Gate(h, p, rs, o.MaxErrorRate)}, rs...)
+	off := append(append([]string(nil), p.ChecksOff...), o.Off...)
+	for i := range rs {
+		if slices.Contains(off, rs[i].Name) {
+			why := "the policy's checks_off"
+			if slices.Contains(o.Off, rs[i].Name) {
+				why = "--checks-off"
+			}
+			rs[i] = Result{Name: rs[i].Name, Verdict: Skip, Summary: "turned off by " + why + " (the promise is knowingly not kept, or not judged)"}
+		}
+	}
+	return append([]Result{Gate(h, p, rs, o.MaxErrorRate)}, Diagnose(rs, horizonOf(p))...)
 }
 
 // Run runs every check (or those named in o.Only, in the order of All) on h
@@ -473,6 +484,18 @@ func (ix *index) mkRec(e *history.Event, i int) rec {
 	// against the key's own limits either.
 	r.fault = e.Fallback != "" || e.Scope != "" || (len(ix.h.Faults) > 0 && ix.inFault(r.lo, r.hi))
 	return r
+}
+
+// horizonOf is the longest refill of any limit of p (W): violations of one
+// key closer than that share its state.
+func horizonOf(p *policy.Policy) int64 {
+	var w time.Duration
+	for _, t := range p.Tiers {
+		for _, l := range t.Limits {
+			w = max(w, l.W())
+		}
+	}
+	return int64(w)
 }
 
 // Defaults of the timing tolerance (policy.Tolerance.Timing).

@@ -254,7 +254,12 @@ func checkUnder(ix *index) Result {
 	res := ix.under()
 	col := ix.collector()
 	for _, w := range res.wrong {
-		col.add(ix.rejEvidence(w, ""))
+		ev := ix.rejEvidence(w, "")
+		if w.self {
+			ev.Message += "; the key's own refused requests, had they consumed, explain the refusal: refusals cost tokens"
+			ev.Cause = CauseSelfInflicted
+		}
+		col.add(ev)
 	}
 	figs := map[string]float64{"rejections_judged": float64(res.judged), "undecided": float64(res.undecided)}
 	if res.judged == 0 {
@@ -312,11 +317,24 @@ func checkIsolation(ix *index) Result {
 		case w.self:
 			selfInflicted++
 		case len(w.sharedWith) > 0:
-			col.add(ix.rejEvidence(w, "counting the admissions of "+strings.Join(w.sharedWith, ", ")+" as if they came out of this key's quota explains the refusal: the keys share a quota"))
+			ev := ix.rejEvidence(w, "counting the admissions of "+strings.Join(w.sharedWith, ", ")+" as if they came out of this key's quota explains the refusal: the keys share a quota")
+			ev.Cause, ev.Keys = CauseSharedQuota, w.sharedWith
+			col.add(ev)
 		}
 	}
 	if selfInflicted > 0 {
 		figs["self_inflicted_refusals"] = float64(selfInflicted)
+	}
+	// Every key found sharing a quota, beyond the evidence cap, so each of
+	// their symptoms is traced to this defect.
+	sharing := map[string]bool{}
+	for _, w := range res.wrong {
+		if !w.self && len(w.sharedWith) > 0 {
+			sharing[w.g.key] = true
+			for _, k := range w.sharedWith {
+				sharing[k] = true
+			}
+		}
 	}
 	if res.unattributed > 0 {
 		figs["refusals_not_attributed"] = float64(res.unattributed)
@@ -368,6 +386,20 @@ func checkIsolation(ix *index) Result {
 		names = append(names, t)
 	}
 	sort.Strings(names)
+	if len(sharing) > 0 && col.total > 0 {
+		keys := make([]string, 0, len(sharing))
+		for k := range sharing {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		if len(keys) > 50 {
+			keys = keys[:50]
+		}
+		r := col.result(Pass, "", figs, fmt.Sprintf("%s of shared or wrong-tier quota", plural(col.total, "instance", "instances")))
+		r.Evidence = append(r.Evidence, Evidence{Key: keys[0], Keys: keys, Cause: CauseSharedQuota,
+			Message: fmt.Sprintf("keys found sharing a quota: %s", strings.Join(keys, ", "))})
+		return r
+	}
 	return col.result(Pass, fmt.Sprintf("%s over tiers %s kept separate quotas", plural(len(ix.groups), "key", "keys"), strings.Join(names, ", ")), figs,
 		fmt.Sprintf("%s of shared or wrong-tier quota", plural(col.total, "instance", "instances")))
 }

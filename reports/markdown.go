@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/internal/human"
 )
 
 // Markdown renders GitHub-flavoured Markdown for a CI job summary
@@ -18,7 +19,7 @@ type Markdown struct{}
 func (Markdown) Render(w io.Writer, d *Document) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## rlverify: %s — plan `%s` against `%s`\n\n", badge(d.Verdict), mdCode(orDash(d.Run.Plan)), mdCode(suiteName(d)))
-	fmt.Fprintf(&b, "**Verdict: %s** · %s\n\n", badge(d.Verdict), tally(d.Checks))
+	fmt.Fprintf(&b, "**Verdict: %s** · %s\n\n%s\n\n", badge(d.Verdict), tally(d.Checks), mdText(Headline(d)))
 	if d.Interrupted {
 		fmt.Fprintf(&b, "> **INTERRUPTED:** %s (verdicts judge what was recorded)\n\n", mdText(d.Reason))
 	}
@@ -44,7 +45,7 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 		row("limit", l)
 	}
 	row("fail mode", d.Policy.FailMode)
-	row("requests", fmt.Sprintf("%d: admitted %d, rejected %d, errors %d", d.Stats.Requests, d.Stats.Admitted, d.Stats.Rejected, d.Stats.Errors))
+	row("requests", statsLine(d.Stats))
 	if len(d.Errors) > 0 {
 		row("errors by status", ErrorSummary(d.Errors))
 	}
@@ -54,10 +55,17 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 	for _, n := range d.Run.Notes {
 		row("note", n)
 	}
+	if len(d.Defects) > 0 {
+		b.WriteString("\n### Defects\n\n")
+		for i, df := range d.Defects {
+			fmt.Fprintf(&b, "%d. %s\n", i+1, mdText(checks.DefectLine(df)))
+		}
+	}
 	b.WriteString("\n### Checks\n\n| Check | Verdict | Summary |\n|---|---|---|\n")
 	for _, r := range d.Checks {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", mdCell(r.Name), badge(r.Verdict), mdCell(r.Summary))
 	}
+	mdThresholds(&b, d)
 	for _, r := range d.Checks {
 		if (r.Verdict != checks.Fail && r.Verdict != checks.Unknown) || len(r.Evidence) == 0 {
 			continue
@@ -81,9 +89,9 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 				aim = dur(ph.AimError)
 			}
 			if ph.Wanted > 0 {
-				rate = fmt.Sprintf("%.0f/s of %.0f/s, late %d, dropped %d", ph.Rate, ph.Wanted, ph.Late, ph.Dropped)
+				rate = rateLine(ph)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %s … %s | %s | %s | %s |\n", mdCell(ph.Name), mdCell(ph.Kind), ph.Requests, dur(ph.Start), dur(ph.End), spread, aim, rate)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s … %s | %s | %s | %s |\n", mdCell(ph.Name), mdCell(ph.Kind), human.Count(ph.Requests), dur(ph.Start), dur(ph.End), spread, aim, rate)
 		}
 	}
 	if d.Footprint != nil && d.Footprint.Samples > 2 {
@@ -182,8 +190,12 @@ func tally(rs []checks.Result) string {
 	for _, r := range rs {
 		n[r.Verdict]++
 	}
-	return fmt.Sprintf("%d checks: %d failed, %d unknown, %d passed, %d skipped",
+	s := fmt.Sprintf("%d checks: %d failed, %d unknown, %d passed, %d skipped",
 		len(rs), n[checks.Fail], n[checks.Unknown], n[checks.Pass], n[checks.Skip])
+	if n[checks.Explained] > 0 {
+		s += fmt.Sprintf(", %d explained by another defect", n[checks.Explained])
+	}
+	return s
 }
 
 var mdEscaper = strings.NewReplacer(

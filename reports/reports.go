@@ -8,7 +8,8 @@
 // (JUnit XML for CI test reports), md (Markdown for a CI job summary or a pull
 // request comment) and html (one self-contained page with timeline plots).
 //
-// reports imports checks, history and policy; never attacks or targets.
+// reports imports checks, history, policy and thresholds; never attacks or
+// targets.
 package reports
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/limitread"
 	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/thresholds"
 )
 
 // Schema names the version of the result document. A reader refuses any
@@ -66,9 +68,15 @@ type Document struct {
 	// Errors counts the requests that ended in an error (no response, or a
 	// status the policy declares neither admitted nor rejected) by status.
 	Errors []checks.StatusCount `json:"errors,omitempty"`
+	// Defects are the distinct problems found, strongest cause first, each
+	// with the checks whose violations it explains (checks.Diagnose).
+	Defects []checks.Defect `json:"defects,omitempty"`
 	// NotVerified lists the checks that had nothing to judge, and why: the
 	// properties this run did not verify.
 	NotVerified []Unverified `json:"not_verified,omitempty"`
+	// Thresholds are the run's pass/fail criteria judged (see
+	// SetThresholds); their verdicts are merged into Verdict.
+	Thresholds []thresholds.Result `json:"thresholds,omitempty"`
 }
 
 // Unverified is a property a run did not verify.
@@ -148,6 +156,7 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 	d.Timeline = buildTimeline(h, p)
 	d.PerSecond = perSecond(h, d.Elapsed, outcomeBy(p))
 	_, d.Errors = checks.Errors(h, p)
+	d.Defects = checks.Defects(rs)
 	for _, r := range rs {
 		if r.Verdict == checks.Skip {
 			d.NotVerified = append(d.NotVerified, Unverified{Check: r.Name, Reason: r.Summary})

@@ -19,7 +19,7 @@ const (
 	// ExitInternal: rlverify itself failed (a panic): a bug to report, never
 	// to be mistaken for a usage error (Go's own exit code for a panic is 2).
 	ExitInternal = 4
-	// ExitInterrupted: the run was interrupted (SIGINT/SIGTERM) and no check
+	// ExitInterrupted: the run was interrupted (SIGINT, SIGTERM or SIGHUP) and no check
 	// failed on what was recorded.
 	ExitInterrupted = 130
 )

@@ -14,6 +14,8 @@ import (
 // command is returned as an internal error (exit 4).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	defer recoverInternal(&err)
+	runDepth++
+	defer func() { runDepth-- }()
 	root := &cobra.Command{
 		Use:   "rlverify",
 		Short: "Load-test HTTP rate limiters and prove they keep their promise",
@@ -44,6 +46,10 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 		auditCmd(),
 		importCmd(),
 	)
+	setUpRoot(root)
+	if testRoot != nil {
+		testRoot(root)
+	}
 	err = root.ExecuteContext(ctx)
 	if err == nil {
 		return nil
@@ -59,3 +65,6 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 	}
 	return &exitError{code: ExitUsage, err: err}
 }
+
+// testRoot, when set by a test, sees the command tree before it runs.
+var testRoot func(*cobra.Command)
