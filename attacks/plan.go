@@ -208,7 +208,7 @@ func Load(nameOrFile string) (*Plan, error) {
 			return nil, fmt.Errorf("no built-in plan %q and no such file (built-ins: %s)", nameOrFile, strings.Join(names, ", "))
 		}
 	}
-	data, err := os.ReadFile(nameOrFile)
+	data, err := yamlx.ReadFile(nameOrFile)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 )
 
@@ -13,15 +12,20 @@ import (
 // Read decodes line by line through a bufio.Scanner, growing h.Events by
 // append. For a large file most of the time goes to decoding event lines,
 // and each line is independent of the others once it is known to be a plain
-// event, so readChunked reads the file in windows of GOMAXPROCS chunks cut
-// at line ends, decodes the event lines of each chunk on its own goroutine
-// straight into their final place in h.Events (pre-sized from the file size
-// and the line length of the first window), and then replays the window in
-// order through lineState: runs of decoded events are taken as they are,
+// event, so readChunked reads the file in windows of procs chunks cut at
+// line ends, decodes the event lines of each chunk on its own goroutine
+// straight into their final place in h.Events, and then replays the window
+// in order through lineState: runs of decoded events are taken as they are,
 // and every other line (the run header, other records, blank lines, lines
 // the decoders reject) goes through lineState.feed exactly as in Read. So
 // the header must still come first, errors name the same line, and a cut
 // last line is tolerated as before.
+//
+// Memory follows the real events, never a guess from the first lines: a
+// window holds at most maxWindowLines lines (each needs a slot in h.Events
+// while it is decoded), and h.Events grows towards the file's estimated
+// event count but never past four times the events actually read. So a
+// file of blank lines or junk is read in the space of one window.
 //
 // Event i of a chunk is decoded into the slot of its line (len(h.Events) at
 // the start of the window + its line number in the window): slots of other
@@ -30,14 +34,23 @@ import (
 // of the line being replayed, so they never overwrite an event not yet
 // moved.
 
-// chunkBytes is the size of one goroutine's chunk (a window is GOMAXPROCS
+// chunkBytes is the size of one goroutine's chunk (a read fills procs
 // chunks). Tests make it small to put chunk and window edges everywhere.
 var chunkBytes = 4 << 20
 
-// special is a line of a chunk that is not a plainly decoded event.
+// maxProcs bounds the chunks of a read, and so its buffer.
+const maxProcs = 8
+
+// maxWindowLines bounds the lines of a window: a read of blank lines is cut
+// into windows of this many. Tests make it small.
+var maxWindowLines = 1 << 16
+
+// special is a line of a chunk that is not a plainly decoded event, or a
+// run of blank lines.
 type special struct {
-	line int // within the chunk, from 0
-	b    []byte
+	line   int // within the chunk, from 0
+	b      []byte
+	blanks int // > 0: the blank lines line … line+blanks-1 (b unused)
 }
 
 // chunk is one goroutine's share of a window.
@@ -59,14 +72,14 @@ func readChunked(name string, r io.Reader, size int64, chunkSize, procs int) (h 
 		bufSize = int(size) + 1 // a small file: one window, read to EOF at once
 	}
 	buf := make([]byte, bufSize)
-	s := &lineState{name: name, h: &History{}}
+	s := newLineState(name)
+	s.size = size
 	chunks := make([]chunk, procs)
 	for i := range chunks {
 		chunks[i].cache = internPool.Get().(*internCache)
 		defer internPool.Put(chunks[i].cache)
 	}
 	carry := 0
-	sized := false
 	for eof := false; !eof; {
 		n, rerr := io.ReadFull(r, buf[carry:])
 		data := buf[:carry+n]
@@ -90,27 +103,52 @@ func readChunked(name string, r io.Reader, size int64, chunkSize, procs int) (h 
 				continue
 			}
 		}
-		if !sized {
-			sized = true
-			if size > int64(len(data)) && end > 0 {
-				// Events in the file ≈ size / bytes per line of this window.
-				per := float64(end) / float64(max(1, bytes.Count(data[:end], []byte{'\n'})))
-				s.h.Events = make([]Event, 0, int(float64(size)/per*1.02)+64)
+		for off := 0; off < end; {
+			w := data[off:end]
+			if cut := lineCut(w, maxWindowLines); cut > 0 {
+				w = w[:cut]
 			}
-		}
-		if !s.window(data[:end], chunks) {
-			return nil, false, nil
-		}
-		if s.err != nil {
-			return nil, true, s.err
+			if !s.window(w, chunks) {
+				return nil, false, nil
+			}
+			if s.err != nil {
+				return nil, true, s.err
+			}
+			off += len(w)
+			s.consumed += int64(len(w))
 		}
 		carry = copy(buf, data[end:])
 	}
-	if len(s.h.Events) == 0 {
-		s.h.Events = nil // as Read
-	}
 	h, err = s.finish()
 	return h, true, err
+}
+
+// lineCut returns the length of the first n lines of data when it has more
+// than n, else 0.
+func lineCut(data []byte, n int) int {
+	nl := []byte{'\n'}
+	if bytes.Count(data, nl) < n {
+		return 0 // at most n lines, counting a last one without '\n'
+	}
+	// The next `left` bytes hold at most `left` line ends: count them in
+	// blocks (fast for short lines), then step to the last few.
+	at, left := 0, n
+	for left > 16 {
+		c := bytes.Count(data[at:at+left], nl)
+		if c == left {
+			at += left
+			left = 0
+			break
+		}
+		at, left = at+left, left-c
+	}
+	for ; left > 0; left-- {
+		at += bytes.IndexByte(data[at:], '\n') + 1
+	}
+	if at == len(data) {
+		return 0
+	}
+	return at
 }
 
 // window decodes and replays the complete lines in data (every line ends in
@@ -142,9 +180,7 @@ func (s *lineState) window(data []byte, chunks []chunk) bool {
 		start = end
 	}
 	n0 := len(s.h.Events)
-	if cap(s.h.Events) < n0+lines {
-		s.h.Events = slices.Grow(s.h.Events, lines+lines/4)
-	}
+	s.reserve(n0+lines, int64(len(data)))
 	slots := s.h.Events[n0 : n0+lines]
 	var wg sync.WaitGroup
 	for i := range nc {
@@ -175,6 +211,13 @@ func (s *lineState) window(data []byte, chunks []chunk) bool {
 			if !s.take(all, n0+c.first+next, sp.line-next) {
 				return true
 			}
+			if sp.blanks > 0 {
+				if s.err = s.blankLines(sp.blanks); s.err != nil {
+					return true
+				}
+				next = sp.line + sp.blanks
+				continue
+			}
 			if s.err = s.feed(sp.b); s.err != nil {
 				return true
 			}
@@ -185,6 +228,26 @@ func (s *lineState) window(data []byte, chunks []chunk) bool {
 		}
 	}
 	return true
+}
+
+// reserve makes room for need events in h.Events before a window of
+// window bytes is decoded. It grows towards the events the file holds at
+// the density seen so far (so a regular file rarely moves its events), but
+// never past four times the events read: a file of events and then blank
+// lines or junk, or an unknown size, cannot make it take memory from a
+// guess.
+func (s *lineState) reserve(need int, window int64) {
+	h := s.h
+	if need <= cap(h.Events) {
+		return
+	}
+	estimate := 2 * cap(h.Events)
+	if s.size > 0 {
+		estimate = max(estimate, int(float64(need)*float64(s.size)/float64(s.consumed+window)))
+	}
+	grown := make([]Event, len(h.Events), max(need, min(estimate, 4*len(h.Events))))
+	copy(grown, h.Events)
+	h.Events = grown
 }
 
 // take appends the n decoded events at all[from:] to h.Events, as lines;
@@ -202,28 +265,54 @@ func (s *lineState) take(all []Event, from, n int) bool {
 }
 
 // decode decodes the event lines of c into slots (one per line); every
-// other line becomes a special.
+// other line becomes a special, a run of blank lines one special.
 func (c *chunk) decode(slots []Event) {
 	data := c.data
 	for l := 0; len(data) > 0; l++ {
+		if data[0] == '\n' && len(data) > 1 && data[1] == '\n' {
+			// A run of empty lines, taken at once.
+			k := 2
+			for k < len(data) && data[k] == '\n' {
+				k++
+			}
+			c.addBlanks(l, k)
+			l += k - 1
+			data = data[k:]
+			continue
+		}
 		b := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			b, data = data[:i], data[i+1:]
 		} else {
 			data = nil
 		}
-		if len(b) >= MaxLine-1 {
+		if len(b) >= MaxLine { // Read decides
 			c.tooLong = true
 			return
 		}
 		if len(b) > 0 && b[len(b)-1] == '\r' { // as bufio.ScanLines
 			b = b[:len(b)-1]
 		}
-		e := &slots[l]
-		*e = Event{}
-		if bytes.HasPrefix(b, eventPrefix) && decodeEventWith(c.cache, b, e) == nil {
+		if bytes.HasPrefix(b, eventPrefix) {
+			e := &slots[l]
+			*e = Event{}
+			if decodeEventWith(c.cache, b, e) == nil {
+				continue
+			}
+		} else if len(bytes.TrimSpace(b)) == 0 { // blank, as lineState.feed
+			c.addBlanks(l, 1)
 			continue
 		}
-		c.specials = append(c.specials, special{l, b})
+		c.specials = append(c.specials, special{line: l, b: b})
 	}
+}
+
+// addBlanks records n blank lines from line l, joining them to a run of
+// blank lines just before.
+func (c *chunk) addBlanks(l, n int) {
+	if k := len(c.specials); k > 0 && c.specials[k-1].blanks > 0 && c.specials[k-1].line+c.specials[k-1].blanks == l {
+		c.specials[k-1].blanks += n
+		return
+	}
+	c.specials = append(c.specials, special{line: l, blanks: n})
 }

@@ -47,52 +47,79 @@ func chunkedInputs() map[string]string {
 			25: `{"t":"sink","key":"k1","arrivals":3}` + "\n", 30: "\n", 31: "   \n"}) + end,
 		"odd event lines": run + "\n" + body(40, map[int]string{5: `{ "t":"e","id":5,"key":"k","inst":0,"phase":"p","sent":1,"recv":2,"status":200}` + "\n",
 			19: `{"t":"e","id":19,"key":"\u0041","inst":0,"phase":"p","sent":1,"recv":2,"status":200}` + "\n"}) + end,
-		"blank lines first":   "\n\n" + run + "\n" + body(40, nil),
-		"no header":           body(40, nil),
-		"blank then event":    "\n \n" + body(40, nil),
-		"empty":               "",
-		"only blank lines":    "\n\n  \n",
-		"garbage middle":      run + "\n" + body(40, map[int]string{21: "not json\n"}),
-		"bad event middle":    run + "\n" + body(40, map[int]string{21: `{"t":"e","id":21,"key":"k","inst":0,"phase":"p","sent":5,"recv":2,"status":200}` + "\n"}),
-		"bad then blank":      run + "\n" + body(40, map[int]string{40: "{\"t\":\"e\",\"id\":3\n\n"}),
-		"second header":       run + "\n" + body(40, map[int]string{33: run + "\n"}),
-		"unknown type":        run + "\n" + body(40, map[int]string{12: `{"t":"zzz"}` + "\n"}),
-		"truncated last":      run + "\n" + body(40, nil) + ev(41)[:30],
-		"truncated last eol":  run + "\n" + body(40, nil) + ev(41)[:30] + "\n",
-		"cut after end":       run + "\n" + body(40, nil) + end + ev(41)[:30],
-		"bad valid json last": run + "\n" + body(40, nil) + `{"t":"e","id":1,"sent":5}`,
-		"header only":         run + "\n",
-		"cut header":          run[:20],
-		"long line":           run + "\n" + body(10, map[int]string{5: `{"t":"sink","key":"` + strings.Repeat("x", MaxLine+5) + `","arrivals":1}` + "\n"}),
-		"long line at end":    run + "\n" + body(10, nil) + strings.Repeat("y", MaxLine+1),
-		"longish line":        run + "\n" + body(10, map[int]string{5: `{"t":"sink","key":"` + strings.Repeat("x", MaxLine-100) + `","arrivals":1}` + "\n"}),
+		"blank lines first":          "\n\n" + run + "\n" + body(40, nil),
+		"no header":                  body(40, nil),
+		"blank then event":           "\n \n" + body(40, nil),
+		"empty":                      "",
+		"only blank lines":           "\n\n  \n",
+		"garbage middle":             run + "\n" + body(40, map[int]string{21: "not json\n"}),
+		"bad event middle":           run + "\n" + body(40, map[int]string{21: `{"t":"e","id":21,"key":"k","inst":0,"phase":"p","sent":5,"recv":2,"status":200}` + "\n"}),
+		"bad then blank":             run + "\n" + body(40, map[int]string{40: "{\"t\":\"e\",\"id\":3\n\n"}),
+		"second header":              run + "\n" + body(40, map[int]string{33: run + "\n"}),
+		"unknown type":               run + "\n" + body(40, map[int]string{12: `{"t":"zzz"}` + "\n"}),
+		"truncated last":             run + "\n" + body(40, nil) + ev(41)[:30],
+		"truncated last eol":         run + "\n" + body(40, nil) + ev(41)[:30] + "\n",
+		"cut after end":              run + "\n" + body(40, nil) + end + ev(41)[:30],
+		"bad valid json last":        run + "\n" + body(40, nil) + `{"t":"e","id":1,"sent":5}`,
+		"header only":                run + "\n",
+		"cut header":                 run[:20],
+		"long line":                  run + "\n" + body(10, map[int]string{5: `{"t":"sink","key":"` + strings.Repeat("x", MaxLine+5) + `","arrivals":1}` + "\n"}),
+		"long line at end":           run + "\n" + body(10, nil) + strings.Repeat("y", MaxLine+1),
+		"longish line":               run + "\n" + body(10, map[int]string{5: `{"t":"sink","key":"` + strings.Repeat("x", MaxLine-100) + `","arrivals":1}` + "\n"}),
+		"glued events":               run + "\n" + body(40, map[int]string{22: strings.TrimSuffix(ev(22), "\n") + ev(99)}),
+		"junk after event":           run + "\n" + body(40, map[int]string{9: ev(9)[:len(ev(9))-1] + " x\n"}),
+		"duplicate id":               run + "\n" + body(40, map[int]string{31: ev(4)}) + end,
+		"start out of range":         strings.Replace(run, "2026", "0001", 1) + "\n" + body(5, nil),
+		"blank runs":                 run + "\n" + body(40, map[int]string{2: "\n\n\n", 3: " \n\t\n", 20: "\n", 21: "\n", 40: "\n\n"}) + end,
+		"events then blank then bad": run + "\n" + body(40, map[int]string{38: "\n", 39: "0\n", 40: "\n"}),
+		"blank lines then no header": "\n\n\n" + body(10, nil),
+		"many records":               run + "\n" + body(40, manySinks(1, 40)) + end,
 	}
 	return in
 }
 
-// TestReadFileMatchesRead: ReadFile, with chunks of many sizes (so chunk
-// and window edges fall on every line), reads exactly what Read reads, or
-// fails with exactly its error.
+// manySinks puts sink records on lines from … to of a body.
+func manySinks(from, to int) map[int]string {
+	at := map[int]string{}
+	for i := from; i <= to; i += 2 {
+		at[i] = fmt.Sprintf(`{"t":"sink","key":"k%d","arrivals":%d}`+"\n", i, i)
+	}
+	return at
+}
+
+// TestReadFileMatchesRead: ReadFile, with chunks of many sizes and windows
+// of a few lines (so chunk and window edges fall on every line), reads
+// exactly what Read reads, or fails with exactly its error.
 func TestReadFileMatchesRead(t *testing.T) {
+	defer func(n int) { maxWindowLines = n }(maxWindowLines)
+	for _, n := range []int{1, 3, 1 << 16} {
+		maxWindowLines = n
+		t.Run(fmt.Sprintf("maxWindowLines=%d", n), testReadFileMatchesRead)
+	}
+}
+
+func testReadFileMatchesRead(t *testing.T) {
 	dir := t.TempDir()
 	for name, in := range chunkedInputs() {
 		file := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".jsonl")
 		require.NoError(t, os.WriteFile(file, []byte(in), 0o644))
 		want, wantErr := Read(file, strings.NewReader(in))
 		sizes := []int{1, 2, 3, 5, 8, 13, 50, 97, 131, 200, 500, 1000, 4096, 1 << 20}
+		if maxWindowLines < 1<<16 {
+			// Short windows put their edges on every line already.
+			sizes = []int{1, 7, 131, 4096}
+		}
 		if len(in) > MaxLine/2 {
 			sizes = []int{1000, 1 << 19, 1 << 20}
+			if maxWindowLines < 1<<16 {
+				continue // long, and nothing new for short windows
+			}
 		}
 		for _, procs := range []int{1, 2, 3, 8} {
 			for _, cs := range sizes {
 				f, err := os.Open(file)
 				require.NoError(t, err)
-				got, ok, gotErr := readChunked(file, f, int64(len(in)), cs, procs)
-				if !ok {
-					_, err := f.Seek(0, 0)
-					require.NoError(t, err)
-					got, gotErr = Read(file, f)
-				}
+				got, gotErr := readSeeker(file, f, int64(len(in)), cs, procs)
 				f.Close()
 				what := fmt.Sprintf("%s, chunks of %d bytes on %d goroutines", name, cs, procs)
 				if wantErr != nil {
@@ -198,4 +225,33 @@ func BenchmarkReadFile(b *testing.B) {
 		}
 	}
 	b.ReportMetric(100_000*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// TestLineCut agrees with counting line ends one by one, on short, long
+// and mixed lines.
+func TestLineCut(t *testing.T) {
+	naive := func(data []byte, n int) int {
+		at := 0
+		for i := 0; i < n; i++ {
+			j := bytes.IndexByte(data[at:], '\n')
+			if j < 0 {
+				return 0
+			}
+			at += j + 1
+		}
+		if at == len(data) {
+			return 0
+		}
+		return at
+	}
+	inputs := [][]byte{
+		[]byte(""), []byte("\n"), []byte("a"), []byte(strings.Repeat("\n", 100)),
+		[]byte(strings.Repeat("\n", 99) + "x"), []byte(strings.Repeat("abc\n", 50)),
+		[]byte(strings.Repeat("\n\n\nlong line of text\n", 40) + "tail"),
+	}
+	for _, in := range inputs {
+		for _, n := range []int{1, 2, 3, 16, 17, 18, 50, 99, 100, 101, 200} {
+			require.Equal(t, naive(in, n), lineCut(in, n), "%q, n=%d", in, n)
+		}
+	}
 }

@@ -283,6 +283,9 @@ type History struct {
 	End *End
 	// Truncated is set when the last line was cut off and skipped.
 	Truncated bool
+	// Source names where the history was read from (the file), for
+	// messages; empty for a history built in memory or merged.
+	Source string
 }
 
 // Stats counts outcomes.

@@ -90,15 +90,23 @@ func TestTruncatedLastLineIsSkipped(t *testing.T) {
 func TestMergeRebasesShards(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a := &History{Run: Run{Start: t0, Shard: "1/2"}, Events: []Event{{ID: 1, Sent: 10, Recv: 20}}, End: &End{Requests: 1, Elapsed: 100}}
-	b := &History{Run: Run{Start: t0.Add(5), Shard: "2/2"}, Events: []Event{{ID: 2, Sent: 0, Recv: 3}}, Faults: []Fault{{Kind: "store-down", Start: 1, End: 2}}, End: &End{Requests: 1, Elapsed: 100}}
+	b := &History{Run: Run{Start: t0.Add(5), Shard: "2/2"}, Events: []Event{{ID: 2, Sent: 0, Recv: 3}}, End: &End{Requests: 1, Elapsed: 100},
+		Faults: []Fault{{Kind: "store-down", Start: 1, End: 2, Injecting: 1, Cleared: 3}, {Kind: "store-slow", Start: 4}},
+		Sink:   []Sink{{Key: "k", Arrivals: 1, First: 1, Last: 2, At: 3}, {Key: "*", Arrivals: 1}}}
 	m, err := Merge(a, b)
 	require.NoError(t, err)
 	require.Len(t, m.Events, 2)
 	require.Equal(t, uint64(2), m.Events[0].ID, "sorted by send time after rebasing")
 	require.Equal(t, int64(5), m.Events[0].Sent)
-	require.Equal(t, int64(6), m.Faults[0].Start)
+	require.Equal(t, Fault{Kind: "store-down", Start: 6, End: 7, Injecting: 6, Cleared: 8}, m.Faults[0])
+	require.Equal(t, Fault{Kind: "store-slow", Start: 9}, m.Faults[1], "an open fault stays open")
+	require.Equal(t, Sink{Key: "k", Arrivals: 1, First: 6, Last: 7, At: 8}, m.Sink[0], "sink offsets are rebased too")
+	require.Equal(t, Sink{Key: "*", Arrivals: 1}, m.Sink[1], "offsets not recorded stay 0")
 	require.Equal(t, int64(2), m.End.Requests)
 	require.Equal(t, int64(105), m.End.Elapsed)
-	_, err = Merge(a, a)
+	c := &History{Run: Run{Start: t0, Shard: "2/2"}, Events: []Event{{ID: 1, Sent: 10, Recv: 20}}, End: &End{Requests: 1}}
+	_, err = Merge(a, c)
 	require.ErrorContains(t, err, "event id 1 appears in shard 1 and shard 2")
+	_, err = Merge(a, a)
+	require.ErrorContains(t, err, "shard 1 and shard 2 are both shard 1/2 of the run")
 }

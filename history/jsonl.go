@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"sort"
 	"strconv"
 	"sync"
 	"unicode/utf8"
@@ -46,7 +45,11 @@ func Create(file string) (*Writer, error) {
 	return NewWriter(f), nil
 }
 
-func (w *Writer) writeJSON(v any) error {
+// writeJSON writes the record *v, other than an event, its strings capped
+// (capRecord); a record longer than MaxRunLine is refused, so that every
+// line written can be read.
+func (w *Writer) writeJSON(v any, what string) error {
+	capRecord(v)
 	// Not HTML-escaped: a history is read back as JSON, and the declared
 	// policy must come back byte for byte ("<" stays "<").
 	var buf bytes.Buffer
@@ -54,6 +57,9 @@ func (w *Writer) writeJSON(v any) error {
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("history: encode %T: %w", v, err)
+	}
+	if n := buf.Len() - 1; n > MaxRunLine {
+		return fmt.Errorf("history: the %s record would be a line of %d bytes, more than the %d a history line may be", what, n, MaxRunLine)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -70,16 +76,18 @@ func (w *Writer) writeLocked(b []byte) error {
 	return w.err
 }
 
-// WriteRun writes the header line; call it first.
+// WriteRun writes the header line; call it first. Its strings are capped
+// (CapValue); the declared policy is kept whole, and a header that would
+// still be longer than MaxRunLine is refused.
 func (w *Writer) WriteRun(r Run) error {
 	r.T = TypeRun
 	if r.Version == 0 {
 		r.Version = Version
 	}
-	return w.writeJSON(r)
+	return w.writeJSON(&r, "run header (declared policy, instances and notes)")
 }
 
-// WriteEvent appends one event.
+// WriteEvent appends one event, its strings capped (see AppendEvent).
 func (w *Writer) WriteEvent(e *Event) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -89,20 +97,20 @@ func (w *Writer) WriteEvent(e *Event) error {
 	return w.writeLocked(w.buf)
 }
 
-// WriteFault appends a fault window.
-func (w *Writer) WriteFault(f Fault) error { f.T = TypeFault; return w.writeJSON(f) }
+// WriteFault appends a fault window, its strings capped.
+func (w *Writer) WriteFault(f Fault) error { f.T = TypeFault; return w.writeJSON(&f, TypeFault) }
 
-// WriteSink appends a sink observation.
-func (w *Writer) WriteSink(s Sink) error { s.T = TypeSink; return w.writeJSON(s) }
+// WriteSink appends a sink observation, its strings capped.
+func (w *Writer) WriteSink(s Sink) error { s.T = TypeSink; return w.writeJSON(&s, TypeSink) }
 
-// WritePhase appends a phase record.
-func (w *Writer) WritePhase(p Phase) error { p.T = TypePhase; return w.writeJSON(p) }
+// WritePhase appends a phase record, its strings capped.
+func (w *Writer) WritePhase(p Phase) error { p.T = TypePhase; return w.writeJSON(&p, TypePhase) }
 
 // WriteSample appends a resource sample.
-func (w *Writer) WriteSample(x Sample) error { x.T = TypeSample; return w.writeJSON(x) }
+func (w *Writer) WriteSample(x Sample) error { x.T = TypeSample; return w.writeJSON(&x, TypeSample) }
 
-// WriteEnd appends the end record.
-func (w *Writer) WriteEnd(e End) error { e.T = TypeEnd; return w.writeJSON(e) }
+// WriteEnd appends the end record, its reason capped.
+func (w *Writer) WriteEnd(e End) error { e.T = TypeEnd; return w.writeJSON(&e, TypeEnd) }
 
 // Events returns how many events were written.
 func (w *Writer) Events() int64 {
@@ -135,28 +143,30 @@ func (w *Writer) Close() error {
 	return err
 }
 
-// AppendEvent appends e as one JSON object (no newline) to b. It writes the
-// same document encoding/json would, without reflection.
+// AppendEvent appends e as one JSON object (no newline) to b, every string
+// capped by CapValue, so the line is at most MaxEventLine bytes. It writes
+// the document encoding/json would write for the capped event, without
+// reflection.
 func AppendEvent(b []byte, e *Event) []byte {
 	b = append(b, `{"t":"e","id":`...)
 	b = strconv.AppendUint(b, e.ID, 10)
 	b = append(b, `,"key":`...)
-	b = appendString(b, e.Key)
+	b = appendString(b, CapValue(e.Key))
 	if e.Variant != "" {
 		b = append(b, `,"variant":`...)
-		b = appendString(b, e.Variant)
+		b = appendString(b, CapValue(e.Variant))
 	}
 	if e.Tier != "" {
 		b = append(b, `,"tier":`...)
-		b = appendString(b, e.Tier)
+		b = appendString(b, CapValue(e.Tier))
 	}
 	b = append(b, `,"inst":`...)
 	b = strconv.AppendInt(b, int64(e.Instance), 10)
 	b = append(b, `,"phase":`...)
-	b = appendString(b, e.Phase)
+	b = appendString(b, CapValue(e.Phase))
 	if e.Path != "" {
 		b = append(b, `,"path":`...)
-		b = appendString(b, e.Path)
+		b = appendString(b, CapValue(e.Path))
 	}
 	b = append(b, `,"intended":`...)
 	b = strconv.AppendInt(b, e.Intended, 10)
@@ -184,7 +194,7 @@ func AppendEvent(b []byte, e *Event) []byte {
 	} {
 		if f.v != "" {
 			b = append(b, f.name...)
-			b = appendString(b, f.v)
+			b = appendString(b, CapValue(f.v))
 		}
 	}
 	return append(b, '}')
@@ -245,16 +255,14 @@ func appendString(b []byte, s string) []byte {
 // ErrFormat is wrapped by every error about the content of a history file.
 var ErrFormat = errors.New("not a valid rlverify history")
 
-// MaxLine bounds one JSON line.
-const MaxLine = 1 << 20
-
 // Read decodes a whole history. A last line cut off by a crash is skipped
 // and recorded in Truncated; any other bad line is an error naming the line.
-// name is used in messages.
+// name is used in messages and kept in Source.
 func Read(name string, r io.Reader) (*History, error) {
-	s := &lineState{name: name, h: &History{}}
+	s := newLineState(name)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<16), MaxLine)
+	// A line of MaxLine bytes and its newline fit.
+	sc.Buffer(make([]byte, 0, 1<<16), MaxLine+1)
 	for sc.Scan() {
 		if err := s.feed(sc.Bytes()); err != nil {
 			return nil, err
@@ -276,6 +284,12 @@ type lineState struct {
 	pendingErr error // a bad line: an error unless it turns out to be the last
 	pendingCut bool  // the bad line is not valid JSON: maybe cut off
 	err        error // the chunked reader's error that ends the read
+	size       int64 // the chunked reader's file size, 0 when unknown
+	consumed   int64 // bytes the chunked reader has replayed
+}
+
+func newLineState(name string) *lineState {
+	return &lineState{name: name, h: &History{Source: name}}
 }
 
 // feed takes the next line (without its line ending). A non-nil error ends
@@ -321,6 +335,17 @@ func (s *lineState) events(n int) error {
 	return nil
 }
 
+// blankLines accounts for n consecutive blank lines, exactly as n calls of
+// feed would.
+func (s *lineState) blankLines(n int) error {
+	if s.pendingErr != nil {
+		s.line++
+		return s.pendingErr
+	}
+	s.line += n
+	return nil
+}
+
 func (s *lineState) headerErr() error {
 	return fmt.Errorf("%s:%d: %w: the first line must be the run header {\"t\":\"run\",…}", s.name, s.line, ErrFormat)
 }
@@ -335,6 +360,12 @@ func (s *lineState) finish() (*History, error) {
 			return nil, s.pendingErr
 		}
 		s.h.Truncated = true
+	}
+	if len(s.h.Events) == 0 {
+		s.h.Events = nil // the same whether an event line was tried or not
+	}
+	if dups := duplicateIDs(s.h.Events); len(dups) > 0 {
+		return nil, fmt.Errorf("%s: %w: %s", s.name, ErrFormat, describeDuplicates(dups))
 	}
 	return s.h, nil
 }
@@ -356,15 +387,21 @@ func ReadFile(file string) (*History, error) {
 	if err == nil && st.Mode().IsRegular() {
 		size = st.Size()
 	}
-	h, ok, err := readChunked(file, f, size, chunkBytes, runtime.GOMAXPROCS(0))
+	return readSeeker(file, f, size, chunkBytes, min(runtime.GOMAXPROCS(0), maxProcs))
+}
+
+// readSeeker is ReadFile on r (of size bytes, 0 when unknown), in chunks
+// of chunkSize bytes on procs goroutines.
+func readSeeker(name string, r io.ReadSeeker, size int64, chunkSize, procs int) (*History, error) {
+	h, ok, err := readChunked(name, r, size, chunkSize, procs)
 	if ok {
 		return h, err
 	}
 	// A line too long for Read: let Read say so, exactly.
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	return Read(file, f)
+	return Read(name, r)
 }
 
 var eventPrefix = []byte(`{"t":"e",`)
@@ -384,6 +421,9 @@ func (h *History) decodeLine(b []byte) error {
 		Version int    `json:"version"`
 	}
 	if err := json.Unmarshal(b, &probe); err != nil {
+		if json.Valid(b) {
+			return fmt.Errorf("not a record: a line holds one JSON object such as {\"t\":\"e\",…}, not %q", clip(b, 24))
+		}
 		return fmt.Errorf("invalid JSON: %v", err)
 	}
 	switch probe.T {
@@ -394,7 +434,10 @@ func (h *History) decodeLine(b []byte) error {
 		if probe.Version != Version {
 			return fmt.Errorf("format version %d; this rlverify reads version %d", probe.Version, Version)
 		}
-		return strict(b, &h.Run)
+		if err := strict(b, &h.Run); err != nil {
+			return err
+		}
+		return checkStart(h.Run.Start)
 	case TypeEvent:
 		h.Events = append(h.Events, Event{})
 		if err := decodeEvent(b, &h.Events[len(h.Events)-1]); err != nil {
@@ -406,10 +449,16 @@ func (h *History) decodeLine(b []byte) error {
 		if err := strict(b, &f); err != nil {
 			return err
 		}
+		if err := checkOffsets("fault", []string{"start", "end", "injecting", "cleared"}, f.Start, f.End, f.Injecting, f.Cleared); err != nil {
+			return err
+		}
 		h.Faults = append(h.Faults, f)
 	case TypeSink:
 		var s Sink
 		if err := strict(b, &s); err != nil {
+			return err
+		}
+		if err := checkOffsets("sink", []string{"first", "last", "at"}, s.First, s.Last, s.At); err != nil {
 			return err
 		}
 		h.Sink = append(h.Sink, s)
@@ -418,16 +467,25 @@ func (h *History) decodeLine(b []byte) error {
 		if err := strict(b, &p); err != nil {
 			return err
 		}
+		if err := checkOffsets("phase", []string{"start", "end", "target"}, p.Start, p.End, p.Target); err != nil {
+			return err
+		}
 		h.Phases = append(h.Phases, p)
 	case TypeSample:
 		var x Sample
 		if err := strict(b, &x); err != nil {
 			return err
 		}
+		if err := checkOffsets("sample", []string{"at"}, x.At); err != nil {
+			return err
+		}
 		h.Samples = append(h.Samples, x)
 	case TypeEnd:
 		var e End
 		if err := strict(b, &e); err != nil {
+			return err
+		}
+		if err := checkOffsets("end", []string{"elapsed"}, e.Elapsed); err != nil {
 			return err
 		}
 		h.End = &e
@@ -437,13 +495,27 @@ func (h *History) decodeLine(b []byte) error {
 	return nil
 }
 
+// strict decodes the one JSON object in b into v: unknown fields and
+// anything after the object (a second record glued on) are errors.
 func strict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("invalid record: %v", err)
 	}
+	at := int(dec.InputOffset())
+	if rest := bytes.TrimLeft(b[at:], " \t\r\n"); len(rest) > 0 {
+		return fmt.Errorf("invalid record: data after the record at column %d (%q): one record per line", len(b)-len(rest)+1, clip(rest, 24))
+	}
 	return nil
+}
+
+// clip returns at most n bytes of b, for a message.
+func clip(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
 }
 
 func decodeEvent(b []byte, e *Event) error {
@@ -461,87 +533,17 @@ func decodeEventWith(c *internCache, b []byte, e *Event) error {
 			return err
 		}
 	}
+	if e.T != TypeEvent { // a second "t" in the line
+		return fmt.Errorf("event %d: its \"t\" is given twice, the last time as %q", e.ID, e.T)
+	}
 	if e.Recv < e.Sent {
 		return fmt.Errorf("event %d: recv %d is before sent %d", e.ID, e.Recv, e.Sent)
+	}
+	if e.Sent < -MaxOffset || e.Recv > MaxOffset || e.Intended < -MaxOffset || e.Intended > MaxOffset {
+		return checkOffsets(fmt.Sprintf("event %d", e.ID), []string{"intended", "sent", "recv"}, e.Intended, e.Sent, e.Recv)
 	}
 	if e.Status < 0 || e.Status > 999 {
 		return fmt.Errorf("event %d: status %d is not an HTTP status", e.ID, e.Status)
 	}
 	return nil
-}
-
-// Merge combines shard histories into one: offsets are rebased to the
-// earliest run start, events sorted by send time. The first header is kept,
-// with the shards' instances and notes appended.
-func Merge(hs ...*History) (*History, error) {
-	if len(hs) == 0 {
-		return nil, errors.New("history: nothing to merge")
-	}
-	if len(hs) == 1 {
-		return hs[0], nil
-	}
-	base := hs[0].Run.Start
-	for _, h := range hs[1:] {
-		if h.Run.Start.Before(base) {
-			base = h.Run.Start
-		}
-	}
-	out := &History{Run: hs[0].Run}
-	out.Run.Start = base
-	out.Run.Shard = ""
-	seen := map[uint64]int{}
-	var end End
-	for i, h := range hs {
-		shift := h.Run.Start.Sub(base).Nanoseconds()
-		for _, e := range h.Events {
-			if j, dup := seen[e.ID]; dup && j != i {
-				return nil, fmt.Errorf("history: event id %d appears in shard %d and shard %d: were they produced by one --shard split of the same plan?", e.ID, j+1, i+1)
-			}
-			seen[e.ID] = i
-			e.Intended += shift
-			e.Sent += shift
-			e.Recv += shift
-			out.Events = append(out.Events, e)
-		}
-		for _, f := range h.Faults {
-			f.Start += shift
-			if f.End != 0 {
-				f.End += shift
-			}
-			out.Faults = append(out.Faults, f)
-		}
-		out.Sink = append(out.Sink, h.Sink...)
-		for _, p := range h.Phases {
-			p.Start += shift
-			p.End += shift
-			if p.Target != 0 {
-				p.Target += shift
-			}
-			out.Phases = append(out.Phases, p)
-		}
-		for _, x := range h.Samples {
-			x.At += shift
-			out.Samples = append(out.Samples, x)
-		}
-		if i > 0 {
-			out.Run.Instances = append(out.Run.Instances, h.Run.Instances...)
-			out.Run.Notes = append(out.Run.Notes, h.Run.Notes...)
-		}
-		if h.End == nil {
-			end.Interrupted = true
-			end.Reason = "a shard has no end record"
-		} else {
-			end.Requests += h.End.Requests
-			end.Late += h.End.Late
-			end.Dropped += h.End.Dropped
-			end.Interrupted = end.Interrupted || h.End.Interrupted
-			if e := h.End.Elapsed + shift; e > end.Elapsed {
-				end.Elapsed = e
-			}
-		}
-		out.Truncated = out.Truncated || h.Truncated
-	}
-	sort.SliceStable(out.Events, func(a, b int) bool { return out.Events[a].Sent < out.Events[b].Sent })
-	out.End = &end
-	return out, nil
 }

@@ -11,7 +11,6 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -207,9 +206,9 @@ func Default() *Policy {
 	return p
 }
 
-// Load reads and validates the policy in file.
+// Load reads and validates the policy in file (at most yamlx.MaxBytes).
 func Load(file string) (*Policy, error) {
-	data, err := os.ReadFile(file)
+	data, err := yamlx.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}

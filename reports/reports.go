@@ -17,13 +17,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/limitread"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/thresholds"
 )
@@ -309,9 +309,14 @@ func writeCompactArray(out *bytes.Buffer, a []byte) {
 	}
 }
 
+// MaxDocumentBytes bounds a saved result document or comparison that
+// ReadFile and ReadAny read (a real one is a few MB at most: evidence, key
+// tables and the timeline are capped).
+const MaxDocumentBytes = 64 << 20
+
 // ReadFile loads a result document written by JSON.
 func ReadFile(file string) (*Document, error) {
-	b, err := os.ReadFile(file)
+	b, err := limitread.File(file, MaxDocumentBytes)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
@@ -328,7 +333,7 @@ func ReadFile(file string) (*Document, error) {
 // ReadAny loads a saved result document or comparison, told apart by their
 // schema; exactly one of the two results is non-nil when err is nil.
 func ReadAny(file string) (*Document, *Comparison, error) {
-	b, err := os.ReadFile(file)
+	b, err := limitread.File(file, MaxDocumentBytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("report: %w", err)
 	}

@@ -205,6 +205,9 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if f.plan == "" {
 		return nil, usageErr("attack: --plan is required (see rlverify plans)")
 	}
+	if err := checkRunBounds(f); err != nil {
+		return nil, err
+	}
 	plan, err := attacks.Load(f.plan)
 	if err != nil {
 		return nil, usageWrap(err)

@@ -47,6 +47,9 @@ error and decision latency. Each run's history and reports are kept in
 			if base.plan == "" {
 				return usageErr("compare: --plan is required")
 			}
+			if err := checkRunBounds(&base); err != nil {
+				return err
+			}
 			if len(limiters)+len(targets)+len(settings) < 2 {
 				return usageErr("compare: give at least two implementations (--limiter NAME, --target NAME=URL, --region-setting MODE/SYNC/LATENCY)")
 			}

@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"runtime/debug"
+)
 
 // Exit codes.
 const (
@@ -13,6 +16,9 @@ const (
 	// ExitRun: the run could not be done (target unreachable, environment
 	// failed to start).
 	ExitRun = 3
+	// ExitInternal: rlverify itself failed (a panic): a bug to report, never
+	// to be mistaken for a usage error (Go's own exit code for a panic is 2).
+	ExitInternal = 4
 	// ExitInterrupted: the run was interrupted (SIGINT, SIGTERM or SIGHUP) and no check
 	// failed on what was recorded.
 	ExitInterrupted = 130
@@ -55,4 +61,15 @@ func runErr(err error) error {
 		return nil
 	}
 	return &exitError{code: ExitRun, err: err}
+}
+
+// recoverInternal turns a panic of the command into an internal error
+// (ExitInternal) with its stack, in place of *err. Deferred by Run; a
+// panic on another goroutine still ends the process as Go does.
+func recoverInternal(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	*err = &exitError{code: ExitInternal, err: fmt.Errorf("internal error: %v\n\n%s\nThis is a bug in rlverify: please report it at https://github.com/rlverify/rlverify/issues with the command line and this message", r, debug.Stack())}
 }

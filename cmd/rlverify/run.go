@@ -10,8 +10,10 @@ import (
 )
 
 // Run executes the command line args, writing to stdout and stderr. It is
-// main without the process: tests call it in process.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// main without the process: tests call it in process. A panic of the
+// command is returned as an internal error (exit 4).
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	defer recoverInternal(&err)
 	runDepth++
 	defer func() { runDepth-- }()
 	root := &cobra.Command{
@@ -21,7 +23,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 history, and runs checkers that prove or refute the limiter's declared policy.
 
 Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
-3 the run could not be done, 130 interrupted with no failure found.`,
+3 the run could not be done, 4 internal error (a bug: please report it),
+130 interrupted with no failure found.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -47,7 +50,7 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 	if testRoot != nil {
 		testRoot(root)
 	}
-	err := root.ExecuteContext(ctx)
+	err = root.ExecuteContext(ctx)
 	if err == nil {
 		return nil
 	}

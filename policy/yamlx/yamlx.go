@@ -2,7 +2,7 @@
 // reports every problem as FILE:LINE: FIELD: MESSAGE, so a user can find it.
 //
 // It is shared by the policy and attack-plan loaders. It must not import any
-// rlverify package.
+// rlverify package but the leaf limitread.
 package yamlx
 
 import (
@@ -10,11 +10,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/rlverify/rlverify/limitread"
 )
 
 // MaxBytes bounds the size of a document accepted by Decode.
@@ -51,6 +56,21 @@ type Doc struct {
 
 var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
 
+// ReadFile reads a document for Decode, at most MaxBytes of it: a larger
+// file, or one that never ends (/dev/zero), is an *Error without being
+// read whole. Other errors are those of opening and reading the file.
+func ReadFile(file string) ([]byte, error) {
+	data, err := limitread.File(file, MaxBytes)
+	var tl *limitread.TooLargeError
+	switch {
+	case errors.As(err, &tl) && tl.Size > 0:
+		return nil, &Error{File: file, Msg: fmt.Sprintf("document is %d bytes, more than the %d allowed", tl.Size, MaxBytes)}
+	case errors.As(err, &tl):
+		return nil, &Error{File: file, Msg: fmt.Sprintf("document holds more than the %d bytes allowed (not a regular file: read up to the limit)", MaxBytes)}
+	}
+	return data, err
+}
+
 // Decode parses data (named file in messages) strictly into v.
 func Decode(file string, data []byte, v any) (*Doc, error) {
 	if len(data) > MaxBytes {
@@ -72,7 +92,142 @@ func Decode(file string, data []byte, v any) (*Doc, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, &Error{File: file, Msg: "more than one YAML document; put one plan or policy per file"}
 	}
-	return &Doc{File: file, Root: &root}, nil
+	doc := &Doc{File: file, Root: &root}
+	if err := doc.wholeNumbers(&root, reflect.TypeOf(v), "", 0); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// wholeNumbers walks n beside t, the type Decode filled from it, and
+// reports a number with a fraction where t holds an integer: yaml.v3 cuts
+// 12.9 to 12 without a word. A type that decodes itself (yaml.Unmarshaler)
+// is left to its own checks. depth bounds the walk over aliases.
+func (d *Doc) wholeNumbers(n *yaml.Node, t reflect.Type, path string, depth int) error {
+	if n == nil || t == nil || depth > 100 {
+		return nil
+	}
+	for n.Kind == yaml.AliasNode {
+		if n = n.Alias; n == nil {
+			return nil
+		}
+	}
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return nil
+		}
+		return d.wholeNumbers(n.Content[0], t, path, depth+1)
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil
+	}
+	join := func(part string) string {
+		if path == "" {
+			return part
+		}
+		return path + "." + part
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		var f float64
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && n.Decode(&f) == nil && f != math.Trunc(f) {
+			return &Error{File: d.File, Line: n.Line, Field: path, Msg: fmt.Sprintf("%s is not a whole number", n.Value)}
+		}
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i].Value, n.Content[i+1]
+			if key == "<<" && n.Content[i].ShortTag() == "!!merge" {
+				if err := d.wholeNumbersMerged(val, t, path, depth+1); err != nil {
+					return err
+				}
+				continue
+			}
+			if ft, ok := fields[key]; ok {
+				if err := d.wholeNumbers(val, ft, join(key), depth+1); err != nil {
+					return err
+				}
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return nil
+		}
+		for i, c := range n.Content {
+			if err := d.wholeNumbers(c, t.Elem(), join(strconv.Itoa(i)), depth+1); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := d.wholeNumbers(n.Content[i+1], t.Elem(), join(n.Content[i].Value), depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// wholeNumbersMerged checks the mapping (or list of mappings) a merge key
+// "<<" brings into a struct.
+func (d *Doc) wholeNumbersMerged(n *yaml.Node, t reflect.Type, path string, depth int) error {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n != nil && n.Kind == yaml.SequenceNode {
+		for _, c := range n.Content {
+			if err := d.wholeNumbers(c, t, path, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return d.wholeNumbers(n, t, path, depth)
+}
+
+// yamlFields maps the YAML names of t's fields (as yaml.v3 names them,
+// inlined structs included) to their types.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() && !f.Anonymous { // as yaml.v3
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if slices.Contains(strings.Split(opts, ","), "inline") {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range yamlFields(ft) {
+					out[k] = v
+				}
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
 }
 
 // convert turns a yaml.v3 error into an *Error with the first line it names.
