@@ -12,7 +12,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included) that could have been decided earlier consumed as early as possible; 503s and requests overlapping a store fault are not judged."
+const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged."
 
 // maxScan bounds the backward scan per rejection; past it a rejection is
 // left undecided unless a coarser bound already proves it.
@@ -61,7 +61,7 @@ func (ix *index) under() *underResult {
 func (ix *index) computeUnder() {
 	res := &underResult{}
 	ix.underRes = res
-	var c cands
+	var c, all cands
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		if g.tier == nil {
@@ -85,6 +85,20 @@ func (ix *index) computeUnder() {
 			}
 		}
 		slices.Sort(c.hi)
+		// Limits that count refused requests too are judged over every
+		// request of the key.
+		countsAll := false
+		for _, l := range g.tier.Limits {
+			countsAll = countsAll || l.CountsRejected()
+		}
+		if countsAll {
+			all.lo, all.hi = all.lo[:0], all.hi[:0]
+			for _, r := range g.recs {
+				all.lo = append(all.lo, r.lo)
+				all.hi = append(all.hi, r.hi)
+			}
+			slices.Sort(all.hi)
+		}
 		for _, r := range g.recs {
 			if r.out != history.Rejected || r.variant || !r.limit || r.fault {
 				continue
@@ -96,7 +110,13 @@ func (ix *index) computeUnder() {
 			var why []string
 			for li := range g.tier.Limits {
 				l := &g.tier.Limits[li]
-				v, ok, dec := ix.room(&c, r, l)
+				// The rejection itself is among every request: one more
+				// unit of room makes up for counting it.
+				cs, self := &c, 0.0
+				if l.CountsRejected() {
+					cs, self = &all, 1
+				}
+				v, ok, dec := ix.room(cs, r, l, self)
 				if !dec {
 					undecided = true
 				}
@@ -126,12 +146,14 @@ func roomText(l *policy.Limit, v float64) string {
 
 // room returns a lower bound on the room limit l had for rejection r at every
 // possible decision time; ok when that is provably enough for one request;
-// decided is false when the scan was cut short without an answer.
-func (ix *index) room(c *cands, r rec, l *policy.Limit) (v float64, ok, decided bool) {
+// decided is false when the scan was cut short without an answer. self is
+// added to the limit's size (1 when the candidates include r itself).
+func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64, ok, decided bool) {
 	P := c.loUpTo(r.hi) // candidates that could have been decided by r.hi
+	N := float64(l.Count) + self
 	switch l.Algorithm {
 	case policy.TokenBucket, policy.GCRA:
-		K, rate := l.K(), l.R()/1e9
+		K, rate := l.K()+self, l.R()/1e9
 		q := c.hiBelow(r.lo)
 		cnt := P - q // could have been decided inside [r.lo, r.hi]
 		lb := K - float64(cnt)
@@ -163,9 +185,20 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit) (v float64, ok, decided 
 		return lb, true, true
 	case policy.SlidingLog:
 		n := P - c.hiBelow(r.lo-int64(l.W())+1)
-		v = float64(l.Count) - float64(n)
+		v = N - float64(n)
 		return v, v >= 1, true
 	case policy.FixedWindow, policy.SlidingCounter:
+		if l.Anchor == policy.AnchorFirst {
+			// Windows start at the key's own requests, not at epoch
+			// multiples: the key's current window (and, for a counter, the
+			// previous one) lies within W (2W) before the decision.
+			span := int64(l.W())
+			if l.Algorithm == policy.SlidingCounter {
+				span *= 2
+			}
+			v = N - float64(P-c.hiBelow(r.lo-span+1))
+			return v, v >= 1, true
+		}
 		W := int64(l.W())
 		v = math.Inf(1)
 		for k := floorDiv(ix.startNs+r.lo, W); k <= floorDiv(ix.startNs+r.hi, W); k++ {
@@ -176,7 +209,7 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit) (v float64, ok, decided 
 				from = ws - W
 			}
 			n := c.loUpTo(we) - c.hiBelow(from)
-			v = math.Min(v, float64(l.Count)-float64(n))
+			v = math.Min(v, N-float64(n))
 		}
 		return v, v >= 1, true
 	}
