@@ -55,6 +55,7 @@ type attackFlags struct {
 	failOn      []string
 	runID       string
 	keepKeys    bool
+	honest      bool
 	// local and docker environments
 	redisCluster  int
 	redisImage    string
@@ -105,6 +106,7 @@ Examples:
 	fl.StringVar(&f.runID, "run-id", "", "tag appended to every key so runs never share limiter state (default: random; with --shard, derived from plan and seed so every shard uses the same keys)")
 	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plan's keys unchanged (real API keys of your service); they are redacted in the history and reports")
 	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, "verdicts that make the run exit 1: fail, unknown, a check name (its fail), CHECK:unknown, or none")
+	fl.BoolVar(&f.honest, "honest", false, "gateway limiters (nginx/…, haproxy/…, gubernator/…): judge against the policy the gateway really enforces, not the declared one (see docs/compare.md)")
 	return c
 }
 
@@ -184,7 +186,15 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 			fmt.Fprintf(stderr, format+"\n", a...)
 		}
 	}}
+	genv, gpol, isGateway, err := gatewaySetup(f, pol, &spec, &run)
+	if err != nil {
+		return err
+	}
+	if isGateway {
+		f.env, env, declared = "gateway", genv, gpol
+	}
 	switch f.env {
+	case "gateway": // nginx, HAProxy, gubernator: set up by gatewaySetup
 	case "embedded":
 		store := f.store
 		if store == "" && (plan.NeedsRedis() || f.regions > 1) {

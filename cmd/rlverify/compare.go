@@ -35,7 +35,9 @@ func compareCmd() *cobra.Command {
 reference, third-party or faulty limiters by name (--limiter), and your own
 running services (--target NAME=URL[,URL…]); NAME@POLICY runs a limiter
 under another declared policy, e.g. to set fail-open, fail-closed and
-fail-local side by side — and render a matrix: each
+fail-local side by side, and NAME@honest judges a gateway (nginx/…,
+haproxy/…, gubernator/…) against the policy it really enforces — and
+render a matrix: each
 check's verdict per implementation, admitted requests, overrun, Retry-After
 error and decision latency. Each run's history and reports are kept in
 --out/NAME/.
@@ -72,7 +74,9 @@ error and decision latency. Each run's history and reports are kept in
 				f := base
 				name, pol, withPolicy := strings.Cut(l, "@")
 				f.limiter = name
-				if withPolicy {
+				if withPolicy && pol == "honest" {
+					f.honest = true
+				} else if withPolicy {
 					if pol == "" {
 						return usageErr("--limiter %q: want NAME@POLICY with a policy file or shipped name", l)
 					}
@@ -111,6 +115,10 @@ error and decision latency. Each run's history and reports are kept in
 				fmt.Fprintf(c.ErrOrStderr(), "compare: %s …\n", im.name)
 				var buf bytes.Buffer
 				err := runAttack(c.Context(), &f, &buf, c.ErrOrStderr())
+				if unavailable(err) {
+					fmt.Fprintf(c.ErrOrStderr(), "compare: %s skipped: %v\n", im.name, err)
+					continue
+				}
 				var ee *exitError
 				if err != nil && (!errors.As(err, &ee) || (ee.code != ExitFail && ee.code != ExitPass)) {
 					return fmt.Errorf("compare: %s: %w", im.name, err)
