@@ -64,10 +64,7 @@ func translateGubernator(declared *policy.Policy, mode string) (*translation, er
 		return nil, err
 	}
 	for _, tl := range t.limits {
-		ms, err := gubernatorDuration(tl.Limit)
-		if err != nil {
-			return nil, err
-		}
+		ms := gubernatorDuration(tl.Limit)
 		r := float64(tl.Limit.Capacity) * 1000 / float64(ms)
 		if math.Abs(r-tl.Limit.R()) > 1e-9*tl.Limit.R() {
 			t.deviate(fmt.Sprintf("limit %s refills at %s", tl.Limit.Name, policy.FormatRate(tl.Limit.R())),
@@ -98,13 +95,10 @@ func translateGubernator(declared *policy.Policy, mode string) (*translation, er
 	return t.finish()
 }
 
-// gubernatorDuration is K/r in whole milliseconds.
-func gubernatorDuration(l policy.Limit) (int64, error) {
-	ms := int64(math.Round(float64(l.Capacity) / l.R() * 1000))
-	if ms < 1 {
-		return 0, fmt.Errorf("gateway gubernator: limit %s: K/r = %s is below gubernator's 1ms", l.Name, time.Duration(float64(l.Capacity)/l.R()*1e9))
-	}
-	return ms, nil
+// gubernatorDuration is K/r in whole milliseconds (a validated policy's
+// window is at least 1ms).
+func gubernatorDuration(l policy.Limit) int64 {
+	return max(int64(math.Round(float64(l.Capacity)/l.R()*1000)), 1)
 }
 
 // gubernatorLimiter asks one peer for the rate limits of one tier. Safe for
@@ -116,11 +110,6 @@ type gubernatorLimiter struct {
 }
 
 func newGubernatorLimiter(c guber.V1Client, limits []policy.Limit, mode string) (*gubernatorLimiter, error) {
-	for _, l := range limits {
-		if _, err := gubernatorDuration(l); err != nil {
-			return nil, err
-		}
-	}
 	b := guber.Behavior_BATCHING
 	if mode == "global" {
 		b = guber.Behavior_GLOBAL
@@ -133,10 +122,9 @@ func newGubernatorLimiter(c guber.V1Client, limits []policy.Limit, mode string) 
 func (g *gubernatorLimiter) Allow(ctx context.Context, _ time.Time, key string, n int) (limiters.Decision, error) {
 	req := &guber.GetRateLimitsReq{Requests: make([]*guber.RateLimitReq, len(g.limits))}
 	for i, l := range g.limits {
-		ms, _ := gubernatorDuration(l)
 		req.Requests[i] = &guber.RateLimitReq{
 			Name: gubernatorName(i), UniqueKey: key, Hits: int64(n),
-			Limit: l.Capacity, Burst: l.Capacity, Duration: ms,
+			Limit: l.Capacity, Burst: l.Capacity, Duration: gubernatorDuration(l),
 			Algorithm: guber.Algorithm_LEAKY_BUCKET, Behavior: g.behavior,
 		}
 	}

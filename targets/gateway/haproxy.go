@@ -171,13 +171,13 @@ func (p *haproxyPlan) identity(id *policy.Identity) error {
 	case policy.InQuery:
 		p.fetch = fmt.Sprintf("url_param(%s),url_dec", id.Name)
 		if id.Repeated != policy.RepeatedFirst {
-			p.deviate("a repeated identity counts by its "+id.Repeated+" occurrence", "url_param reads the first occurrence")
+			p.deviate(repeatedPromise(id.Repeated), "url_param reads the first occurrence")
 			hid.Repeated = policy.RepeatedFirst
 		}
 	case policy.InCookie:
 		p.fetch = fmt.Sprintf("req.cook(%s)", id.Name)
 		if id.Repeated != policy.RepeatedLast {
-			p.deviate("a repeated identity counts by its "+id.Repeated+" occurrence", "req.cook reads the last occurrence")
+			p.deviate(repeatedPromise(id.Repeated), "req.cook reads the last occurrence")
 			hid.Repeated = policy.RepeatedLast
 		}
 	default:

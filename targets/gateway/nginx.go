@@ -148,7 +148,7 @@ func planNginx(declared *policy.Policy) (*nginxPlan, error) {
 	}
 	hid.CaseSensitive = ptr(true)
 	if id.Repeated != policy.RepeatedFirst {
-		t.deviate("a repeated identity counts by its "+id.Repeated+" occurrence", "nginx reads the first occurrence")
+		t.deviate(repeatedPromise(id.Repeated), "nginx reads the first occurrence")
 		hid.Repeated = policy.RepeatedFirst
 	}
 	if trims := id.In == policy.InHeader || id.In == policy.InBearer; id.Trimmed() != trims {
@@ -197,6 +197,14 @@ func setBucket(l *policy.Limit, k int64, r float64) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// repeatedPromise says what a declared identity.repeated promises.
+func repeatedPromise(repeated string) string {
+	if repeated == policy.RepeatedRejected {
+		return "a request with a repeated identity is refused"
+	}
+	return "a repeated identity counts by its " + repeated + " occurrence"
+}
 
 // renderNginx writes the nginx.conf of p under s.
 func renderNginx(p *nginxPlan, s nginxSettings) string {
@@ -297,7 +305,13 @@ func renderNginx(p *nginxPlan, s nginxSettings) string {
 
 // describeKey says in a comment where the key comes from.
 func describeKey(id *policy.Identity) string {
-	s := id.Describe() + ", first occurrence"
+	s := id.Describe()
+	switch id.Repeated {
+	case policy.RepeatedRejected:
+		s += ", refused when repeated"
+	default:
+		s += ", " + id.Repeated + " occurrence"
+	}
 	switch {
 	case id.MaxLength > 0 && id.TooLong == policy.TooLongCut:
 		s += fmt.Sprintf(", cut to %d bytes", id.MaxLength)
