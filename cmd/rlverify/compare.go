@@ -120,12 +120,20 @@ error and decision latency. Each run's history and reports are kept in
 					continue
 				}
 				var ee *exitError
-				if err != nil && (!errors.As(err, &ee) || (ee.code != ExitFail && ee.code != ExitPass)) {
+				// A plan that stopped early (a probe that needs a Retry-After
+				// the implementation never sends) still judged what it
+				// recorded: its column shows that, with the reason.
+				incomplete := errors.As(err, &ee) && ee.code == ExitRun && buf.Len() > 0
+				if err != nil && !incomplete && (!errors.As(err, &ee) || (ee.code != ExitFail && ee.code != ExitPass)) {
 					return fmt.Errorf("compare: %s: %w", im.name, err)
 				}
 				var doc reports.Document
 				if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 					return runErr(fmt.Errorf("compare: %s: result: %w", im.name, err))
+				}
+				if incomplete {
+					fmt.Fprintf(c.ErrOrStderr(), "compare: %s: %v\n", im.name, err)
+					doc.Run.Notes = append(doc.Run.Notes, err.Error())
 				}
 				cols = append(cols, reports.Column{Name: im.name, Document: &doc})
 				if c.Context().Err() != nil {

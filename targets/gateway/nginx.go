@@ -328,12 +328,21 @@ func describeLimit(tl tierLimit) string {
 	return "tier " + tl.Tier + ": " + tl.Limit.Describe()
 }
 
-// nginxProgram finds nginx on PATH or in /usr/sbin (Debian's place, often not
+// findProgram returns the program a gateway runs: $RLVERIFY_NGINX or
+// $RLVERIFY_HAPROXY when set (a build elsewhere, or OpenResty), else prog
+// on PATH, else in /usr/sbin or /usr/local/sbin (Debian's place, often not
 // on a user's PATH).
-func nginxProgram() (string, error) { return findProgram("nginx") }
-
-// findProgram looks prog up on PATH, then in /usr/sbin and /usr/local/sbin.
 func findProgram(prog string) (string, error) {
+	if p := os.Getenv(ProgramEnv(prog)); p != "" {
+		st, err := os.Stat(p)
+		if err == nil && st.Mode()&0o111 == 0 {
+			err = fmt.Errorf("%s is not executable", p)
+		}
+		if err != nil {
+			return "", errNotInstalled(prog, fmt.Errorf("$%s: %w", ProgramEnv(prog), err))
+		}
+		return p, nil
+	}
 	p, err := exec.LookPath(prog)
 	if err == nil {
 		return p, nil
@@ -346,6 +355,10 @@ func findProgram(prog string) (string, error) {
 	}
 	return "", errNotInstalled(prog, err)
 }
+
+// ProgramEnv names the environment variable that points at a gateway's
+// program: RLVERIFY_NGINX, RLVERIFY_HAPROXY.
+func ProgramEnv(prog string) string { return "RLVERIFY_" + strings.ToUpper(prog) }
 
 var nginxVersionRe = regexp.MustCompile(`nginx/(\d+)\.(\d+)\.(\d+)`)
 
@@ -378,7 +391,7 @@ func Available(kind string) error {
 }
 
 func startNginx(ctx context.Context, e Environment, pol *policy.Policy, n int) (*targets.Stack, error) {
-	prog, err := nginxProgram()
+	prog, err := findProgram("nginx")
 	if err != nil {
 		return nil, fmt.Errorf("gateway nginx: %w", err)
 	}

@@ -147,6 +147,10 @@ func TestMissingProgramIsUnavailable(t *testing.T) {
 	_, err := findProgram("no-such-gateway")
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.ErrorContains(t, err, "apt-get install nginx haproxy")
+	t.Setenv("RLVERIFY_NGINX", "/nonexistent/nginx")
+	_, err = findProgram("nginx")
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorContains(t, err, "$RLVERIFY_NGINX")
 }
 
 // A bad configuration fails the start with the program's own message and
