@@ -48,6 +48,14 @@ import (
 // for a leaky bucket reset_time is when the bucket is full again. Several
 // limits on a key are separate rate limits: each is hit whatever the others
 // answer. Time is gubernator's millisecond clock.
+//
+// Two quirks of v2.13.0's leaky bucket (algorithms.go) show under load: the
+// cap applies only when the whole part of Remaining exceeds burst, so the
+// bucket can hold up to K + 0.999 tokens (token-bounds sees a remaining
+// count no bucket of K reaches); and a hit that takes the last whole token
+// sets Remaining to 0, throwing away the fraction toward the next one, so a
+// key hammered above its rate is refused while a bucket of (K, r) would
+// admit (under-admission).
 
 // gubernatorPeers is the size of the cluster.
 const gubernatorPeers = 3
@@ -72,6 +80,10 @@ func translateGubernator(declared *policy.Policy, mode string) (*translation, er
 			setBucket(t.honestLimit(tl), tl.Limit.Capacity, r)
 		}
 	}
+	t.deviate("the bucket holds at most K tokens",
+		"the leaky bucket caps Remaining only when its whole part exceeds burst (algorithms.go:369, int64(b.Remaining) > b.Burst): it can hold up to K + 0.999 tokens")
+	t.deviate("a request takes one token and leaves the rest",
+		"a hit that takes the last whole token sets Remaining to 0 (algorithms.go:398), dropping the fraction already refilled toward the next one: under steady load it refills slower than r")
 	if declared.Headers.RetryAfter {
 		t.deviate("Retry-After is the wait until a request is admitted again",
 			"the front advises reset_time − now, which for a leaky bucket is when the bucket is full again (up to K/r), not when the next hit fits (1/r)")
