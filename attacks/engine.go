@@ -3,7 +3,6 @@ package attacks
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"runtime"
 	"sort"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/targets"
@@ -30,7 +29,8 @@ const (
 	DefaultMaxRequests = 200_000
 	DefaultMaxDuration = 10 * time.Minute
 	DefaultTimeout     = 5 * time.Second
-	// DefaultPath is the path every request asks for.
+	// DefaultPath is the path the built-in environments' requests ask for
+	// when neither the target URL nor the plan gives one.
 	DefaultPath = "/api"
 )
 
@@ -73,6 +73,19 @@ type Options struct {
 	// LateTolerance: a send later than this after its intended time counts
 	// as late (default 10ms).
 	LateTolerance time.Duration
+	// Request shapes every request (method, headers, body), over the plan's
+	// and each phase's own shape; typically the command line's --method,
+	// --header and --body.
+	Request Request
+	// DefaultPath is asked for when neither a target URL nor the plan gives
+	// a path (default "/").
+	DefaultPath string
+	// Keys maps the plan's logical keys to keys the target accepts (a keys
+	// file); nil generates keys tagged with the run id.
+	Keys *KeyFile
+	// MaxProbeWait caps how long a probe waits for its instant (0: only
+	// --max-duration); a probe beyond it is not sent and its phase says so.
+	MaxProbeWait time.Duration
 }
 
 // Progress is a snapshot for a progress display.
@@ -100,9 +113,19 @@ type Summary struct {
 type Engine struct {
 	o      Options
 	client *http.Client
-	start  time.Time
-	rng    *mrand.Rand
-	rngMu  sync.Mutex
+	// bases are the instances' URLs split for building requests.
+	bases []base
+	// defShape is the plan-less shape (Options.Request alone); shapes the
+	// compiled shape of each phase, by phase name.
+	defShape *shape
+	shapes   map[string]*shape
+	defPath  string
+	// plain is each instance's request-target when nothing changes it.
+	plain []string
+	keys  *keyMapper
+	start time.Time
+	rng   *mrand.Rand
+	rngMu sync.Mutex
 	// counters
 	seq                        atomic.Uint64
 	sent, adm, rej, errs, late atomic.Int64
@@ -113,6 +136,8 @@ type Engine struct {
 	rrNext                     atomic.Uint64
 	faultMu                    sync.Mutex
 	openFaults                 map[string]history.Fault
+	// downBase is the downstream's reading before the run, by key.
+	downBase map[string]int64
 }
 
 type rejection struct {
@@ -125,11 +150,13 @@ func New(o Options) (*Engine, error) {
 	if len(o.Instances) == 0 {
 		return nil, errors.New("attacks: no target instances")
 	}
+	var bases []base
 	for _, in := range o.Instances {
-		u, err := url.Parse(in)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("attacks: target %q is not an http(s) URL", in)
+		b, err := parseBase(in)
+		if err != nil {
+			return nil, fmt.Errorf("attacks: %w", err)
 		}
+		bases = append(bases, b)
 	}
 	if o.Policy == nil || o.Writer == nil {
 		return nil, errors.New("attacks: a policy and a history writer are required")
@@ -163,7 +190,18 @@ func New(o Options) (*Engine, error) {
 		_, _ = rand.Read(b[:])
 		o.RunID = hex.EncodeToString(b[:])
 	}
-	e := &Engine{o: o, client: o.Client}
+	def, field, err := o.Request.compile("")
+	if err != nil {
+		return nil, fmt.Errorf("attacks: request %s: %w", field, err)
+	}
+	e := &Engine{o: o, client: o.Client, bases: bases, defShape: def, defPath: o.DefaultPath}
+	if e.defPath == "" {
+		e.defPath = "/"
+	}
+	e.keys = newKeyMapper(o.Policy, o.RunID, o.KeepKeys, o.Keys)
+	for _, b := range bases {
+		e.plain = append(e.plain, b.requestTarget("", e.defPath, nil))
+	}
 	if e.client == nil {
 		e.client = NewClient(o.Timeout)
 	}
@@ -208,42 +246,50 @@ func (e *Engine) off() int64 { return e.o.Now().Sub(e.start).Nanoseconds() }
 // RunID returns the tag appended to every key of this run.
 func (e *Engine) RunID() string { return e.o.RunID }
 
-// Key returns the key actually sent for the plan's logical key: the run tag
-// is appended so the tier prefix still matches and runs never share state.
+// Key returns the key sent for the plan's logical key (see keyMapper.key:
+// a generated key carries the run id after its tier prefix; a keys file or
+// --keep-keys gives the user's own). Run resolves every key of the plan
+// before it sends anything, so here the key is known.
 func (e *Engine) Key(planKey string) string {
-	if e.o.KeepKeys {
+	k, err := e.keys.key(planKey)
+	if err != nil {
 		return planKey
 	}
-	return planKey + "-" + e.o.RunID
+	return k
 }
 
-// Redact replaces a secret key by its tier prefix (the longest matching
-// KeyPrefix of p), an ellipsis and 8 hex digits of its SHA-256: distinct keys
-// stay distinct and keep their tier, and nothing of the secret is shown.
-func Redact(p *policy.Policy, key string) string {
-	prefix := ""
-	for _, t := range p.Tiers {
-		if strings.HasPrefix(key, t.KeyPrefix) && len(t.KeyPrefix) > len(prefix) {
-			prefix = t.KeyPrefix
-		}
+// longKey is the long key sent for a tenant with Long set (see
+// keyMapper.longKey).
+func (e *Engine) longKey(planKey string) string {
+	k, err := e.keys.longKey(planKey)
+	if err != nil {
+		return e.Key(planKey)
 	}
-	sum := sha256.Sum256([]byte(key))
-	return prefix + "…" + hex.EncodeToString(sum[:4])
+	return k
 }
 
-// recordedKey is key as the history shows it.
-func (e *Engine) recordedKey(key string) string {
-	if e.o.KeepKeys {
-		return Redact(e.o.Policy, key)
-	}
-	return key
-}
+// recordedKey is a sent key as the history shows it (redacted when it is
+// the user's own).
+func (e *Engine) recordedKey(key string) string { return e.keys.recorded(key) }
 
 // Run executes p, writing run (its Start is set here) and every event to the
 // writer. It returns when the plan ends, ctx is cancelled (Summary marked
 // interrupted, no error), or a fatal error occurs. The history always gets
 // its end record and sink counts.
 func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, error) {
+	if err := e.prepareRun(p); err != nil {
+		return Summary{}, err
+	}
+	if d := e.settle(p); d > 0 {
+		// The user's own keys may have been used by an earlier run: the
+		// checks assume every key starts with a whole quota, so give them
+		// time to refill first.
+		if d > e.o.MaxDuration {
+			return Summary{}, &PrepareError{fmt.Errorf("the plan's real keys need %s to refill before the run, beyond --max-duration %s", d, e.o.MaxDuration)}
+		}
+		run.Notes = append(run.Notes, fmt.Sprintf("waited %s before the first request so the reused keys (--keys, --keep-keys) start with a whole quota", d.Round(time.Millisecond)))
+		e.o.Sleep(ctx, d)
+	}
 	e.start = e.o.Now()
 	run.Start = e.start
 	run.Plan = p.Name
@@ -286,7 +332,23 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 	}()
 
 	var runErr error
+	if e.o.Sink != nil {
+		// The first reading is the baseline: what the downstream counted
+		// before this run is not this run's.
+		rs, err := e.o.Sink.Read(runCtx, e.start)
+		if err != nil {
+			runErr = fmt.Errorf("read the downstream before the run: %w", err)
+		} else {
+			e.downBase = map[string]int64{}
+			for _, s := range rs {
+				e.downBase[s.Key] = s.Arrivals
+			}
+		}
+	}
 	for i := range p.Phases {
+		if runErr != nil {
+			break
+		}
 		ph := &p.Phases[i]
 		if runCtx.Err() != nil {
 			break
@@ -303,6 +365,12 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		if err != nil {
 			runErr = fmt.Errorf("phase %s (%s): %w", ph.Name, ph.Kind, err)
 			break
+		}
+		if e.o.Sink != nil && ph.Kind != KindFault {
+			if err := e.readDownstream(runCtx, ph.Name); err != nil {
+				runErr = err
+				break
+			}
 		}
 		e.progress()
 	}
@@ -327,20 +395,15 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		e.clearFaults()
 		e.faultMu.Lock()
 		for _, f := range e.openFaults {
-			f.End = e.off()
+			f.End, f.Cleared = e.off(), e.off()
 			_ = e.o.Writer.WriteFault(f)
 		}
 		e.openFaults = nil
 		e.faultMu.Unlock()
 	}
-	if e.o.Sink != nil {
-		for _, s := range e.o.Sink.Snapshot(e.start) {
-			if s.Key == "*" || e.ownKey(s.Key) {
-				if s.Key != "*" {
-					s.Key = e.recordedKey(s.Key)
-				}
-				_ = e.o.Writer.WriteSink(s)
-			}
+	if e.o.Sink != nil && e.downBase != nil {
+		if err := e.readDownstream(context.WithoutCancel(ctx), ""); err != nil && runErr == nil {
+			runErr = err
 		}
 	}
 	var late, dropped int64
@@ -358,6 +421,84 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 	}
 	e.progress()
 	return sum, runErr
+}
+
+// prepareRun compiles every phase's request shape (the plan's, the phase's,
+// then Options.Request over them) and gives every logical key of the plan its
+// key, so nothing is sent when a shape or the keys file does not fit.
+func (e *Engine) prepareRun(p *Plan) error {
+	e.shapes = map[string]*shape{}
+	for i := range p.Phases {
+		ph := &p.Phases[i]
+		sh, field, err := p.PhaseRequest(ph).merge(e.o.Request).compile(p.dir())
+		if err != nil {
+			return &PrepareError{fmt.Errorf("phase %s: request %s: %w", ph.Name, field, err)}
+		}
+		e.shapes[ph.Name] = sh
+	}
+	for _, k := range PlanKeys(p) {
+		if _, err := e.keys.key(k); err != nil {
+			return &PrepareError{err}
+		}
+	}
+	return nil
+}
+
+// settle is how long the plan's keys need to refill completely when they
+// are the user's own (they may have been used before this run); 0 for
+// generated keys, which are new.
+func (e *Engine) settle(p *Plan) time.Duration {
+	if !e.keys.secret() {
+		return 0
+	}
+	var w time.Duration
+	for _, k := range PlanKeys(p) {
+		if t, ok := e.tierOf(e.Key(k)); ok {
+			for _, l := range t.Limits {
+				w = max(w, l.W())
+			}
+		}
+	}
+	if w == 0 {
+		return 0
+	}
+	return w + 50*time.Millisecond
+}
+
+// PrepareError is a plan that cannot be run as given (its request shape or
+// keys): nothing was sent and nothing written.
+type PrepareError struct{ Err error }
+
+func (e *PrepareError) Error() string { return e.Err.Error() }
+func (e *PrepareError) Unwrap() error { return e.Err }
+
+// readDownstream records what reached the downstream since the baseline,
+// for this run's keys and in aggregate ("*"), after phase (empty: at the
+// end of the run).
+func (e *Engine) readDownstream(ctx context.Context, phase string) error {
+	rs, err := e.o.Sink.Read(ctx, e.start)
+	if err != nil {
+		when := "after phase " + phase
+		if phase == "" {
+			when = "at the end of the run"
+		}
+		return fmt.Errorf("read the downstream %s: %w", when, err)
+	}
+	at := e.off()
+	for _, s := range rs {
+		if s.Key != "*" && !e.ownKey(s.Key) {
+			continue
+		}
+		s.Arrivals -= e.downBase[s.Key]
+		if s.Key != "*" {
+			s.Key = e.recordedKey(s.Key)
+		}
+		s.Phase, s.At = phase, at
+		if err := e.o.Writer.WriteSink(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *Engine) ownKey(k string) bool {
@@ -386,14 +527,50 @@ func (e *Engine) share(n int) int {
 
 // req is one request to send.
 type req struct {
-	key      string // logical key as recorded (with run tag)
-	sendKey  string // what goes in the header (bypass variants differ)
-	variant  string
-	inst     int
-	phase    string
+	// key is the key sent for the phase's logical key; the event records
+	// it (redacted when secret) whatever a variant sent instead.
+	key string
+	// tenant is the plan's logical key ({tenant}).
+	tenant string
+	// send, when set, replaces key as the identity values sent (bypass
+	// variants: another spelling, or two values for a repeated identity).
+	send    []string
+	variant string
+	inst    int
+	phase   string
+	// shape is the phase's request shape (nil: the engine's default).
+	shape *shape
+	// path replaces the shape's path (relative to the target's base path,
+	// or the whole request-target when absPath); query adds parameters.
 	path     string
+	absPath  bool
+	query    []string
 	xff      string
 	intended int64
+	// id is the event id ({i}), set by newEvent.
+	id uint64
+}
+
+// identity is what r sends as its identity.
+func (r *req) identity() []string {
+	if r.send != nil {
+		return r.send
+	}
+	return []string{r.key}
+}
+
+// sendKey is the identity r sends ({key}): the variant's spelling when it
+// sends one value, else the key.
+func (r *req) sendKey() string {
+	if len(r.send) == 1 {
+		return r.send[0]
+	}
+	return r.key
+}
+
+// newReq prepares a request of phase ph for the logical key tenant.
+func (e *Engine) newReq(ph *Phase, tenant string, inst int) *req {
+	return &req{key: e.Key(tenant), tenant: tenant, inst: inst, phase: ph.Name, shape: e.shapes[ph.Name]}
 }
 
 // newID returns the next event id, unique across shards of one plan.
@@ -427,21 +604,47 @@ func (e *Engine) pickInstance(ph *Phase, i int) int {
 	return int(e.rrNext.Add(1)-1) % n
 }
 
-// build makes the HTTP request for r.
-func (e *Engine) build(ctx context.Context, r *req) (*http.Request, error) {
+// prepare creates r's event (assigning its id) and renders the request.
+func (e *Engine) prepare(r *req) (*history.Event, wireReq) {
+	ev := e.newEvent(r)
+	w := e.wire(r)
+	if p := e.pathOf(r); p != e.plain[r.inst] {
+		ev.Path = e.recordedPath(r, p)
+	}
+	return ev, w
+}
+
+// recordedPath is path as the history shows it: a secret key in it is
+// redacted.
+func (e *Engine) recordedPath(r *req, path string) string {
+	if e.keys.secret() && r.key != "" {
+		return strings.ReplaceAll(path, r.key, e.recordedKey(r.key))
+	}
+	return path
+}
+
+// pathOf is r's request-target without its identity parameters.
+func (e *Engine) pathOf(r *req) string {
+	sh := r.shape
+	if sh == nil {
+		sh = e.defShape
+	}
+	if r.absPath {
+		return absTarget(r.path, r.query)
+	}
 	path := r.path
 	if path == "" {
-		path = DefaultPath
+		v := vars{key: r.sendKey(), tenant: r.tenant, tier: e.keys.tier(r.key), run: e.o.RunID, i: r.id}
+		path = sh.path.render(&v)
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, e.o.Instances[r.inst]+path, nil)
-	if err != nil {
-		return nil, fmt.Errorf("build request for %s: %w", e.o.Instances[r.inst], err)
-	}
-	hr.Header.Set(e.o.Policy.Identity.Header, r.sendKey)
-	if r.xff != "" {
-		hr.Header.Set("X-Forwarded-For", r.xff)
-	}
-	return hr, nil
+	return e.bases[r.inst].requestTarget(path, e.defPath, r.query)
+}
+
+// build makes the net/http request for r.
+func (e *Engine) build(ctx context.Context, r *req) (*history.Event, *http.Request, error) {
+	ev, w := e.prepare(r)
+	hr, err := w.http(ctx, e.bases[r.inst])
+	return ev, hr, err
 }
 
 // record fills e from the response and writes it.
@@ -451,37 +654,41 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		ev.Err = err.Error()
 	} else {
 		ev.Status = resp.StatusCode
-		h := resp.Header
-		ev.RetryAfter = h.Get("Retry-After")
-		ev.RateLimit = h.Get("RateLimit")
-		ev.RateLimitPolicy = h.Get("RateLimit-Policy")
-		ev.XLimit = h.Get("X-RateLimit-Limit")
-		ev.XRemaining = h.Get("X-RateLimit-Remaining")
-		ev.XReset = h.Get("X-RateLimit-Reset")
-		ev.RLLimit = h.Get("RateLimit-Limit")
-		ev.RLRemaining = h.Get("RateLimit-Remaining")
-		ev.RLReset = h.Get("RateLimit-Reset")
-		ev.Fallback = h.Get(targets.FallbackHeader)
-		ev.Scope = h.Get(targets.ScopeHeader)
+		setFields(ev, headers.FromHTTP(resp.Header))
 	}
 	switch e.classify(ev) {
 	case policy.ClassAdmitted:
 		e.adm.Add(1)
 	case policy.ClassRejected:
 		e.rej.Add(1)
-		if ra, ok := parseRetryAfter(ev.RetryAfter, e.wall(ev.Recv)); ok {
+		if ra, ok := retryAdvice(ev.RetryAfter, e.wall(ev.Recv)); ok {
 			e.noteRejection(ev.Key, rejection{recv: ev.Recv, retryAfter: ra})
 		}
 	default:
 		e.errs.Add(1)
 	}
-	if e.o.KeepKeys {
+	if e.keys.secret() {
 		cp := *ev
 		cp.Key = e.recordedKey(ev.Key)
 		_ = e.o.Writer.WriteEvent(&cp)
 		return
 	}
 	_ = e.o.Writer.WriteEvent(ev)
+}
+
+// setFields records a response's rate-limit fields in ev.
+func setFields(ev *history.Event, f headers.Fields) {
+	ev.RetryAfter, ev.RateLimit, ev.RateLimitPolicy = f.RetryAfter, f.RateLimit, f.RateLimitPolicy
+	ev.RLLimit, ev.RLRemaining, ev.RLReset = f.RateLimitLimit, f.RateLimitRemaining, f.RateLimitReset
+	ev.XLimit, ev.XRemaining, ev.XReset = f.XLimit, f.XRemaining, f.XReset
+	ev.Fallback, ev.Scope = f.Fallback, f.Scope
+}
+
+// fieldsOf is what setFields recorded.
+func fieldsOf(ev *history.Event) headers.Fields {
+	return headers.Fields{RetryAfter: ev.RetryAfter, RateLimit: ev.RateLimit, RateLimitPolicy: ev.RateLimitPolicy,
+		RateLimitLimit: ev.RLLimit, RateLimitRemaining: ev.RLRemaining, RateLimitReset: ev.RLReset,
+		XLimit: ev.XLimit, XRemaining: ev.XRemaining, XReset: ev.XReset, Fallback: ev.Fallback, Scope: ev.Scope}
 }
 
 // classify reads ev under the declared response contract.
@@ -507,41 +714,17 @@ func (e *Engine) noteRejection(key string, rj rejection) {
 // wall converts an offset to wall-clock time.
 func (e *Engine) wall(off int64) time.Time { return e.start.Add(time.Duration(off)) }
 
-// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP-date
-// (RFC 9110 §10.2.3), the latter relative to now. A date in the past is a
-// zero wait.
-func parseRetryAfter(s string, now time.Time) (time.Duration, bool) {
-	if d, ok := parseDelaySeconds(s); ok {
-		return d, true
-	}
-	if len(s) < 20 || len(s) > 40 {
-		return 0, false
-	}
-	t, err := http.ParseTime(s)
-	if err != nil {
-		return 0, false
-	}
-	return max(t.Sub(now), 0), true
-}
-
-func parseDelaySeconds(s string) (time.Duration, bool) {
-	if s == "" || len(s) > 10 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(s[i]-'0')
-	}
-	return time.Duration(n) * time.Second, true
+// retryAdvice is the wait a Retry-After value advises, as a client honours
+// it (headers.ParseRetryAfter relative to now, the receive time): a date in
+// the past, which the retry-after check counts invalid, means at once.
+func retryAdvice(v string, now time.Time) (time.Duration, bool) {
+	d, err := headers.ParseRetryAfter(v, now)
+	return d, err == nil || errors.Is(err, headers.ErrDateInPast)
 }
 
 // do sends r now, records it and returns the recorded event.
 func (e *Engine) do(ctx context.Context, r *req) *history.Event {
-	ev := e.newEvent(r)
-	hr, err := e.build(ctx, r)
+	ev, hr, err := e.build(ctx, r)
 	if err != nil {
 		ev.Sent, ev.Recv = e.off(), e.off()
 		e.record(ev, nil, err)
@@ -583,19 +766,26 @@ func (e *Engine) newEvent(r *req) *history.Event {
 	e.keysUsed.Store(r.key, struct{}{})
 	ev := &history.Event{
 		ID: e.newID(), Key: r.key, Instance: r.inst, Phase: r.phase, Intended: r.intended,
+		Tier: e.keys.tier(r.key),
 	}
-	if t, ok := e.o.Policy.TierFor(r.key); ok {
-		ev.Tier = t.Name
-	}
+	r.id = ev.ID
 	if r.variant != "" {
 		ev.Variant = r.variant
 	}
 	return ev
 }
 
+// tierOf is the tier of a sent key.
+func (e *Engine) tierOf(key string) (*policy.Tier, bool) {
+	if name := e.keys.tier(key); name != "" {
+		return e.o.Policy.Tier(name)
+	}
+	return nil, false
+}
+
 // limitFor returns the first limit of key's tier.
 func (e *Engine) limitFor(key string) (policy.Limit, error) {
-	t, ok := e.o.Policy.TierFor(key)
+	t, ok := e.tierOf(key)
 	if !ok {
 		return policy.Limit{}, fmt.Errorf("key %q matches no tier of policy %s and there is no default tier", key, e.o.Policy.Name)
 	}

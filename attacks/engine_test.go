@@ -77,7 +77,7 @@ func TestBurstRecordsEveryRequest(t *testing.T) {
 		ids[e.ID] = true
 		require.LessOrEqual(t, e.Sent, e.Recv)
 		require.Equal(t, "free", e.Tier)
-		require.Contains(t, e.Key, "free-a-")
+		require.Regexp(t, `^free-[0-9a-f]{6}-a$`, e.Key, "the run id follows the tier prefix")
 	}
 }
 

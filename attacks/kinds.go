@@ -3,14 +3,12 @@ package attacks
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -39,7 +37,6 @@ const (
 // times. Every attempt is an event whose Intended is when the client meant
 // to send it. With Duration set, no attempt is planned after the phase's end.
 func (e *Engine) retry(ctx context.Context, ph *Phase) (*history.Phase, error) {
-	key := e.Key(ph.Key)
 	n := e.share(ph.Requests)
 	retries := ph.Retries
 	if retries == 0 {
@@ -67,7 +64,9 @@ func (e *Engine) retry(ctx context.Context, ph *Phase) (*history.Phase, error) {
 				if ctx.Err() != nil || !e.reserve(1) {
 					return
 				}
-				ev := e.do(ctx, &req{key: key, sendKey: key, inst: e.pickInstance(ph, c), phase: ph.Name, intended: intended})
+				r := e.newReq(ph, ph.Key, e.pickInstance(ph, c))
+				r.intended = intended
+				ev := e.do(ctx, r)
 				attempts.Add(1)
 				if ev.Sent-intended > int64(e.o.LateTolerance) {
 					late.Add(1)
@@ -75,7 +74,7 @@ func (e *Engine) retry(ctx context.Context, ph *Phase) (*history.Phase, error) {
 				if e.classify(ev) != policy.ClassRejected && !e.o.Policy.Statuses.Closed.Has(ev.Status) {
 					return
 				}
-				wait, ok := parseRetryAfter(ev.RetryAfter, e.wall(ev.Recv))
+				wait, ok := retryAdvice(ev.RetryAfter, e.wall(ev.Recv))
 				if !ok {
 					wait = min(100*time.Millisecond<<a, 5*time.Second)
 				}
@@ -99,10 +98,9 @@ func (e *Engine) retry(ctx context.Context, ph *Phase) (*history.Phase, error) {
 // Instances). Without Concurrency they leave together as one burst; with it,
 // that many clients send back to back until all are sent.
 func (e *Engine) spread(ctx context.Context, ph *Phase) (*history.Phase, error) {
-	key := e.Key(ph.Key)
 	n := e.share(ph.Requests)
 	if ph.Concurrency == 0 {
-		return e.burst(ctx, ph, key, n, -1)
+		return e.burst(ctx, ph, ph.Key, n, -1)
 	}
 	start := e.off()
 	var next, sent, late atomic.Int64
@@ -117,7 +115,9 @@ func (e *Engine) spread(ctx context.Context, ph *Phase) (*history.Phase, error) 
 					return
 				}
 				intended := e.off()
-				ev := e.do(ctx, &req{key: key, sendKey: key, inst: e.pickInstance(ph, int(i)), phase: ph.Name, intended: intended})
+				r := e.newReq(ph, ph.Key, e.pickInstance(ph, int(i)))
+				r.intended = intended
+				ev := e.do(ctx, r)
 				sent.Add(1)
 				if ev.Sent-intended > int64(e.o.LateTolerance) {
 					late.Add(1)
@@ -145,7 +145,9 @@ func (e *Engine) probe(ctx context.Context, ph *Phase) (*history.Phase, error) {
 	if ph.At == "" || ph.At == "retry-after" {
 		v, ok := e.lastRejection.Load(key)
 		if !ok {
-			return nil, fmt.Errorf("probe at retry-after: no rejection with a usable Retry-After has been seen for key %s yet (run a phase that exceeds its limit first)", ph.Key)
+			// Nothing to probe is a finding about this run, not a reason to
+			// stop the plan: the phase says why and the plan goes on.
+			return &history.Phase{Start: start, Notes: []string{fmt.Sprintf("probe at retry-after: not sent, no refusal with a usable Retry-After was seen for key %s before this phase", ph.Key)}}, nil
 		}
 		rj := v.(rejection)
 		target = rj.recv + int64(rj.retryAfter)
@@ -156,21 +158,192 @@ func (e *Engine) probe(ctx context.Context, ph *Phase) (*history.Phase, error) {
 		}
 		target = start + int64(d)
 	}
-	if away := time.Duration(target - start); away > e.o.MaxDuration {
-		return nil, fmt.Errorf("probe at %s: the instant is %s away, beyond --max-duration %s", ph.At, away, e.o.MaxDuration)
+	if away := time.Duration(target - start); away > e.o.MaxDuration || (e.o.MaxProbeWait > 0 && away > e.o.MaxProbeWait) {
+		limit, name := e.o.MaxDuration, "--max-duration"
+		if e.o.MaxProbeWait > 0 && e.o.MaxProbeWait < limit {
+			limit, name = e.o.MaxProbeWait, "the probe cap"
+		}
+		return &history.Phase{Start: start, Target: target, Notes: []string{fmt.Sprintf("probe at %s: not sent, the instant is %s away, beyond %s %s", ph.At, fmtAway(away), name, limit)}}, nil
 	}
-	rec, err := e.burst(ctx, ph, key, 1, target)
+	rec, err := e.burst(ctx, ph, ph.Key, 1, target)
 	if rec != nil {
 		rec.Start, rec.Target = start, target
 	}
 	return rec, err
 }
 
-// bypass sends the plain key and then each identity variant of it, one
-// burst per variant, so a limiter that keys on something the client
-// controls shows extra admissions for a variant after the plain key has
-// been drained. Events keep the logical key in Key and name what was sent
-// in Variant.
+// Bypass variants a plan can name. Which are sent follows from the policy's
+// identity declaration (see variantGroups); "path" stands for every path
+// spelling the policy declares the same route.
+var BypassVariants = []string{"xff", "xff-shared", "repeat", "space", "case", "long", "path"}
+
+// variantGroup is one bypass variant: how its requests differ from the
+// plain key's.
+type variantGroup struct {
+	name string
+	// mod changes a request of the key into the variant's (i: its index).
+	mod func(r *req, i int)
+}
+
+// variantGroups derives the variants to send for key from the declared
+// identity: only spellings the declaration says are the SAME key (so an
+// extra admission proves a bypass) — or, for a repeated identity with
+// repeated: rejected and keys beyond max_length with too_long: reject,
+// requests the limiter must refuse. Variants the plan names that the
+// declaration rules out are returned as notes.
+func (e *Engine) variantGroups(ph *Phase, logical, key string, n int) (groups []variantGroup, notes []string, err error) {
+	id := &e.o.Policy.Identity
+	want := ph.Variants
+	if len(want) == 0 {
+		want = BypassVariants
+	}
+	plainHTTP := true
+	for _, b := range e.bases {
+		plainHTTP = plainHTTP && b.scheme == "http"
+	}
+	ips := e.benchmarkIPs(n)
+	for _, v := range want {
+		switch v {
+		case "xff", "xff-shared":
+			if id.TrustsLoopback() {
+				notes = append(notes, v+": not sent, the policy trusts X-Forwarded-For from loopback, so other addresses are other identities")
+				continue
+			}
+			if v == "xff" {
+				groups = append(groups, variantGroup{name: "xff", mod: func(r *req, i int) { r.xff = ips[i%len(ips)]; r.variant = "xff:" + r.xff }})
+			} else {
+				shared := ips[0]
+				groups = append(groups, variantGroup{name: "xff-shared", mod: func(r *req, i int) { r.xff = shared; r.variant = "xff-shared:" + shared }})
+			}
+		case "repeat":
+			spare, ok := e.keys.spare(logical)
+			if !ok {
+				notes = append(notes, "repeat: not sent, the keys file has no spare key of this tier to send beside the real one")
+				continue
+			}
+			vals := []string{key, spare} // the first occurrence counts
+			if id.Repeated == policy.RepeatedLast {
+				vals = []string{spare, key}
+			}
+			groups = append(groups, variantGroup{name: "repeat", mod: func(r *req, i int) {
+				r.send, r.variant = vals, "repeat"
+				if id.Repeated == policy.RepeatedRejected && i%2 == 1 {
+					r.send = []string{spare, key}
+				}
+			}})
+		case "space":
+			if !id.Trimmed() {
+				notes = append(notes, "space: not sent, the policy declares keys untrimmed (trim: false), so \" key \" is another key")
+				continue
+			}
+			if !plainHTTP && id.In != policy.InQuery {
+				return nil, nil, fmt.Errorf("bypass variant space needs plain http:// targets: over https the request goes through net/http, which trims header values, so the spaces would never be sent")
+			}
+			groups = append(groups, variantGroup{name: "space", mod: func(r *req, _ int) { r.send, r.variant = []string{" " + key + " "}, "space" }})
+		case "case":
+			if !id.CaseFolded() {
+				notes = append(notes, "case: not sent, the policy declares keys case-sensitive, so another case is another key")
+				continue
+			}
+			up := strings.ToUpper(key)
+			if up == key {
+				up = strings.ToLower(key)
+			}
+			if up == key {
+				notes = append(notes, "case: not sent, the key has no letters")
+				continue
+			}
+			groups = append(groups, variantGroup{name: "case", mod: func(r *req, _ int) { r.send, r.variant = []string{up}, "case" }})
+		case "long":
+			if id.MaxLength == 0 {
+				notes = append(notes, "long: not sent, the policy declares no identity.max_length")
+				continue
+			}
+			if id.TooLong == policy.TooLongCut && len(key) < id.MaxLength {
+				notes = append(notes, fmt.Sprintf("long: not sent, the key (%d characters) is shorter than max_length %d, so a longer one cut to %d is another key", len(key), id.MaxLength, id.MaxLength))
+				continue
+			}
+			long := key + "-" + strings.Repeat("x", max(1, id.MaxLength+1-len(key)))
+			groups = append(groups, variantGroup{name: "long", mod: func(r *req, _ int) { r.send, r.variant = []string{long}, "long" }})
+		case "path":
+			if len(id.PathVariants) == 0 {
+				notes = append(notes, "path: not sent, the policy declares no identity.path_variants (path spellings counted as the same route)")
+				continue
+			}
+			sh := e.shapes[ph.Name]
+			if sh == nil {
+				sh = e.defShape
+			}
+			full := e.bases[0].requestTarget(sh.path.render(&vars{key: key, tenant: logical, run: e.o.RunID}), e.defPath, nil)
+			for _, pv := range id.PathVariants {
+				p, q := pathVariant(full, pv)
+				name := "path:" + pv
+				groups = append(groups, variantGroup{name: name, mod: func(r *req, _ int) {
+					r.path, r.absPath, r.variant = p, true, name
+					if q != "" {
+						r.query = append(r.query, q)
+					}
+				}})
+			}
+		default:
+			return nil, nil, fmt.Errorf("unknown bypass variant %q", v)
+		}
+	}
+	return groups, notes, nil
+}
+
+// pathVariant spells the request-target full (path and query) as the path
+// variant pv; q is an extra query parameter.
+func pathVariant(full, pv string) (path, q string) {
+	p, query, hasQ := strings.Cut(full, "?")
+	if p == "" {
+		p = "/"
+	}
+	switch pv {
+	case "trailing-slash":
+		if strings.HasSuffix(p, "/") && len(p) > 1 {
+			p = strings.TrimSuffix(p, "/")
+		} else {
+			p += "/"
+		}
+	case "double-slash":
+		p = "/" + p
+	case "case":
+		if up := strings.ToUpper(p); up != p {
+			p = up
+		} else {
+			p = strings.ToLower(p)
+		}
+	case "query":
+		q = "rlverify-variant=1"
+	}
+	if hasQ {
+		p += "?" + query
+	}
+	return p, q
+}
+
+// absTarget is a variant's whole request-target with extra query
+// parameters.
+func absTarget(path string, extra []string) string {
+	if len(extra) == 0 {
+		return path
+	}
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	return path + sep + strings.Join(extra, "&")
+}
+
+// bypass drains the plain key with one burst, then sends one burst per
+// identity variant. Each variant burst interleaves the variant's requests
+// with as many requests of the plain key (the control group), released
+// together over the same instances, so a limiter that oversells any burst
+// (a race, per-instance state) oversells the control as much as the
+// variant, and only a variant that buys quota the control does not get is
+// a bypass. Events keep the key in Key and name the variant in Variant
+// (control requests have none).
 func (e *Engine) bypass(ctx context.Context, ph *Phase) (*history.Phase, error) {
 	key := e.Key(ph.Key)
 	n := ph.Requests
@@ -179,60 +352,18 @@ func (e *Engine) bypass(ctx context.Context, ph *Phase) (*history.Phase, error) 
 		if err != nil {
 			return nil, err
 		}
-		n = int(min(lim.Capacity+DefaultBypassExtra, MaxBurstRequests))
+		n = int(min(lim.Capacity+DefaultBypassExtra, MaxBurstRequests/2))
 	}
 	n = e.share(n)
 	if n == 0 {
 		return &history.Phase{}, nil
 	}
-	for _, v := range ph.Variants {
-		if v != "space" {
-			continue
-		}
-		for _, in := range e.o.Instances {
-			if u, err := url.Parse(in); err != nil || u.Scheme != "http" {
-				return nil, fmt.Errorf("bypass variant space needs plain http:// targets: over https the request goes through net/http, which trims header values, so the spaces would never be sent (%s)", in)
-			}
-		}
+	groups, notes, err := e.variantGroups(ph, ph.Key, key, n)
+	if err != nil {
+		return nil, err
 	}
-	type group struct {
-		variant, sendKey, path string
-		xff                    bool
-	}
-	groups := []group{{sendKey: key}}
-	for _, v := range ph.Variants {
-		switch v {
-		case "case":
-			groups = append(groups, group{variant: "case", sendKey: strings.ToUpper(key)})
-		case "space":
-			groups = append(groups, group{variant: "space", sendKey: " " + key + " "})
-		case "xff":
-			groups = append(groups, group{variant: "xff", sendKey: key, xff: true})
-		case "path":
-			for _, p := range []string{DefaultPath + "/", "/" + DefaultPath} {
-				groups = append(groups, group{variant: "path:" + p, sendKey: key, path: p})
-			}
-		}
-	}
-	ips := e.benchmarkIPs(n)
-	rec := &history.Phase{}
-	for _, g := range groups {
-		if ctx.Err() != nil {
-			break
-		}
-		rs := make([]*req, n)
-		for i := range rs {
-			r := &req{key: key, sendKey: g.sendKey, variant: g.variant, path: g.path, inst: e.pickInstance(ph, i), phase: ph.Name}
-			if g.xff {
-				r.xff = ips[i]
-				r.variant = "xff:" + ips[i]
-			}
-			rs[i] = r
-		}
-		r, err := e.burstOf(ctx, rs, -1)
-		if err != nil {
-			return rec, err
-		}
+	rec := &history.Phase{Notes: notes}
+	merge := func(r *history.Phase) {
 		if rec.Start == 0 {
 			rec.Start = r.Start
 		}
@@ -240,6 +371,29 @@ func (e *Engine) bypass(ctx context.Context, ph *Phase) (*history.Phase, error) 
 		rec.SpreadP50 = max(rec.SpreadP50, r.SpreadP50)
 		rec.SpreadP99 = max(rec.SpreadP99, r.SpreadP99)
 		rec.SpreadMax = max(rec.SpreadMax, r.SpreadMax)
+	}
+	drain, err := e.burst(ctx, ph, ph.Key, n, -1)
+	if err != nil {
+		return rec, err
+	}
+	merge(drain)
+	for _, g := range groups {
+		if ctx.Err() != nil {
+			break
+		}
+		rs := make([]*req, 2*n)
+		for i := 0; i < n; i++ {
+			inst := e.pickInstance(ph, i)
+			control := e.newReq(ph, ph.Key, inst)
+			variant := e.newReq(ph, ph.Key, inst)
+			g.mod(variant, i)
+			rs[2*i], rs[2*i+1] = control, variant
+		}
+		r, err := e.burstOf(ctx, rs, -1)
+		if err != nil {
+			return rec, err
+		}
+		merge(r)
 	}
 	return rec, nil
 }
@@ -267,22 +421,27 @@ func (e *Engine) benchmarkIPs(n int) []string {
 
 // headerEdge discovers the next window edge of key from the target's reset
 // headers: it sends one request (recorded like any other) and reads
-// X-RateLimit-Reset (relative seconds, epoch seconds or an HTTP-date) or
-// else the t= parameter of RateLimit. Whole-second headers place the edge
-// only within a second: a relative reset v means the edge lies in
-// (sent+v-1s, recv+v], and the midpoint of that interval is returned. An
-// edge closer than lead is moved on by whole windows w.
+// X-RateLimit-Reset (in the declared form, or when the policy declares no
+// X-RateLimit-* relative seconds, epoch seconds or an HTTP-date as they
+// look) or else the reset of the RateLimit fields (t=, reset= or
+// RateLimit-Reset, in the declared generation or the one the response
+// uses). Whole-second headers place the edge only within a second: a
+// relative reset v means the edge lies in (sent+v-1s, recv+v], and the
+// midpoint of that interval is returned. An edge closer than lead is moved
+// on by whole windows w.
 func (e *Engine) headerEdge(ctx context.Context, ph *Phase, key string, w, lead time.Duration) (int64, error) {
 	if !e.reserve(1) {
 		return 0, fmt.Errorf("align: headers: the request budget (--max-requests) is spent")
 	}
-	ev := e.do(ctx, &req{key: key, sendKey: key, inst: e.pickInstance(ph, 0), phase: ph.Name, intended: e.off()})
+	r := e.newReq(ph, ph.Key, e.pickInstance(ph, 0))
+	r.intended = e.off()
+	ev := e.do(ctx, r)
 	if ev.Status == 0 {
 		return 0, fmt.Errorf("align: headers: the discovery request failed: %s", ev.Err)
 	}
-	edge, ok := resetEdge(ev, e.start)
+	edge, ok := resetEdge(ev, e.start, e.o.Policy)
 	if !ok {
-		return 0, fmt.Errorf("align: headers: the response (status %d) carries no usable X-RateLimit-Reset or RateLimit t= (X-RateLimit-Reset %q, RateLimit %q); use align: epoch", ev.Status, ev.XReset, ev.RateLimit)
+		return 0, fmt.Errorf("align: headers: the response (status %d) carries no usable X-RateLimit-Reset or RateLimit reset (t=, reset=, RateLimit-Reset) (X-RateLimit-Reset %q, RateLimit %q, RateLimit-Reset %q); use align: epoch", ev.Status, ev.XReset, ev.RateLimit, ev.RLReset)
 	}
 	if now := e.off() + int64(lead); edge < now && w > 0 {
 		k := (now - edge + int64(w) - 1) / int64(w)
@@ -292,38 +451,31 @@ func (e *Engine) headerEdge(ctx context.Context, ph *Phase, key string, w, lead 
 }
 
 // resetEdge computes the window edge a response's reset headers point at,
-// as an offset from start; see headerEdge.
-func resetEdge(ev *history.Event, start time.Time) (int64, bool) {
+// as an offset from start, reading them as p declares; see headerEdge.
+func resetEdge(ev *history.Event, start time.Time, p *policy.Policy) (int64, bool) {
 	mid := (ev.Sent + ev.Recv) / 2
 	half := int64(500 * time.Millisecond)
-	if v := strings.TrimSpace(ev.XReset); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-			if n > 1_000_000_000 { // epoch seconds
-				return time.Unix(n, 0).Sub(start).Nanoseconds() - half, true
-			}
-			return mid + n*int64(time.Second) - half, true
+	f := fieldsOf(ev)
+	if f.XReset != "" {
+		form := headers.ResetGuess
+		if p.Headers.XRateLimit {
+			form = headers.ResetForm(p.Headers.XReset)
 		}
-		if t, err := http.ParseTime(v); err == nil {
-			return t.Sub(start).Nanoseconds() - half, true
+		if r, err := headers.ParseXReset(f.XReset, form); err == nil {
+			if r.Absolute() {
+				return r.At.Sub(start).Nanoseconds() - half, true
+			}
+			return mid + r.Delta*int64(time.Second) - half, true
 		}
 	}
-	if t, ok := rateLimitT(ev.RateLimit); ok {
-		return mid + t*int64(time.Second) - half, true
+	gen := headers.Generation(p.Headers.RateLimit)
+	if gen == headers.None {
+		gen = headers.Detect(f)
+	}
+	if o := headers.Read(gen, f); o.Reset.Valid() {
+		return mid + o.Reset.N*int64(time.Second) - half, true
 	}
 	return 0, false
 }
 
-// rateLimitT returns the t= (seconds until reset) parameter of the first
-// item of a RateLimit header (draft-ietf-httpapi-ratelimit-headers), e.g.
-// `"free";r=9;t=2`.
-func rateLimitT(h string) (int64, bool) {
-	item, _, _ := strings.Cut(h, ",")
-	for _, p := range strings.Split(item, ";") {
-		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
-		if ok && k == "t" {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n, err == nil && n >= 0
-		}
-	}
-	return 0, false
-}
+func fmtAway(d time.Duration) string { return d.Round(time.Millisecond).String() }

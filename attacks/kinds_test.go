@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
 )
 
 // limitTarget is a test server with a simple per-key counting limiter:
@@ -31,8 +32,9 @@ type limitTarget struct {
 	srv    *httptest.Server
 	allow  int
 	period time.Duration
-	// headers: "x" sends X-RateLimit-Reset, "ratelimit" only RateLimit t=,
-	// "" neither.
+	// headers: "x" sends X-RateLimit-Reset in delta seconds, "epoch" in
+	// Unix seconds, "ratelimit" only RateLimit t=, "dictionary" only
+	// RateLimit reset=, "split" only RateLimit-Reset, "" none.
 	headers string
 
 	mu     sync.Mutex
@@ -71,8 +73,14 @@ func (lt *limitTarget) serve(w http.ResponseWriter, r *http.Request) {
 	switch lt.headers {
 	case "x":
 		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	case "epoch":
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(end.Unix(), 10))
 	case "ratelimit":
 		w.Header().Set("RateLimit", fmt.Sprintf(`"free";r=%d;t=%d`, max(lt.allow-c, 0), reset))
+	case "dictionary":
+		w.Header().Set("RateLimit", fmt.Sprintf(`limit=%d, remaining=%d, reset=%d`, lt.allow, max(lt.allow-c, 0), reset))
+	case "split":
+		w.Header().Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
 	}
 	if c > lt.allow {
 		w.Header().Set("Retry-After", strconv.FormatInt(reset, 10))
@@ -169,7 +177,7 @@ phases:
 	var admitted, rejected int
 	var retries []history.Event
 	for _, e := range evs {
-		require.Equal(t, "free-r-t", e.Key)
+		require.Equal(t, "free-t-r", e.Key)
 		switch e.Status {
 		case 200:
 			admitted++
@@ -230,7 +238,7 @@ func TestRetryStopsAfterRetriesAndDuration(t *testing.T) {
 	}
 }
 
-func TestParseRetryAfter(t *testing.T) {
+func TestRetryAdvice(t *testing.T) {
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		in   string
@@ -240,13 +248,13 @@ func TestParseRetryAfter(t *testing.T) {
 		{"3", 3 * time.Second, true},
 		{"0", 0, true},
 		{"Sat, 01 Mar 2025 12:00:05 GMT", 5 * time.Second, true},
-		{"Sat, 01 Mar 2025 11:59:00 GMT", 0, true},
+		{"Sat, 01 Mar 2025 11:59:00 GMT", 0, true}, // in the past: at once
 		{"-1", 0, false},
 		{"1.5", 0, false},
 		{"soon", 0, false},
 		{"", 0, false},
 	} {
-		got, ok := parseRetryAfter(tc.in, now)
+		got, ok := retryAdvice(tc.in, now)
 		require.Equal(t, tc.ok, ok, tc.in)
 		require.Equal(t, tc.want, got, tc.in)
 	}
@@ -299,12 +307,15 @@ phases:
 	require.InDelta(t, float64(lrec.Target), float64(later[0].Sent), float64(100*time.Millisecond))
 }
 
-func TestProbeWithoutRejectionIsAClearError(t *testing.T) {
+func TestProbeWithNothingToProbeSaysWhyAndThePlanGoesOn(t *testing.T) {
 	lt := newLimitTarget(t, 100, time.Second, "")
-	_, sum, err := runPlan(t, context.Background(), "name: p\nphases:\n  - kind: burst\n    key: free-p\n    requests: 2\n  - kind: probe\n    key: free-p\n", Options{Instances: []string{lt.srv.URL}})
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "no rejection with a usable Retry-After has been seen for key free-p")
-	require.True(t, sum.Interrupted)
+	h, sum, err := runPlan(t, context.Background(), "name: p\nphases:\n  - kind: burst\n    key: free-p\n    requests: 2\n  - name: probe\n    kind: probe\n    key: free-p\n  - name: after\n    kind: burst\n    key: free-p\n    requests: 3\n  - name: far\n    kind: probe\n    key: free-p\n    at: 1h\n", Options{Instances: []string{lt.srv.URL}, MaxProbeWait: time.Minute})
+	require.NoError(t, err)
+	require.False(t, sum.Interrupted)
+	require.Empty(t, phaseEvents(h, "probe"))
+	require.Contains(t, strings.Join(phaseRecord(t, h, "probe").Notes, " "), "no refusal with a usable Retry-After was seen for key free-p")
+	require.Len(t, phaseEvents(h, "after"), 3, "the plan goes on")
+	require.Contains(t, strings.Join(phaseRecord(t, h, "far").Notes, " "), "beyond the probe cap 1m0s")
 }
 
 func TestSpreadOverInstances(t *testing.T) {
@@ -375,16 +386,22 @@ phases:
     kind: bypass
     key: free-b
     requests: 4
-`, Options{Instances: []string{lt.srv.URL}, RunID: "t1", Seed: 3})
+    variants: [xff, case, space, path]
+`, Options{Instances: []string{lt.srv.URL}, RunID: "t1", Seed: 3, DefaultPath: DefaultPath})
 	require.NoError(t, err)
 	evs := phaseEvents(h, "bp")
-	require.Len(t, evs, 4*6, "plain, xff, case, space and two paths")
+	// A drain of 4, then per variant group 4 control requests of the plain
+	// key interleaved with 4 of the variant: xff, case, space, two paths.
+	require.Len(t, evs, 4+5*8)
 	byVariant := map[string]int{}
 	var xffs []string
-	for _, e := range evs {
-		require.Equal(t, "free-b-t1", e.Key, "Key is the logical key")
+	for i, e := range evs {
+		require.Equal(t, "free-t1-b", e.Key, "Key is the key, whatever the variant sent")
 		require.Equal(t, "free", e.Tier)
 		require.Equal(t, 200, e.Status)
+		if i >= 4 && (i-4)%2 == 0 {
+			require.Empty(t, e.Variant, "control and variant requests alternate")
+		}
 		v := e.Variant
 		if strings.HasPrefix(v, "xff:") {
 			ip := net.ParseIP(strings.TrimPrefix(v, "xff:"))
@@ -396,13 +413,13 @@ phases:
 		}
 		byVariant[v]++
 	}
-	require.Equal(t, map[string]int{"": 4, "xff": 4, "case": 4, "space": 4, "path:/api/": 4, "path://api": 4}, byVariant)
+	require.Equal(t, map[string]int{"": 24, "xff": 4, "case": 4, "space": 4, "path:trailing-slash": 4, "path:double-slash": 4}, byVariant)
 	sort.Strings(xffs)
 	require.Len(t, xffs, 4)
 	for i := 1; i < len(xffs); i++ {
 		require.NotEqual(t, xffs[i-1], xffs[i], "X-Forwarded-For values are distinct")
 	}
-	require.Equal(t, int64(24), phaseRecord(t, h, "bp").Requests)
+	require.Equal(t, int64(44), phaseRecord(t, h, "bp").Requests)
 
 	// What went on the wire, byte for byte.
 	keys := map[string]int{}
@@ -422,25 +439,107 @@ phases:
 			paths[m[1]]++
 		}
 	}
-	require.Equal(t, map[string]int{"free-b-t1": 16, "FREE-B-T1": 4, " free-b-t1 ": 4}, keys)
-	require.Equal(t, map[string]int{"/api": 16, "/api/": 4, "//api": 4}, paths)
+	require.Equal(t, map[string]int{"free-t1-b": 36, "FREE-T1-B": 4, " free-t1-b ": 4}, keys)
+	require.Equal(t, map[string]int{"/api": 36, "/api/": 4, "//api": 4}, paths)
 	sort.Strings(wireXFF)
 	require.Equal(t, xffs, wireXFF)
+}
+
+func TestBypassVariantsFollowTheDeclaredIdentity(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		identity string
+		want     map[string]int
+		notes    []string
+	}{
+		{"reference service", "", map[string]int{"": 4 + 8*4, "xff": 4, "xff-shared": 4, "repeat": 4, "space": 4, "case": 4, "long": 4,
+			"path:trailing-slash": 4, "path:double-slash": 4}, nil},
+		{"opaque keys behind a trusted proxy", `identity:
+  case_sensitive: true
+  trim: false
+  trusted_proxies: [127.0.0.0/8]
+`, map[string]int{"": 4 + 4, "repeat": 4}, []string{"xff: not sent", "xff-shared: not sent", "space: not sent", "case: not sent", "long: not sent", "path: not sent"}},
+		{"keys cut at 12 characters", `identity:
+  max_length: 12
+  too_long: cut
+`, map[string]int{"": 4 + 5*4, "xff": 4, "xff-shared": 4, "repeat": 4, "space": 4, "long": 4}, []string{"case: not sent", "path: not sent"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lt := newLimitTarget(t, 1000, time.Hour, "")
+			pol := policy.Default()
+			if tc.identity != "" {
+				var err error
+				pol, err = policy.Parse("p.yaml", []byte("name: p\ntiers:\n  - name: free\n    key_prefix: free-\n    limits: [{capacity: 10, rate: 5/s}]\nheaders: {retry_after: true}\n"+tc.identity))
+				require.NoError(t, err)
+			}
+			h, _, err := runPlan(t, context.Background(), "name: b\nphases:\n  - name: bp\n    kind: bypass\n    key: free-bypass\n    requests: 4\n",
+				Options{Instances: []string{lt.srv.URL}, RunID: "t1", Policy: pol})
+			require.NoError(t, err)
+			byVariant := map[string]int{}
+			for _, e := range phaseEvents(h, "bp") {
+				v, _, _ := strings.Cut(e.Variant, ":")
+				if v == "path" {
+					v = e.Variant
+				}
+				byVariant[v]++
+			}
+			require.Equal(t, tc.want, byVariant)
+			notes := strings.Join(phaseRecord(t, h, "bp").Notes, "\n")
+			for _, n := range tc.notes {
+				require.Contains(t, notes, n)
+			}
+		})
+	}
+}
+
+func TestBypassRepeatAndLongOnTheWire(t *testing.T) {
+	lt := newLimitTarget(t, 1000, time.Hour, "")
+	_, _, err := runPlan(t, context.Background(), "name: b\nphases:\n  - name: bp\n    kind: bypass\n    key: free-b\n    requests: 2\n    variants: [repeat, long]\n",
+		Options{Instances: []string{lt.srv.URL}, RunID: "t1"})
+	require.NoError(t, err)
+	var repeated, long int
+	for _, raw := range lt.rawRequests() {
+		ks := keyLine.FindAllStringSubmatch(raw, -1)
+		switch {
+		case len(ks) == 2:
+			repeated++
+			require.Equal(t, "free-t1-b", ks[0][1], "the occurrence that counts (first) is the real key")
+			require.Equal(t, "free-t1-b-spare", ks[1][1])
+		case len(ks) == 1 && len(ks[0][1]) > 200:
+			long++
+			require.True(t, strings.HasPrefix(ks[0][1], "free-t1-b-x"))
+		}
+	}
+	require.Equal(t, 2, repeated)
+	require.Equal(t, 2, long)
 }
 
 func TestBypassDefaultsToCapacityPlusFive(t *testing.T) {
 	lt := newLimitTarget(t, 1000, time.Hour, "")
 	h, _, err := runPlan(t, context.Background(), "name: b\nphases:\n  - name: bp\n    kind: bypass\n    key: free-b\n    variants: [case]\n", Options{Instances: []string{lt.srv.URL}})
 	require.NoError(t, err)
-	// The default policy's free tier has K=10: 15 plain and 15 upper-case.
-	require.Len(t, phaseEvents(h, "bp"), 30)
+	// The default policy's free tier has K=10: 15 to drain, then 15 plain
+	// (the control) interleaved with 15 upper-case.
+	require.Len(t, phaseEvents(h, "bp"), 45)
 }
 
 func TestBoundaryAlignedByHeaders(t *testing.T) {
-	for _, headers := range []string{"x", "ratelimit"} {
-		t.Run(headers, func(t *testing.T) {
+	for _, tc := range []struct {
+		headers string
+		gen     policy.RateLimitHeaders
+		xreset  string
+	}{
+		{"x", policy.RateLimitStructured, "relative"},
+		{"epoch", policy.RateLimitNone, "epoch"},
+		{"ratelimit", policy.RateLimitStructured, "relative"},
+		{"dictionary", policy.RateLimitDictionary, "relative"},
+		{"split", policy.RateLimitSplit, "relative"},
+	} {
+		t.Run(tc.headers, func(t *testing.T) {
+			p := policy.Default()
+			p.Headers.RateLimit, p.Headers.XReset = tc.gen, tc.xreset
 			// Epoch-aligned 2s windows, as the default policy's free tier (W=2s).
-			lt := newLimitTarget(t, 1000, 2*time.Second, headers)
+			lt := newLimitTarget(t, 1000, 2*time.Second, tc.headers)
 			h, _, err := runPlan(t, context.Background(), `name: b
 phases:
   - name: edge
@@ -450,7 +549,7 @@ phases:
     align: headers
     before: 100ms
     after: 100ms
-`, Options{Instances: []string{lt.srv.URL}})
+`, Options{Instances: []string{lt.srv.URL}, Policy: p})
 			require.NoError(t, err)
 			rec := phaseRecord(t, h, "edge")
 			evs := phaseEvents(h, "edge")
@@ -465,6 +564,9 @@ phases:
 			}
 			require.Less(t, off.Abs(), 520*time.Millisecond, "edge estimate %s is off by %s", edge, off)
 			require.Greater(t, rec.Target, evs[0].Recv+int64(edgeLead), "far enough ahead to prepare the bursts")
+			if tc.headers != "x" && tc.headers != "ratelimit" {
+				return // the aim does not depend on the header form: judged on two of them
+			}
 			require.Less(t, time.Duration(rec.AimError).Abs(), 100*time.Millisecond)
 			for _, e := range evs[1:6] {
 				require.InDelta(t, float64(rec.Target-int64(100*time.Millisecond)), float64(e.Sent), float64(100*time.Millisecond))
@@ -477,34 +579,59 @@ func TestBoundaryHeadersMissingIsAnError(t *testing.T) {
 	lt := newLimitTarget(t, 1000, 2*time.Second, "")
 	_, _, err := runPlan(t, context.Background(), "name: b\nphases:\n  - kind: boundary\n    key: free-e\n    requests: 2\n    align: headers\n", Options{Instances: []string{lt.srv.URL}})
 	require.Error(t, err)
-	require.Contains(t, err.Error(), "no usable X-RateLimit-Reset or RateLimit t=")
+	require.Contains(t, err.Error(), "no usable X-RateLimit-Reset or RateLimit reset")
 }
 
 func TestResetEdgeForms(t *testing.T) {
 	start := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	sec := int64(time.Second)
-	ev := &history.Event{Sent: 10 * sec, Recv: 10*sec + 2_000_000}
 	mid := 10*sec + 1_000_000
+	epoch := strconv.FormatInt(start.Unix()+20, 10)
+	date := start.Add(30 * time.Second).Format(http.TimeFormat)
+	// declare sets the policy's header declaration: the generation, and
+	// the X-RateLimit-Reset form ("" when X-RateLimit-* is not declared).
+	declare := func(gen policy.RateLimitHeaders, form string) *policy.Policy {
+		p := policy.Default()
+		p.Headers.RateLimit, p.Headers.XRateLimit, p.Headers.XReset = gen, form != "", form
+		return p
+	}
+	none := declare(policy.RateLimitNone, "")
 	for _, tc := range []struct {
-		x, rl string
-		want  int64
-		ok    bool
+		name string
+		p    *policy.Policy
+		e    history.Event
+		want int64
+		ok   bool
 	}{
-		{"3", "", mid + 3*sec - sec/2, true},
-		{"", `"free";r=0;t=2`, mid + 2*sec - sec/2, true},
-		{"", `"free";r=0;t=2, "day";r=5;t=100`, mid + 2*sec - sec/2, true},
-		{strconv.FormatInt(start.Unix()+20, 10), "", 20*sec - sec/2, true},
-		{start.Add(30 * time.Second).Format(http.TimeFormat), "", 30*sec - sec/2, true},
-		{"soon", "", 0, false},
-		{"", `"free";r=0`, 0, false},
+		{"relative, guessed", none, history.Event{XReset: "3"}, mid + 3*sec - sec/2, true},
+		{"epoch, guessed", none, history.Event{XReset: epoch}, 20*sec - sec/2, true},
+		{"date, guessed", none, history.Event{XReset: date}, 30*sec - sec/2, true},
+		{"relative, declared", declare(policy.RateLimitNone, "relative"), history.Event{XReset: "3"}, mid + 3*sec - sec/2, true},
+		{"epoch, declared", declare(policy.RateLimitNone, "epoch"), history.Event{XReset: epoch}, 20*sec - sec/2, true},
+		{"small epoch, declared", declare(policy.RateLimitNone, "epoch"), history.Event{XReset: strconv.FormatInt(start.Unix()+2, 10)}, 2*sec - sec/2, true},
+		{"date, declared", declare(policy.RateLimitNone, "date"), history.Event{XReset: date}, 30*sec - sec/2, true},
+		{"date, declared relative", declare(policy.RateLimitNone, "relative"), history.Event{XReset: date}, 0, false},
+		{"soon", none, history.Event{XReset: "soon"}, 0, false},
+		{"structured", none, history.Event{RateLimit: `"free";r=0;t=2`}, mid + 2*sec - sec/2, true},
+		{"structured, two items", declare(policy.RateLimitStructured, ""), history.Event{RateLimit: `"free";r=0;t=2, "day";r=5;t=100`}, mid + 2*sec - sec/2, true},
+		{"structured without t", none, history.Event{RateLimit: `"free";r=0`}, 0, false},
+		{"dictionary", none, history.Event{RateLimit: `limit=10, remaining=0, reset=4`}, mid + 4*sec - sec/2, true},
+		{"dictionary, declared", declare(policy.RateLimitDictionary, ""), history.Event{RateLimit: `limit=10, remaining=0, reset=4`}, mid + 4*sec - sec/2, true},
+		{"split", none, history.Event{RLLimit: "10", RLRemaining: "0", RLReset: "5"}, mid + 5*sec - sec/2, true},
+		{"split, declared", declare(policy.RateLimitSplit, ""), history.Event{RLReset: "5"}, mid + 5*sec - sec/2, true},
+		{"split declared, structured sent", declare(policy.RateLimitSplit, ""), history.Event{RateLimit: `"free";r=0;t=2`}, 0, false},
+		{"X-RateLimit-Reset first", none, history.Event{XReset: "3", RateLimit: `"free";r=0;t=2`}, mid + 3*sec - sec/2, true},
+		{"bad X-RateLimit-Reset, then RateLimit", none, history.Event{XReset: "x", RateLimit: `"free";r=0;t=2`}, mid + 2*sec - sec/2, true},
 	} {
-		e := *ev
-		e.XReset, e.RateLimit = tc.x, tc.rl
-		got, ok := resetEdge(&e, start)
-		require.Equal(t, tc.ok, ok, "%q %q", tc.x, tc.rl)
-		if ok {
-			require.Equal(t, tc.want, got, "%q %q", tc.x, tc.rl)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.e
+			e.Sent, e.Recv = 10*sec, 10*sec+2_000_000
+			got, ok := resetEdge(&e, start, tc.p)
+			require.Equal(t, tc.ok, ok)
+			if ok {
+				require.Equal(t, tc.want, got)
+			}
+		})
 	}
 }
 

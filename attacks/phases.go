@@ -12,6 +12,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
 )
 
 // runPhase runs one phase and returns its record.
@@ -21,18 +22,30 @@ func (e *Engine) runPhase(ctx context.Context, ph *Phase) (*history.Phase, error
 	var err error
 	switch ph.Kind {
 	case KindBurst:
-		n := e.share(ph.Requests)
-		rec, err = e.burst(ctx, ph, e.Key(ph.Key), n, -1)
+		n := ph.Requests
+		if n == 0 {
+			// Default: enough to drain the key whatever its quota.
+			lim, lerr := e.limitFor(e.Key(ph.Key))
+			if lerr != nil {
+				return nil, lerr
+			}
+			n = int(min(2*lim.Count+DefaultBypassExtra, MaxBurstRequests))
+		}
+		rec, err = e.burst(ctx, ph, ph.Key, e.share(n), -1)
 	case KindBoundary:
 		rec, err = e.boundary(ctx, ph)
 	case KindIdle:
 		rec, err = e.idle(ctx, ph)
 	case KindRate:
-		rec, err = e.rate(ctx, ph, []weighted{{key: e.Key(ph.Key), w: 1}})
+		rec, err = e.rate(ctx, ph, []weighted{{tenant: ph.Key, key: e.Key(ph.Key), w: 1}})
 	case KindTenants:
 		ws := make([]weighted, len(ph.Tenants))
 		for i, t := range ph.Tenants {
-			ws[i] = weighted{key: e.Key(t.Key), w: t.Weight}
+			key := e.Key(t.Key)
+			if t.Long {
+				key = e.longKey(t.Key)
+			}
+			ws[i] = weighted{tenant: t.Key, key: key, w: t.Weight}
 		}
 		rec, err = e.rate(ctx, ph, ws)
 	case KindFault:
@@ -45,6 +58,8 @@ func (e *Engine) runPhase(ctx context.Context, ph *Phase) (*history.Phase, error
 		rec, err = e.probe(ctx, ph)
 	case KindBypass:
 		rec, err = e.bypass(ctx, ph)
+	case KindCalibrate:
+		rec, err = e.calibrate(ctx, ph)
 	default:
 		err = fmt.Errorf("phase kind %s is not supported by this engine", ph.Kind)
 	}
@@ -81,13 +96,13 @@ func (e *Engine) warm(ctx context.Context, insts map[int]int) {
 	wg.Wait()
 }
 
-// burst sends n requests for key released together at offset at (a
-// negative at: as soon as everything is ready), by last-byte
+// burst sends n requests for the logical key tenant released together at
+// offset at (a negative at: as soon as everything is ready), by last-byte
 // synchronisation on plain HTTP and through a barrier otherwise.
-func (e *Engine) burst(ctx context.Context, ph *Phase, key string, n int, at int64) (*history.Phase, error) {
+func (e *Engine) burst(ctx context.Context, ph *Phase, tenant string, n int, at int64) (*history.Phase, error) {
 	rs := make([]*req, max(n, 0))
 	for i := range rs {
-		rs[i] = &req{key: key, sendKey: key, inst: e.pickInstance(ph, i), phase: ph.Name}
+		rs[i] = e.newReq(ph, tenant, e.pickInstance(ph, i))
 	}
 	return e.burstOf(ctx, rs, at)
 }
@@ -145,11 +160,11 @@ func (e *Engine) clientBurst(ctx context.Context, rs []*req, per map[int]int, at
 	}
 	ps := make([]prepared, n)
 	for i, r := range rs {
-		hr, err := e.build(ctx, r)
+		ev, hr, err := e.build(ctx, r)
 		if err != nil {
 			return nil, 0, err
 		}
-		ps[i] = prepared{hr: hr, ev: e.newEvent(r)}
+		ps[i] = prepared{hr: hr, ev: ev}
 	}
 	gate := make(chan struct{})
 	var ready, done sync.WaitGroup
@@ -240,11 +255,11 @@ func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error
 	if away := time.Duration(edge - e.off()); away > e.o.MaxDuration {
 		return nil, fmt.Errorf("the next %s window edge is %s away, beyond --max-duration", w, away)
 	}
-	r1, err := e.burst(ctx, ph, key, n, edge-int64(before))
+	r1, err := e.burst(ctx, ph, ph.Key, n, edge-int64(before))
 	if err != nil || ctx.Err() != nil {
 		return r1, err
 	}
-	r2, err := e.burst(ctx, ph, key, n, edge+int64(after))
+	r2, err := e.burst(ctx, ph, ph.Key, n, edge+int64(after))
 	rec := &history.Phase{
 		Start: r1.Start, Requests: r1.Requests + r2.Requests, Target: edge,
 		SpreadP50: max(r1.SpreadP50, r2.SpreadP50), SpreadP99: max(r1.SpreadP99, r2.SpreadP99),
@@ -270,7 +285,7 @@ func (e *Engine) idle(ctx context.Context, ph *Phase) (*history.Phase, error) {
 	if ph.Until == "full" {
 		var worst time.Duration
 		e.keysUsed.Range(func(k, _ any) bool {
-			if t, ok := e.o.Policy.TierFor(k.(string)); ok {
+			if t, ok := e.tierOf(k.(string)); ok {
 				for _, l := range t.Limits {
 					worst = max(worst, l.W())
 				}
@@ -278,7 +293,7 @@ func (e *Engine) idle(ctx context.Context, ph *Phase) (*history.Phase, error) {
 			return true
 		})
 		if ph.Key != "" {
-			if t, ok := e.o.Policy.TierFor(e.Key(ph.Key)); ok {
+			if t, ok := e.tierOf(e.Key(ph.Key)); ok {
 				for _, l := range t.Limits {
 					worst = max(worst, l.W())
 				}
@@ -295,8 +310,9 @@ func (e *Engine) idle(ctx context.Context, ph *Phase) (*history.Phase, error) {
 }
 
 type weighted struct {
-	key string
-	w   float64
+	// tenant is the plan's logical key, key the key sent for it.
+	tenant, key string
+	w           float64
 }
 
 // rate runs an open-model phase: requests leave at the times of vegeta's
@@ -305,7 +321,18 @@ type weighted struct {
 // when one frees up and counts as late; hits the phase had no time for are
 // dropped. Keys are drawn by weight.
 func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history.Phase, error) {
-	r0 := float64(ph.Rate) / float64(e.o.Shards)
+	rate := float64(ph.Rate)
+	if ph.RateX > 0 {
+		lim, err := e.limitFor(keys[0].key)
+		if err != nil {
+			return nil, err
+		}
+		rate = ph.RateX * lim.R()
+		if rate > MaxRate {
+			return nil, fmt.Errorf("rate_x %g of %s is %g/s, beyond %d/s", ph.RateX, policy.FormatRate(lim.R()), rate, MaxRate)
+		}
+	}
+	r0 := rate / float64(e.o.Shards)
 	r1 := float64(ph.RateTo) / float64(e.o.Shards)
 	dur := ph.Duration.D()
 	limit := uint64(0)
@@ -393,16 +420,25 @@ func (e *Engine) fault(ctx context.Context, ph *Phase) (*history.Phase, error) {
 	switch ph.Action {
 	case "inject":
 		param, target := faultParam(ph)
+		began := e.off()
 		if err := e.o.Faults.Inject(ctx, ph.Fault, param); err != nil {
 			return nil, fmt.Errorf("inject %s: %w", ph.Fault, err)
 		}
-		e.openFaults[ph.Fault] = history.Fault{Kind: ph.Fault, Start: e.off(), Param: ph.Param, Target: target}
+		f := history.Fault{Kind: ph.Fault, Start: e.off(), Injecting: began, Param: ph.Param, Target: target}
+		if h, ok := e.lastHook(ph.Fault, "inject"); ok {
+			f.Hooks = append(f.Hooks, h)
+		}
+		e.openFaults[ph.Fault] = f
 	case "clear":
+		began := e.off()
 		if err := e.o.Faults.Clear(ctx, ph.Fault); err != nil {
 			return nil, fmt.Errorf("clear %s: %w", ph.Fault, err)
 		}
 		if f, ok := e.openFaults[ph.Fault]; ok {
-			f.End = e.off()
+			f.End, f.Cleared = began, e.off()
+			if h, ok := e.lastHook(ph.Fault, "clear"); ok {
+				f.Hooks = append(f.Hooks, h)
+			}
 			delete(e.openFaults, ph.Fault)
 			if err := e.o.Writer.WriteFault(f); err != nil {
 				return nil, err
@@ -410,6 +446,17 @@ func (e *Engine) fault(ctx context.Context, ph *Phase) (*history.Phase, error) {
 		}
 	}
 	return &history.Phase{}, nil
+}
+
+// lastHook is the user's command that just injected or cleared kind, when
+// a hook did it.
+func (e *Engine) lastHook(kind, action string) (history.FaultHook, bool) {
+	if h, ok := e.o.Faults.(interface {
+		LastHook(kind, action string) (history.FaultHook, bool)
+	}); ok {
+		return h.LastHook(kind, action)
+	}
+	return history.FaultHook{}, false
 }
 
 // faultParam is the param handed to the fault injector and the target

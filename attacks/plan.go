@@ -11,8 +11,11 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,7 +46,10 @@ type Plan struct {
 	// Checks limits which checks judge the run (empty: all that apply).
 	Checks []string `yaml:"checks,omitempty"`
 	Seed   int64    `yaml:"seed,omitempty"`
-	Phases []Phase  `yaml:"phases"`
+	// Request shapes every request of the plan (method, path, headers,
+	// body); a phase's own request overrides it field by field.
+	Request Request `yaml:"request,omitempty"`
+	Phases  []Phase `yaml:"phases"`
 
 	// Source is the file or "builtin:NAME".
 	Source string `yaml:"-"`
@@ -94,12 +100,26 @@ type Phase struct {
 	Action string `yaml:"action,omitempty"`
 	Fault  string `yaml:"fault,omitempty"`
 	Param  string `yaml:"param,omitempty"`
+	// Request shapes this phase's requests over the plan's request.
+	Request *Request `yaml:"request,omitempty"`
+	// RateX is the rate as a multiple of the key's tier rate (rate and
+	// tenants phases; instead of rate), so one plan overloads any policy.
+	RateX float64 `yaml:"rate_x,omitempty"`
+	// Tokens and Margin of a calibrate phase: how many token due times to
+	// probe (default 3), and how far before and after each (a fraction of
+	// the due time, default 0.05).
+	Tokens int     `yaml:"tokens,omitempty"`
+	Margin float64 `yaml:"margin,omitempty"`
 }
 
 // Tenant is one key of a tenants phase with its share of the requests.
 type Tenant struct {
 	Key    string  `yaml:"key"`
 	Weight float64 `yaml:"weight"`
+	// Long pads the generated key to the policy's identity.max_length (128
+	// when none is declared) with zeros after the run tag, so long keys that
+	// differ only at their end are tried.
+	Long bool `yaml:"long,omitempty"`
 }
 
 // Phase kinds.
@@ -114,6 +134,10 @@ const (
 	KindProbe    = "probe"
 	KindBypass   = "bypass"
 	KindFault    = "fault"
+	// KindCalibrate measures the limiter's real capacity and refill: from a
+	// full bucket a burst of K+1, then probes just before and just after each
+	// of the next tokens' due times.
+	KindCalibrate = "calibrate"
 )
 
 // Limits that keep every plan bounded.
@@ -235,14 +259,27 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 			return doc.Errorf(at, "unknown need %q (want redis, faults, instances>=N)", n)
 		}
 	}
+	if _, field, err := p.Request.compile(p.dir()); err != nil {
+		return doc.Errorf("request."+field, "%v", err)
+	}
+	names := map[string]bool{}
 	for i := range p.Phases {
 		ph := &p.Phases[i]
 		at := fmt.Sprintf("phases.%d", i)
 		if ph.Name == "" {
 			ph.Name = fmt.Sprintf("%d-%s", i+1, ph.Kind)
 		}
+		if names[ph.Name] {
+			return doc.Errorf(at+".name", "phase name %q is used twice", ph.Name)
+		}
+		names[ph.Name] = true
 		if err := ph.validate(doc, at); err != nil {
 			return err
+		}
+		if ph.Request != nil {
+			if _, field, err := p.Request.merge(*ph.Request).compile(p.dir()); err != nil {
+				return doc.Errorf(at+".request."+field, "%v", err)
+			}
 		}
 		if ph.Kind == KindFault {
 			if !p.needs("faults") {
@@ -278,16 +315,17 @@ func (p *Plan) minInstances() int {
 
 // used lists, per kind, the fields it may set (besides name and kind).
 var used = map[string][]string{
-	KindBurst:    {"key", "requests", "instances", "instance"},
-	KindBoundary: {"key", "requests", "instances", "instance", "before", "after", "align"},
-	KindIdle:     {"duration", "until", "key"},
-	KindRate:     {"key", "rate", "rate_to", "duration", "concurrency", "instances", "instance", "requests"},
-	KindRetry:    {"key", "requests", "retries", "jitter", "instances", "instance", "duration"},
-	KindTenants:  {"tenants", "rate", "duration", "concurrency", "instances", "instance", "requests"},
-	KindSpread:   {"key", "requests", "instances", "instance", "concurrency"},
-	KindProbe:    {"key", "at", "instances", "instance"},
-	KindBypass:   {"key", "requests", "variants", "instances", "instance"},
-	KindFault:    {"action", "fault", "param", "instance"},
+	KindBurst:     {"key", "requests", "instances", "instance", "request"},
+	KindBoundary:  {"key", "requests", "instances", "instance", "before", "after", "align", "request"},
+	KindIdle:      {"duration", "until", "key"},
+	KindRate:      {"key", "rate", "rate_to", "rate_x", "duration", "concurrency", "instances", "instance", "requests", "request"},
+	KindRetry:     {"key", "requests", "retries", "jitter", "instances", "instance", "duration", "request"},
+	KindTenants:   {"tenants", "rate", "rate_x", "duration", "concurrency", "instances", "instance", "requests", "request"},
+	KindSpread:    {"key", "requests", "instances", "instance", "concurrency", "request"},
+	KindProbe:     {"key", "at", "instances", "instance", "request"},
+	KindBypass:    {"key", "requests", "variants", "instances", "instance", "request"},
+	KindFault:     {"action", "fault", "param", "instance"},
+	KindCalibrate: {"key", "tokens", "margin", "instances", "instance", "request"},
 }
 
 func (ph *Phase) set() map[string]bool {
@@ -298,7 +336,8 @@ func (ph *Phase) set() map[string]bool {
 		"before": ph.Before != 0, "after": ph.After != 0, "align": ph.Align != "",
 		"tenants": len(ph.Tenants) > 0, "retries": ph.Retries != 0, "jitter": ph.Jitter != 0,
 		"at": ph.At != "", "variants": len(ph.Variants) > 0, "action": ph.Action != "",
-		"fault": ph.Fault != "", "param": ph.Param != "",
+		"fault": ph.Fault != "", "param": ph.Param != "", "request": ph.Request != nil,
+		"rate_x": ph.RateX != 0, "tokens": ph.Tokens != 0, "margin": ph.Margin != 0,
 	}
 }
 
@@ -347,9 +386,6 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 	}
 	switch ph.Kind {
 	case KindBurst:
-		if ph.Requests == 0 {
-			return doc.Errorf(at+".requests", "a burst needs requests: N")
-		}
 		if ph.Requests > MaxBurstRequests {
 			return doc.Errorf(at+".requests", "%d: a burst holds at most %d requests", ph.Requests, MaxBurstRequests)
 		}
@@ -373,8 +409,11 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 			return doc.Errorf(at+".until", "%q: the only value is full", ph.Until)
 		}
 	case KindRate:
-		if ph.Rate == 0 {
-			return doc.Errorf(at+".rate", "a rate phase needs rate (e.g. rate: 100/s)")
+		if err := ph.validRateX(doc, at); err != nil {
+			return err
+		}
+		if ph.Rate == 0 && ph.RateX == 0 {
+			return doc.Errorf(at+".rate", "a rate phase needs rate (e.g. rate: 100/s) or rate_x (a multiple of the key's tier rate)")
 		}
 		if ph.Duration == 0 && ph.Requests == 0 {
 			return doc.Errorf(at+".duration", "a rate phase needs duration or requests")
@@ -388,8 +427,11 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 				return doc.Errorf(fmt.Sprintf("%s.tenants.%d", at, j), "each tenant needs a key and a positive weight")
 			}
 		}
-		if ph.Rate == 0 {
-			return doc.Errorf(at+".rate", "a tenants phase needs rate (the total over all tenants)")
+		if err := ph.validRateX(doc, at); err != nil {
+			return err
+		}
+		if ph.Rate == 0 && ph.RateX == 0 {
+			return doc.Errorf(at+".rate", "a tenants phase needs rate (the total over all tenants) or rate_x (a multiple of the first tenant's tier rate)")
 		}
 		if ph.Duration == 0 && ph.Requests == 0 {
 			return doc.Errorf(at+".duration", "a tenants phase needs duration or requests")
@@ -414,6 +456,13 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 		if ph.Concurrency == 0 && ph.Requests > MaxBurstRequests {
 			return doc.Errorf(at+".requests", "%d: without concurrency a spread is one burst, which holds at most %d requests", ph.Requests, MaxBurstRequests)
 		}
+	case KindCalibrate:
+		if ph.Tokens < 0 || ph.Tokens > 20 {
+			return doc.Errorf(at+".tokens", "%d: want 1 … 20 (0 means the default, %d)", ph.Tokens, DefaultCalibrateTokens)
+		}
+		if ph.Margin < 0 || ph.Margin >= 0.5 || math.IsNaN(ph.Margin) {
+			return doc.Errorf(at+".margin", "%g: want a fraction in (0, 0.5) (0 means the default, %g)", ph.Margin, DefaultCalibrateMargin)
+		}
 	case KindProbe:
 		if ph.At == "" {
 			ph.At = "retry-after"
@@ -428,15 +477,10 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 		if ph.Requests > MaxBurstRequests {
 			return doc.Errorf(at+".requests", "%d: each variant is one burst, which holds at most %d requests", ph.Requests, MaxBurstRequests)
 		}
-		if len(ph.Variants) == 0 {
-			ph.Variants = []string{"xff", "case", "space", "path"}
-		}
 		seen := map[string]bool{}
 		for j, v := range ph.Variants {
-			switch v {
-			case "xff", "case", "space", "path":
-			default:
-				return doc.Errorf(fmt.Sprintf("%s.variants.%d", at, j), "%q: want xff, case, space or path", v)
+			if !slices.Contains(BypassVariants, v) {
+				return doc.Errorf(fmt.Sprintf("%s.variants.%d", at, j), "%q: want one of %s (leave variants out for every one the policy's identity allows)", v, strings.Join(BypassVariants, ", "))
 			}
 			if seen[v] {
 				return doc.Errorf(fmt.Sprintf("%s.variants.%d", at, j), "%q is listed twice", v)
@@ -483,6 +527,36 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 				return doc.Errorf(at+".instance", "only a clock-skew fault is injected on one instance")
 			}
 		}
+	}
+	return nil
+}
+
+// dir is the folder "@FILE" bodies are relative to ("" for built-ins).
+func (p *Plan) dir() string {
+	if strings.HasPrefix(p.Source, "builtin:") || p.Source == "" {
+		return ""
+	}
+	return filepath.Dir(p.Source)
+}
+
+// PhaseRequest is the request shape of phase ph: the plan's request with
+// the phase's own over it.
+func (p *Plan) PhaseRequest(ph *Phase) Request {
+	if ph.Request == nil {
+		return p.Request
+	}
+	return p.Request.merge(*ph.Request)
+}
+
+func (ph *Phase) validRateX(doc *yamlx.Doc, at string) error {
+	if ph.RateX != 0 && ph.Rate != 0 {
+		return doc.Errorf(at+".rate_x", "give rate or rate_x, not both")
+	}
+	if ph.RateX < 0 || ph.RateX > 1000 || math.IsNaN(ph.RateX) {
+		return doc.Errorf(at+".rate_x", "%g: want a multiple in (0, 1000]", ph.RateX)
+	}
+	if ph.RateTo != 0 && ph.RateX != 0 {
+		return doc.Errorf(at+".rate_to", "a ramp (rate_to) needs rate, not rate_x")
 	}
 	return nil
 }

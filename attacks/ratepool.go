@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,61 +35,58 @@ type pool struct {
 	// raw: plain http:// targets without a caller-supplied client.
 	raw   bool
 	hosts []string
-	// reqs[inst][key] is the request as bytes (raw) or the URL (client).
-	reqs [][][]byte
-	urls []string
+	shape *shape
+	// reqs[inst][key] is the request as bytes (raw), wires the rendered
+	// request (client) and paths its recorded path, unless the shape
+	// differs per request.
+	reqs  [][][]byte
+	wires [][]wireReq
+	paths [][]string
 
 	sentN, late, lastSent atomic.Int64
 }
 
 // newPool prepares the requests of a rate phase.
 func (e *Engine) newPool(ctx context.Context, ph *Phase, keys []weighted) *pool {
-	p := &pool{e: e, ctx: context.WithoutCancel(ctx), ph: ph, keys: keys, raw: e.o.Client == nil}
+	p := &pool{e: e, ctx: context.WithoutCancel(ctx), ph: ph, keys: keys, raw: e.o.Client == nil, shape: e.shapes[ph.Name]}
+	if p.shape == nil {
+		p.shape = e.defShape
+	}
 	for _, k := range keys {
 		p.total += k.w
-		tier := ""
-		if t, ok := e.o.Policy.TierFor(k.key); ok {
-			tier = t.Name
-		}
-		p.tiers = append(p.tiers, tier)
+		p.tiers = append(p.tiers, e.keys.tier(k.key))
 	}
-	p.hosts = make([]string, len(e.o.Instances))
-	p.urls = make([]string, len(e.o.Instances))
-	for i, in := range e.o.Instances {
-		p.urls[i] = in + DefaultPath
-		u, err := url.Parse(in)
-		if err != nil || u.Scheme != "http" {
+	p.hosts = make([]string, len(e.bases))
+	for i, b := range e.bases {
+		if b.scheme != "http" {
 			p.raw = false
+		}
+		p.hosts[i] = b.host
+	}
+	// Requests that are the same every time are rendered once per instance
+	// and key; a shape with {i} is rendered per request.
+	p.reqs = make([][][]byte, len(e.bases))
+	p.paths = make([][]string, len(e.bases))
+	p.wires = make([][]wireReq, len(e.bases))
+	for i := range e.bases {
+		p.reqs[i] = make([][]byte, len(keys))
+		p.paths[i] = make([]string, len(keys))
+		p.wires[i] = make([]wireReq, len(keys))
+		if p.shape.perRequest {
 			continue
 		}
-		p.hosts[i] = u.Host
-	}
-	if p.raw {
-		p.reqs = make([][][]byte, len(e.o.Instances))
-		for i := range p.reqs {
-			p.reqs[i] = make([][]byte, len(keys))
-			for j, k := range keys {
-				p.reqs[i][j] = e.keepAliveRequest(p.hosts[i], k.key)
+		for j, k := range keys {
+			r := &req{key: k.key, tenant: k.tenant, inst: i, phase: ph.Name, shape: p.shape}
+			p.wires[i][j] = e.wire(r)
+			if p.raw {
+				p.reqs[i][j] = p.wires[i][j].raw(p.hosts[i], false)
+			}
+			if path := e.pathOf(r); path != e.plain[i] {
+				p.paths[i][j] = e.recordedPath(r, path)
 			}
 		}
 	}
 	return p
-}
-
-// keepAliveRequest is a GET of DefaultPath for key as HTTP/1.1 bytes on a
-// persistent connection.
-func (e *Engine) keepAliveRequest(host, key string) []byte {
-	var b strings.Builder
-	b.WriteString("GET ")
-	b.WriteString(DefaultPath)
-	b.WriteString(" HTTP/1.1\r\nHost: ")
-	b.WriteString(host)
-	b.WriteString("\r\nUser-Agent: rlverify\r\n")
-	b.WriteString(e.o.Policy.Identity.Header)
-	b.WriteString(": ")
-	b.WriteString(sanitizeHeader(key))
-	b.WriteString("\r\n\r\n")
-	return []byte(b.String())
 }
 
 // schedule paces hits until the pacer stops, dur passes or ctx ends, and
@@ -203,8 +198,20 @@ func (p *pool) work(hits <-chan uint64) {
 		}
 		inst := e.pickInstance(p.ph, int(k))
 		*ev = history.Event{ID: e.newID(), Key: key, Instance: inst, Phase: p.ph.Name, Tier: p.tiers[ki],
-			Intended: p.phaseStart + intendedOffset(k, p.per, p.r0, p.slope)}
+			Intended: p.phaseStart + intendedOffset(k, p.per, p.r0, p.slope), Path: p.paths[inst][ki]}
 		e.sent.Add(1)
+		w, raw := &p.wires[inst][ki], p.reqs[inst][ki]
+		if p.shape.perRequest {
+			r := &req{key: key, tenant: p.keys[ki].tenant, inst: inst, phase: p.ph.Name, shape: p.shape, id: ev.ID}
+			one := e.wire(r)
+			w = &one
+			if p.raw {
+				raw = one.raw(p.hosts[inst], false)
+			}
+			if path := e.pathOf(r); path != e.plain[inst] {
+				ev.Path = e.recordedPath(r, path)
+			}
+		}
 		var resp *http.Response
 		var err error
 		if p.raw {
@@ -212,16 +219,16 @@ func (p *pool) work(hits <-chan uint64) {
 				conns[inst] = &rawConn{addr: p.hosts[inst]}
 			}
 			ev.Sent = e.off()
-			resp, err = conns[inst].roundTrip(p.reqs[inst][ki], e.o.Timeout)
+			resp, err = conns[inst].roundTrip(raw, e.o.Timeout)
 		} else {
 			if hreqs[inst] == nil {
 				hreqs[inst] = make([]*http.Request, len(p.keys))
 			}
+			// A request without a body can be sent again as it is.
 			hr := hreqs[inst][ki]
-			if hr == nil {
-				hr, err = http.NewRequestWithContext(p.ctx, http.MethodGet, p.urls[inst], nil)
-				if err == nil {
-					hr.Header.Set(e.o.Policy.Identity.Header, key)
+			if hr == nil || len(w.body) > 0 || p.shape.perRequest {
+				hr, err = w.http(p.ctx, e.bases[inst])
+				if err == nil && len(w.body) == 0 && !p.shape.perRequest {
 					hreqs[inst][ki] = hr
 				}
 			}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -23,17 +22,22 @@ import (
 // spread over only the few microseconds of that loop. Plain http:// targets
 // only; it returns ok=false to fall back to net/http otherwise.
 func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int64, release int64, ok bool, err error) {
-	hosts := make([]string, len(e.o.Instances))
-	for i, in := range e.o.Instances {
-		u, perr := url.Parse(in)
-		if perr != nil || u.Scheme != "http" {
+	hosts := make([]string, len(e.bases))
+	for i, b := range e.bases {
+		if b.scheme != "http" {
 			return nil, 0, false, nil
 		}
-		hosts[i] = u.Host
+		hosts[i] = b.host
 	}
 	n := len(rs)
 	conns := make([]net.Conn, n)
 	evs := make([]*history.Event, n)
+	wires := make([][]byte, n)
+	for i, r := range rs {
+		var w wireReq
+		evs[i], w = e.prepare(r)
+		wires[i] = w.raw(hosts[r.inst], true)
+	}
 	lasts := make([]byte, n)
 	defer func() {
 		for _, c := range conns {
@@ -66,7 +70,7 @@ func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int6
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetNoDelay(true)
 			}
-			b := e.rawRequest(hosts[r.inst], r)
+			b := wires[i]
 			lasts[i] = b[len(b)-1]
 			_ = c.SetDeadline(time.Now().Add(e.o.Timeout + 10*time.Second))
 			if _, werr := c.Write(b[:len(b)-1]); werr != nil {
@@ -82,9 +86,6 @@ func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int6
 		}(i, r)
 	}
 	wg.Wait()
-	for i, r := range rs {
-		evs[i] = e.newEvent(r)
-	}
 	// Readers wait for the responses.
 	sent = make([]int64, n)
 	var done sync.WaitGroup
@@ -132,32 +133,6 @@ func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int6
 	close(gate)
 	done.Wait()
 	return sent, release, true, nil
-}
-
-// rawRequest is r as HTTP/1.1 bytes.
-func (e *Engine) rawRequest(host string, r *req) []byte {
-	path := r.path
-	if path == "" {
-		path = DefaultPath
-	}
-	var b strings.Builder
-	b.Grow(160)
-	b.WriteString("GET ")
-	b.WriteString(path)
-	b.WriteString(" HTTP/1.1\r\nHost: ")
-	b.WriteString(host)
-	b.WriteString("\r\nUser-Agent: rlverify\r\nConnection: close\r\n")
-	b.WriteString(e.o.Policy.Identity.Header)
-	b.WriteString(": ")
-	b.WriteString(sanitizeHeader(r.sendKey))
-	b.WriteString("\r\n")
-	if r.xff != "" {
-		b.WriteString("X-Forwarded-For: ")
-		b.WriteString(sanitizeHeader(r.xff))
-		b.WriteString("\r\n")
-	}
-	b.WriteString("\r\n")
-	return []byte(b.String())
 }
 
 // sanitizeHeader drops CR and LF so a plan cannot inject headers.

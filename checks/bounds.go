@@ -4,39 +4,42 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 )
 
-const docBounds = "Reported remaining (X-RateLimit-Remaining, or r of RateLimit) lies in [0, limit]; an admission never reports the full quota left; on a single-limit tier a 429 reports 0, both headers agree, and for buckets remaining never grows faster than the refill between two responses that were surely decided in order."
+const docBounds = "Reported remaining (X-RateLimit-Remaining, or the remaining of the declared RateLimit generation: r, remaining=, RateLimit-Remaining) lies in [0, limit]; an admission never reports the full quota left; on a single-limit tier a 429 reports 0, both headers agree, and for buckets remaining never grows faster than the refill between two responses that were surely decided in order."
 
 // remaining returns the remaining count a response reported, and the limit
-// it reported it against (-1 when unknown).
-func remaining(e *history.Event, hc *headerCache) (rem, lim int64, xrem int64, ok bool) {
+// it reported it against (-1 when unknown): X-RateLimit-* first, then the
+// RateLimit fields of the declared generation. xrem is X-RateLimit-Remaining
+// (-1 when absent); rem ≠ xrem when both are given and disagree.
+func remaining(e *history.Event, oc *obsCache) (rem, lim int64, xrem int64, ok bool) {
 	rem, lim, xrem = -1, -1, -1
 	if e.XLimit != "" {
-		if v, err := parseInt(e.XLimit); err == nil {
+		if v, err := headers.ParseXInt(e.XLimit); err == nil {
 			lim = v
 		}
 	}
 	if e.XRemaining != "" {
-		if v, err := parseInt(e.XRemaining); err == nil {
+		if v, err := headers.ParseXInt(e.XRemaining); err == nil {
 			rem, xrem, ok = v, v, true
 		}
 	}
-	if e.RateLimit != "" {
-		if items, err := hc.rateLimit(e.RateLimit); err == nil && len(items) == 1 {
-			if !ok {
-				rem, ok = items[0].Remaining, true
-			}
-			if lim < 0 && e.RateLimitPolicy != "" {
-				if pol, err := hc.policy(e.RateLimitPolicy); err == nil && len(pol) == 1 {
-					lim = pol[0].Quota
-				}
-			}
-			if xrem >= 0 && items[0].Remaining != xrem {
-				// Signal disagreement through xrem ≠ rem.
-				rem = items[0].Remaining
-			}
+	if oc.gen == headers.None {
+		return rem, lim, xrem, ok
+	}
+	if o := oc.read(e); o.Remaining.Valid() {
+		r := o.Remaining.N
+		if !ok {
+			rem, ok = r, true
+		}
+		if lim < 0 && o.Limit.Valid() {
+			lim = o.Limit.N
+		}
+		if xrem >= 0 && r != xrem {
+			// Signal disagreement through xrem ≠ rem.
+			rem = r
 		}
 	}
 	return rem, lim, xrem, ok
@@ -57,8 +60,8 @@ func remainingHdr(h *hdr) (rem, lim int64, xrem int64, ok bool) {
 		if !ok {
 			rem, ok = r, true
 		}
-		if lim < 0 && h.state(sPol) == hInt {
-			lim = int64(h.polQ)
+		if lim < 0 && h.hasLim() {
+			lim = int64(h.rlLim)
 		}
 		if xrem >= 0 && r != xrem {
 			// Signal disagreement through xrem ≠ rem.
@@ -70,7 +73,7 @@ func remainingHdr(h *hdr) (rem, lim int64, xrem int64, ok bool) {
 
 func checkBounds(ix *index) Result {
 	col := ix.collector()
-	hc := newHeaderCache()
+	oc := ix.newObsCache()
 	seen := 0
 	// Pass 1, in file order: bounds of each response alone. Remember what
 	// each reported for pass 2.
@@ -91,7 +94,7 @@ func checkBounds(ix *index) Result {
 		if h.state(sXLimit) != hOther && h.state(sXRemaining) != hOther && h.state(sRL) != hOther && (h.state(sRL) == hAbsent || h.state(sPol) != hOther) {
 			rem, lim, xrem, ok = remainingHdr(h)
 		} else {
-			rem, lim, xrem, ok = remaining(&ix.h.Events[i], hc)
+			rem, lim, xrem, ok = remaining(&ix.h.Events[i], oc)
 		}
 		if !ok {
 			continue
@@ -122,7 +125,7 @@ func checkBounds(ix *index) Result {
 		case single && out == history.Rejected && rem >= 1:
 			bad(0, "got 429 while reporting %d remaining on a single-limit tier", rem)
 		case single && xrem >= 0 && xrem != rem:
-			bad(float64(xrem), "X-RateLimit-Remaining %d and RateLimit r=%d disagree", xrem, rem)
+			bad(float64(xrem), "X-RateLimit-Remaining %d and %s disagree", xrem, counterName(ix.gen, "remaining", rem))
 		default:
 			// Only reports against the tier's single limit take part in pass 2.
 			if single && lim == g.tier.Limits[0].Count && rem <= math.MaxInt32 {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -35,6 +36,7 @@ var registry = []checker{
 	{"fail-mode", docFailMode, checkFailMode},
 	{"downstream", docDownstream, checkDownstream},
 	{"bypass", docBypass, checkBypass},
+	{CalibrationCheck, docCalibration, checkCalibration},
 	{"regions", docRegions, checkRegions},
 }
 
@@ -71,6 +73,13 @@ func Validate(names []string) error {
 		}
 	}
 	return nil
+}
+
+// Judge is what a run's verdict is made of: the evidence gate (see Gate)
+// first, then Run's results.
+func Judge(h *history.History, p *policy.Policy, o Options) []Result {
+	rs := Run(h, p, o)
+	return append([]Result{Gate(h, p, rs, o.MaxErrorRate)}, rs...)
 }
 
 // Run runs every check (or those named in o.Only, in the order of All) on h
@@ -150,7 +159,8 @@ const (
 )
 
 // fastRetryAfter encodes the common Retry-After forms for rec.ra: absent,
-// or short delay-seconds; anything else is left to ParseRetryAfter (0).
+// or short delay-seconds; anything else is left to headers.ParseRetryAfter
+// (0).
 func fastRetryAfter(s string) uint16 {
 	if s == "" {
 		return raMissing
@@ -207,6 +217,8 @@ type index struct {
 	// hdrs is the parsed rate-limit headers of each event, by index in
 	// h.Events (see hdrs.go).
 	hdrs []hdr
+	// gen is the RateLimit header generation the policy declares.
+	gen headers.Generation
 
 	envOnce   sync.Once
 	envCache  []keyEnvelope
@@ -218,7 +230,7 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 	if o.MaxEvidence <= 0 {
 		o.MaxEvidence = DefaultMaxEvidence
 	}
-	ix := &index{h: h, p: p, o: o, slack: int64(o.Slack) + int64(p.ClockQuantum)}
+	ix := &index{h: h, p: p, o: o, slack: int64(o.Slack) + int64(p.ClockQuantum), gen: headers.Generation(p.Headers.RateLimit)}
 	if ix.slack < 0 {
 		ix.slack = 0
 	}
@@ -390,7 +402,7 @@ type indexPart struct {
 func (pt *indexPart) scan(ix *index, from, to int, kid []int32, flat []rec) {
 	pt.ids = make(map[string]int32)
 	pt.insts = map[int]bool{}
-	hp := newHdrParser()
+	hp := newHdrParser(ix.gen)
 	last := ""
 	lastID := int32(-1)
 	lastPhase, phaseSeen := "", false
@@ -427,7 +439,7 @@ func (pt *indexPart) scan(ix *index, from, to int, kid []int32, flat []rec) {
 			pt.maxLat = d
 		}
 		flat[i] = r
-		ix.hdrs[i] = hp.parse(ix, e, r)
+		hp.parse(ix, e, r, &ix.hdrs[i])
 		pt.maxRecv = max(pt.maxRecv, e.Recv)
 		if !pt.regionPhase && (!phaseSeen || e.Phase != lastPhase) {
 			pt.regionPhase = strings.HasPrefix(e.Phase, "region")
@@ -500,11 +512,11 @@ func (ix *index) inFault(lo, hi int64) bool {
 		if f.Kind != "store-down" && f.Kind != "store-slow" {
 			continue
 		}
-		end := f.End + grace
-		if f.End == 0 {
-			end = 1<<62 - 1
+		from, to := f.Span()
+		if f.End != 0 {
+			to += grace
 		}
-		if lo <= end && hi >= f.Start {
+		if lo <= to && hi >= from {
 			return true
 		}
 	}

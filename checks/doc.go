@@ -4,7 +4,7 @@
 // could explain: each request was decided somewhere in [Sent, Recv], widened
 // on both sides by the slack (Options.Slack + Policy.ClockQuantum).
 //
-// checks imports only history, policy and the standard library.
+// checks imports only history, policy, headers and the standard library.
 //
 // # Common rules
 //

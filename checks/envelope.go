@@ -22,6 +22,8 @@ type cert struct {
 	count    int
 	bound    float64
 	recs     []rec
+	// inst is the instance of a per-instance limit's certificate, else -1.
+	inst int
 }
 
 // envStatus is the outcome of judging one set of admissions against a limit.
@@ -45,17 +47,54 @@ type scratch struct {
 	deque  []int32
 }
 
-// judgeLimit judges admissions rs (sorted by lo) against limit l.
+// judgeLimit judges admissions rs (sorted by lo) against limit l: all of
+// them together, or each instance's alone when l is declared per instance.
 func (ix *index) judgeLimit(rs []rec, l *policy.Limit, sc *scratch) envStatus {
-	var st envStatus
 	if len(rs) == 0 {
+		return envStatus{}
+	}
+	if !l.PerInstance() {
+		st := ix.judgeScope(rs, l, sc)
+		for i := range st.certs {
+			st.certs[i].inst = -1
+		}
 		return st
 	}
+	byInst := map[int16][]rec{}
+	var order []int16
+	for _, r := range rs {
+		if _, ok := byInst[r.inst]; !ok {
+			order = append(order, r.inst)
+		}
+		byInst[r.inst] = append(byInst[r.inst], r)
+	}
+	slices.Sort(order)
+	var st envStatus
+	for _, in := range order {
+		one := ix.judgeScope(byInst[in], l, sc)
+		for i := range one.certs {
+			one.certs[i].inst = int(in)
+			one.certs[i].recs = append([]rec(nil), one.certs[i].recs...)
+		}
+		st.certs = append(st.certs, one.certs...)
+		st.unknown += one.unknown
+		st.worstRolling = max(st.worstRolling, one.worstRolling)
+	}
+	return st
+}
+
+// judgeScope judges admissions rs (sorted by lo) of one quota against l.
+func (ix *index) judgeScope(rs []rec, l *policy.Limit, sc *scratch) envStatus {
+	var st envStatus
 	switch l.Algorithm {
 	case policy.TokenBucket, policy.GCRA:
 		ix.judgeBucket(rs, l, sc, &st)
 	case policy.FixedWindow:
-		ix.judgeFixed(rs, l, &st)
+		if l.AnchoredAtFirst() {
+			judgeAnchored(rs, l, &st)
+		} else {
+			ix.judgeFixed(rs, l, &st)
+		}
 	case policy.SlidingLog:
 		judgeSliding(rs, l, float64(l.Count), sc, &st)
 	case policy.SlidingCounter:
@@ -326,6 +365,84 @@ func (ix *index) judgeFixed(rs []rec, l *policy.Limit, st *envStatus) {
 	}
 }
 
+// judgeAnchored judges a fixed window that opens at a key's first request
+// and closes W later, the next opening at the first request after that.
+// The anchors are known only within intervals: window j opens at some
+// a_j ∈ [L_j, H_j]. a_1 is the first decision, so L_1 = min lo, H_1 = min
+// hi; a_{j+1} is the first decision at or after a_j + W, so
+// L_{j+1} = max(L_j + W, min{lo : hi ≥ L_j + W}) and
+// H_{j+1} = min{hi : lo ≥ H_j + W}. A request with lo ≥ H_j and
+// hi < L_j + W was decided inside window j whatever the anchors were; more
+// than N admissions of that kind in one window are a certificate (for
+// j ≥ 2, lo ≥ H_{j−1} + W already places a request after window j−1, which
+// admits more of them). rs are
+// admissions only, so requests the limiter refused do not move the anchors
+// (a refused request never opens a window). The worst rolling window by send
+// time is measured as for epoch windows.
+func judgeAnchored(rs []rec, l *policy.Limit, st *envStatus) {
+	W := int64(l.W())
+	N := int(l.Count)
+	if len(rs) > N {
+		// rs is sorted by lo; span bounds hi − lo, so scans start there.
+		span := int64(0)
+		H := rs[0].hi
+		for _, r := range rs {
+			span = max(span, r.hi-r.lo)
+			H = min(H, r.hi)
+		}
+		L := rs[0].lo
+		from := func(t int64) int { // first index with lo ≥ t
+			i, _ := slices.BinarySearchFunc(rs, t, func(x rec, t int64) int { return cmpI64(x.lo, t) })
+			return i
+		}
+		// after: a request with lo ≥ after was decided after window j−1
+		// closed (every decision then is at or after a_j); none for j = 1.
+		after := int64(math.MinInt64)
+		for {
+			var in []rec
+			for i := from(after); i < len(rs) && rs[i].lo < L+W; i++ {
+				if rs[i].hi < L+W {
+					in = append(in, rs[i])
+				}
+			}
+			if len(in) > N {
+				st.certs = append(st.certs, cert{limit: l, from: in[0].lo, to: maxHi(in), count: len(in), bound: float64(N), recs: in})
+			}
+			nextL, nextH := int64(math.MaxInt64), int64(math.MaxInt64)
+			for i := from(L + W - span); i < len(rs) && rs[i].lo < nextL; i++ {
+				if rs[i].hi >= L+W {
+					nextL = rs[i].lo
+				}
+			}
+			for i := from(H + W); i < len(rs) && rs[i].lo <= nextH; i++ {
+				nextH = min(nextH, rs[i].hi)
+			}
+			if nextH == math.MaxInt64 || nextL == math.MaxInt64 {
+				break
+			}
+			after = H + W
+			L, H = max(L+W, nextL), nextH
+		}
+	}
+	j := 0
+	for i := range rs {
+		for rs[i].lo-rs[j].lo >= W {
+			j++
+		}
+		if n := i - j + 1; n > st.worstRolling {
+			st.worstRolling = n
+		}
+	}
+}
+
+func maxHi(rs []rec) int64 {
+	m := rs[0].hi
+	for _, r := range rs {
+		m = max(m, r.hi)
+	}
+	return m
+}
+
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if (a%b != 0) && ((a < 0) != (b < 0)) {
@@ -354,8 +471,18 @@ func maxIn(l *policy.Limit, d time.Duration) float64 {
 
 // certMessage explains a certificate for people.
 func certMessage(ct *cert) string {
+	if ct.inst >= 0 {
+		return fmt.Sprintf("on instance %d (the limit is per instance): %s", ct.inst, certText(ct))
+	}
+	return certText(ct)
+}
+
+func certText(ct *cert) string {
 	d := time.Duration(ct.to - ct.from)
 	l := ct.limit
+	if l.AnchoredAtFirst() {
+		return fmt.Sprintf("%d requests admitted in %s, all inside one window of %s opened by the key's request then; the limit is %d", ct.count, fmtDur(d), l.Window, l.Count)
+	}
 	switch l.Algorithm {
 	case policy.TokenBucket, policy.GCRA:
 		return fmt.Sprintf("%d requests admitted in %s; a bucket of K=%d refilling at %s allows at most %s",

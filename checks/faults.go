@@ -2,7 +2,9 @@ package checks
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/rlverify/rlverify/history"
@@ -138,7 +140,7 @@ func checkFailMode(ix *index) Result {
 		}
 		// Recovery: from End+1s to the next fault, the envelope from full.
 		if fault.End != 0 {
-			from := fault.End + recoveryOf(ix.p)
+			from := max(fault.End, fault.Cleared) + recoveryOf(ix.p)
 			until := int64(1<<62 - 1)
 			for _, o := range ix.h.Faults[fi+1:] {
 				if o.Start >= fault.End {
@@ -183,46 +185,159 @@ func checkFailMode(ix *index) Result {
 		fmt.Sprintf("%s departed from fail mode %q", plural(col.total, "observation", "observations"), f.Mode))
 }
 
-const docDownstream = "What reached the downstream sink for each key is at most what was admitted for it, and with a global guard the sink's peak arrivals in any second stay within Global.K + Global.R."
+const docDownstream = "What reached the downstream for each key is at most what was admitted for it, and within the declared policy: over the run, and between two readings of the downstream (after each phase), a key's arrivals fit its limits' envelope over that span (K + r·d for buckets, N per window touched for windows, times the instances for per-instance limits), widened by the longest request; with a global guard, the aggregate fits it too, and a sink's peak arrivals in any second stay within Global.K + Global.R."
+
+// downReading is one key's arrivals as read at one instant.
+type downReading struct {
+	at       int64
+	phase    string
+	arrivals int64
+}
 
 func checkDownstream(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{}
 	if len(ix.h.Sink) == 0 {
-		return col.result(Skip, "no downstream sink records in this run", figs, "")
+		return col.result(Skip, "no downstream records in this run (no sink, JSON counter or Prometheus source)", figs, "")
 	}
 	adm := map[string]int64{}
+	// byFault are the admissions the failure mode (or another scope)
+	// decided: the envelope does not bound them, so they are added to it.
+	byFault := map[string][]rec{}
+	first, last := map[string]int64{}, map[string]int64{}
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		for _, r := range g.recs {
 			if r.out == history.Admitted {
 				adm[g.key]++
-			}
-		}
-	}
-	var arrivals int64
-	for _, s := range ix.h.Sink {
-		if s.Key == "*" {
-			figs["peak_per_second"] = float64(s.PeakPerSecond)
-			if g := ix.p.Global; g != nil {
-				bound := g.K() + g.R()
-				figs["global_bound_per_second"] = bound
-				if float64(s.PeakPerSecond) > bound+eps {
-					col.add(Evidence{Key: "*", Limit: g.Name, From: s.First, To: s.Last, Bound: bound, Observed: float64(s.PeakPerSecond),
-						Message: fmt.Sprintf("downstream saw %d requests in one second; the global guard (%s) allows at most %s", s.PeakPerSecond, g.Describe(), fmtF(bound))})
+				if r.fault {
+					byFault[g.key] = append(byFault[g.key], r)
 				}
 			}
+			if _, ok := first[g.key]; !ok || r.lo < first[g.key] {
+				first[g.key] = r.lo
+			}
+			last[g.key] = max(last[g.key], r.hi)
+		}
+	}
+	// The readings of each key in time order; the last one is the run's.
+	readings := map[string][]downReading{}
+	var keys []string
+	for _, s := range ix.h.Sink {
+		if _, ok := readings[s.Key]; !ok {
+			keys = append(keys, s.Key)
+		}
+		readings[s.Key] = append(readings[s.Key], downReading{at: s.At, phase: s.Phase, arrivals: s.Arrivals})
+	}
+	sort.Strings(keys)
+	var arrivals int64
+	for _, key := range keys {
+		rs := readings[key]
+		sort.SliceStable(rs, func(a, b int) bool { return rs[a].phase != "" && (rs[b].phase == "" || rs[a].at < rs[b].at) })
+		final := rs[len(rs)-1]
+		if key == "*" {
+			ix.judgeGlobalDownstream(col, figs, rs)
 			continue
 		}
-		arrivals += s.Arrivals
-		if a := adm[s.Key]; s.Arrivals > a {
-			col.add(Evidence{Key: s.Key, From: s.First, To: s.Last, Bound: float64(a), Observed: float64(s.Arrivals),
-				Message: fmt.Sprintf("key %s: %d arrivals downstream but only %d requests admitted", s.Key, s.Arrivals, a)})
+		arrivals += final.arrivals
+		if a := adm[key]; final.arrivals > a {
+			col.add(Evidence{Key: key, From: first[key], To: last[key], Bound: float64(a), Observed: float64(final.arrivals),
+				Message: fmt.Sprintf("key %s: %d arrivals downstream but only %d requests admitted", key, final.arrivals, a)})
+			continue
+		}
+		tier := ix.tierOfKey(key)
+		if tier == nil {
+			continue
+		}
+		// Over the run: every arrival came from a request of this run.
+		if last[key] > 0 {
+			ix.judgeDownstreamSpan(col, key, tier, final.arrivals, first[key], last[key], "over the run", byFault[key])
+		}
+		// Between readings: arrivals counted after one reading and by the
+		// next came from requests decided in [prev − longest request, at].
+		for i := 1; i < len(rs); i++ {
+			d := rs[i].arrivals - rs[i-1].arrivals
+			if d <= 0 || rs[i].at <= 0 || rs[i-1].at <= 0 {
+				continue
+			}
+			ix.judgeDownstreamSpan(col, key, tier, d, rs[i-1].at-ix.maxLat, rs[i].at, fmt.Sprintf("between the readings after %s and %s", orEnd(rs[i-1].phase), orEnd(rs[i].phase)), byFault[key])
 		}
 	}
 	figs["arrivals"] = float64(arrivals)
-	return col.result(Pass, fmt.Sprintf("downstream saw %d arrivals, none beyond admissions", arrivals), figs,
-		fmt.Sprintf("%s of downstream traffic beyond what was admitted", plural(col.total, "case", "cases")))
+	return col.result(Pass, fmt.Sprintf("downstream saw %d arrivals, none beyond admissions or the declared limits", arrivals), figs,
+		fmt.Sprintf("%s of downstream traffic beyond what was admitted or allowed", plural(col.total, "case", "cases")))
+}
+
+func orEnd(phase string) string {
+	if phase == "" {
+		return "the end of the run"
+	}
+	return "phase " + phase
+}
+
+// tierOfKey is the tier of a key in the index (nil when it has none).
+func (ix *index) tierOfKey(key string) *policy.Tier {
+	i := sort.Search(len(ix.groups), func(i int) bool { return ix.groups[i].key >= key })
+	if i < len(ix.groups) && ix.groups[i].key == key {
+		return ix.groups[i].tier
+	}
+	if t, ok := ix.p.TierFor(key); ok {
+		return t
+	}
+	return nil
+}
+
+// judgeDownstreamSpan fails when n arrivals of key exceed what its tier's
+// limits allow in [from, to], plus the admissions the failure mode decided
+// that may have been decided then (faulted).
+func (ix *index) judgeDownstreamSpan(col *collector, key string, t *policy.Tier, n, from, to int64, what string, faulted []rec) {
+	extra := 0
+	for _, r := range faulted {
+		if r.hi >= from && r.lo <= to {
+			extra++
+		}
+	}
+	for li := range t.Limits {
+		l := &t.Limits[li]
+		bound := maxIn(l, time.Duration(to-from))
+		if l.PerInstance() {
+			bound *= float64(max(1, ix.insts))
+		}
+		bound += float64(extra)
+		if float64(n) > bound+eps {
+			col.add(Evidence{Key: key, Limit: l.Name, From: from, To: to, Bound: bound, Observed: float64(n),
+				Message: fmt.Sprintf("key %s: %d arrivals downstream %s (%s); %s allows at most %s", key, n, what, fmtDur(time.Duration(to-from)), l.Describe(), fmtF(bound))})
+			return
+		}
+	}
+}
+
+// judgeGlobalDownstream judges the aggregate against the global guard.
+func (ix *index) judgeGlobalDownstream(col *collector, figs map[string]float64, rs []downReading) {
+	g := ix.p.Global
+	final := rs[len(rs)-1]
+	for _, s := range ix.h.Sink {
+		if s.Key == "*" && s.PeakPerSecond > 0 {
+			figs["peak_per_second"] = math.Max(figs["peak_per_second"], float64(s.PeakPerSecond))
+		}
+	}
+	if g == nil {
+		return
+	}
+	if peak := figs["peak_per_second"]; peak > 0 {
+		bound := g.K() + g.R()
+		figs["global_bound_per_second"] = bound
+		if peak > bound+eps {
+			col.add(Evidence{Key: "*", Limit: g.Name, Bound: bound, Observed: peak,
+				Message: fmt.Sprintf("downstream saw %.0f requests in one second; the global guard (%s) allows at most %s", peak, g.Describe(), fmtF(bound))})
+		}
+	}
+	if ix.maxRecv > 0 {
+		if bound := maxIn(g, time.Duration(ix.maxRecv)); float64(final.arrivals) > bound+eps {
+			col.add(Evidence{Key: "*", Limit: g.Name, From: 0, To: ix.maxRecv, Bound: bound, Observed: float64(final.arrivals),
+				Message: fmt.Sprintf("downstream saw %d requests over the run (%s); the global guard (%s) allows at most %s", final.arrivals, fmtDur(time.Duration(ix.maxRecv)), g.Describe(), fmtF(bound))})
+		}
+	}
 }
 
 // judgeRulesDown checks the rules-down windows: the service must keep

@@ -6,19 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
 
 // allOther marks every header of a hdr as hOther: the checks then read
-// every event, as they did before the table.
+// every event, as they would without the table.
 const allOther = hOther<<sXLimit | hOther<<sXRemaining | hOther<<sXReset | hOther<<sRL | hOther<<sPol
 
-// TestHeaderTableMatchesEvents: every check gives exactly the same result
-// (verdicts, figures, evidence) from the header table as from the events,
-// on a history mixing well-formed headers with every form the table leaves
-// to the events.
-func TestHeaderTableMatchesEvents(t *testing.T) {
+// headerMix is a history mixing well-formed rate-limit headers of
+// generation g with every form the table leaves to the events.
+func headerMix(g headers.Generation) *history.History {
 	hc := *benchHistory(20_000, 50)
 	h := &hc
 	h.Events = append([]history.Event(nil), h.Events...)
@@ -50,85 +49,150 @@ func TestHeaderTableMatchesEvents(t *testing.T) {
 			e.XLimit = "100"
 		case 11:
 			e.XLimit = ""
-		case 12:
-			e.RateLimit = `"a";r=1;t=1, "b";r=2;t=1`
-		case 13:
-			e.RateLimit = `"x";r=3;t=1`
-		case 14:
-			e.RateLimitPolicy = `"k";q=100;w=20`
-		case 15:
-			e.RateLimitPolicy = `"k";q=10;w=2, "j";q=100;w=2`
-		case 16:
-			e.RateLimit = `"k";r=99;t=1`
-		case 17:
-			e.RateLimit = `garbage`
-		case 18:
-			e.RateLimitPolicy = ""
-		case 19:
-			e.XLimit, e.RateLimitPolicy = "", `"k";q=100;w=2`
 		case 20:
 			e.Variant = "K"
 		case 21:
 			e.Fallback = "open"
-		case 22:
-			e.RateLimit = ""
 		case 23:
 			e.XRemaining = "3000000000"
 		}
-		if e.RateLimit == "" && i%29 != 22 {
-			e.RateLimit = fmt.Sprintf(`"k";r=%s;t=1`, e.XRemaining)
-			if e.XRemaining == "" || e.XRemaining[0] == '-' {
-				e.RateLimit = `"k";r=2;t=1`
-			}
+		rem := e.XRemaining
+		if rem == "" || rem[0] == '-' || len(rem) > 2 {
+			rem = "2"
 		}
-		if e.RateLimitPolicy == "" && i%29 != 18 {
-			e.RateLimitPolicy = `"k";q=10;w=2`
+		pol := map[headers.Generation]string{headers.Structured: `"k";q=10;w=2`, headers.Dictionary: "10;w=2", headers.Split: "10;w=2"}[g]
+		switch g {
+		case headers.Structured:
+			e.RateLimit = fmt.Sprintf(`"k";r=%s;t=1`, rem)
+		case headers.Dictionary:
+			e.RateLimit = fmt.Sprintf(`limit=10, remaining=%s, reset=1`, rem)
+		case headers.Split:
+			e.RLLimit, e.RLRemaining, e.RLReset = "10", rem, "1"
+		}
+		if i%2 == 0 || g == headers.Structured {
+			e.RateLimitPolicy = pol
+		}
+		// The generation's own odd and wrong forms.
+		switch j := i % 31; g {
+		case headers.Structured:
+			e.RateLimit, e.RateLimitPolicy = pick(j, e.RateLimit, e.RateLimitPolicy, []string{
+				`"a";r=1;t=1, "b";r=2;t=1`, "", `"x";r=3;t=1`, "", "", `"k";q=100;w=20`, "", `"k";q=10;w=2, "j";q=100;w=2`,
+				`"k";r=99;t=1`, "", `garbage`, "", "-", "", "", "-", `"k";r=1;t=500`, "", `"k";r=1`, `"k";q=10`,
+				`"k";r=3000000000;t=1`, "", "", `"k";q=10;w=2`})
+		case headers.Dictionary:
+			e.RateLimit, e.RateLimitPolicy = pick(j, e.RateLimit, e.RateLimitPolicy, []string{
+				`limit=10, remaining=3, reset=1, limit=20`, "", `limit=10, reset=1`, "", `remaining=2, reset=1`, "",
+				`limit=100, remaining=99, reset=1`, "", `limit=10, remaining=11, reset=1`, "", `limit=10, remaining=1, reset=500`, "",
+				`garbage`, "", "", `10;w=2, 100;w=2`, "", `10;w=20`, "", `10`, `limit=3000000000, remaining=1, reset=1`, "",
+				"-", "", `limit=10, remaining=1, reset=1;x=2`, `10;w=2;comment="x"`})
+		case headers.Split:
+			switch j {
+			case 1:
+				e.RLLimit = "10, 10;w=2"
+			case 2:
+				e.RLLimit = ""
+			case 3:
+				e.RLRemaining = "x"
+			case 4:
+				e.RLReset = "500"
+			case 5:
+				e.RLLimit = "100"
+			case 6:
+				e.RLRemaining = "11"
+			case 7:
+				e.RLReset = "-1"
+			case 8:
+				e.RLLimit = "3000000000"
+			case 9:
+				e.RateLimitPolicy = "10;w=2, 100;w=2"
+			case 10:
+				e.RateLimitPolicy = "10;w=20"
+			case 11:
+				e.RLLimit, e.RLRemaining, e.RLReset = "", "", ""
+			case 12:
+				e.RLRemaining = ""
+			case 13:
+				e.RLLimit = "10, 100;w=2"
+			}
 		}
 	}
-	for _, tc := range []struct {
-		name  string
-		setup func(p *policy.Policy)
-	}{
-		{"both headers", func(p *policy.Policy) { p.Headers.RateLimit, p.Headers.XRateLimit = policy.RateLimitStructured, true }},
-		{"x only", func(p *policy.Policy) { p.Headers.RateLimit = policy.RateLimitNone }},
-		{"ratelimit only", func(p *policy.Policy) { p.Headers.XRateLimit = false }},
-		{"epoch", func(p *policy.Policy) { p.Headers.RateLimit, p.Headers.XReset = policy.RateLimitStructured, "epoch" }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := policy.Default()
-			tc.setup(p)
-			o := Options{Slack: time.Millisecond, MaxEvidence: 50}
-			ixf := newIndex(h, p, o)
-			plain := 0
-			for i := range ixf.hdrs {
-				if ixf.hdrs[i].st&0x3ff == hInt<<sXLimit|hInt<<sXRemaining|hInt<<sXReset|hInt<<sRL|hInt<<sPol {
-					plain++
+	return h
+}
+
+// pick replaces rl and pol by the pair at j of alts ("" keeps, "-" clears).
+func pick(j int, rl, pol string, alts []string) (string, string) {
+	if 2*j+1 >= len(alts) {
+		return rl, pol
+	}
+	set := func(cur, v string) string {
+		switch v {
+		case "":
+			return cur
+		case "-":
+			return ""
+		}
+		return v
+	}
+	return set(rl, alts[2*j]), set(pol, alts[2*j+1])
+}
+
+// TestHeaderTableMatchesEvents: every check gives exactly the same result
+// (verdicts, figures, evidence) from the header table as from the events,
+// on histories of every generation mixing well-formed headers with every
+// form the table leaves to the events.
+func TestHeaderTableMatchesEvents(t *testing.T) {
+	for _, g := range []headers.Generation{headers.Structured, headers.Dictionary, headers.Split} {
+		h := headerMix(g)
+		for _, tc := range []struct {
+			name  string
+			setup func(p *policy.Policy)
+		}{
+			{"both headers", func(p *policy.Policy) { p.Headers.XRateLimit = true }},
+			{"x only", func(p *policy.Policy) { p.Headers.RateLimit = policy.RateLimitNone }},
+			{"ratelimit only", func(p *policy.Policy) { p.Headers.XRateLimit = false }},
+			{"epoch", func(p *policy.Policy) { p.Headers.XReset = "epoch" }},
+		} {
+			t.Run(string(g)+"/"+tc.name, func(t *testing.T) {
+				p := policy.Default()
+				p.Headers.RateLimit = policy.RateLimitHeaders(g)
+				tc.setup(p)
+				o := Options{Slack: time.Millisecond, MaxEvidence: 50}
+				ixf := newIndex(h, p, o)
+				want := uint16(hInt<<sXLimit | hInt<<sXRemaining | hInt<<sXReset)
+				if p.Headers.RateLimit.Declared() {
+					want |= hInt<<sRL | 1<<sLim
 				}
-			}
-			if plain < len(h.Events)/2 {
-				t.Fatalf("only %d of %d events have every header in the table", plain, len(h.Events))
-			}
-			fast := runEvery(ixf)
-			ix := newIndex(h, p, o)
-			for i := range ix.hdrs {
-				ix.hdrs[i].st = allOther
-			}
-			slow := runEvery(ix)
-			if !reflect.DeepEqual(fast, slow) {
-				for i := range fast {
-					if !reflect.DeepEqual(fast[i], slow[i]) {
-						t.Errorf("%s differs:\ntable  %+v\nevents %+v", fast[i].Name, fast[i], slow[i])
+				plain := 0
+				for i := range ixf.hdrs {
+					if ixf.hdrs[i].st&^(3<<sPol) == want {
+						plain++
 					}
 				}
-			}
-			for _, r := range fast {
-				if r.Name == "token-bounds" || r.Name == "headers" || r.Name == "isolation" {
-					if r.Verdict != Fail {
-						t.Errorf("%s: the mix should fail it: %+v", r.Name, r)
+				if plain < len(h.Events)/2 {
+					t.Fatalf("only %d of %d events have every header in the table", plain, len(h.Events))
+				}
+				fast := runEvery(ixf)
+				ix := newIndex(h, p, o)
+				for i := range ix.hdrs {
+					ix.hdrs[i].st = allOther
+				}
+				slow := runEvery(ix)
+				if !reflect.DeepEqual(fast, slow) {
+					for i := range fast {
+						if !reflect.DeepEqual(fast[i], slow[i]) {
+							t.Errorf("%s differs:\ntable  %+v\nevents %+v", fast[i].Name, fast[i], slow[i])
+						}
 					}
 				}
-			}
-		})
+				for _, r := range fast {
+					if r.Name == "token-bounds" || r.Name == "headers" || r.Name == "isolation" {
+						if r.Verdict != Fail {
+							t.Errorf("%s: the mix should fail it: %+v", r.Name, r)
+						}
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -185,5 +249,24 @@ func TestIndexPartsAgree(t *testing.T) {
 	}
 	if !one.regionPhase || one.insts != 3 {
 		t.Fatalf("regionPhase %v, insts %d", one.regionPhase, one.insts)
+	}
+}
+
+// TestGenerationNamesAgree: the headers package spells the RateLimit
+// generations and the X-RateLimit-Reset forms as the policy does, so the
+// checks convert one into the other.
+func TestGenerationNamesAgree(t *testing.T) {
+	for _, g := range []policy.RateLimitHeaders{policy.RateLimitNone, policy.RateLimitStructured, policy.RateLimitDictionary, policy.RateLimitSplit} {
+		var back policy.RateLimitHeaders
+		if err := back.UnmarshalJSON([]byte(`"` + string(headers.Generation(g)) + `"`)); err != nil || back != g {
+			t.Errorf("generation %q: %v", g, err)
+		}
+	}
+	for _, f := range []headers.ResetForm{headers.ResetRelative, headers.ResetEpoch, headers.ResetDate} {
+		p := policy.Default()
+		p.Headers.XReset = string(f)
+		if err := p.Validate(); err != nil {
+			t.Errorf("reset form %q: %v", f, err)
+		}
 	}
 }

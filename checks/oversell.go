@@ -3,10 +3,12 @@ package checks
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
 
@@ -135,11 +137,11 @@ func (ix *index) unexplainedFallbacks() (unexplained, all int) {
 		lo, hi := e.Sent-ix.slack, e.Recv+ix.slack
 		explained := false
 		for _, f := range ix.h.Faults {
-			end := f.End + recoveryOf(ix.p)
-			if f.End == 0 {
-				end = 1<<62 - 1
+			from, to := f.Span()
+			if f.End != 0 {
+				to += recoveryOf(ix.p)
 			}
-			if lo <= end && hi >= f.Start {
+			if lo <= to && hi >= from {
 				explained = true
 				break
 			}
@@ -157,7 +159,7 @@ func checkInstances(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{"instances": float64(ix.insts)}
 	ratio := 0.0
-	keys, unknown := 0, 0
+	keys, unknown, perInstance := 0, 0, 0
 	for _, ke := range ix.envelopes() {
 		if ke.g.insts < 2 || ke.admitted == 0 {
 			continue
@@ -165,6 +167,12 @@ func checkInstances(ix *index) Result {
 		keys++
 		for li, st := range ke.byLimit {
 			l := &ke.g.tier.Limits[li]
+			if l.PerInstance() {
+				// Each instance has its own quota by declaration: oversell
+				// judges each alone; the aggregate is not one quota.
+				perInstance++
+				continue
+			}
 			ratio = math.Max(ratio, float64(ke.admitted)/maxIn(l, time.Duration(ke.span)))
 			unknown += st.unknown
 			for ci := range st.certs {
@@ -181,66 +189,154 @@ func checkInstances(ix *index) Result {
 		return col.result(Skip, "no key's requests went to two or more instances", figs, "")
 	}
 	v, sum := Pass, fmt.Sprintf("%s spread over instances stayed within one quota (aggregate ratio %.2f)", plural(keys, "key", "keys"), ratio)
+	if perInstance > 0 {
+		figs["per_instance_limits"] = float64(perInstance)
+		sum += fmt.Sprintf("; %s declared per instance judged by oversell, instance by instance", plural(perInstance, "limit", "limits"))
+	}
 	if unknown > 0 {
 		v, sum = Unknown, fmt.Sprintf("%s could not be decided (no schedule, no certificate)", plural(unknown, "burst", "bursts"))
 	}
 	return col.result(v, sum, figs, fmt.Sprintf("%s exceeded one quota across instances", plural(col.total, "interval", "intervals")))
 }
 
-const docBypass = "Identity variants of a key (case, whitespace, spoofed X-Forwarded-For, path variants: events with Variant set) buy no extra quota: the key's admissions including all its variants fit one envelope."
+const docBypass = "Identity variants of a key (events with Variant set: spoofed X-Forwarded-For, the key given twice, surrounding spaces, another case, a key beyond max_length, path spellings) buy no extra quota: a variant fails only when the key's admissions with that variant exceed one envelope (an interval certificate) while the plain key's admissions alone fit it and the variant got more admissions than the control requests of the plain key sent in the same bursts — so a limiter that oversells anyway is reported by oversell, not blamed on the variants. A variant the declared identity says is refused (repeated: rejected; too_long: reject) must not be admitted at all."
+
+// variantName is a Variant without its per-request detail ("xff:1.2.3.4" →
+// "xff"); path variants keep their spelling.
+func variantName(v string) string {
+	if name, _, ok := strings.Cut(v, ":"); ok && name != "path" {
+		return name
+	}
+	return v
+}
+
+// refusedVariant reports whether the declared identity says requests of
+// variant v are refused outright.
+func refusedVariant(id *policy.Identity, v string) bool {
+	switch v {
+	case "repeat":
+		return id.Repeated == policy.RepeatedRejected
+	case "long":
+		return id.TooLong == policy.TooLongReject && id.MaxLength > 0
+	}
+	return false
+}
 
 func checkBypass(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{}
 	var sc scratch
-	keys, variantsAdmitted, unknown := 0, 0, 0
+	keys, variantsAdmitted, unknown, unattributed := 0, 0, 0, 0
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		if g.nVariant == 0 || g.tier == nil {
 			continue
 		}
 		keys++
-		sc.recs = admitted(sc.recs[:0], g.recs, true)
-		for _, r := range sc.recs {
-			if r.variant {
+		plain := admitted(nil, g.recs, false)
+		byName := map[string][]rec{}
+		var names []string
+		for _, r := range g.recs {
+			if !r.variant {
+				continue
+			}
+			v := variantName(ix.ev(r).Variant)
+			if _, ok := byName[v]; !ok {
+				names = append(names, v)
+			}
+			byName[v] = append(byName[v], r)
+			if r.out == history.Admitted && !r.fault {
 				variantsAdmitted++
 			}
 		}
+		sort.Strings(names)
+		// Does the plain key fit on its own? If not, its oversell explains
+		// any excess, and no variant can be blamed.
+		plainOver := false
 		for li := range g.tier.Limits {
-			l := &g.tier.Limits[li]
-			st := ix.judgeLimit(sc.recs, l, &sc)
-			unknown += st.unknown
-			for ci := range st.certs {
-				ct := &st.certs[ci]
-				var vs []string
-				seen := map[string]bool{}
-				for _, r := range ct.recs {
-					if v := ix.ev(r).Variant; r.variant && !seen[v] {
-						seen[v] = true
-						vs = append(vs, fmt.Sprintf("%q", v))
+			if st := ix.judgeLimit(plain, &g.tier.Limits[li], &sc); len(st.certs) > 0 {
+				plainOver = true
+			}
+		}
+		for _, v := range names {
+			vr := byName[v]
+			if refusedVariant(&ix.p.Identity, v) {
+				var adm []rec
+				for _, r := range vr {
+					if r.out == history.Admitted {
+						adm = append(adm, r)
 					}
 				}
-				sort.Strings(vs)
-				msg := certMessage(ct)
-				if len(vs) > 0 {
-					msg = fmt.Sprintf("key %s with variants %s: %s", g.key, strings.Join(vs, ", "), msg)
-				} else {
-					msg = fmt.Sprintf("key %s (no variant in the interval: plain oversell): %s", g.key, msg)
+				if len(adm) > 0 {
+					idl, total := ix.idList(adm)
+					why := "the key given more than once (identity.repeated: rejected)"
+					if v == "long" {
+						why = fmt.Sprintf("keys longer than identity.max_length %d (too_long: reject)", ix.p.Identity.MaxLength)
+					}
+					col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: adm[0].lo, To: adm[len(adm)-1].hi, Bound: 0, Observed: float64(len(adm)),
+						RequestIDs: idl, TotalIDs: total,
+						Message: fmt.Sprintf("key %s, variant %s: %d of %d requests were admitted although the policy declares %s refused", g.key, v, len(adm), len(vr), why)})
 				}
+				continue
+			}
+			union := admitted(append([]rec(nil), plain...), vr, true)
+			slices.SortFunc(union, cmpRec)
+			// The control: plain requests sent within the variant's bursts.
+			lo, hi := vr[0].lo, vr[0].hi
+			vAdm := 0
+			for _, r := range vr {
+				lo, hi = min(lo, r.lo), max(hi, r.hi)
+				if r.out == history.Admitted && !r.fault {
+					vAdm++
+				}
+			}
+			cAdm, cN := 0, 0
+			for _, r := range g.recs {
+				if !r.variant && r.lo >= lo && r.lo <= hi {
+					cN++
+					if r.out == history.Admitted && !r.fault {
+						cAdm++
+					}
+				}
+			}
+			for li := range g.tier.Limits {
+				l := &g.tier.Limits[li]
+				st := ix.judgeLimit(union, l, &sc)
+				unknown += st.unknown
+				if len(st.certs) == 0 {
+					continue
+				}
+				if plainOver || vAdm <= cAdm {
+					unattributed++
+					continue
+				}
+				ct := &st.certs[0]
+				control := "no control requests of the plain key were sent with it"
+				if cN > 0 {
+					control = fmt.Sprintf("the %d control requests of the plain key sent in the same bursts got %d", cN, cAdm)
+				}
+				msg := fmt.Sprintf("key %s, variant %s: %d of %d variant requests were admitted while %s; the plain key alone stays within its envelope, with the variant %s",
+					g.key, v, vAdm, len(vr), control, certMessage(ct))
 				col.add(ix.evidence(g.key, ct, msg))
 			}
 		}
 	}
 	figs["keys"] = float64(keys)
 	figs["variants_admitted"] = float64(variantsAdmitted)
+	if unattributed > 0 {
+		figs["excess_explained_by_the_plain_key"] = float64(unattributed)
+	}
 	if keys == 0 {
 		return col.result(Skip, "no events with an identity variant (Variant) in this run", figs, "")
 	}
-	v, sum := Pass, fmt.Sprintf("%s probed with identity variants; together they stayed within one quota", plural(keys, "key", "keys"))
-	if unknown > 0 {
+	v, sum := Pass, fmt.Sprintf("%s probed with identity variants; no variant bought quota the plain key did not get", plural(keys, "key", "keys"))
+	if unattributed > 0 {
+		sum += fmt.Sprintf(" (%s beyond the envelope came with the plain key oversold as much: see oversell)", plural(unattributed, "excess", "excesses"))
+	}
+	if unknown > 0 && col.total == 0 {
 		v, sum = Unknown, fmt.Sprintf("%s could not be decided (no schedule, no certificate)", plural(unknown, "burst", "bursts"))
 	}
-	return col.result(v, sum, figs, fmt.Sprintf("identity variants bought extra quota in %s", plural(col.total, "interval", "intervals")))
+	return col.result(v, sum, figs, fmt.Sprintf("identity variants bought extra quota or were admitted against the declaration in %s", plural(col.total, "case", "cases")))
 }
 
 const docRegions = "Applies when an event's phase starts with \"region\", or the policy declares a tolerance and the run used several instances: each key's admissions over the whole run stay within (1+Tolerance)·E(span), E = K + r·span for buckets."

@@ -72,6 +72,9 @@ type Result struct {
 	// Figures are measurements worth reporting whatever the verdict
 	// (e.g. "worst_rolling_window": 19).
 	Figures map[string]float64 `json:"figures,omitempty"`
+	// Measured are the limiter's parameters as the check measured them,
+	// beside the declared ones (calibration).
+	Measured []Measurement `json:"measured,omitempty"`
 }
 
 // Options tune the checks.
@@ -83,6 +86,9 @@ type Options struct {
 	Only []string
 	// MaxEvidence caps evidence items per check (default 5).
 	MaxEvidence int
+	// MaxErrorRate is the share of requests that may end in an error before
+	// the evidence gate says the run proves nothing (default 1%).
+	MaxErrorRate float64
 }
 
 // Checker is one named invariant.

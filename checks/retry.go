@@ -6,11 +6,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docRetry = "Every 429 carries a valid Retry-After (delay-seconds or HTTP-date) when declared; it is no longer than the tier's longest single-request wait (1/r for buckets, W for windows) plus 1 s of rounding; and a request sent after the advised wait, when nothing else of the key could have consumed in between, is admitted."
+const docRetry = "Every 429 carries a valid Retry-After (delay-seconds, or an HTTP-date not in the past) when declared; it is no longer than the tier's longest single-request wait (1/r for buckets, W for windows) plus 1 s of rounding; and a request sent after the advised wait, when nothing else of the key could have consumed in between, is admitted."
 
 // maxWait is the longest a single request can have to wait under tier t.
 func maxWait(t *policy.Tier) time.Duration {
@@ -88,7 +89,7 @@ func checkRetryAfter(ix *index) Result {
 					continue
 				}
 				var err error
-				d, err = ParseRetryAfter(e.RetryAfter, ix.h.Wall(e.Recv))
+				d, err = headers.ParseRetryAfter(e.RetryAfter, ix.h.Wall(e.Recv))
 				if err != nil {
 					invalid++
 					bad(0, 0, []uint64{e.ID}, "request %d of key %s: %v", e.ID, g.key, err)

@@ -5,9 +5,9 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -45,6 +45,25 @@ func (c *cands) loUpTo(t int64) int {
 	return n
 }
 
+// add appends r's interval (hi unsorted until the caller sorts).
+func (c *cands) add(r rec) {
+	c.lo = append(c.lo, r.lo)
+	c.hi = append(c.hi, r.hi)
+}
+
+// addInst adds r to its instance's candidates in m (nil: none kept).
+func addInst(m map[int16]*cands, r rec) {
+	if m == nil {
+		return
+	}
+	pc := m[r.inst]
+	if pc == nil {
+		pc = &cands{}
+		m[r.inst] = pc
+	}
+	pc.add(r)
+}
+
 // hiBelow returns #{candidates with hi < t}.
 func (c *cands) hiBelow(t int64) int {
 	n, _ := slices.BinarySearch(c.hi, t)
@@ -78,26 +97,33 @@ func (ix *index) computeUnder() {
 			continue
 		}
 		c.lo, c.hi = c.lo[:0], c.hi[:0]
+		all.lo, all.hi = all.lo[:0], all.hi[:0]
+		// perInst: for limits declared per instance; all (allInst): for
+		// limits that count refused requests too, judged over every request.
+		var perInst, allInst map[int16]*cands
+		countsAll := false
+		for _, l := range g.tier.Limits {
+			if l.PerInstance() {
+				perInst, allInst = map[int16]*cands{}, map[int16]*cands{}
+			}
+			countsAll = countsAll || l.CountsRejected()
+		}
 		for _, r := range g.recs {
 			if r.out != history.Rejected {
-				c.lo = append(c.lo, r.lo)
-				c.hi = append(c.hi, r.hi)
+				c.add(r)
+				addInst(perInst, r)
+			}
+			if countsAll {
+				all.add(r)
+				addInst(allInst, r)
 			}
 		}
 		slices.Sort(c.hi)
-		// Limits that count refused requests too are judged over every
-		// request of the key.
-		countsAll := false
-		for _, l := range g.tier.Limits {
-			countsAll = countsAll || l.CountsRejected()
-		}
-		if countsAll {
-			all.lo, all.hi = all.lo[:0], all.hi[:0]
-			for _, r := range g.recs {
-				all.lo = append(all.lo, r.lo)
-				all.hi = append(all.hi, r.hi)
+		slices.Sort(all.hi)
+		for _, m := range []map[int16]*cands{perInst, allInst} {
+			for _, pc := range m {
+				slices.Sort(pc.hi)
 			}
-			slices.Sort(all.hi)
 		}
 		for _, r := range g.recs {
 			if r.out != history.Rejected || r.variant || !r.limit || r.fault {
@@ -110,13 +136,18 @@ func (ix *index) computeUnder() {
 			var why []string
 			for li := range g.tier.Limits {
 				l := &g.tier.Limits[li]
-				// The rejection itself is among every request: one more
-				// unit of room makes up for counting it.
-				cs, self := &c, 0.0
+				// Among every request, the rejection itself is a candidate:
+				// one more unit of room makes up for counting it.
+				cc, inst, self := &c, perInst, 0.0
 				if l.CountsRejected() {
-					cs, self = &all, 1
+					cc, inst, self = &all, allInst, 1
 				}
-				v, ok, dec := ix.room(cs, r, l, self)
+				if l.PerInstance() {
+					if cc = inst[r.inst]; cc == nil {
+						cc = &cands{}
+					}
+				}
+				v, ok, dec := ix.room(cc, r, l, self)
 				if !dec {
 					undecided = true
 				}
@@ -183,37 +214,44 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 			}
 		}
 		return lb, true, true
-	case policy.SlidingLog:
+	case policy.SlidingLog, policy.FixedWindow:
+		if l.Algorithm == policy.FixedWindow && !l.AnchoredAtFirst() {
+			return ix.windowRoom(c, r, l, N)
+		}
+		// A sliding log, and a fixed window opened by the key's own first
+		// request: the window holding r's decision opened less than W
+		// before it, so only requests decided in (r.lo − W, r.hi] count.
 		n := P - c.hiBelow(r.lo-int64(l.W())+1)
 		v = N - float64(n)
 		return v, v >= 1, true
-	case policy.FixedWindow, policy.SlidingCounter:
+	case policy.SlidingCounter:
 		if l.Anchor == policy.AnchorFirst {
-			// Windows start at the key's own requests, not at epoch
-			// multiples: the key's current window (and, for a counter, the
-			// previous one) lies within W (2W) before the decision.
-			span := int64(l.W())
-			if l.Algorithm == policy.SlidingCounter {
-				span *= 2
-			}
-			v = N - float64(P-c.hiBelow(r.lo-span+1))
+			// Periods that start at the key's own requests (HAProxy): the
+			// current period and the one before it lie within 2W before the
+			// decision, whatever their alignment.
+			v = N - float64(P-c.hiBelow(r.lo-2*int64(l.W())+1))
 			return v, v >= 1, true
 		}
-		W := int64(l.W())
-		v = math.Inf(1)
-		for k := floorDiv(ix.startNs+r.lo, W); k <= floorDiv(ix.startNs+r.hi, W); k++ {
-			ws := k*W - ix.startNs
-			we := min(ws+W-1, r.hi)
-			from := ws
-			if l.Algorithm == policy.SlidingCounter {
-				from = ws - W
-			}
-			n := c.loUpTo(we) - c.hiBelow(from)
-			v = math.Min(v, N-float64(n))
-		}
-		return v, v >= 1, true
+		return ix.windowRoom(c, r, l, N)
 	}
 	return 0, false, true
+}
+
+// windowRoom is room for epoch-aligned windows (fixed, and the sliding
+// counter's pair of windows) of size n.
+func (ix *index) windowRoom(c *cands, r rec, l *policy.Limit, n float64) (v float64, ok, decided bool) {
+	W := int64(l.W())
+	v = math.Inf(1)
+	for k := floorDiv(ix.startNs+r.lo, W); k <= floorDiv(ix.startNs+r.hi, W); k++ {
+		ws := k*W - ix.startNs
+		we := min(ws+W-1, r.hi)
+		from := ws
+		if l.Algorithm == policy.SlidingCounter {
+			from = ws - W
+		}
+		v = math.Min(v, n-float64(c.loUpTo(we)-c.hiBelow(from)))
+	}
+	return v, v >= 1, true
 }
 
 func checkUnder(ix *index) Result {
@@ -248,7 +286,7 @@ func limitNames(t *policy.Tier) string {
 	return strings.Join(s, ",")
 }
 
-const docIsolation = "Keys never share quota: fails when a 429 was provably wrong counting only the key's own traffic while other keys were busy in that interval, or when a key was served another tier's limit (X-RateLimit-Limit or RateLimit-Policy q)."
+const docIsolation = "Keys never share quota: fails when a 429 was provably wrong counting only the key's own traffic while other keys were busy in that interval, or when a key was served another tier's limit (X-RateLimit-Limit, or the limit of the declared RateLimit generation: RateLimit-Policy q, limit=, RateLimit-Limit)."
 
 func checkIsolation(ix *index) Result {
 	col := ix.collector()
@@ -290,7 +328,7 @@ func checkIsolation(ix *index) Result {
 	}
 	// Limits of another tier served to a key.
 	mismatch := 0
-	cache := map[string]int64{}
+	oc := ix.newObsCache()
 	for i := range ix.hdrs {
 		if len(ix.p.Tiers) < 2 {
 			break
@@ -302,14 +340,13 @@ func checkIsolation(ix *index) Result {
 		}
 		var v int64
 		var ok bool
-		switch xl, pol := h.state(sXLimit), h.state(sPol); {
+		switch xl := h.state(sXLimit); {
 		case xl == hInt:
 			v, ok = int64(h.xlim), true
-		case xl == hAbsent && pol == hAbsent:
-		case xl == hAbsent && pol == hInt:
-			v, ok = int64(h.polQ), h.polQ >= 0
+		case xl == hAbsent && h.state(sRL) != hOther && h.state(sPol) != hOther:
+			v, ok = int64(h.rlLim), h.hasLim()
 		default:
-			v, ok = observedLimit(&ix.h.Events[i], cache)
+			v, ok = observedLimit(&ix.h.Events[i], oc)
 		}
 		if !ok || tierHasCount(g.tier, v) {
 			continue
@@ -349,26 +386,18 @@ func tierHasCount(t *policy.Tier, v int64) bool {
 	return false
 }
 
-// observedLimit returns the quota a response declared: X-RateLimit-Limit, or
-// the first RateLimit-Policy item's q.
-func observedLimit(e *history.Event, cache map[string]int64) (int64, bool) {
+// observedLimit returns the quota a response declared: X-RateLimit-Limit,
+// or the limit of the declared RateLimit generation (headers.Observed.Limit).
+func observedLimit(e *history.Event, oc *obsCache) (int64, bool) {
 	if e.XLimit != "" {
-		v, err := strconv.ParseInt(strings.TrimSpace(e.XLimit), 10, 64)
+		v, err := headers.ParseXInt(e.XLimit)
 		return v, err == nil
 	}
-	if e.RateLimitPolicy != "" {
-		if v, ok := cache[e.RateLimitPolicy]; ok {
-			return v, v >= 0
-		}
-		items, err := ParseRateLimitPolicy(e.RateLimitPolicy)
-		v := int64(-1)
-		if err == nil && len(items) == 1 {
-			v = items[0].Quota
-		}
-		cache[e.RateLimitPolicy] = v
-		return v, v >= 0
+	if oc.gen == headers.None {
+		return 0, false
 	}
-	return 0, false
+	o := oc.read(e)
+	return o.Limit.N, o.Limit.Valid()
 }
 
 // globalOrder returns event indices sorted by Sent.

@@ -149,6 +149,41 @@ type Fault struct {
 	End   int64 `json:"end"`
 	// Param is the fault's size: latency, skew.
 	Param string `json:"param,omitempty"`
+	// Injecting is when the injection began and Cleared when the clearing
+	// ended: the fault surely held in [Start, End] (Start is when the
+	// injection had taken effect, End when the clearing began) and possibly
+	// in [Injecting, Cleared]. Zero when not recorded (older histories).
+	Injecting int64 `json:"injecting,omitempty"`
+	Cleared   int64 `json:"cleared,omitempty"`
+	// Hooks are the user's commands that injected and cleared the fault.
+	Hooks []FaultHook `json:"hooks,omitempty"`
+}
+
+// FaultHook is one command run to inject or clear a fault.
+type FaultHook struct {
+	Action  string `json:"action"`
+	Command string `json:"command"`
+	// Took is how long it ran, ns; Exit its exit status.
+	Took   int64  `json:"took"`
+	Exit   int    `json:"exit"`
+	Output string `json:"output,omitempty"`
+}
+
+// Span is the widest window the fault may have held in: [Injecting,
+// Cleared] when recorded, else [Start, End]. An open fault (End 0) spans to
+// the end of time.
+func (f *Fault) Span() (from, to int64) {
+	from, to = f.Start, f.End
+	if f.Injecting != 0 && f.Injecting < from {
+		from = f.Injecting
+	}
+	if f.End == 0 {
+		return from, 1<<62 - 1
+	}
+	if f.Cleared > to {
+		to = f.Cleared
+	}
+	return from, to
 }
 
 // Sink is what the downstream sink saw for one key by the end of the run.
@@ -162,6 +197,11 @@ type Sink struct {
 	// PeakPerSecond is the most arrivals (all keys for Key "*") in any one
 	// second-long rolling window.
 	PeakPerSecond int64 `json:"peak_per_second,omitempty"`
+	// Phase is the phase after which the downstream was read; empty for the
+	// reading at the end of the run. At is the offset of the reading. Each
+	// reading counts the arrivals since the run started.
+	Phase string `json:"phase,omitempty"`
+	At    int64  `json:"at,omitempty"`
 }
 
 // Phase records how one phase of the plan went: its span and, for bursts,
@@ -191,6 +231,9 @@ type Phase struct {
 	Rate float64 `json:"rate,omitempty"`
 	// Wanted is the requested rate per second (rate phases).
 	Wanted float64 `json:"wanted,omitempty"`
+	// Notes say what the phase could not do and why (a probe with nothing
+	// to probe, a bypass variant the declared identity rules out).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Sample is the load generator's own footprint at one moment, so a long

@@ -45,6 +45,9 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 	}
 	row("fail mode", d.Policy.FailMode)
 	row("requests", fmt.Sprintf("%d: admitted %d, rejected %d, errors %d", d.Stats.Requests, d.Stats.Admitted, d.Stats.Rejected, d.Stats.Errors))
+	if len(d.Errors) > 0 {
+		row("errors by status", ErrorSummary(d.Errors))
+	}
 	if l := d.Latency; l != nil {
 		row("decision latency", fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s", dur(l.P50), dur(l.P90), dur(l.P99), dur(l.Max)))
 	}
@@ -98,6 +101,18 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 		b.WriteString("\n### Figures\n\n")
 		for _, l := range figs {
 			fmt.Fprintf(&b, "- %s\n", mdText(l))
+		}
+	}
+	if ms := measured(d.Checks); len(ms) > 0 {
+		b.WriteString("\n### Measured against declared\n\n| Parameter | Declared | Measured | Verdict |\n|---|---|---|---|\n")
+		for _, m := range ms {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(m.Name), mdCell(m.Declared), mdCell(m.Measured), badge(m.Verdict))
+		}
+	}
+	if len(d.NotVerified) > 0 {
+		b.WriteString("\n### Not verified\n\n")
+		for _, u := range d.NotVerified {
+			fmt.Fprintf(&b, "- **%s**: %s\n", mdText(u.Check), mdText(u.Reason))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

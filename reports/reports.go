@@ -63,6 +63,18 @@ type Document struct {
 	// Timeline is the history downsampled for drawing (never for checking);
 	// nil when the history has no events.
 	Timeline *Timeline `json:"timeline,omitempty"`
+	// Errors counts the requests that ended in an error (no response, or a
+	// status the policy declares neither admitted nor rejected) by status.
+	Errors []checks.StatusCount `json:"errors,omitempty"`
+	// NotVerified lists the checks that had nothing to judge, and why: the
+	// properties this run did not verify.
+	NotVerified []Unverified `json:"not_verified,omitempty"`
+}
+
+// Unverified is a property a run did not verify.
+type Unverified struct {
+	Check  string `json:"check"`
+	Reason string `json:"reason"`
 }
 
 // Latency is a summary of decision latencies, in ns.
@@ -135,6 +147,12 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 	}
 	d.Timeline = buildTimeline(h, p)
 	d.PerSecond = perSecond(h, d.Elapsed, outcomeBy(p))
+	_, d.Errors = checks.Errors(h, p)
+	for _, r := range rs {
+		if r.Verdict == checks.Skip {
+			d.NotVerified = append(d.NotVerified, Unverified{Check: r.Name, Reason: r.Summary})
+		}
+	}
 	d.Keys = keyStats(h, p)
 	d.Footprint = footprint(h.Samples)
 	return d

@@ -54,6 +54,9 @@ func (t Text) Render(w io.Writer, d *Document) error {
 	}
 	fmt.Fprintf(&b, "requests %d: admitted %d, rejected %d, errors %d\n",
 		d.Stats.Requests, d.Stats.Admitted, d.Stats.Rejected, d.Stats.Errors)
+	if len(d.Errors) > 0 {
+		fmt.Fprintf(&b, "errors by status: %s\n", ErrorSummary(d.Errors))
+	}
 	if l := d.Latency; l != nil {
 		fmt.Fprintf(&b, "decision latency p50 %s p90 %s p99 %s max %s\n", dur(l.P50), dur(l.P90), dur(l.P99), dur(l.Max))
 	}
@@ -81,6 +84,9 @@ func (t Text) Render(w io.Writer, d *Document) error {
 			fmt.Fprintf(&b, "  rate %.0f/s of %.0f/s, late %d, dropped %d", ph.Rate, ph.Wanted, ph.Late, ph.Dropped)
 		}
 		b.WriteString("\n")
+		for _, n := range ph.Notes {
+			fmt.Fprintf(&b, "  note: %s\n", n)
+		}
 	}
 	for _, f := range d.Faults {
 		fmt.Fprintf(&b, "fault %s %s from %s to %s\n", f.Kind, f.Param, dur(f.Start), dur(f.End))
@@ -134,6 +140,21 @@ func (t Text) Render(w io.Writer, d *Document) error {
 		b.WriteString("\nfigures:\n")
 		for _, l := range figs {
 			b.WriteString("  " + l + "\n")
+		}
+	}
+	if ms := measured(d.Checks); len(ms) > 0 {
+		b.WriteString("\nmeasured against declared:\n")
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  PARAMETER\tDECLARED\tMEASURED\tVERDICT")
+		for _, m := range ms {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m.Name, m.Declared, m.Measured, t.paint(m.Verdict))
+		}
+		tw.Flush()
+	}
+	if len(d.NotVerified) > 0 {
+		b.WriteString("\nnot verified:\n")
+		for _, u := range d.NotVerified {
+			fmt.Fprintf(&b, "  %s: %s\n", u.Check, u.Reason)
 		}
 	}
 	fmt.Fprintf(&b, "\nverdict: %s\n", t.paint(d.Verdict))
@@ -293,4 +314,32 @@ func textPerSecond(b *strings.Builder, cols [][]Second, names []string) {
 			b.WriteString("\n")
 		}
 	}
+}
+
+// ErrorSummary writes error counts by status: "404 ×100 (http://h/v1), no
+// response ×2 (connection refused)".
+func ErrorSummary(by []checks.StatusCount) string {
+	parts := make([]string, 0, len(by))
+	for _, e := range by {
+		what := fmt.Sprint(e.Status)
+		detail := e.URL
+		if e.Status == 0 {
+			what, detail = "no response", e.Err
+		}
+		if detail != "" {
+			parts = append(parts, fmt.Sprintf("%s ×%d (%s)", what, e.Count, detail))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s ×%d", what, e.Count))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// measured collects the checks' measurements.
+func measured(rs []checks.Result) []checks.Measurement {
+	var out []checks.Measurement
+	for _, r := range rs {
+		out = append(out, r.Measured...)
+	}
+	return out
 }

@@ -126,8 +126,8 @@ func TestDocker(t *testing.T) {
 		start := time.Now()
 		b := fireBurst(t, st.Instances, "free-docker-burst", 45)
 		checkQuota(t, p, b)
-		snap := st.Sink.Snapshot(start)
-		require.NoError(t, st.Sink.(*RemoteSink).Err())
+		snap, err := st.Sink.Read(context.Background(), start)
+		require.NoError(t, err)
 		require.NotEmpty(t, snap)
 		all := snap[len(snap)-1]
 		require.Equal(t, "*", all.Key)

@@ -77,11 +77,15 @@ type FaultInjector interface {
 	Supports(kind string) bool
 }
 
-// SinkReader returns what the downstream sink saw since start, per request
-// key, plus one record with Key "*" carrying the aggregate and its peak rate.
-// Offsets are from start.
+// SinkReader reads what reached the downstream: per request key, plus one
+// record with Key "*" for the aggregate. Counts may be cumulative (a
+// service's own counter) or since start (the sink): the engine reads once
+// before the run and subtracts that reading. Offsets (First, Last) are from
+// start. An unreachable or malformed source is an error, never nothing.
 type SinkReader interface {
-	Snapshot(start time.Time) []history.Sink
+	Read(ctx context.Context, start time.Time) ([]history.Sink, error)
+	// Describe names the source for notes and messages.
+	Describe() string
 }
 
 // Stack is a started environment.

@@ -63,7 +63,8 @@ func TestLocal(t *testing.T) {
 			t.Run("sink-counts-arrivals", func(t *testing.T) {
 				start := time.Now()
 				b := fireBurst(t, st.Instances, "free-sink", 12)
-				snap := st.Sink.Snapshot(start)
+				snap, err := st.Sink.Read(context.Background(), start)
+				require.NoError(t, err)
 				require.NotEmpty(t, snap)
 				all := snap[len(snap)-1]
 				require.Equal(t, "*", all.Key)

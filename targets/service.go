@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -59,12 +58,12 @@ type Service struct {
 
 // ScopeHeader names the limit that refused a request when it is not the
 // key's own ("global" for the aggregate guard).
-const ScopeHeader = "X-RateLimit-Scope"
+const ScopeHeader = headers.Scope
 
 // FallbackHeader tells the client that the limiter's failure mode, not its
 // store, made the decision (value: open, closed, local or queue). rlverify
 // records it and judges such decisions by the declared failure mode.
-const FallbackHeader = "X-RateLimit-Fallback"
+const FallbackHeader = headers.Fallback
 
 // MaxKeyLen bounds an accepted API key when the policy declares no
 // identity.max_length.
@@ -176,7 +175,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pol, lims, fallback := s.Policy, s.Limiters, ""
 	if s.Rules.Down() {
 		if s.Rules.RejectWhenDown {
-			w.Header().Set("Retry-After", "1")
+			headers.SetRetryAfter(w.Header(), time.Second)
 			http.Error(w, "rate-limit rules unavailable", http.StatusServiceUnavailable)
 			return
 		}
@@ -204,9 +203,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		gd, err := s.Global.Allow(r.Context(), s.now(), "rl:{global}:"+pol.Action+":"+pol.Version, 1)
 		if err == nil && !gd.Allowed {
 			w.Header().Set(ScopeHeader, "global")
-			if ra := retryAfterSeconds(gd.RetryAfter); ra > 0 {
-				w.Header().Set("Retry-After", strconv.FormatInt(ra, 10))
-			}
+			headers.SetRetryAfter(w.Header(), gd.RetryAfter)
 			http.Error(w, "global rate limit", http.StatusTooManyRequests)
 			return
 		}
@@ -219,11 +216,14 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.Metrics.observe(tier.Name, d, err, time.Since(start))
 	if err != nil {
 		// A limiter that has no failure mode of its own: fail closed, loudly.
-		w.Header().Set("Retry-After", "1")
+		headers.SetRetryAfter(w.Header(), time.Second)
 		http.Error(w, "rate limiter store unavailable: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	s.writeHeaders(w, tier, d)
+	if err := s.writeHeaders(w, tier, d); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	if d.Fallback != "" {
 		w.Header().Set(FallbackHeader, d.Fallback)
 	}
@@ -232,8 +232,8 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if d.Fallback == limiters.FallbackClosed || d.Fallback == limiters.FallbackQueue {
 			status = http.StatusServiceUnavailable
 		}
-		if ra := retryAfterSeconds(d.RetryAfter); ra > 0 && !d.OmitRetryAfter {
-			w.Header().Set("Retry-After", strconv.FormatInt(ra, 10))
+		if !d.OmitRetryAfter {
+			headers.SetRetryAfter(w.Header(), d.RetryAfter)
 		}
 		if s.ForwardRejected && s.Downstream != nil {
 			_ = s.Downstream.Forward(r.Context(), key)
@@ -268,17 +268,10 @@ func (s *Service) trustedPeer(remote string) bool {
 	return false
 }
 
-// retryAfterSeconds rounds a wait up to whole seconds (never advise too
-// short); a positive wait is at least 1.
-func retryAfterSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64(math.Ceil(d.Seconds()))
-}
-
-func (s *Service) writeHeaders(w http.ResponseWriter, tier *policy.Tier, d limiters.Decision) {
-	h := w.Header()
+// writeHeaders sends the rate-limit fields the policy declares for the
+// tier's limit that decided d (the one whose N is d.Limit, else the first),
+// in the declared RateLimit generation, through headers.Writer.
+func (s *Service) writeHeaders(w http.ResponseWriter, tier *policy.Tier, d limiters.Decision) error {
 	lim := tier.Limits[0]
 	for _, l := range tier.Limits {
 		if l.Count == d.Limit {
@@ -286,24 +279,13 @@ func (s *Service) writeHeaders(w http.ResponseWriter, tier *policy.Tier, d limit
 			break
 		}
 	}
-	reset := retryAfterSeconds(d.ResetAfter)
-	if s.Policy.Headers.RateLimit.Declared() {
-		wsec := int64(math.Ceil(lim.W().Seconds()))
-		h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d;w=%d", tier.Name, lim.Count, wsec))
-		h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", tier.Name, max(d.Remaining, 0), reset))
+	hp := s.Policy.Headers
+	hw := headers.Writer{Generation: headers.Generation(hp.RateLimit), XRateLimit: hp.XRateLimit, XReset: headers.ResetForm(hp.XReset)}
+	q := headers.Quota{Policy: tier.Name, Limit: lim.Count, Window: lim.W(), Remaining: d.Remaining, Reset: d.ResetAfter}
+	if err := hw.Write(w.Header(), q, s.now()); err != nil {
+		return fmt.Errorf("tier %s: %w", tier.Name, err)
 	}
-	if s.Policy.Headers.XRateLimit {
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(lim.Count, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(d.Remaining, 0), 10))
-		switch s.Policy.Headers.XReset {
-		case "epoch":
-			h.Set("X-RateLimit-Reset", strconv.FormatInt(s.now().Add(time.Duration(reset)*time.Second).Unix(), 10))
-		case "date":
-			h.Set("X-RateLimit-Reset", s.now().Add(time.Duration(reset)*time.Second).UTC().Format(http.TimeFormat))
-		default:
-			h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
-		}
-	}
+	return nil
 }
 
 // Server wraps h in an http.Server with the timeouts a public service

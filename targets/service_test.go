@@ -6,19 +6,25 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
 )
 
 func newService(t *testing.T, limiter string, now func() time.Time) (*Service, *Sink) {
 	t.Helper()
-	pol := policy.Default()
+	return newServiceFor(t, policy.Default(), limiter, now)
+}
+
+func newServiceFor(t *testing.T, pol *policy.Policy, limiter string, now func() time.Time) (*Service, *Sink) {
+	t.Helper()
 	entry, err := catalog.Lookup(limiter, catalog.Memory)
 	require.NoError(t, err)
 	declared := pol.WithAlgorithm(entry.Algorithm)
@@ -92,6 +98,68 @@ func TestServiceContract(t *testing.T) {
 	require.Contains(t, string(body), `rlverify_decisions_total{outcome="denied",tier="free"}`)
 	resp = get(t, svc, "/healthz", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestServiceSendsTheDeclaredGeneration: the service sends the RateLimit
+// fields of the generation its policy declares, and no other, with
+// X-RateLimit-Reset in the declared form.
+func TestServiceSendsTheDeclaredGeneration(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	all := []string{headers.RateLimit, headers.RateLimitPolicy, headers.RateLimitLimit, headers.RateLimitRemaining, headers.RateLimitReset,
+		headers.XRateLimitLimit, headers.XRateLimitRemaining, headers.XRateLimitReset}
+	for _, tc := range []struct {
+		gen    policy.RateLimitHeaders
+		xreset string
+		want   map[string]string
+	}{
+		{policy.RateLimitStructured, "relative", map[string]string{headers.RateLimit: `"free";r=0;t=2`, headers.RateLimitPolicy: `"free";q=10;w=2`,
+			headers.XRateLimitLimit: "10", headers.XRateLimitRemaining: "0", headers.XRateLimitReset: "2"}},
+		{policy.RateLimitDictionary, "epoch", map[string]string{headers.RateLimit: `limit=10, remaining=0, reset=2`, headers.RateLimitPolicy: `10;w=2`,
+			headers.XRateLimitLimit: "10", headers.XRateLimitRemaining: "0", headers.XRateLimitReset: "1767225602"}},
+		{policy.RateLimitSplit, "date", map[string]string{headers.RateLimitLimit: "10", headers.RateLimitRemaining: "0", headers.RateLimitReset: "2", headers.RateLimitPolicy: `10;w=2`,
+			headers.XRateLimitLimit: "10", headers.XRateLimitRemaining: "0", headers.XRateLimitReset: "Thu, 01 Jan 2026 00:00:02 GMT"}},
+		{policy.RateLimitNone, "relative", map[string]string{}},
+	} {
+		t.Run(string(tc.gen), func(t *testing.T) {
+			pol := policy.Default()
+			pol.Headers.RateLimit, pol.Headers.XReset = tc.gen, tc.xreset
+			pol.Headers.XRateLimit = tc.gen != policy.RateLimitNone
+			svc, _ := newServiceFor(t, pol, "token-bucket", func() time.Time { return t0 })
+			var resp *http.Response
+			for i := 0; i < 10; i++ {
+				resp = get(t, svc, "/api", map[string]string{"X-API-Key": "free-a"})
+				require.Equal(t, http.StatusOK, resp.StatusCode)
+			}
+			for _, name := range all {
+				require.Equal(t, tc.want[name], resp.Header.Get(name), name)
+			}
+			resp = get(t, svc, "/api", map[string]string{"X-API-Key": "free-a"})
+			require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+			require.Equal(t, "1", resp.Header.Get(headers.RetryAfter))
+		})
+	}
+}
+
+// TestServiceTierNamesRoundTrip: a tier named with any character a policy
+// holds reads back unchanged from the service's structured fields with the
+// reader the checks use (an empty name, which policies reject, is covered
+// in headers).
+func TestServiceTierNamesRoundTrip(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, name := range []string{"café", "tab\there", `quote"and\\back`, "日本語", "100%", "%22", " spaced ", "plain"} {
+		y := fmt.Sprintf("name: n\ntiers:\n  - name: %s\n    key_prefix: k-\n    limits:\n      - capacity: 3\n        rate: 1/s\nheaders:\n  ratelimit: structured\n", strconv.Quote(name))
+		pol, err := policy.Parse("names.yaml", []byte(y))
+		require.NoError(t, err, y)
+		tier := pol.Tiers[0].Name
+		svc, _ := newServiceFor(t, pol, "token-bucket", func() time.Time { return t0 })
+		resp := get(t, svc, "/api", map[string]string{"X-API-Key": "k-a"})
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		o := headers.Read(headers.Structured, headers.FromHTTP(resp.Header))
+		require.True(t, o.Limit.Valid(), "%q: %+v", tier, o)
+		require.Equal(t, tier, o.Name)
+		require.Equal(t, int64(3), o.Limit.N)
+		require.Equal(t, int64(2), o.Remaining.N)
+	}
 }
 
 func TestTrustXFFBuysQuota(t *testing.T) {

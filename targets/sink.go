@@ -64,7 +64,15 @@ func (s *Sink) Record(key string) {
 	}
 }
 
-// Snapshot implements SinkReader: arrivals since start, offsets from start.
+// Describe implements SinkReader.
+func (s *Sink) Describe() string { return "the stack's sink" }
+
+// Read implements SinkReader.
+func (s *Sink) Read(_ context.Context, start time.Time) ([]history.Sink, error) {
+	return s.Snapshot(start), nil
+}
+
+// Snapshot returns the arrivals since start, offsets from start.
 func (s *Sink) Snapshot(start time.Time) []history.Sink {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -176,28 +184,20 @@ func (f *HTTPForwarder) Forward(ctx context.Context, key string) error {
 type RemoteSink struct {
 	URL    string
 	Client *http.Client
-	err    error
 }
 
-// Snapshot implements SinkReader; on failure it returns nil and Err says why.
-func (r *RemoteSink) Snapshot(start time.Time) []history.Sink {
-	c := r.Client
-	if c == nil {
-		c = &http.Client{Timeout: 5 * time.Second}
-	}
-	resp, err := c.Get(strings.TrimRight(r.URL, "/") + "/_sink/stats?since=" + strconv.FormatInt(start.UnixNano(), 10))
+// Describe implements SinkReader.
+func (r *RemoteSink) Describe() string { return "rlverify sink " + r.URL }
+
+// Read implements SinkReader.
+func (r *RemoteSink) Read(ctx context.Context, start time.Time) ([]history.Sink, error) {
+	body, err := fetch(ctx, r.Client, strings.TrimRight(r.URL, "/")+"/_sink/stats?since="+strconv.FormatInt(start.UnixNano(), 10))
 	if err != nil {
-		r.err = fmt.Errorf("sink %s: %w", r.URL, err)
-		return nil
+		return nil, fmt.Errorf("sink: %w", err)
 	}
-	defer resp.Body.Close()
 	var out []history.Sink
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
-		r.err = fmt.Errorf("sink %s: decode stats: %w", r.URL, err)
-		return nil
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("sink %s: this is not an rlverify sink's stats: %w", r.URL, err)
 	}
-	return out
+	return out, nil
 }
-
-// Err reports the last Snapshot failure.
-func (r *RemoteSink) Err() error { return r.err }

@@ -29,33 +29,39 @@ import (
 )
 
 type attackFlags struct {
-	plan        string
-	limiter     string
-	store       string
-	redisURL    string
-	instances   int
-	policyFile  string
-	out         string
-	formats     []string
-	env         string
-	targetURLs  []string
-	sinkURL     string
-	allowRemote bool
-	maxRequests int64
-	maxDuration time.Duration
-	timeout     time.Duration
-	shard       string
-	seed        int64
-	only        []string
-	quiet       bool
-	regions     int
-	regionMode  string
-	regionSync  time.Duration
-	regionLat   time.Duration
-	failOn      []string
-	runID       string
-	keepKeys    bool
-	honest      bool
+	plan       string
+	limiter    string
+	store      string
+	redisURL   string
+	instances  int
+	policyFile string
+	out        string
+	formats    []string
+	env        string
+	targetURLs []string
+	ext        externalFlags
+	// limiterPolicy is what the reference limiter enforces when it should
+	// differ from the declared policy (to prove that a mismatch is caught).
+	limiterPolicy string
+	allowRemote   bool
+	maxRequests   int64
+	maxDuration   time.Duration
+	timeout       time.Duration
+	shard         string
+	seed          int64
+	only          []string
+	quiet         bool
+	regions       int
+	regionMode    string
+	regionSync    time.Duration
+	regionLat     time.Duration
+	failOn        []string
+	runID         string
+	keepKeys      bool
+	// honest judges a gateway against its honest policy.
+	honest  bool
+	history string
+	shape   shapeFlags
 	// local and docker environments
 	redisCluster  int
 	redisImage    string
@@ -77,7 +83,10 @@ Examples:
   rlverify attack --plan concurrent-burst
   rlverify attack --plan concurrent-burst --limiter faulty/racy-token-bucket
   rlverify attack --plan boundary-burst --limiter fixed-window --format json
-  rlverify attack --plan concurrent-burst --env external --target http://127.0.0.1:8080 --policy my-policy.yaml`,
+  rlverify attack --plan concurrent-burst --env external --target http://127.0.0.1:8080 --policy my-policy.yaml
+  rlverify attack --plan concurrent-burst --target http://127.0.0.1:8080/v1/orders \
+      --method POST --header 'Content-Type: application/json' --body '{"sku": "{i}"}' \
+      --identity bearer --keys keys.yaml --admitted 201 --policy my-policy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runAttack(c.Context(), &f, c.OutOrStdout(), c.ErrOrStderr())
@@ -91,10 +100,12 @@ Examples:
 	fl.IntVar(&f.instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
 	fl.StringVar(&f.out, "out", "rlverify-out", "directory for history.jsonl and the reports")
+	fl.StringVar(&f.history, "history", "", "write the history to this file instead of DIR/history.jsonl; - also streams it to stdout, for rlverify check --history - (stdout then carries only the history; the reports go to --out)")
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
 	addEnvFlags(fl, &f, "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
 	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
-	fl.StringVar(&f.sinkURL, "sink", "", "URL of an `rlverify sink` your service forwards admitted requests to (external env)")
+	addExternalFlags(fl, &f.ext)
+	fl.StringVar(&f.limiterPolicy, "limiter-policy", "", "built-in environments: the policy the reference limiter enforces, when it should differ from the declared --policy (a limiter configured unlike its promise)")
 	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow targets outside loopback (only attack services you own)")
 	fl.Int64Var(&f.maxRequests, "max-requests", attacks.DefaultMaxRequests, "stop after this many requests")
 	fl.DurationVar(&f.maxDuration, "max-duration", attacks.DefaultMaxDuration, "stop after this long")
@@ -105,7 +116,8 @@ Examples:
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	fl.StringVar(&f.runID, "run-id", "", "tag appended to every key so runs never share limiter state (default: random; with --shard, derived from plan and seed so every shard uses the same keys)")
 	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plan's keys unchanged (real API keys of your service); they are redacted in the history and reports")
-	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, "verdicts that make the run exit 1: fail, unknown, a check name (its fail), CHECK:unknown, or none")
+	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, failOnUsage)
+	addShapeFlags(fl, &f.shape)
 	fl.BoolVar(&f.honest, "honest", false, "gateway limiters (nginx/…, haproxy/…, gubernator/…): judge against the policy the gateway really enforces, not the declared one (see docs/compare.md)")
 	return c
 }
@@ -125,13 +137,49 @@ func addEnvFlags(fl *pflag.FlagSet, f *attackFlags, envUsage string) {
 	fl.DurationVar(&f.regionLat, "region-latency", 20*time.Millisecond, "one-way latency between regions")
 }
 
+// attackResult is one attack judged.
+type attackResult struct {
+	doc      *reports.Document
+	results  []checks.Result
+	hist     *history.History
+	histFile string
+	// report is where the first report format goes: stdout, unless stdout
+	// carries the history (--history -).
+	report io.Writer
+	// runE is why the plan stopped before its end (nil when it ran whole).
+	runE error
+}
+
 func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) error {
+	fo, err := parseFailOn(f.failOn)
+	if err != nil {
+		return usageWrap(err)
+	}
+	r, err := attackOnce(ctx, f, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	err = conclude(r.doc, r.results, r.hist, f.formats, f.out, fo, r.report, stderr)
+	var ee *exitError
+	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted ||
+		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
+	if r.runE != nil && ctx.Err() == nil && noFinding {
+		// The plan could not be carried out: what was recorded passed, but
+		// the run is not the proof the plan promises.
+		return runErr(fmt.Errorf("the plan did not complete (%v); verdicts above cover what was recorded, history in %s", r.runE, r.histFile))
+	}
+	return err
+}
+
+// attackOnce runs one plan as f says and judges its history; it renders
+// nothing. Errors are usage or run errors (*exitError).
+func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (*attackResult, error) {
 	if f.plan == "" {
-		return usageErr("attack: --plan is required (see rlverify plans)")
+		return nil, usageErr("attack: --plan is required (see rlverify plans)")
 	}
 	plan, err := attacks.Load(f.plan)
 	if err != nil {
-		return usageWrap(err)
+		return nil, usageWrap(err)
 	}
 	policyFile := f.policyFile
 	if policyFile == "" {
@@ -139,23 +187,41 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	}
 	pol, err := loadPolicy(policyFile)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if pol, err = f.shape.apply(pol); err != nil {
+		return nil, usageWrap(err)
+	}
+	shapeReq, err := f.shape.request()
+	if err == nil {
+		err = attacks.CheckRequest(plan, shapeReq)
+	}
+	if err != nil {
+		return nil, usageWrap(err)
+	}
+	if err := f.shape.checkRate(); err != nil {
+		return nil, usageWrap(err)
+	}
+	var keyFile *attacks.KeyFile
+	if f.shape.keysFile != "" {
+		if keyFile, err = attacks.LoadKeyFile(f.shape.keysFile, pol); err != nil {
+			return nil, usageWrap(err)
+		}
+		if err := attacks.CheckKeys(plan, pol, keyFile); err != nil {
+			return nil, usageWrap(err)
+		}
 	}
 	if err := checks.Validate(f.only); err != nil {
-		return usageWrap(fmt.Errorf("--checks: %w", err))
-	}
-	fo, err := parseFailOn(f.failOn)
-	if err != nil {
-		return usageWrap(err)
+		return nil, usageWrap(fmt.Errorf("--checks: %w", err))
 	}
 	for _, format := range f.formats {
 		if _, err := reports.Lookup(format); err != nil {
-			return usageWrap(fmt.Errorf("--format: %w", err))
+			return nil, usageWrap(fmt.Errorf("--format: %w", err))
 		}
 	}
 	shard, shards, err := parseShard(f.shard)
 	if err != nil {
-		return usageWrap(err)
+		return nil, usageWrap(err)
 	}
 	if len(f.targetURLs) > 0 {
 		f.env = "external"
@@ -164,7 +230,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if instances == 0 {
 		instances = plan.MinInstances()
 	} else if f.env == "embedded" && instances < plan.MinInstances() {
-		return usageErr("--instances %d: plan %s needs at least %d", instances, plan.Name, plan.MinInstances())
+		return nil, usageErr("--instances %d: plan %s needs at least %d", instances, plan.Name, plan.MinInstances())
 	}
 	if f.regions == 0 && (f.env == "embedded" || f.env == "docker") {
 		f.regions = plan.Regions
@@ -175,10 +241,11 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 		runID = hex.EncodeToString(sum[:3])
 	}
 	if instances < 1 || instances > targets.MaxInstances {
-		return usageErr("--instances %d: want 1 … %d", instances, targets.MaxInstances)
+		return nil, usageErr("--instances %d: want 1 … %d", instances, targets.MaxInstances)
 	}
 
 	run := history.Run{Env: f.env, Policy: pol.Source}
+	defPath := attacks.DefaultPath
 	declared := pol
 	var env targets.Environment
 	spec := targets.Spec{Instances: instances, RedisURL: f.redisURL, Log: func(format string, a ...any) {
@@ -188,7 +255,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	}}
 	genv, gpol, isGateway, err := gatewaySetup(f, pol, &spec, &run)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if isGateway {
 		f.env, env, declared = "gateway", genv, gpol
@@ -213,24 +280,30 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 			}
 		}
 		if err != nil {
-			return usageWrap(err)
+			return nil, usageWrap(err)
 		}
 		declared = pol.WithAlgorithm(entry.Algorithm)
 		spec.Policy, spec.Limiter, spec.Store = declared, entry.Name, entry.Store
+		if spec.Policy, err = enforcedPolicy(f, declared, entry.Algorithm, &run); err != nil {
+			return nil, err
+		}
 		run.Limiter, run.Target = entry.Name, entry.Name
 		env = targets.Embedded{}
 	case "local", "docker":
 		entry, err := catalog.Lookup(f.limiter, catalog.Redis)
 		if err != nil {
-			return usageWrap(err)
+			return nil, usageWrap(err)
 		}
 		declared = pol.WithAlgorithm(entry.Algorithm)
 		spec.Policy, spec.Limiter, spec.Store = declared, entry.Name, catalog.Redis
+		if spec.Policy, err = enforcedPolicy(f, declared, entry.Algorithm, &run); err != nil {
+			return nil, err
+		}
 		spec.RedisCluster = f.redisCluster
 		run.Limiter, run.Target = entry.Name, entry.Name
 		if f.regions > 1 {
 			if f.env == "local" {
-				return usageErr("--regions runs on the embedded and docker environments")
+				return nil, usageErr("--regions runs on the embedded and docker environments")
 			}
 			spec.Regions = &targets.RegionSpec{Regions: f.regions, Mode: f.regionMode, Sync: f.regionSync, Latency: f.regionLat}
 		}
@@ -238,45 +311,55 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 			env = targets.Local{Cluster: f.redisCluster}
 		} else {
 			if f.redisURL != "" || f.redisCluster > 0 {
-				return usageErr("--env docker starts its own Redis container: --redis and --redis-cluster do not apply")
+				return nil, usageErr("--env docker starts its own Redis container: --redis and --redis-cluster do not apply")
 			}
 			env = targets.Docker{RedisImage: f.redisImage, LimiterImage: f.limiterImage, Binary: f.limiterBinary, NoPull: f.noPull}
 		}
 	case "external":
 		if len(f.targetURLs) == 0 {
-			return usageErr("--env external needs at least one --target URL")
+			return nil, usageErr("--env external needs at least one --target URL")
 		}
 		if err := checkTargets(f.targetURLs, f.allowRemote); err != nil {
-			return usageWrap(err)
+			return nil, usageWrap(err)
 		}
 		spec.Policy, spec.Targets = pol, f.targetURLs
 		run.Target = strings.Join(f.targetURLs, " ")
-		env = targets.External{SinkURL: f.sinkURL}
+		defPath = "" // the target URL's own path, else /
+		x, err := f.ext.environment(f.allowRemote)
+		if err != nil {
+			return nil, usageWrap(err)
+		}
+		env = x
 	default:
-		return usageErr("--env %q: want embedded, local, docker or external", f.env)
+		return nil, usageErr("--env %q: want embedded, local, docker or external", f.env)
 	}
-	if plan.NeedsFaults() && f.env == "external" {
-		return usageErr("plan %s injects faults, which the external environment cannot do", plan.Name)
+	if f.env != "external" && f.ext.any() {
+		return nil, usageErr("--store-proxy, --toxiproxy, --on-inject/--on-clear, --sink and --downstream-* are for your own service (--env external, --target URL)")
+	}
+	if f.env == "external" {
+		if err := checkExternalFaults(plan, &f.ext); err != nil {
+			return nil, usageWrap(err)
+		}
 	}
 
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return runErr(fmt.Errorf("--out: %w", err))
+		return nil, runErr(fmt.Errorf("--out: %w", err))
 	}
-	histFile := filepath.Join(f.out, "history.jsonl")
-	w, err := history.Create(histFile)
+	rh, err := createRunHistory(f.out, f.history, stdout)
 	if err != nil {
-		return runErr(err)
+		return nil, runErr(err)
 	}
+	histFile, w := rh.file, rh.w
 	defer w.Close()
 
 	stack, err := env.Start(ctx, spec)
 	if err != nil {
-		return runErr(fmt.Errorf("start %s environment: %w", env.Name(), err))
+		return nil, runErr(fmt.Errorf("start %s environment: %w", env.Name(), err))
 	}
 	defer stack.Close()
 	for _, ph := range plan.Phases {
 		if ph.Kind == attacks.KindFault && ph.Action == "inject" && (stack.Faults == nil || !stack.Faults.Supports(ph.Fault)) {
-			return runErr(fmt.Errorf("plan %s injects %s, which the %s environment cannot do with this store (see docs/environments.md)", plan.Name, ph.Fault, env.Name()))
+			return nil, runErr(fmt.Errorf("plan %s injects %s, which the %s environment cannot do with this store (see docs/environments.md)", plan.Name, ph.Fault, env.Name()))
 		}
 	}
 	run.Instances = stack.Instances
@@ -293,14 +376,19 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
 		Shard: shard, Shards: shards, Seed: f.seed, Progress: prog.update,
 		RunID: runID, KeepKeys: f.keepKeys,
+		Request: shapeReq, DefaultPath: defPath, Keys: keyFile,
 	})
 	if err != nil {
-		return usageWrap(err)
+		return nil, usageWrap(err)
 	}
 	sum, runE := eng.Run(ctx, plan, run)
+	var pe *attacks.PrepareError
+	if errors.As(runE, &pe) {
+		return nil, usageWrap(pe)
+	}
 	prog.done()
 	if err := w.Close(); err != nil {
-		return runErr(err)
+		return nil, runErr(err)
 	}
 	if err := stack.Close(); err != nil {
 		fmt.Fprintf(stderr, "rlverify: tearing down the %s environment: %v\n", env.Name(), err)
@@ -308,59 +396,57 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if runE != nil {
 		fmt.Fprintf(stderr, "rlverify: the run stopped early: %v\n", runE)
 	}
-	if sum.Requests > 0 && allUnreachable(histFile) {
-		return runErr(fmt.Errorf("no request got a response: is the target up? (history kept in %s)", histFile))
-	}
 	only := f.only
 	if len(only) == 0 {
 		only = plan.Checks
 	}
-	err = judge(ctx, []string{histFile}, declared, checks.Options{Only: only}, f.formats, f.out, fo, stdout, stderr)
-	var ee *exitError
-	if runE != nil && ctx.Err() == nil && (err == nil || (errors.As(err, &ee) && ee.code == ExitInterrupted)) {
-		// The plan could not be carried out: what was recorded passed, but
-		// the run is not the proof the plan promises.
-		return runErr(fmt.Errorf("the plan did not complete (%v); verdicts above cover what was recorded, history in %s", runE, histFile))
+	doc, rs, h, err := evaluate([]string{histFile}, nil, declared, checks.Options{Only: only, MaxErrorRate: f.shape.maxErrorRate})
+	if err != nil {
+		return nil, err
 	}
-	return err
+	if sum.Requests > 0 && allUnreachable(h) {
+		return nil, runErr(fmt.Errorf("no request got a response: is the target up? (history kept in %s)", histFile))
+	}
+	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, report: rh.report, runE: runE}, nil
 }
 
-// judge reads histories back from disk, checks them and reports: the live run
-// and `rlverify check` share this path, so they give the same verdicts.
-func judge(_ context.Context, files []string, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
-	var hs []*history.History
-	for _, file := range files {
-		h, err := history.ReadFile(file)
-		if err != nil {
-			return usageWrap(err)
-		}
-		hs = append(hs, h)
-	}
-	h, err := history.Merge(hs...)
+// judge reads histories back (from disk; "-" from stdin), checks them and
+// reports: the live run and `rlverify check` share this path, so they give
+// the same verdicts.
+func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
+	doc, rs, h, err := evaluate(files, stdin, pol, o)
 	if err != nil {
-		return usageWrap(err)
+		return err
+	}
+	return conclude(doc, rs, h, formats, out, fo, stdout, stderr)
+}
+
+// evaluate reads histories (merging shards; "-" is stdin), judges them
+// against pol (nil: the policy the history declares) and builds the result
+// document.
+func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options) (*reports.Document, []checks.Result, *history.History, error) {
+	h, err := readHistories(files, stdin)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	if pol == nil {
-		if len(h.Run.Declared) == 0 {
-			return usageErr("the history does not carry its policy: give --policy FILE")
+		if pol, err = historyPolicy(h); err != nil {
+			return nil, nil, nil, err
 		}
-		var p policy.Policy
-		if err := json.Unmarshal(h.Run.Declared, &p); err != nil {
-			return usageWrap(fmt.Errorf("the history's declared policy: %w", err))
-		}
-		if err := p.Validate(); err != nil {
-			return usageWrap(fmt.Errorf("the history's declared policy: %w", err))
-		}
-		pol = &p
 	}
-	rs := checks.Run(h, pol, o)
-	doc := reports.Build(h, pol, rs)
+	pol = judgeable(h, pol)
+	rs := checks.Judge(h, pol, o)
+	return reports.Build(h, pol, rs), rs, h, nil
+}
+
+// conclude renders doc and returns the exit the verdicts call for.
+func conclude(doc *reports.Document, rs []checks.Result, h *history.History, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
 	}
 	switch {
 	case len(fo.fails(rs)) > 0:
-		return &exitError{code: ExitFail}
+		return &exitError{code: ExitFail, fails: fo.fails(rs)}
 	case doc.Interrupted && (h.End == nil || strings.HasPrefix(h.End.Reason, "interrupted")):
 		// Interrupted by a signal, or killed (no end record): the verdicts
 		// cover only part of the plan. Runs stopped by --max-* bounds the
@@ -417,9 +503,8 @@ func writeReport(file string, r reports.Renderer, doc *reports.Document) error {
 	return fh.Close()
 }
 
-func allUnreachable(file string) bool {
-	h, err := history.ReadFile(file)
-	if err != nil || len(h.Events) == 0 {
+func allUnreachable(h *history.History) bool {
+	if len(h.Events) == 0 {
 		return false
 	}
 	for i := range h.Events {
@@ -472,4 +557,18 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
+}
+
+// enforcedPolicy is what the reference limiter enforces: the declared
+// policy, or --limiter-policy in the limiter's family (noted in the run).
+func enforcedPolicy(f *attackFlags, declared *policy.Policy, a policy.Algorithm, run *history.Run) (*policy.Policy, error) {
+	if f.limiterPolicy == "" {
+		return declared, nil
+	}
+	p, err := loadPolicy(f.limiterPolicy)
+	if err != nil {
+		return nil, err
+	}
+	run.Notes = append(run.Notes, fmt.Sprintf("the reference limiter enforces %s, not the declared %s", p.Source, declared.Source))
+	return p.WithAlgorithm(a), nil
 }

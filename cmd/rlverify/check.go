@@ -13,13 +13,14 @@ import (
 
 func checkCmd() *cobra.Command {
 	var (
-		files      []string
-		policyFile string
-		formats    []string
-		out        string
-		skew       time.Duration
-		only       []string
-		failOnS    []string
+		files        []string
+		policyFile   string
+		formats      []string
+		out          string
+		skew         time.Duration
+		only         []string
+		failOnS      []string
+		maxErrorRate float64
 	)
 	c := &cobra.Command{
 		Use:   "check --history FILE [--history FILE …]",
@@ -27,7 +28,8 @@ func checkCmd() *cobra.Command {
 		Long: `Judge one or more saved histories. Shards written by attack --shard i/n
 are merged; --clock-skew widens every request's time interval by the largest
 clock difference between the load machines. Without --policy the policy
-recorded in the history is used.`,
+recorded in the history is used. --history - reads a history from standard
+input: rlverify attack … --history - | rlverify check --history -.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if len(files) == 0 {
@@ -56,16 +58,20 @@ recorded in the history is used.`,
 			if skew < 0 {
 				return usageErr("--clock-skew must not be negative")
 			}
-			return judge(c.Context(), files, pol, checks.Options{Slack: skew, Only: only}, formats, out, fo, c.OutOrStdout(), c.ErrOrStderr())
+			if !(maxErrorRate > 0 && maxErrorRate <= 1) {
+				return usageErr("--max-error-rate %g: want a share in (0, 1], e.g. 0.01 for 1%%", maxErrorRate)
+			}
+			return judge(c.Context(), files, c.InOrStdin(), pol, checks.Options{Slack: skew, Only: only, MaxErrorRate: maxErrorRate}, formats, out, fo, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fl := c.Flags()
-	fl.StringArrayVar(&files, "history", nil, "history JSONL file (repeat to merge shards)")
+	fl.StringArrayVar(&files, "history", nil, "history JSONL file, - for stdin (repeat to merge shards)")
 	fl.StringVar(&policyFile, "policy", "", "declared policy YAML (default: the one recorded in the history)")
 	fl.StringSliceVar(&formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", "))
 	fl.StringVar(&out, "out", "", "also write the reports into this directory")
 	fl.DurationVar(&skew, "clock-skew", 0, "largest clock difference between the machines that wrote the shards")
 	fl.StringSliceVar(&only, "checks", nil, "run only these checks")
-	fl.StringSliceVar(&failOnS, "fail-on", []string{"fail"}, "verdicts that make the run exit 1: fail, unknown, a check name (its fail), CHECK:unknown, or none")
+	fl.StringSliceVar(&failOnS, "fail-on", []string{"fail"}, failOnUsage)
+	fl.Float64Var(&maxErrorRate, "max-error-rate", checks.DefaultMaxErrorRate, "largest share of requests that may end in an error before the run counts as no evidence (verdict unknown)")
 	return c
 }

@@ -163,6 +163,7 @@ error and decision latency. Each run's history and reports are kept in
 	fl.StringArrayVar(&targets, "target", nil, "your own service to compare: NAME=URL[,URL…] (repeat)")
 	fl.StringArrayVar(&settings, "region-setting", nil, "a region setting to compare, MODE[/SYNC[/LATENCY]] e.g. replicated/100ms/20ms or strict//50ms (repeat; the reference token bucket in --regions regions, default the plan's)")
 	addEnvFlags(fl, &base, "environment of the --limiter and --region-setting runs: embedded, local or docker")
+	addShapeFlags(fl, &base.shape)
 	fl.StringVar(&base.store, "store", "", "state store of the reference limiters: memory or redis")
 	fl.IntVar(&base.instances, "instances", 0, "instances per embedded implementation")
 	fl.StringVar(&base.policyFile, "policy", "", "declared policy (file or shipped name)")

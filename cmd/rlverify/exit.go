@@ -23,6 +23,8 @@ const (
 type exitError struct {
 	code int
 	err  error
+	// fails names what failed the run (checks, "evidence") for ExitFail.
+	fails []string
 }
 
 func (e *exitError) Error() string {

@@ -20,7 +20,7 @@ type failOn struct {
 
 func parseFailOn(specs []string) (*failOn, error) {
 	f := &failOn{any: map[checks.Verdict]bool{}, check: map[string]map[checks.Verdict]bool{}}
-	known := map[string]bool{}
+	known := map[string]bool{checks.EvidenceCheck: true}
 	for _, n := range checks.Names() {
 		known[n] = true
 	}
@@ -76,13 +76,22 @@ func (f *failOn) add(check string, v checks.Verdict) {
 	f.check[check][v] = true
 }
 
-// fails returns the checks whose verdicts fail the run.
+// failOnUsage is the --fail-on help line.
+const failOnUsage = "verdicts that make the run exit 1: fail, unknown, a check name (its fail), CHECK:unknown, or none; a run that gave no evidence (the evidence gate unknown) fails under every choice but none"
+
+// fails returns the checks whose verdicts fail the run. The evidence gate's
+// unknown (a run that judged nothing, or mostly errors) fails under every
+// choice but none: no verdict without evidence.
 func (f *failOn) fails(rs []checks.Result) []string {
 	if f.none {
 		return nil
 	}
 	var out []string
 	for _, r := range rs {
+		if r.Name == checks.EvidenceCheck && r.Verdict == checks.Unknown {
+			out = append(out, r.Name)
+			continue
+		}
 		if f.any[r.Verdict] || f.check[r.Name][r.Verdict] {
 			out = append(out, r.Name)
 		}

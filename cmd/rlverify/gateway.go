@@ -21,7 +21,8 @@ const honestPolicyFile = "honest-policy.yaml"
 
 // gatewaySetup prepares the run of a gateway limiter (nginx, HAProxy,
 // gubernator: catalog entries with Gateway set): the environment that
-// starts it, configured from the declared policy in the entry's family,
+// starts it, configured from the declared policy in the entry's family (or
+// --limiter-policy),
 // and the policy the run is judged against (that one, or with --honest the
 // gateway's honest policy). It writes the honest policy next to the history
 // and notes what the gateway does not keep. ok is false for every other
@@ -41,7 +42,11 @@ func gatewaySetup(f *attackFlags, pol *policy.Policy, spec *targets.Spec, run *h
 		return nil, nil, true, usageErr("--limiter %s keeps its state in its own %s: --store, --redis and --regions do not apply", entry.Name, gatewayForm(entry.Gateway))
 	}
 	declared := pol.WithAlgorithm(entry.Algorithm)
-	honest, deviations, err := gateway.Honest(*entry.Gateway, declared)
+	configured, err := enforcedPolicy(f, declared, entry.Algorithm, run)
+	if err != nil {
+		return nil, nil, true, err
+	}
+	honest, deviations, err := gateway.Honest(*entry.Gateway, configured)
 	if err != nil {
 		return nil, nil, true, usageWrap(err)
 	}
@@ -64,7 +69,7 @@ func gatewaySetup(f *attackFlags, pol *policy.Policy, spec *targets.Spec, run *h
 	} else if len(deviations) > 0 {
 		run.Notes = append(run.Notes, fmt.Sprintf("the policy %s really enforces is in %s: rlverify check --history %s --policy %s", entry.Name, file, filepath.Join(f.out, "history.jsonl"), file))
 	}
-	spec.Policy, spec.Limiter, spec.Store = declared, entry.Name, entry.Store
+	spec.Policy, spec.Limiter, spec.Store = configured, entry.Name, entry.Store
 	run.Limiter, run.Target, run.Env = entry.Name, entry.Name, entry.Gateway.Kind
 	return gateway.Environment{Gateway: *entry.Gateway, KeepConfigs: f.out}, judged, true, nil
 }

@@ -38,6 +38,8 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 		reportCmd(),
 		selftestCmd(),
 		compareCmd(),
+		auditCmd(),
+		importCmd(),
 	)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

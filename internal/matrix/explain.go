@@ -34,6 +34,7 @@ var explanations = map[string]map[string]map[string]Explanation{
 		"headers":     {"limit_req sends no RateLimit or X-RateLimit headers. The honest policy declares none.", nginxStatus},
 		"oversell":    {"Each nginx process keeps its own limit_req_zone in its own shared memory: three instances admit three buckets. The honest policy says scope: instance.", nginxZone},
 		"instances":   {"Each nginx process keeps its own limit_req_zone: a key spread over three instances gets three quotas.", nginxZone},
+		"downstream":  {"The three nginx processes' quotas all reach the upstream: more arrivals than one envelope allows.", nginxZone},
 		"bypass":      {"The zone key is the header's bytes: nginx cannot fold case, so FREE-… and free-… are two keys with two buckets (the declared identity is case-insensitive; the honest policy is case-sensitive).", nginxZone},
 	}},
 	"haproxy/": {"": {
@@ -43,6 +44,7 @@ var explanations = map[string]map[string]map[string]Explanation{
 		"isolation":       {"The same refusals, blamed on the quiet tenants that were busy meanwhile; under-admission is the cause (refused requests count), not shared quota.", haproxyRate},
 		"oversell":        {"A stick table lives in one HAProxy process: three instances, three counters per key.", haproxyTable},
 		"instances":       {"A stick table lives in one HAProxy process: three instances, three counters per key.", haproxyTable},
+		"downstream":      {"The three HAProxy processes' quotas all reach the backend: more arrivals than one envelope allows.", haproxyTable},
 	}},
 	"gubernator/": {"": {
 		"retry-after":     {"The front advises reset_time − now; for a LEAKY_BUCKET gubernator's reset_time is when the bucket is full again ((limit − remaining) · duration/limit), not when the next hit fits as the README describes it for OVER_LIMIT.", guberReset},
@@ -53,6 +55,7 @@ var explanations = map[string]map[string]map[string]Explanation{
 	"gubernator/global": {"": {
 		"oversell":     {"GLOBAL: each peer answers from its own cache and sends the hits to the owner asynchronously (GlobalSyncWait, 100ms); a key spread over the three peers is admitted up to once per peer before they hear of each other.", guberGlobal},
 		"instances":    {"GLOBAL: each peer admits from its own cache until the owner's broadcast reaches it: up to one quota per peer.", guberGlobal},
+		"downstream":   {"What GLOBAL's peers admit beyond one quota reaches downstream too.", guberGlobal},
 		"token-bounds": {"GLOBAL: a broadcast replaces a peer's cached Remaining with the owner's, which jumps up as no bucket does.", guberGlobal},
 		"bypass":       {"The variants themselves stay one key; what is over the envelope is GLOBAL's per-peer admission (see oversell), which the bypass check sees among the variants.", guberGlobal},
 	}},
@@ -60,11 +63,13 @@ var explanations = map[string]map[string]map[string]Explanation{
 		"oversell":     {"A rate.Limiter lives in the memory of one instance: three instances, three buckets per key.", xrate},
 		"instances":    {"A rate.Limiter lives in the memory of one instance: three instances, three buckets per key.", xrate},
 		"token-bounds": {"Each instance reports the remaining tokens of its own bucket, so consecutive responses of one key jump between three counts.", xrate},
+		"downstream":   {"The three instances' buckets all reach downstream: more arrivals than one envelope allows.", xrate},
 	}},
 	"throttled": {"multi-instance": {
 		"oversell":     {"throttled's in-memory store is per instance: three instances, three GCRA states per key.", throttledDoc},
 		"instances":    {"throttled's in-memory store is per instance: three instances, three GCRA states per key.", throttledDoc},
 		"token-bounds": {"Each instance reports the remaining count of its own state, so consecutive responses of one key jump between three counts.", throttledDoc},
+		"downstream":   {"The three instances' quotas all reach downstream: more arrivals than one envelope allows.", throttledDoc},
 	}},
 	"redis_rate": {"": {
 		"oversell": {"Unknown, not fail: with the Redis round trip in every decision the run's intervals admitted neither a witness schedule nor a certificate; it varies between runs on a loaded machine.", "https://pkg.go.dev/github.com/go-redis/redis_rate/v10#Limiter.AllowN"},
@@ -73,6 +78,7 @@ var explanations = map[string]map[string]map[string]Explanation{
 		"retry-after": {"ulule/limiter's Reset is whole Unix seconds, so advice derived from it can be up to a second short.", ululeDoc},
 		"oversell":    {"ulule/limiter's memory store is per instance (and its window opens at a key's first request): three instances, three windows per key.", ululeDoc},
 		"instances":   {"ulule/limiter's memory store is per instance: three instances, three quotas per key.", ululeDoc},
+		"downstream":  {"The three instances' quotas all reach downstream: more arrivals than one envelope allows.", ululeDoc},
 	}},
 }
 

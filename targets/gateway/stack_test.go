@@ -74,8 +74,11 @@ func burst(t *testing.T, st *targets.Stack, key string, n int) int {
 	return admitted
 }
 
-func sinkArrivals(st *targets.Stack, key string) int64 {
-	for _, s := range st.Sink.Snapshot(time.Time{}) {
+func sinkArrivals(t *testing.T, st *targets.Stack, key string) int64 {
+	t.Helper()
+	got, err := st.Sink.Read(context.Background(), time.Time{})
+	require.NoError(t, err)
+	for _, s := range got {
 		if s.Key == key {
 			return s.Arrivals
 		}
@@ -127,7 +130,7 @@ func TestProcessStacksCleanUp(t *testing.T) {
 			// instance's own bucket admits (the delaying nginx too, late).
 			got := burst(t, st, "free-cleanup", 12)
 			assert.Equal(t, int(2*k), got, "each instance keeps its own bucket of K")
-			assert.Equal(t, 2*k, sinkArrivals(st, "free-cleanup"), "admitted requests reach the sink under their key")
+			assert.Equal(t, 2*k, sinkArrivals(t, st, "free-cleanup"), "admitted requests reach the sink under their key")
 			files, err := os.ReadDir(kept)
 			require.NoError(t, err)
 			assert.Len(t, files, 2, "a copy of each instance's configuration is kept")
@@ -192,7 +195,7 @@ func TestGubernatorClusterUpDown(t *testing.T) {
 				assert.GreaterOrEqual(t, got, 5, "GLOBAL admits at least one bucket")
 				assert.LessOrEqual(t, got, 15)
 			}
-			assert.Equal(t, int64(got), sinkArrivals(st, "free-guber-"+mode))
+			assert.Equal(t, int64(got), sinkArrivals(t, st, "free-guber-"+mode))
 			start := time.Now()
 			require.NoError(t, st.Close())
 			assert.Less(t, time.Since(start), gubernatorSettle+3*gubernatorCloseTimeout)

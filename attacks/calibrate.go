@@ -1,0 +1,96 @@
+package attacks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// Defaults of a calibrate phase.
+const (
+	DefaultCalibrateTokens = 3
+	DefaultCalibrateMargin = 0.05
+	// minCalibrateMargin keeps the probes apart from their due time by more
+	// than loopback timing noise.
+	minCalibrateMargin = 5 * time.Millisecond
+)
+
+// calibrate measures what the limiter really does with a key: it waits
+// until the key's quota is whole, sends a burst of one more than the quota
+// (the capacity shows in how many are admitted), then probes each of the
+// next Tokens due times twice, just before and just after: a token (bucket
+// families) or a freed window (window families) that comes early admits
+// the early probe, one that comes late refuses the late probe. The checks
+// (calibration, oversell, under-admission, retry-after, headers) read the
+// measured capacity, rate, advice and remaining counts from the events.
+func (e *Engine) calibrate(ctx context.Context, ph *Phase) (*history.Phase, error) {
+	if e.share(1) == 0 {
+		return &history.Phase{}, nil // one shard calibrates
+	}
+	key := e.Key(ph.Key)
+	lim, err := e.limitFor(key)
+	if err != nil {
+		return nil, err
+	}
+	tokens, margin := ph.Tokens, ph.Margin
+	if tokens == 0 {
+		tokens = DefaultCalibrateTokens
+	}
+	if margin == 0 {
+		margin = DefaultCalibrateMargin
+	}
+	rec := &history.Phase{Start: e.off()}
+	// A whole quota: a refill (W) since this key's last use, if any.
+	if _, used := e.keysUsed.Load(key); used {
+		e.o.Sleep(ctx, lim.W()+50*time.Millisecond)
+	}
+	n := int(min(lim.Count+1, MaxBurstRequests))
+	burst, err := e.burst(ctx, ph, ph.Key, n, -1)
+	if err != nil || ctx.Err() != nil {
+		return burst, err
+	}
+	rec.Requests = burst.Requests
+	rec.SpreadP50, rec.SpreadP99, rec.SpreadMax = burst.SpreadP50, burst.SpreadP99, burst.SpreadMax
+	t0 := burst.Start
+	var dues []time.Duration
+	switch {
+	case lim.Algorithm.Bucketed():
+		for j := 1; j <= tokens; j++ {
+			dues = append(dues, time.Duration(float64(j)/lim.R()*float64(time.Second)))
+		}
+	case lim.Algorithm == policy.SlidingLog || lim.AnchoredAtFirst():
+		dues = append(dues, lim.W())
+	case lim.Algorithm == policy.FixedWindow:
+		// The next aligned edge after the burst.
+		wall := e.wall(t0)
+		edge := wall.Truncate(lim.W()).Add(lim.W())
+		dues = append(dues, edge.Sub(wall))
+	default:
+		rec.Notes = append(rec.Notes, fmt.Sprintf("calibrate: a %s's refill is approximate; only its capacity is measured", lim.Algorithm))
+	}
+	for j, due := range dues {
+		m := max(time.Duration(margin*float64(due)), minCalibrateMargin)
+		if lim.Algorithm.Bucketed() {
+			m = min(m, time.Duration(0.45/lim.R()*float64(time.Second)))
+		}
+		for _, at := range []time.Duration{due - m, due + m} {
+			if ctx.Err() != nil {
+				return rec, nil
+			}
+			if time.Duration(e.off()-t0) > at {
+				rec.Notes = append(rec.Notes, fmt.Sprintf("calibrate: probe %d at %s after the burst was already past when it could be sent", j+1, at))
+				continue
+			}
+			r, err := e.burst(ctx, ph, ph.Key, 1, t0+int64(at))
+			if err != nil {
+				return rec, err
+			}
+			rec.Requests += r.Requests
+		}
+	}
+	rec.Target = t0
+	return rec, nil
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/internal/testsvc"
+	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/reports"
+	"github.com/rlverify/rlverify/targets/redisproc"
+)
+
+// audit runs rlverify audit with args (JSON to stdout) and returns the
+// document and the exit code.
+func audit(t *testing.T, args ...string) (*reports.Audit, int, string) {
+	t.Helper()
+	dir := t.TempDir()
+	out, stderr, code := rl(t, append([]string{"audit", "--out", dir, "--quiet", "--format", "json"}, args...)...)
+	var a reports.Audit
+	require.NoError(t, json.Unmarshal([]byte(out), &a), "stdout:\n%s\nstderr:\n%s", out, stderr)
+	return &a, code, stderr
+}
+
+func property(t *testing.T, a *reports.Audit, name string) reports.Property {
+	t.Helper()
+	for _, p := range a.Properties {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("no property %s", name)
+	return reports.Property{}
+}
+
+func measurement(a *reports.Audit, name string) (checks.Measurement, bool) {
+	for _, m := range a.Measured {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return checks.Measurement{}, false
+}
+
+// variantOf writes the default policy with one line changed.
+func variantOf(t *testing.T, from, to string) string {
+	t.Helper()
+	s := string(policy.DefaultYAML())
+	require.Contains(t, s, from)
+	return writeFile(t, "limiter.yaml", strings.Replace(s, from, to, 1))
+}
+
+func TestAuditMeasuresTheReferenceLimitersParameters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	for _, tc := range []struct {
+		name, limiterPolicy, param, verdict, measured string
+	}{
+		{"exact", "", "refill", "pass", " … "},
+		{"refills 10% faster", variantOf(t, "rate: 5/s", "rate: 5.5/s"), "refill", "fail", "/s"},
+		{"capacity K+1", variantOf(t, "capacity: 10\n", "capacity: 11\n"), "capacity", "fail", "at least 11"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--plans", "precision"}
+			if tc.limiterPolicy != "" {
+				args = append(args, "--limiter-policy", tc.limiterPolicy)
+			}
+			a, code, stderr := audit(t, args...)
+			m, ok := measurement(a, tc.param)
+			require.True(t, ok, "measurements: %+v", a.Measured)
+			require.Equal(t, tc.verdict, string(m.Verdict), "%+v", m)
+			require.Contains(t, m.Measured, tc.measured)
+			require.Equal(t, tc.verdict, string(property(t, a, "calibration").Verdict))
+			if tc.verdict == "fail" {
+				require.Equal(t, ExitFail, code, stderr)
+			} else {
+				require.Equal(t, ExitPass, code, stderr)
+			}
+		})
+	}
+}
+
+func TestAuditMeasuresAdviceAndRemainingOfAServiceWeDidNotWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	for _, tc := range []struct {
+		quirk, param, verdict string
+	}{
+		{"", "retry-after", "pass"},
+		{"retry-after-down", "retry-after", "fail"},
+		{"remaining-off-by-one", "remaining", "fail"},
+	} {
+		t.Run(tc.quirk, func(t *testing.T) {
+			var quirks []string
+			if tc.quirk != "" {
+				quirks = append(quirks, tc.quirk)
+			}
+			a, _, stderr := audit(t, append([]string{"--plans", "precision"}, testService(t, "orders", quirks...)...)...)
+			m, ok := measurement(a, tc.param)
+			require.True(t, ok, "measurements: %+v\n%s", a.Measured, stderr)
+			require.Equal(t, tc.verdict, string(m.Verdict), "%+v", a.Measured)
+			require.Equal(t, tc.verdict, string(property(t, a, "calibration").Verdict))
+		})
+	}
+}
+
+func TestAuditFaultsAServiceThroughAStoreProxyAndHooks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	if err := redisproc.Available(); err != nil {
+		t.Skip(err)
+	}
+	rs, err := redisproc.Start()
+	require.NoError(t, err)
+	defer rs.Stop()
+	for _, tc := range []struct {
+		name   string
+		quirks []string
+		want   string
+	}{
+		{"fails closed as declared", nil, "pass"},
+		{"fails open while declaring closed", []string{"fail-open"}, "fail"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			listen := freeAddr(t)
+			a, _, stderr := audit(t, append([]string{"--plans", "concurrent-burst,store-outage", "--store-proxy", listen + "=" + rs.Addr},
+				redisBucketBehind(t, listen, "redisbucket", tc.quirks...)...)...)
+			require.Equal(t, tc.want, string(property(t, a, "fail-mode").Verdict), "%+v\n%s", a.Properties, stderr)
+			require.Equal(t, []string{"store-outage"}, property(t, a, "fail-mode").DecidedBy)
+		})
+	}
+}
+
+func TestAuditJudgesTheDownstreamFromTheServicesCounters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	for _, tc := range []struct {
+		service string
+		quirks  []string
+		want    string
+	}{
+		{"windowed", nil, "pass"},
+		{"windowed", []string{"forward-rejected"}, "fail"},
+		// A fixed window's envelope allows 2N in any span, so counts alone
+		// cannot show its K+1; a sliding log's can.
+		{"sessions", nil, "pass"},
+		{"sessions", []string{"capacity+1"}, "fail"},
+	} {
+		t.Run(tc.service+"/"+strings.Join(tc.quirks, "+"), func(t *testing.T) {
+			svc := testService(t, tc.service, tc.quirks...)
+			root := strings.TrimSuffix(strings.TrimSuffix(svc[1], "/search/items"), "/app/home")
+			a, _, stderr := audit(t, append([]string{"--plans", "concurrent-burst,overload", "--downstream-prometheus", root + testsvc.MetricsPath,
+				"--downstream-metric", "upstream_forwarded_total"}, svc...)...)
+			require.Equal(t, tc.want, string(property(t, a, "downstream").Verdict), "%+v\n%s", a.Properties, stderr)
+		})
+	}
+}
+
+// The whole audit of a correct service we did not write: every property it
+// can measure passes, and every other one says why it was not measured.
+func TestAuditOfACorrectServiceWeDidNotWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	svc := testService(t, "sessions")
+	dir := t.TempDir()
+	out, stderr, code := rl(t, append([]string{"audit", "--out", dir, "--quiet", "--format", "text,md,junit,html"}, svc...)...)
+	require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
+	b, err := os.ReadFile(filepath.Join(dir, "audit.json"))
+	require.NoError(t, err)
+	var a reports.Audit
+	require.NoError(t, json.Unmarshal(b, &a))
+	require.Equal(t, checks.Pass, a.Verdict)
+	measured := 0
+	for _, p := range a.Properties {
+		switch p.Verdict {
+		case checks.Pass:
+			measured++
+			require.NotEmpty(t, p.DecidedBy, p.Name)
+		case checks.Skip:
+			require.True(t, strings.HasPrefix(p.Summary, "not measured: "), p.Summary)
+		default:
+			t.Errorf("%s: %s %s", p.Name, p.Verdict, p.Summary)
+		}
+	}
+	require.GreaterOrEqual(t, measured, 9)
+	for _, p := range a.Plans {
+		if !p.Ran {
+			require.NotEmpty(t, p.Why, p.Plan)
+		}
+	}
+	for _, f := range []string{"audit.txt", "audit.md", "audit.junit.xml", "audit.html"} {
+		_, err := os.Stat(filepath.Join(dir, f))
+		require.NoError(t, err, f)
+	}
+	require.Contains(t, out, "measured against declared:")
+	require.Contains(t, out, "store-outage       not run  no way to inject store-down")
+}
+
+func TestAuditUsageErrors(t *testing.T) {
+	_, stderr, code := rl(t, "audit", "--plans", "nonsense", "--quiet", "--out", t.TempDir())
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, stderr, `--plans "nonsense": not a plan of the audit`)
+	_, stderr, code = rl(t, "audit", "--target", "http://127.0.0.1:1", "--quiet", "--out", t.TempDir(), "--format", "pdf")
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, stderr, "--format")
+}

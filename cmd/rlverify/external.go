@@ -1,0 +1,200 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/targets"
+)
+
+// externalFlags say how rlverify reaches around a user's service: faults on
+// its store (a store proxy, their Toxiproxy, commands) and what reached its
+// downstream (a sink, a JSON counter, a Prometheus metric).
+type externalFlags struct {
+	storeProxies []string
+	toxiproxy    string
+	toxiProxies  []string
+	onInject     []string
+	onClear      []string
+	hookTimeout  time.Duration
+
+	sinkURL    string
+	jsonURL    string
+	jsonTotal  string
+	jsonByKey  string
+	promURL    string
+	promMetric string
+	promLabel  string
+}
+
+func addExternalFlags(fl *pflag.FlagSet, f *externalFlags) {
+	fl.StringArrayVar(&f.storeProxies, "store-proxy", nil, "external env: run a store proxy (Toxiproxy) LISTEN=UPSTREAM and point your service's store at LISTEN; fault phases act on it (repeatable)")
+	fl.StringVar(&f.toxiproxy, "toxiproxy", "", "external env: URL of your Toxiproxy server's API; fault phases act on the --toxiproxy-proxy proxies")
+	fl.StringArrayVar(&f.toxiProxies, "toxiproxy-proxy", nil, "name of a proxy of --toxiproxy to break (repeatable)")
+	fl.StringArrayVar(&f.onInject, "on-inject", nil, "external env: KIND=COMMAND run (sh -c) when a fault of KIND starts, e.g. store-down='docker stop redis' (repeatable)")
+	fl.StringArrayVar(&f.onClear, "on-clear", nil, "external env: KIND=COMMAND run when a fault of KIND ends, e.g. store-down='docker start redis' (repeatable)")
+	fl.DurationVar(&f.hookTimeout, "hook-timeout", 30*time.Second, "longest a --on-inject or --on-clear command may run")
+	fl.StringVar(&f.sinkURL, "sink", "", "external env: URL of the `rlverify sink` your service forwards admitted requests to")
+	fl.StringVar(&f.jsonURL, "downstream-json", "", "external env: URL of a JSON endpoint counting what reached your downstream (with --downstream-total and/or --downstream-by-key)")
+	fl.StringVar(&f.jsonTotal, "downstream-total", "", "dotted path of the total count in --downstream-json, e.g. forwarded.total")
+	fl.StringVar(&f.jsonByKey, "downstream-by-key", "", "dotted path of the object of key: count in --downstream-json, e.g. forwarded.by_key")
+	fl.StringVar(&f.promURL, "downstream-prometheus", "", "external env: URL of a Prometheus text endpoint with a counter of what reached your downstream")
+	fl.StringVar(&f.promMetric, "downstream-metric", "", "metric name in --downstream-prometheus")
+	fl.StringVar(&f.promLabel, "downstream-label", "api_key", "label of --downstream-metric that carries the key")
+}
+
+// any reports whether some external-only flag is set.
+func (f *externalFlags) any() bool {
+	return len(f.storeProxies) > 0 || f.toxiproxy != "" || len(f.onInject) > 0 || len(f.onClear) > 0 ||
+		f.sinkURL != "" || f.jsonURL != "" || f.promURL != ""
+}
+
+// environment builds the external environment from the flags; every
+// address must be on loopback unless allowRemote.
+func (f *externalFlags) environment(allowRemote bool) (targets.External, error) {
+	var x targets.External
+	for _, s := range f.storeProxies {
+		p, err := targets.ParseProxySpec(s)
+		if err != nil {
+			return x, err
+		}
+		for _, a := range []string{p.Listen, p.Upstream} {
+			if err := loopbackAddr("--store-proxy", a, allowRemote); err != nil {
+				return x, err
+			}
+		}
+		x.StoreProxies = append(x.StoreProxies, p)
+	}
+	if f.toxiproxy != "" {
+		if err := loopbackURL("--toxiproxy", f.toxiproxy, allowRemote); err != nil {
+			return x, err
+		}
+		if len(f.toxiProxies) == 0 {
+			return x, fmt.Errorf("--toxiproxy %s: name the proxies to break with --toxiproxy-proxy NAME", f.toxiproxy)
+		}
+		x.Toxiproxy, x.ToxiproxyProxies = f.toxiproxy, f.toxiProxies
+	} else if len(f.toxiProxies) > 0 {
+		return x, fmt.Errorf("--toxiproxy-proxy needs --toxiproxy URL")
+	}
+	for _, s := range f.onInject {
+		h, err := targets.ParseHook("inject", s)
+		if err != nil {
+			return x, err
+		}
+		x.Hooks = append(x.Hooks, h)
+	}
+	injects := map[string]bool{}
+	for _, h := range x.Hooks {
+		injects[h.Kind] = true
+	}
+	for _, s := range f.onClear {
+		h, err := targets.ParseHook("clear", s)
+		if err != nil {
+			return x, err
+		}
+		if !injects[h.Kind] {
+			return x, fmt.Errorf("--on-clear %s has no --on-inject %s=… to undo", h.Kind, h.Kind)
+		}
+		x.Hooks = append(x.Hooks, h)
+	}
+	if f.hookTimeout <= 0 {
+		return x, fmt.Errorf("--hook-timeout %s: want a positive duration", f.hookTimeout)
+	}
+	x.HookTimeout = f.hookTimeout
+	sources := 0
+	if f.sinkURL != "" {
+		if err := loopbackURL("--sink", f.sinkURL, allowRemote); err != nil {
+			return x, err
+		}
+		x.Downstream = &targets.RemoteSink{URL: f.sinkURL}
+		sources++
+	}
+	if f.jsonURL != "" {
+		if err := loopbackURL("--downstream-json", f.jsonURL, allowRemote); err != nil {
+			return x, err
+		}
+		if f.jsonTotal == "" && f.jsonByKey == "" {
+			return x, fmt.Errorf("--downstream-json %s: give --downstream-by-key PATH (per key) and/or --downstream-total PATH", f.jsonURL)
+		}
+		x.Downstream = &targets.JSONCounter{URL: f.jsonURL, TotalPath: f.jsonTotal, ByKeyPath: f.jsonByKey}
+		sources++
+	} else if f.jsonTotal != "" || f.jsonByKey != "" {
+		return x, fmt.Errorf("--downstream-total and --downstream-by-key need --downstream-json URL")
+	}
+	if f.promURL != "" {
+		if err := loopbackURL("--downstream-prometheus", f.promURL, allowRemote); err != nil {
+			return x, err
+		}
+		if f.promMetric == "" || f.promLabel == "" {
+			return x, fmt.Errorf("--downstream-prometheus %s: give --downstream-metric NAME (and --downstream-label, default api_key)", f.promURL)
+		}
+		x.Downstream = &targets.PromCounter{URL: f.promURL, Metric: f.promMetric, Label: f.promLabel}
+		sources++
+	} else if f.promMetric != "" {
+		return x, fmt.Errorf("--downstream-metric needs --downstream-prometheus URL")
+	}
+	if sources > 1 {
+		return x, fmt.Errorf("give one downstream source: --sink, --downstream-json or --downstream-prometheus")
+	}
+	return x, nil
+}
+
+// loopbackURL refuses a URL outside loopback unless allowed.
+func loopbackURL(flag, raw string, allow bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s %q: want an http(s) URL such as http://127.0.0.1:9090", flag, raw)
+	}
+	return loopbackHost(flag, raw, u.Hostname(), allow)
+}
+
+// loopbackAddr refuses a host:port outside loopback unless allowed.
+func loopbackAddr(flag, addr string, allow bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: want host:port", flag, addr)
+	}
+	return loopbackHost(flag, addr, host, allow)
+}
+
+func loopbackHost(flag, what, host string, allow bool) error {
+	if allow || host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%s %s is not a loopback address; pass --allow-remote to use it (only services you own)", flag, what)
+}
+
+// checkExternalFaults says, before anything starts, how to inject each
+// fault a plan needs on a service rlverify did not start.
+func checkExternalFaults(plan *attacks.Plan, f *externalFlags) error {
+	hooks := map[string]bool{}
+	for _, s := range f.onInject {
+		if h, err := targets.ParseHook("inject", s); err == nil {
+			hooks[h.Kind] = true
+		}
+	}
+	proxy := len(f.storeProxies) > 0 || f.toxiproxy != ""
+	for i := range plan.Phases {
+		ph := &plan.Phases[i]
+		if ph.Kind != attacks.KindFault || ph.Action != "inject" || hooks[ph.Fault] {
+			continue
+		}
+		switch ph.Fault {
+		case targets.FaultStoreDown, targets.FaultStoreSlow:
+			if !proxy {
+				return fmt.Errorf("plan %s injects %s into your service's store: run a store proxy (--store-proxy LISTEN=UPSTREAM, and point your service's store at LISTEN), drive your Toxiproxy (--toxiproxy URL --toxiproxy-proxy NAME) or give commands (--on-inject %s='…' --on-clear %s='…')", plan.Name, ph.Fault, ph.Fault, ph.Fault)
+			}
+		default:
+			return fmt.Errorf("plan %s injects %s, which rlverify can do to your service only through commands: --on-inject %s='…' --on-clear %s='…'", plan.Name, ph.Fault, ph.Fault, ph.Fault)
+		}
+	}
+	return nil
+}

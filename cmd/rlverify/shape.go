@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// shapeFlags say what a user's service needs to be reached and judged:
+// the request shape, where the identity goes, real keys, and which statuses
+// mean admitted and rejected. attack, audit and compare share them.
+type shapeFlags struct {
+	method       string
+	headers      []string
+	body         string
+	identity     string
+	keysFile     string
+	admitted     []string
+	rejected     []string
+	maxErrorRate float64
+}
+
+func addShapeFlags(fl *pflag.FlagSet, f *shapeFlags) {
+	fl.StringVar(&f.method, "method", "", "HTTP method of every request (default: the plan's, else GET)")
+	fl.StringArrayVar(&f.headers, "header", nil, "extra request header 'Name: value' (repeatable; templates {key} {tenant} {tier} {i} {run})")
+	fl.StringVar(&f.body, "body", "", "request body, or @FILE to read it from FILE (templates as for --header)")
+	fl.StringVar(&f.identity, "identity", "", "where the key goes, overriding the policy: header:NAME, bearer, query:NAME or cookie:NAME")
+	fl.StringVar(&f.keysFile, "keys", "", "YAML file of real API keys by tier (free: [k1, k2], paid: [k3]); each logical key of the plan takes its own, redacted in the history")
+	fl.StringSliceVar(&f.admitted, "admitted", nil, "statuses that mean admitted, overriding the policy (default 2xx), e.g. 2xx,304")
+	fl.StringSliceVar(&f.rejected, "rejected", nil, "statuses that mean rejected by the limit, overriding the policy (default 429)")
+	fl.Float64Var(&f.maxErrorRate, "max-error-rate", checks.DefaultMaxErrorRate, "largest share of requests that may end in an error (no response or an undeclared status) before the run counts as no evidence (verdict unknown)")
+}
+
+// request is the shape given on the command line.
+func (f *shapeFlags) request() (attacks.Request, error) {
+	r := attacks.Request{Method: f.method, Body: f.body}
+	for _, h := range f.headers {
+		name, val, ok := strings.Cut(h, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return r, fmt.Errorf("--header %q: want 'Name: value'", h)
+		}
+		if r.Headers == nil {
+			r.Headers = map[string]string{}
+		}
+		r.Headers[name] = strings.TrimSpace(val)
+	}
+	return r, nil
+}
+
+// apply changes the declared policy as the flags say and validates it again.
+func (f *shapeFlags) apply(pol *policy.Policy) (*policy.Policy, error) {
+	if f.identity == "" && len(f.admitted) == 0 && len(f.rejected) == 0 {
+		return pol, nil
+	}
+	p := pol.Clone()
+	if f.identity != "" {
+		in, name, _ := strings.Cut(f.identity, ":")
+		switch in {
+		case policy.InHeader, policy.InQuery, policy.InCookie:
+			if name == "" {
+				return nil, fmt.Errorf("--identity %q: give the name, e.g. %s:api_key", f.identity, in)
+			}
+		case policy.InBearer:
+		default:
+			return nil, fmt.Errorf("--identity %q: want header:NAME, bearer, query:NAME or cookie:NAME", f.identity)
+		}
+		p.Identity.In, p.Identity.Name, p.Identity.Header = in, name, ""
+	}
+	if len(f.admitted) > 0 {
+		s, err := policy.ParseStatusSet(f.admitted...)
+		if err != nil {
+			return nil, fmt.Errorf("--admitted: %w", err)
+		}
+		p.Statuses.Admitted = s
+	}
+	if len(f.rejected) > 0 {
+		s, err := policy.ParseStatusSet(f.rejected...)
+		if err != nil {
+			return nil, fmt.Errorf("--rejected: %w", err)
+		}
+		p.Statuses.Rejected = s
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// checkRate validates --max-error-rate.
+func (f *shapeFlags) checkRate() error {
+	if !(f.maxErrorRate > 0 && f.maxErrorRate <= 1) {
+		return fmt.Errorf("--max-error-rate %g: want a share in (0, 1], e.g. 0.01 for 1%%", f.maxErrorRate)
+	}
+	return nil
+}
