@@ -148,12 +148,17 @@ func TestHAProxyCountsRefusedRequests(t *testing.T) {
 	requireVerdicts(t, checkHonest(t, dir), map[string]string{"oversell": "pass", "under-admission": "pass", "isolation": "pass"}, "honest policy")
 }
 
-// Spread over three instances, nginx keeps three quotas (one zone per
-// process): the cluster-wide policy fails instances, as documented.
-func TestNginxInstancesKeepTheirOwnZones(t *testing.T) {
-	needGateway(t, "nginx")
-	got, _ := attackDoc(t, "--plan", "multi-instance", "--limiter", "nginx/limit-req", "--checks", "oversell,instances")
-	requireVerdicts(t, got, map[string]string{"oversell": "fail", "instances": "fail"}, "multi-instance")
+// Spread over three instances, nginx and HAProxy keep three quotas (one
+// zone or table per process): the cluster-wide policy fails instances, as
+// documented; the honest policy (scope: instance) judges each alone and
+// passes.
+func TestGatewayInstancesKeepTheirOwnState(t *testing.T) {
+	needGateway(t, "nginx", "haproxy")
+	for _, limiter := range []string{"nginx/limit-req", "haproxy/stick-table"} {
+		got, dir := attackDoc(t, "--plan", "multi-instance", "--limiter", limiter, "--checks", "oversell,instances,downstream")
+		requireVerdicts(t, got, map[string]string{"oversell": "fail", "instances": "fail"}, limiter+" declared")
+		requireVerdicts(t, checkHonest(t, dir), map[string]string{"oversell": "pass", "instances": "pass", "downstream": "pass"}, limiter+" honest")
+	}
 }
 
 func TestGatewayUsage(t *testing.T) {

@@ -29,6 +29,9 @@ const (
 // explanations by implementation (a name, or a family prefix ending in /),
 // then plan ("" for any), then check.
 var explanations = map[string]map[string]map[string]Explanation{
+	"nginx/limit-req-delay": {"retry-after": {
+		"evidence": {"slow-refill (K=5, a token every 3 s) makes nginx delay a burst's excess up to 12 s, past the 5 s per-request timeout (--timeout): those requests got no response and the run is unknown. Delaying limiters need --timeout above (K−1)/r.", nginxLimitReq},
+	}},
 	"nginx/": {"": {
 		"retry-after": {"nginx limit_req answers a refusal with `limit_req_status` and nothing else: no Retry-After. The honest policy (retry_after: false) passes.", nginxStatus},
 		"headers":     {"limit_req sends no RateLimit or X-RateLimit headers. The honest policy declares none.", nginxStatus},
@@ -46,7 +49,7 @@ var explanations = map[string]map[string]map[string]Explanation{
 		"instances":       {"A stick table lives in one HAProxy process: three instances, three counters per key.", haproxyTable},
 		"downstream":      {"The three HAProxy processes' quotas all reach the backend: more arrivals than one envelope allows.", haproxyTable},
 	}},
-	"gubernator/": {"": {
+	"gubernator/": {"retry-after": {"evidence": {"rlverify's probe opens its connection early and holds the request's last byte until the advised instant; this implementation advised 15 s, past the front's 5 s ReadHeaderTimeout, so the probe got 400 and the run is unknown: a limitation of rlverify's probe with long advice, not of the implementation.", ""}}, "": {
 		"retry-after":     {"The front advises reset_time − now; for a LEAKY_BUCKET gubernator's reset_time is when the bucket is full again ((limit − remaining) · duration/limit), not when the next hit fits as the README describes it for OVER_LIMIT.", guberReset},
 		"under-admission": {"A hit that takes the last whole token sets Remaining to 0 (algorithms.go:398) and drops the fraction already refilled toward the next one: a key hammered above its rate is refilled slower than r and refused while a bucket of (K, r) has a token.", guberDrop},
 		"isolation":       {"The under-admission refusals, blamed on the quiet tenants that were busy meanwhile; gubernator keys are isolated, the dropped fraction is the cause.", guberDrop},
@@ -74,7 +77,7 @@ var explanations = map[string]map[string]map[string]Explanation{
 	"redis_rate": {"": {
 		"oversell": {"Unknown, not fail: with the Redis round trip in every decision the run's intervals admitted neither a witness schedule nor a certificate; it varies between runs on a loaded machine.", "https://pkg.go.dev/github.com/go-redis/redis_rate/v10#Limiter.AllowN"},
 	}},
-	"ulule/limiter": {"": {
+	"ulule/limiter": {"retry-after": {"evidence": {"rlverify's probe opens its connection early and holds the request's last byte until the advised instant; this implementation advised 15 s, past the front's 5 s ReadHeaderTimeout, so the probe got 400 and the run is unknown: a limitation of rlverify's probe with long advice, not of the implementation.", ""}}, "": {
 		"retry-after": {"ulule/limiter's Reset is whole Unix seconds, so advice derived from it can be up to a second short.", ululeDoc},
 		"oversell":    {"ulule/limiter's memory store is per instance (and its window opens at a key's first request): three instances, three windows per key.", ululeDoc},
 		"instances":   {"ulule/limiter's memory store is per instance: three instances, three quotas per key.", ululeDoc},
