@@ -32,7 +32,9 @@ var explanations = map[string]map[string]map[string]Explanation{
 	"nginx/limit-req-delay": {"retry-after": {
 		"evidence": {"slow-refill (K=5, a token every 3 s) makes nginx delay a burst's excess up to 12 s, past the 5 s per-request timeout (--timeout): those requests got no response and the run is unknown. Delaying limiters need --timeout above (K−1)/r.", nginxLimitReq},
 	}},
-	"nginx/": {"": {
+	"nginx/": {"bypass": {
+		"downstream": {"The case variant's second bucket reaches the upstream too: more arrivals than one envelope allows.", nginxZone},
+	}, "": {
 		"retry-after": {"nginx limit_req answers a refusal with `limit_req_status` and nothing else: no Retry-After. The honest policy (retry_after: false) passes.", nginxStatus},
 		"headers":     {"limit_req sends no RateLimit or X-RateLimit headers. The honest policy declares none.", nginxStatus},
 		"oversell":    {"Each nginx process keeps its own limit_req_zone in its own shared memory: three instances admit three buckets. The honest policy says scope: instance.", nginxZone},
@@ -56,11 +58,13 @@ var explanations = map[string]map[string]map[string]Explanation{
 		"token-bounds":    {"The leaky bucket caps Remaining only when its whole part exceeds burst (algorithms.go:369): it holds up to K + 0.999 tokens and reports remaining counts no bucket of K reaches.", guberCap},
 	}},
 	"gubernator/global": {"": {
-		"oversell":     {"GLOBAL: each peer answers from its own cache and sends the hits to the owner asynchronously (GlobalSyncWait, 100ms); a key spread over the three peers is admitted up to once per peer before they hear of each other.", guberGlobal},
-		"instances":    {"GLOBAL: each peer admits from its own cache until the owner's broadcast reaches it: up to one quota per peer.", guberGlobal},
-		"downstream":   {"What GLOBAL's peers admit beyond one quota reaches downstream too.", guberGlobal},
-		"token-bounds": {"GLOBAL: a broadcast replaces a peer's cached Remaining with the owner's, which jumps up as no bucket does.", guberGlobal},
-		"bypass":       {"The variants themselves stay one key; what is over the envelope is GLOBAL's per-peer admission (see oversell), which the bypass check sees among the variants.", guberGlobal},
+		"oversell":        {"GLOBAL: each peer answers from its own cache and sends the hits to the owner asynchronously (GlobalSyncWait, 100ms); a key spread over the three peers is admitted up to once per peer before they hear of each other.", guberGlobal},
+		"instances":       {"GLOBAL: each peer admits from its own cache until the owner's broadcast reaches it: up to one quota per peer.", guberGlobal},
+		"downstream":      {"What GLOBAL's peers admit beyond one quota reaches downstream too.", guberGlobal},
+		"under-admission": {"GLOBAL: a peer also refuses when the owner's broadcast says the key is spent, however its own cache refilled; and a hit that takes the last whole token drops the fraction toward the next (algorithms.go:398).", guberGlobal},
+		"isolation":       {"The under-admission refusals, blamed on other keys busy meanwhile: the cause is GLOBAL's broadcasts and the dropped fraction, not shared quota.", guberGlobal},
+		"token-bounds":    {"GLOBAL: a broadcast replaces a peer's cached Remaining with the owner's, which jumps up as no bucket does.", guberGlobal},
+		"bypass":          {"The variants themselves stay one key; what is over the envelope is GLOBAL's per-peer admission (see oversell), which the bypass check sees among the variants.", guberGlobal},
 	}},
 	"x/time/rate": {"multi-instance": {
 		"oversell":     {"A rate.Limiter lives in the memory of one instance: three instances, three buckets per key.", xrate},

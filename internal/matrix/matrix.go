@@ -32,15 +32,16 @@ type Plan struct {
 	Title string `json:"title"`
 }
 
-// Plans are the built-in plans where implementations differ. Duplicate
-// identity headers and long keys join when their bypass plans exist.
+// Plans are the built-in plans where implementations differ.
 var Plans = []Plan{
 	{"concurrent-burst", "Concurrent burst (100 requests at once)"},
 	{"boundary-burst", "Window edge (a burst either side of an epoch boundary)"},
-	{"tenant-isolation", "Sustained overload (a noisy tenant at 40× its rate beside quiet ones)"},
-	{"retry-after", "Retry-After and retrying clients"},
+	{"overload", "Sustained overload with retries (3× the rate for 4 s, then clients honouring Retry-After)"},
+	{"tenant-isolation", "A noisy tenant beside quiet ones (the noisy one at 40× its rate)"},
+	{"retry-after", "Retry-After (probes at the advised instant, retrying clients)"},
 	{"multi-instance", "Multi-instance / peers (one key round-robin over 3 instances)"},
-	{"bypass", "Identity variants (case, spaces, X-Forwarded-For, path)"},
+	{"bypass", "Identity variants (the key twice, case, spaces, too long, X-Forwarded-For, path)"},
+	{"similar-keys", "Long and similar keys (keys as long as the policy allows, differing at their end)"},
 }
 
 // Implementations are the columns, in order.

@@ -196,11 +196,11 @@ func (t *translation) honestLimit(tl tierLimit) *policy.Limit {
 
 // finish validates the honest policy (filling in both views of every
 // limit from the one the translation set).
-func (t *translation) finish() (*translation, error) {
+func (t *translation) finish() error {
 	if err := t.honest.Validate(); err != nil {
-		return nil, fmt.Errorf("gateway: honest policy: %w", err)
+		return fmt.Errorf("gateway: honest policy: %w", err)
 	}
-	return t, nil
+	return nil
 }
 
 // noHeaders records that the gateway sends no rate-limit headers of its

@@ -104,7 +104,10 @@ func translateGubernator(declared *policy.Policy, mode string) (*translation, er
 	if t.honest.ClockQuantum.D() < time.Millisecond {
 		t.honest.ClockQuantum = policy.Duration(time.Millisecond)
 	}
-	return t.finish()
+	if err := t.finish(); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // gubernatorDuration is K/r in whole milliseconds (a validated policy's

@@ -137,7 +137,7 @@ func planHAProxy(declared *policy.Policy) (*haproxyPlan, error) {
 	if t.honest.ClockQuantum.D() < time.Millisecond {
 		t.honest.ClockQuantum = policy.Duration(time.Millisecond)
 	}
-	if _, err := t.finish(); err != nil {
+	if err := t.finish(); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -284,16 +284,15 @@ func renderHAProxy(p *haproxyPlan, s haproxySettings) string {
 	return b.String()
 }
 
-var haproxyVersionRe = strings.NewReplacer("HAProxy version ", "")
-
-// detectHAProxy returns the first line of haproxy -v.
+// detectHAProxy names the HAProxy at prog with its version, from the first
+// line of haproxy -v ("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - …").
 func detectHAProxy(prog string) string {
 	out, err := exec.Command(prog, "-v").CombinedOutput()
 	if err != nil {
 		return "HAProxy"
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	v, _, _ := strings.Cut(haproxyVersionRe.Replace(line), " ")
+	v, _, _ := strings.Cut(strings.TrimPrefix(line, "HAProxy version "), " ")
 	return "HAProxy " + v
 }
 

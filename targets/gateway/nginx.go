@@ -167,7 +167,7 @@ func planNginx(declared *policy.Policy) (*nginxPlan, error) {
 	if t.honest.ClockQuantum.D() < time.Millisecond {
 		t.honest.ClockQuantum = policy.Duration(time.Millisecond)
 	}
-	if _, err := t.finish(); err != nil {
+	if err := t.finish(); err != nil {
 		return nil, err
 	}
 	return p, nil
