@@ -86,6 +86,15 @@ type Options struct {
 	// MaxProbeWait caps how long a probe waits for its instant (0: only
 	// --max-duration); a probe beyond it is not sent and its phase says so.
 	MaxProbeWait time.Duration
+	// MaxHeaderBytes and MaxHeaders bound one response's header section
+	// (defaults DefaultMaxHeaderBytes, DefaultMaxHeaders); a response past
+	// them is an error.
+	MaxHeaderBytes int64
+	MaxHeaders     int
+	// StartAt, when set, is the wall-clock instant the run begins: Run waits
+	// until then, so shards on several machines start together. It must lie
+	// ahead, by at most MaxStartWait (see CheckStart).
+	StartAt time.Time
 }
 
 // Progress is a snapshot for a progress display.
@@ -198,12 +207,13 @@ func New(o Options) (*Engine, error) {
 	if e.defPath == "" {
 		e.defPath = "/"
 	}
+	if e.client == nil {
+		e.client = NewClient(o.Timeout)
+		e.client.Transport.(*http.Transport).MaxResponseHeaderBytes = e.maxHeaderBytes()
+	}
 	e.keys = newKeyMapper(o.Policy, o.RunID, o.KeepKeys, o.Keys)
 	for _, b := range bases {
 		e.plain = append(e.plain, b.requestTarget("", e.defPath, nil))
-	}
-	if e.client == nil {
-		e.client = NewClient(o.Timeout)
 	}
 	e.rng = mrand.New(mrand.NewPCG(uint64(o.Seed), uint64(o.Shard)))
 	e.phase.Store("")
@@ -290,6 +300,10 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		run.Notes = append(run.Notes, fmt.Sprintf("waited %s before the first request so the reused keys (--keys, --keep-keys) start with a whole quota", d.Round(time.Millisecond)))
 		e.o.Sleep(ctx, d)
 	}
+	// After the refill wait: the start instant is the shards' common one.
+	if err := e.waitForStart(ctx); err != nil {
+		return Summary{}, err
+	}
 	e.start = e.o.Now()
 	run.Start = e.start
 	run.Plan = p.Name
@@ -346,7 +360,7 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		}
 	}
 	for i := range p.Phases {
-		if runErr != nil {
+		if runErr != nil || e.stopReason.Load().(string) != "" {
 			break
 		}
 		ph := &p.Phases[i]
@@ -733,8 +747,13 @@ func (e *Engine) do(ctx context.Context, r *req) *history.Event {
 	ev.Sent = e.off()
 	resp, err := e.client.Do(hr)
 	if err == nil {
-		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		if err = checkHeaderCount(resp, e.maxHeaders()); err == nil {
+			_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		}
 		resp.Body.Close()
+	}
+	if err != nil && ctx.Err() != nil {
+		err = errCancelled
 	}
 	ev.Recv = e.off()
 	e.record(ev, resp, err)

@@ -50,7 +50,12 @@ func (e *Engine) retry(ctx context.Context, ph *Phase) (*history.Phase, error) {
 		ctx, cancel = context.WithTimeout(ctx, ph.Duration.D()+e.o.Timeout)
 		defer cancel()
 	}
-	var attempts, late atomic.Int64
+	var attempts, late, beyondCap atomic.Int64
+	var longest atomic.Int64
+	maxWait := MaxRetryWait
+	if e.o.MaxProbeWait > 0 {
+		maxWait = e.o.MaxProbeWait
+	}
 	var wg sync.WaitGroup
 	for c := 0; c < n; c++ {
 		wg.Add(1)
@@ -84,14 +89,26 @@ func (e *Engine) retry(ctx context.Context, ph *Phase) (*history.Phase, error) {
 					e.rngMu.Unlock()
 				}
 				intended = ev.Recv + int64(wait)
-				if (end >= 0 && intended > end) || (end < 0 && wait > MaxRetryWait) {
+				if wait > maxWait {
+					// Advice longer than the cap is a finding, not a reason
+					// to stall the run.
+					beyondCap.Add(1)
+					for old := longest.Load(); int64(wait) > old && !longest.CompareAndSwap(old, int64(wait)); old = longest.Load() {
+					}
+					return
+				}
+				if end >= 0 && intended > end {
 					return
 				}
 			}
 		}(c)
 	}
 	wg.Wait()
-	return &history.Phase{Start: start, Requests: attempts.Load(), Late: late.Load()}, nil
+	rec := &history.Phase{Start: start, Requests: attempts.Load(), Late: late.Load()}
+	if n := beyondCap.Load(); n > 0 {
+		rec.Notes = append(rec.Notes, fmt.Sprintf("%d retrying clients were advised to wait longer than the cap %s (the longest: %s) and stopped", n, maxWait, time.Duration(longest.Load()).Round(time.Millisecond)))
+	}
+	return rec, nil
 }
 
 // spread sends Requests requests for one key over the instances (per

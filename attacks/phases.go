@@ -180,7 +180,14 @@ func (e *Engine) clientBurst(ctx context.Context, rs []*req, per map[int]int, at
 			p.ev.Sent = e.off()
 			resp, err := e.client.Do(p.hr)
 			if err == nil {
-				_, err = drain(resp)
+				if err = checkHeaderCount(resp, e.maxHeaders()); err == nil {
+					_, err = drain(resp)
+				} else {
+					resp.Body.Close()
+				}
+			}
+			if err != nil && ctx.Err() != nil {
+				err = errCancelled
 			}
 			p.ev.Recv = e.off()
 			sent[i] = p.ev.Sent
@@ -356,6 +363,10 @@ func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history
 		expected = min(expected, limit)
 	}
 	budget := int64(e.o.MaxRequests) - e.sent.Load()
+	if budget <= 0 {
+		e.stopReason.CompareAndSwap("", fmt.Sprintf("stopped at --max-requests %d", e.o.MaxRequests))
+		return &history.Phase{Start: e.off(), Notes: []string{"not run: the request budget (--max-requests) is spent"}}, nil
+	}
 	if int64(expected) > budget {
 		expected = uint64(max(budget, 0))
 		limit = expected
@@ -380,6 +391,9 @@ func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history
 	}
 	if !stopped && int64(expected) > sentN {
 		rec.Dropped = int64(expected) - sentN
+	}
+	if sentN == 0 && expected == 0 && !stopped {
+		rec.Notes = append(rec.Notes, fmt.Sprintf("no request was due within the phase's %s: the rate sends one every %s", dur, per))
 	}
 	return rec, nil
 }

@@ -44,11 +44,35 @@ type pool struct {
 	paths [][]string
 
 	sentN, late, lastSent atomic.Int64
+
+	// spent is closed when a worker finds the request budget spent.
+	spent     chan struct{}
+	spentOnce sync.Once
+	// open are the workers' connections, closed at once when the run stops.
+	openMu sync.Mutex
+	open   map[*rawConn]bool
+}
+
+// track registers rc to be aborted when the run stops.
+func (p *pool) track(rc *rawConn) {
+	p.openMu.Lock()
+	p.open[rc] = true
+	p.openMu.Unlock()
+}
+
+// abortAll closes every worker's connection: requests in flight fail now.
+func (p *pool) abortAll() {
+	p.openMu.Lock()
+	defer p.openMu.Unlock()
+	for rc := range p.open {
+		rc.abort()
+	}
 }
 
 // newPool prepares the requests of a rate phase.
 func (e *Engine) newPool(ctx context.Context, ph *Phase, keys []weighted) *pool {
-	p := &pool{e: e, ctx: context.WithoutCancel(ctx), ph: ph, keys: keys, raw: e.o.Client == nil, shape: e.shapes[ph.Name]}
+	p := &pool{e: e, ctx: ctx, ph: ph, keys: keys, raw: e.o.Client == nil, shape: e.shapes[ph.Name],
+		spent: make(chan struct{}), open: map[*rawConn]bool{}}
 	if p.shape == nil {
 		p.shape = e.defShape
 	}
@@ -108,6 +132,17 @@ func (p *pool) schedule(ctx context.Context, pacer vegeta.Pacer, dur time.Durati
 		spawn()
 	}
 	done := ctx.Done()
+	// In-flight requests are cut off at once when the run stops: their
+	// connections are closed, and they are recorded as cancelled.
+	watch := make(chan struct{})
+	defer close(watch)
+	go func() {
+		select {
+		case <-done:
+			p.abortAll()
+		case <-watch:
+		}
+	}()
 	var count uint64
 loop:
 	for {
@@ -115,12 +150,22 @@ loop:
 			stopped = true
 			break
 		}
+		select {
+		case <-p.spent:
+			break loop // the request budget is spent
+		default:
+		}
 		elapsed := time.Duration(e.off() - p.phaseStart)
 		if dur > 0 && elapsed > dur {
 			break
 		}
 		wait, stop := pacer.Pace(elapsed, count)
 		if stop {
+			break
+		}
+		if dur > 0 && elapsed+wait > dur {
+			// The next hit is due after the phase's end: do not wait for it.
+			e.o.Sleep(ctx, dur-elapsed)
 			break
 		}
 		if wait > 0 {
@@ -146,6 +191,8 @@ loop:
 		select {
 		case hits <- count:
 			count++
+		case <-p.spent:
+			break loop
 		case <-done:
 			stopped = true
 			break loop
@@ -197,9 +244,12 @@ func (p *pool) work(hits <-chan uint64) {
 			e.keysUsed.Store(key, struct{}{})
 		}
 		inst := e.pickInstance(p.ph, int(k))
+		if !e.reserve(1) {
+			p.spentOnce.Do(func() { close(p.spent) })
+			return
+		}
 		*ev = history.Event{ID: e.newID(), Key: key, Instance: inst, Phase: p.ph.Name, Tier: p.tiers[ki],
 			Intended: p.phaseStart + intendedOffset(k, p.per, p.r0, p.slope), Path: p.paths[inst][ki]}
-		e.sent.Add(1)
 		w, raw := &p.wires[inst][ki], p.reqs[inst][ki]
 		if p.shape.perRequest {
 			r := &req{key: key, tenant: p.keys[ki].tenant, inst: inst, phase: p.ph.Name, shape: p.shape, id: ev.ID}
@@ -216,7 +266,8 @@ func (p *pool) work(hits <-chan uint64) {
 		var err error
 		if p.raw {
 			if conns[inst] == nil {
-				conns[inst] = &rawConn{addr: p.hosts[inst]}
+				conns[inst] = &rawConn{addr: p.hosts[inst], maxHeaderBytes: e.maxHeaderBytes(), maxHeaders: e.maxHeaders()}
+				p.track(conns[inst])
 			}
 			ev.Sent = e.off()
 			resp, err = conns[inst].roundTrip(raw, e.o.Timeout)
@@ -236,11 +287,18 @@ func (p *pool) work(hits <-chan uint64) {
 			if err == nil {
 				resp, err = e.client.Do(hr)
 				if err == nil {
-					_, err = drain(resp)
+					if err = checkHeaderCount(resp, e.maxHeaders()); err == nil {
+						_, err = drain(resp)
+					} else {
+						resp.Body.Close()
+					}
 				}
 			}
 		}
 		ev.Recv = e.off()
+		if err != nil && p.ctx.Err() != nil {
+			err = errCancelled
+		}
 		p.sentN.Add(1)
 		if ev.Sent-ev.Intended > tol {
 			p.late.Add(1)
@@ -261,9 +319,30 @@ type rawConn struct {
 	c      net.Conn
 	br     *bufio.Reader
 	reused bool
+	// mu guards c against abort from another goroutine.
+	mu sync.Mutex
+	// aborted: the run stopped; no new connection is dialled.
+	aborted bool
+	// guard bounds what one response may make us read.
+	guard *byteGuard
+	// maxHeaderBytes and maxHeaders bound a response's header section.
+	maxHeaderBytes int64
+	maxHeaders     int
+}
+
+// abort closes the connection from another goroutine (the run stopped).
+func (rc *rawConn) abort() {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.aborted = true
+	if rc.c != nil {
+		rc.c.Close()
+	}
 }
 
 func (rc *rawConn) close() {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
 	if rc.c != nil {
 		rc.c.Close()
 		rc.c = nil
@@ -271,6 +350,12 @@ func (rc *rawConn) close() {
 }
 
 func (rc *rawConn) dial(timeout time.Duration) error {
+	rc.mu.Lock()
+	aborted := rc.aborted
+	rc.mu.Unlock()
+	if aborted {
+		return errCancelled
+	}
 	c, err := net.DialTimeout("tcp", rc.addr, timeout)
 	if err != nil {
 		return err
@@ -278,12 +363,15 @@ func (rc *rawConn) dial(timeout time.Duration) error {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	rc.mu.Lock()
 	rc.c = c
+	rc.mu.Unlock()
 	rc.reused = false
+	rc.guard = &byteGuard{r: c}
 	if rc.br == nil {
-		rc.br = bufio.NewReaderSize(c, 4096)
+		rc.br = bufio.NewReaderSize(rc.guard, 4096)
 	} else {
-		rc.br.Reset(c)
+		rc.br.Reset(rc.guard)
 	}
 	return nil
 }
@@ -321,12 +409,22 @@ func (rc *rawConn) exchange(b []byte) (*http.Response, error) {
 	if _, err := rc.c.Write(b); err != nil {
 		return nil, err
 	}
+	// The header section may take at most maxHeaderBytes (plus what the
+	// reader buffers ahead); the body is drained up to maxDrain after it.
+	rc.guard.allow(rc.maxHeaderBytes+int64(rc.br.Size()), errHeadersTooLarge(rc.maxHeaderBytes))
 	// A connection the server closed reads EOF before any byte (which
 	// ReadResponse would report as an unexpected EOF).
 	if _, err := rc.br.Peek(1); err != nil {
 		return nil, err
 	}
 	resp, err := http.ReadResponse(rc.br, nil)
+	if err == nil {
+		if err = checkHeaderCount(resp, rc.maxHeaders); err != nil {
+			resp.Body.Close()
+			return nil, err
+		}
+		rc.guard.allow(maxDrain+int64(rc.br.Size())+1, nil)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -349,4 +447,30 @@ func staleConn(err error) bool {
 		return false
 	}
 	return err == io.EOF || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// byteGuard is a reader that lets through at most left bytes, then fails
+// with err: a hostile target cannot make a response take unbounded memory.
+type byteGuard struct {
+	r    io.Reader
+	left int64
+	err  error
+}
+
+// allow resets the budget to n bytes, failing with err past it (nil: EOF).
+func (g *byteGuard) allow(n int64, err error) { g.left, g.err = n, err }
+
+func (g *byteGuard) Read(p []byte) (int, error) {
+	if g.left <= 0 {
+		if g.err != nil {
+			return 0, g.err
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > g.left {
+		p = p[:g.left]
+	}
+	n, err := g.r.Read(p)
+	g.left -= int64(n)
+	return n, err
 }

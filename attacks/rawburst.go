@@ -86,6 +86,23 @@ func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int6
 		}(i, r)
 	}
 	wg.Wait()
+	// The run stopping cuts off requests in flight: their connections close.
+	watch := make(chan struct{})
+	defer close(watch)
+	var connMu sync.Mutex
+	go func() {
+		select {
+		case <-ctx.Done():
+			connMu.Lock()
+			for _, c := range conns {
+				if c != nil {
+					c.Close()
+				}
+			}
+			connMu.Unlock()
+		case <-watch:
+		}
+	}()
 	// Readers wait for the responses.
 	sent = make([]int64, n)
 	var done sync.WaitGroup
@@ -107,10 +124,19 @@ func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int6
 			}
 			c := conns[i]
 			_ = c.SetReadDeadline(time.Now().Add(e.o.Timeout))
-			resp, rerr := http.ReadResponse(bufio.NewReaderSize(c, 4096), nil)
+			guard := &byteGuard{r: c}
+			br := bufio.NewReaderSize(guard, 4096)
+			guard.allow(e.maxHeaderBytes()+int64(br.Size()), errHeadersTooLarge(e.maxHeaderBytes()))
+			resp, rerr := http.ReadResponse(br, nil)
 			if rerr == nil {
-				_, rerr = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+				if rerr = checkHeaderCount(resp, e.maxHeaders()); rerr == nil {
+					guard.allow(1<<20+int64(br.Size()), nil)
+					_, rerr = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+				}
 				resp.Body.Close()
+			}
+			if rerr != nil && ctx.Err() != nil {
+				rerr = errCancelled
 			}
 			ev.Sent = sent[i]
 			ev.Recv = e.off()

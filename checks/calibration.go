@@ -222,7 +222,8 @@ func (ix *index) calibrateRefill(l *policy.Limit, key string, lo, hi int64, prob
 					}
 				}
 			case history.Rejected:
-				if dt := time.Duration(p.lo - hi).Seconds(); dt > 0 {
+				// A refusal up to the timing tolerance late is a guard.
+				if dt := time.Duration(p.lo - hi - ix.tol).Seconds(); dt > 0 {
 					if v := float64(n+1) / dt; v < high {
 						high = v
 						if v < l.R()*(1-1e-9) {
@@ -272,7 +273,7 @@ func (ix *index) calibrateRefill(l *policy.Limit, key string, lo, hi int64, prob
 				}
 			}
 		case history.Rejected:
-			if d := time.Duration(p.lo - hi); d > wLow {
+			if d := time.Duration(p.lo - hi - ix.tol); d > wLow {
 				wLow = d
 				if d > l.W() {
 					long = &probes[i]

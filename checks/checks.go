@@ -76,10 +76,21 @@ func Validate(names []string) error {
 }
 
 // Judge is what a run's verdict is made of: the evidence gate (see Gate)
-// first, then Run's results.
+// first, then Run's results with the checks turned off skipped and the
+// violations other checks explain marked so (see Diagnose).
 func Judge(h *history.History, p *policy.Policy, o Options) []Result {
 	rs := Run(h, p, o)
-	return append([]Result{Gate(h, p, rs, o.MaxErrorRate)}, rs...)
+	off := append(append([]string(nil), p.ChecksOff...), o.Off...)
+	for i := range rs {
+		if slices.Contains(off, rs[i].Name) {
+			why := "the policy's checks_off"
+			if slices.Contains(o.Off, rs[i].Name) {
+				why = "--checks-off"
+			}
+			rs[i] = Result{Name: rs[i].Name, Verdict: Skip, Summary: "turned off by " + why + " (the promise is knowingly not kept, or not judged)"}
+		}
+	}
+	return append([]Result{Gate(h, p, rs, o.MaxErrorRate)}, Diagnose(rs, horizonOf(p))...)
 }
 
 // Run runs every check (or those named in o.Only, in the order of All) on h
@@ -224,6 +235,13 @@ type index struct {
 	envCache  []keyEnvelope
 	underOnce sync.Once
 	underRes  *underResult
+	// tol is the timing tolerance of refusals (see timingTolerance).
+	tol int64
+	// admByLo is every admitted request sorted by lo (admittedByStart).
+	admOnce sync.Once
+	admByLo []rec
+	// attrCands is explainsRefusal's scratch.
+	attrCands cands
 }
 
 func newIndex(h *history.History, p *policy.Policy, o Options) *index {
@@ -312,6 +330,7 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 		wg.Wait()
 	}
 	ix.insts = min(len(instSeen), 1024)
+	ix.tol = int64(timingTolerance(h, p))
 	// Order keys by name so results are deterministic.
 	order := make([]int32, len(keys))
 	for i := range order {
@@ -465,6 +484,54 @@ func (ix *index) mkRec(e *history.Event, i int) rec {
 	// against the key's own limits either.
 	r.fault = e.Fallback != "" || e.Scope != "" || (len(ix.h.Faults) > 0 && ix.inFault(r.lo, r.hi))
 	return r
+}
+
+// horizonOf is the longest refill of any limit of p (W): violations of one
+// key closer than that share its state.
+func horizonOf(p *policy.Policy) int64 {
+	var w time.Duration
+	for _, t := range p.Tiers {
+		for _, l := range t.Limits {
+			w = max(w, l.W())
+		}
+	}
+	return int64(w)
+}
+
+// Defaults of the timing tolerance (policy.Tolerance.Timing).
+const (
+	minTimingTolerance = 10 * time.Millisecond
+	// windowTolerance is the share of the shortest window allowed.
+	windowTolerance = 0.02
+)
+
+// timingTolerance is the declared tolerance, or the larger of 10ms, 2% of
+// the policy's shortest window and twice the p99 request latency of h (a
+// sample of at most 10,000 requests).
+func timingTolerance(h *history.History, p *policy.Policy) time.Duration {
+	if t := p.Tolerance.Timing.D(); t > 0 {
+		return t
+	}
+	tol := minTimingTolerance
+	minW := time.Duration(math.MaxInt64)
+	for _, t := range p.Tiers {
+		for _, l := range t.Limits {
+			minW = min(minW, l.W())
+		}
+	}
+	if minW < time.Duration(math.MaxInt64) {
+		tol = max(tol, time.Duration(float64(minW)*windowTolerance))
+	}
+	if n := len(h.Events); n > 0 {
+		step := max(1, n/10000)
+		lat := make([]int64, 0, n/step+1)
+		for i := 0; i < n; i += step {
+			lat = append(lat, h.Events[i].Recv-h.Events[i].Sent)
+		}
+		slices.Sort(lat)
+		tol = max(tol, 2*time.Duration(lat[len(lat)*99/100]))
+	}
+	return tol
 }
 
 // Outcome classifies e under p's response contract (policy.Statuses):

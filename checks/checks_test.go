@@ -125,7 +125,8 @@ func TestFixtureFigures(t *testing.T) {
 	r = Run(h, p, Options{Only: []string{"instances"}})[0]
 	require.Equal(t, Fail, r.Verdict)
 	assert.Contains(t, r.Evidence[0].Message, "key free-a admitted 30 across 3 instances where one quota allows 10")
-	assert.Contains(t, r.Evidence[0].Message, "≈3× — per-instance state?")
+	assert.Contains(t, r.Evidence[0].Message, "(3.0×); each instance's own admissions fit one quota: state kept per instance")
+	assert.Equal(t, CausePerInstanceState, r.Evidence[0].Cause)
 	assert.Equal(t, 3.0, r.Figures["instances"])
 
 	h, p, _, _ = loadFixture(t, "testdata/oversell-bad-burst.jsonl")

@@ -43,6 +43,9 @@ func Errors(h *history.History, p *policy.Policy) (total int64, by []StatusCount
 		if e.Variant != "" && e.Status >= 400 && e.Status < 500 {
 			continue
 		}
+		if e.Err == history.ErrCancelled {
+			continue // cut off by the run's stop, not the target's failure
+		}
 		total++
 		j, ok := idx[e.Status]
 		if !ok {

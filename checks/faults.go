@@ -303,7 +303,8 @@ func (ix *index) judgeDownstreamSpan(col *collector, key string, t *policy.Tier,
 		if l.PerInstance() {
 			bound *= float64(max(1, ix.insts))
 		}
-		bound += float64(extra)
+		// Regions may overrun one quota by the declared tolerance.
+		bound = bound*(1+ix.p.Tolerance.Regions) + float64(extra)
 		if float64(n) > bound+eps {
 			col.add(Evidence{Key: key, Limit: l.Name, From: from, To: to, Bound: bound, Observed: float64(n),
 				Message: fmt.Sprintf("key %s: %d arrivals downstream %s (%s); %s allows at most %s", key, n, what, fmtDur(time.Duration(to-from)), l.Describe(), fmtF(bound))})

@@ -177,9 +177,18 @@ func checkInstances(ix *index) Result {
 			unknown += st.unknown
 			for ci := range st.certs {
 				ct := &st.certs[ci]
-				msg := fmt.Sprintf("key %s admitted %d across %d instances where one quota allows %s (≈%.0f× — per-instance state?)",
-					ke.g.key, ct.count, ke.g.insts, fmtF(ct.bound), float64(ct.count)/ct.bound)
-				col.add(ix.evidence(ke.g.key, ct, msg))
+				perInst := ix.eachInstanceFits(ct, l)
+				why := "at least one instance also oversold on its own: a non-atomic update (a race), besides any per-instance state"
+				if perInst {
+					why = "each instance's own admissions fit one quota: state kept per instance (or a limit that is per instance but declared cluster-wide)"
+				}
+				msg := fmt.Sprintf("key %s admitted %d across %d instances where one quota allows %s (%.1f×); %s",
+					ke.g.key, ct.count, ke.g.insts, fmtF(ct.bound), float64(ct.count)/ct.bound, why)
+				ev := ix.evidence(ke.g.key, ct, msg)
+				if perInst {
+					ev.Cause = CausePerInstanceState
+				}
+				col.add(ev)
 			}
 		}
 	}
@@ -342,12 +351,12 @@ func checkBypass(ix *index) Result {
 const docRegions = "Applies when an event's phase starts with \"region\", or the policy declares a tolerance and the run used several instances: each key's admissions over the whole run stay within (1+Tolerance)·E(span), E = K + r·span for buckets."
 
 func checkRegions(ix *index) Result {
-	applies := ix.p.Tolerance > 0 && ix.insts > 1
+	applies := ix.p.Tolerance.Regions > 0 && ix.insts > 1
 	if !applies {
 		applies = ix.regionPhase
 	}
 	col := ix.collector()
-	figs := map[string]float64{"tolerance": ix.p.Tolerance}
+	figs := map[string]float64{"tolerance": ix.p.Tolerance.Regions}
 	if !applies {
 		return col.result(Skip, "no region data: no phase named region* and no declared tolerance with several instances", figs, "")
 	}
@@ -361,7 +370,7 @@ func checkRegions(ix *index) Result {
 		g := ke.g
 		for li := range g.tier.Limits {
 			l := &g.tier.Limits[li]
-			bound := (1 + ix.p.Tolerance) * maxIn(l, time.Duration(ke.span))
+			bound := (1 + ix.p.Tolerance.Regions) * maxIn(l, time.Duration(ke.span))
 			over := float64(ke.admitted) / bound
 			worst = math.Max(worst, over)
 			if float64(ke.admitted) > bound+eps {
@@ -373,7 +382,7 @@ func checkRegions(ix *index) Result {
 				}
 				ct := cert{limit: l, from: first, to: last, count: ke.admitted, bound: bound, recs: rs}
 				msg := fmt.Sprintf("key %s admitted %d over %s across regions; one quota plus the declared %.0f%% tolerance allows %s (overrun %.1f%%)",
-					g.key, ke.admitted, fmtDur(time.Duration(ke.span)), ix.p.Tolerance*100, fmtF(bound), (over*(1+ix.p.Tolerance)-1)*100)
+					g.key, ke.admitted, fmtDur(time.Duration(ke.span)), ix.p.Tolerance.Regions*100, fmtF(bound), (over*(1+ix.p.Tolerance.Regions)-1)*100)
 				col.add(ix.evidence(g.key, &ct, msg))
 			}
 		}
@@ -381,11 +390,31 @@ func checkRegions(ix *index) Result {
 	figs["worst_ratio"] = worst
 	// The overrun over one plain quota: the figure a precision/latency
 	// comparison of region settings puts side by side.
-	figs["global_overrun_pct"] = math.Max(0, worst*(1+ix.p.Tolerance)-1) * 100
+	figs["global_overrun_pct"] = math.Max(0, worst*(1+ix.p.Tolerance.Regions)-1) * 100
 	figs["keys"] = float64(keys)
 	if keys == 0 {
 		return col.result(Skip, "no admitted requests of a key with a tier", figs, "")
 	}
-	return col.result(Pass, fmt.Sprintf("global admissions of %s within the %.0f%% tolerance (worst %.2f of the bound)", plural(keys, "key", "keys"), ix.p.Tolerance*100, worst),
+	return col.result(Pass, fmt.Sprintf("global admissions of %s within the %.0f%% tolerance (worst %.2f of the bound)", plural(keys, "key", "keys"), ix.p.Tolerance.Regions*100, worst),
 		figs, fmt.Sprintf("%s overran the declared tolerance", plural(col.total, "key", "keys")))
+}
+
+// eachInstanceFits reports whether the requests of a certificate, split by
+// instance, each fit the limit alone.
+func (ix *index) eachInstanceFits(ct *cert, l *policy.Limit) bool {
+	by := map[int16][]rec{}
+	for _, r := range ct.recs {
+		by[r.inst] = append(by[r.inst], r)
+	}
+	if len(by) < 2 {
+		return false
+	}
+	var sc scratch
+	for _, rs := range by {
+		slices.SortFunc(rs, cmpRec)
+		if st := ix.judgeScope(rs, l, &sc); len(st.certs) > 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -18,13 +18,19 @@ const (
 	// Skip: the check does not apply to this run (e.g. no sink data). It
 	// never fails a run and merges below Pass.
 	Skip Verdict = "skip"
+	// Explained: the check's violations are all explained by another
+	// check's defect (Result.ExplainedBy): a symptom, not a cause. It
+	// merges above Pass and below Unknown; the defect itself fails.
+	Explained Verdict = "explained"
 )
 
 func (v Verdict) rank() int {
 	switch v {
 	case Fail:
-		return 3
+		return 4
 	case Unknown:
+		return 3
+	case Explained:
 		return 2
 	case Pass:
 		return 1
@@ -32,7 +38,7 @@ func (v Verdict) rank() int {
 	return 0
 }
 
-// Merge returns the more severe verdict: fail > unknown > pass > skip.
+// Merge returns the more severe verdict: fail > unknown > explained > pass > skip.
 func Merge(a, b Verdict) Verdict {
 	if b.rank() > a.rank() {
 		return b
@@ -60,6 +66,11 @@ type Evidence struct {
 	RequestIDs []uint64 `json:"request_ids,omitempty"`
 	TotalIDs   int      `json:"total_ids,omitempty"`
 	Message    string   `json:"message"`
+	// Cause is a machine-readable hint at the cause the evidence points to
+	// (e.g. "per-instance-state"), read by the diagnosis.
+	Cause string `json:"cause,omitempty"`
+	// Keys are the other keys involved (e.g. the keys sharing a quota).
+	Keys []string `json:"keys,omitempty"`
 }
 
 // Result is one check's verdict.
@@ -75,6 +86,9 @@ type Result struct {
 	// Measured are the limiter's parameters as the check measured them,
 	// beside the declared ones (calibration).
 	Measured []Measurement `json:"measured,omitempty"`
+	// ExplainedBy names the check whose defect explains this check's
+	// violations (Verdict Explained).
+	ExplainedBy string `json:"explained_by,omitempty"`
 }
 
 // Options tune the checks.
@@ -89,6 +103,9 @@ type Options struct {
 	// MaxErrorRate is the share of requests that may end in an error before
 	// the evidence gate says the run proves nothing (default 1%).
 	MaxErrorRate float64
+	// Off turns checks off (besides the policy's checks_off): their result
+	// is a skip that says so.
+	Off []string
 }
 
 // Checker is one named invariant.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
@@ -25,12 +26,24 @@ type wrongRej struct {
 	why []string
 	// room is the least provable room over the limits (tokens or slots).
 	room float64
+	// margin is how much later than the arithmetic allows the refusal
+	// came at least (the timing tolerance plus the room's refill time).
+	margin time.Duration
+	// self: the refusal is explained if the key's own refused requests
+	// consumed too (a limiter that deducts on refusal starves itself).
+	self bool
+	// sharedWith lists other keys whose admissions, had they come out of
+	// this key's quota, explain the refusal.
+	sharedWith []string
 }
 
 type underResult struct {
 	wrong     []wrongRej
 	judged    int
 	undecided int
+	// unattributed counts wrong refusals past maxAttributed of a key, whose
+	// cause isolation did not weigh.
+	unattributed int
 }
 
 // cands is one key's possibly-consuming requests in two orders.
@@ -125,11 +138,17 @@ func (ix *index) computeUnder() {
 				slices.Sort(pc.hi)
 			}
 		}
+		attributed := 0
 		for _, r := range g.recs {
 			if r.out != history.Rejected || r.variant || !r.limit || r.fault {
 				continue
 			}
 			res.judged++
+			// A refusal up to the timing tolerance later than the exact
+			// arithmetic is a conservative guard, not a defect: judge it as
+			// if decided tol earlier.
+			rt := r
+			rt.lo -= ix.tol
 			wrong := true
 			undecided := false
 			room := math.Inf(1)
@@ -147,7 +166,7 @@ func (ix *index) computeUnder() {
 						cc = &cands{}
 					}
 				}
-				v, ok, dec := ix.room(cc, r, l, self)
+				v, ok, dec := ix.room(cc, rt, l, self)
 				if !dec {
 					undecided = true
 				}
@@ -160,7 +179,19 @@ func (ix *index) computeUnder() {
 			}
 			switch {
 			case wrong && !undecided:
-				res.wrong = append(res.wrong, wrongRej{g: g, r: r, why: why, room: room})
+				w := wrongRej{g: g, r: r, why: why, room: room}
+				rate := g.tier.Limits[0].R()
+				w.margin = time.Duration(ix.tol) + time.Duration((room-1)/rate*float64(time.Second))
+				if attributed < maxAttributed {
+					attributed++
+					w.self = ix.explainsRefusal(g, rt, nil, true)
+					if !w.self {
+						w.sharedWith = ix.sharingKeys(g, rt)
+					}
+				} else {
+					res.unattributed++
+				}
+				res.wrong = append(res.wrong, w)
 			case undecided && wrong:
 				res.undecided++
 			}
@@ -258,7 +289,12 @@ func checkUnder(ix *index) Result {
 	res := ix.under()
 	col := ix.collector()
 	for _, w := range res.wrong {
-		col.add(ix.rejEvidence(w, ""))
+		ev := ix.rejEvidence(w, "")
+		if w.self {
+			ev.Message += "; the key's own refused requests, had they consumed, explain the refusal: refusals cost tokens"
+			ev.Cause = CauseSelfInflicted
+		}
+		col.add(ev)
 	}
 	figs := map[string]float64{"rejections_judged": float64(res.judged), "undecided": float64(res.undecided)}
 	if res.judged == 0 {
@@ -270,7 +306,8 @@ func checkUnder(ix *index) Result {
 
 func (ix *index) rejEvidence(w wrongRej, extra string) Evidence {
 	e := ix.ev(w.r)
-	msg := fmt.Sprintf("request %d of key %s got 429 although at every possible decision time %s", e.ID, w.g.key, strings.Join(w.why, " and "))
+	msg := fmt.Sprintf("request %d of key %s got %d although at every possible decision time %s (wrong by at least %s, beyond the timing tolerance %s)",
+		e.ID, w.g.key, e.Status, strings.Join(w.why, " and "), fmtDur(w.margin), fmtDur(time.Duration(ix.tol)))
 	if extra != "" {
 		msg += "; " + extra
 	}
@@ -286,7 +323,7 @@ func limitNames(t *policy.Tier) string {
 	return strings.Join(s, ",")
 }
 
-const docIsolation = "Keys never share quota: fails when a 429 was provably wrong counting only the key's own traffic while other keys were busy in that interval, or when a key was served another tier's limit (X-RateLimit-Limit, or the limit of the declared RateLimit generation: RateLimit-Policy q, limit=, RateLimit-Limit)."
+const docIsolation = "Keys never share quota: fails when a refusal was provably wrong counting only the key's own traffic, is not explained by the key's own refused requests consuming too (that is self-inflicted: under-admission), and is explained once other keys' admissions in that interval are counted as if they shared the key's quota (the message names them); or when a key was served another tier's limit (X-RateLimit-Limit, or the limit of the declared RateLimit generation: RateLimit-Policy q, limit=, RateLimit-Limit)."
 
 func checkIsolation(ix *index) Result {
 	col := ix.collector()
@@ -309,22 +346,33 @@ func checkIsolation(ix *index) Result {
 	}
 	// Wrong rejections attributable to other keys.
 	res := ix.under()
-	var order []int32
+	selfInflicted := 0
 	for _, w := range res.wrong {
-		if order == nil {
-			order = ix.globalOrder()
+		switch {
+		case w.self:
+			selfInflicted++
+		case len(w.sharedWith) > 0:
+			ev := ix.rejEvidence(w, "counting the admissions of "+strings.Join(w.sharedWith, ", ")+" as if they came out of this key's quota explains the refusal: the keys share a quota")
+			ev.Cause, ev.Keys = CauseSharedQuota, w.sharedWith
+			col.add(ev)
 		}
-		// Another key whose admissions fell within one refill horizon
-		// before this wrong rejection may have drained a shared quota.
-		var horizon int64
-		for _, l := range w.g.tier.Limits {
-			horizon = max(horizon, int64(l.W()))
+	}
+	if selfInflicted > 0 {
+		figs["self_inflicted_refusals"] = float64(selfInflicted)
+	}
+	// Every key found sharing a quota, beyond the evidence cap, so each of
+	// their symptoms is traced to this defect.
+	sharing := map[string]bool{}
+	for _, w := range res.wrong {
+		if !w.self && len(w.sharedWith) > 0 {
+			sharing[w.g.key] = true
+			for _, k := range w.sharedWith {
+				sharing[k] = true
+			}
 		}
-		busy := ix.busyKeys(order, w.g.key, w.r.lo-horizon, w.r.hi)
-		if len(busy) == 0 {
-			continue
-		}
-		col.add(ix.rejEvidence(w, "other keys were busy then: "+strings.Join(busy, ", ")))
+	}
+	if res.unattributed > 0 {
+		figs["refusals_not_attributed"] = float64(res.unattributed)
 	}
 	// Limits of another tier served to a key.
 	mismatch := 0
@@ -373,6 +421,20 @@ func checkIsolation(ix *index) Result {
 		names = append(names, t)
 	}
 	sort.Strings(names)
+	if len(sharing) > 0 && col.total > 0 {
+		keys := make([]string, 0, len(sharing))
+		for k := range sharing {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		if len(keys) > 50 {
+			keys = keys[:50]
+		}
+		r := col.result(Pass, "", figs, fmt.Sprintf("%s of shared or wrong-tier quota", plural(col.total, "instance", "instances")))
+		r.Evidence = append(r.Evidence, Evidence{Key: keys[0], Keys: keys, Cause: CauseSharedQuota,
+			Message: fmt.Sprintf("keys found sharing a quota: %s", strings.Join(keys, ", "))})
+		return r
+	}
 	return col.result(Pass, fmt.Sprintf("%s over tiers %s kept separate quotas", plural(len(ix.groups), "key", "keys"), strings.Join(names, ", ")), figs,
 		fmt.Sprintf("%s of shared or wrong-tier quota", plural(col.total, "instance", "instances")))
 }
@@ -400,40 +462,96 @@ func observedLimit(e *history.Event, oc *obsCache) (int64, bool) {
 	return o.Limit.N, o.Limit.Valid()
 }
 
-// globalOrder returns event indices sorted by Sent.
-func (ix *index) globalOrder() []int32 {
-	ev := ix.h.Events
-	order := make([]int32, len(ev))
-	for i := range order {
-		order[i] = int32(i)
+// maxAttributed bounds the refusals per key whose cause isolation weighs
+// (each costs a pass over one refill horizon of requests); past it the
+// remaining ones are counted as not attributed.
+const maxAttributed = 32
+
+// attributionWindow is the span before a refusal whose requests decide its
+// cause: two refill horizons and the longest request.
+func (ix *index) attributionWindow(g *group, r rec) int64 {
+	var horizon int64
+	for _, l := range g.tier.Limits {
+		horizon = max(horizon, int64(l.W()))
 	}
-	if !slices.IsSortedFunc(ev, func(a, b history.Event) int { return cmpI64(a.Sent, b.Sent) }) {
-		slices.SortStableFunc(order, func(a, b int32) int { return cmpI64(ev[a].Sent, ev[b].Sent) })
-	}
-	return order
+	return r.lo - 2*horizon - ix.maxLat
 }
 
-// busyKeys lists (up to 5) other keys with admitted or unknown requests that
-// could have been decided inside [lo, hi].
-func (ix *index) busyKeys(order []int32, key string, lo, hi int64) []string {
-	ev := ix.h.Events
-	from := lo - ix.maxLat
-	i := sort.Search(len(order), func(i int) bool { return ev[order[i]].Sent-ix.slack >= from })
-	seen := map[string]bool{}
-	var out []string
-	for ; i < len(order); i++ {
-		e := &ev[order[i]]
-		if e.Sent-ix.slack > hi {
-			break
-		}
-		if e.Key == key || Outcome(ix.p, e) == history.Rejected || e.Recv+ix.slack < lo || seen[e.Key] {
+// windowRecs returns the recs of rs (sorted by lo) with lo in [from, to].
+func windowRecs(rs []rec, from, to int64) []rec {
+	i, _ := slices.BinarySearchFunc(rs, from, func(x rec, t int64) int { return cmpI64(x.lo, t) })
+	j := i
+	for j < len(rs) && rs[j].lo <= to {
+		j++
+	}
+	return rs[i:j]
+}
+
+// explainsRefusal reports whether refusal r of g had no room under some
+// limit of its tier if, besides g's admitted and unknown requests of the
+// attribution window, extra (other keys' admissions) and, with
+// withRefused, g's own refused requests (but r) had consumed.
+func (ix *index) explainsRefusal(g *group, r rec, extra []rec, withRefused bool) bool {
+	c := &ix.attrCands // computeUnder runs once, on one goroutine
+	c.lo, c.hi = c.lo[:0], c.hi[:0]
+	for _, x := range windowRecs(g.recs, ix.attributionWindow(g, r), r.hi) {
+		if x.variant && x.out == history.Rejected {
 			continue
 		}
-		seen[e.Key] = true
-		if len(out) < 5 {
-			out = append(out, e.Key)
+		if x.out != history.Rejected || (withRefused && x.idx != r.idx) {
+			c.lo = append(c.lo, x.lo)
+			c.hi = append(c.hi, x.hi)
 		}
 	}
-	sort.Strings(out)
-	return out
+	for _, x := range extra {
+		c.lo = append(c.lo, x.lo)
+		c.hi = append(c.hi, x.hi)
+	}
+	slices.Sort(c.lo)
+	slices.Sort(c.hi)
+	for li := range g.tier.Limits {
+		if _, ok, _ := ix.room(c, r, &g.tier.Limits[li], 0); !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// admittedByStart is every key's admitted requests sorted by lo, built once.
+func (ix *index) admittedByStart() []rec {
+	ix.admOnce.Do(func() {
+		for _, r := range ix.recs {
+			if r.out == history.Admitted && !r.variant {
+				ix.admByLo = append(ix.admByLo, r)
+			}
+		}
+		slices.SortFunc(ix.admByLo, cmpRec)
+	})
+	return ix.admByLo
+}
+
+// sharingKeys lists (up to 5) other keys whose admissions in the
+// attribution window explain refusal r, had they shared g's quota.
+func (ix *index) sharingKeys(g *group, r rec) []string {
+	var extra []rec
+	seen := map[int32]bool{}
+	gid := ix.gid[g.recs[0].idx]
+	for _, x := range windowRecs(ix.admittedByStart(), ix.attributionWindow(g, r), r.hi) {
+		if og := ix.gid[x.idx]; og != gid {
+			extra = append(extra, x)
+			seen[og] = true
+		}
+	}
+	if len(extra) == 0 || !ix.explainsRefusal(g, r, extra, false) {
+		return nil
+	}
+	keys := make([]string, 0, len(seen))
+	for og := range seen {
+		keys = append(keys, ix.groups[og].key)
+	}
+	sort.Strings(keys)
+	if len(keys) > 5 {
+		keys = keys[:5]
+	}
+	return keys
 }

@@ -99,6 +99,10 @@ type Event struct {
 	Err   string `json:"err,omitempty"`
 }
 
+// ErrCancelled is the Err of a request cut off because the run stopped
+// (interrupted, or at --max-duration): not the target's failure.
+const ErrCancelled = "cancelled: the run stopped"
+
 // Outcome of a request as far as the limiter's decision is concerned.
 type Outcome int8
 

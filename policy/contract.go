@@ -515,3 +515,60 @@ func (g *RateLimitHeaders) UnmarshalJSON(b []byte) error {
 	}
 	return fmt.Errorf("ratelimit: want a string or a boolean")
 }
+
+// Tolerance is what the checks allow beyond exact arithmetic.
+type Tolerance struct {
+	// Regions is the declared relative overrun allowed across regions
+	// (0.05 = 5%).
+	Regions float64 `yaml:"regions,omitempty" json:"regions"`
+	// Timing is how much later than the exact arithmetic a limiter may
+	// free capacity before a refusal counts as wrong (under-admission) or
+	// advice as unhonoured (retry-after): real limiters keep conservative
+	// guards of a few to tens of milliseconds. Zero means the default, the
+	// larger of 10ms, 2% of the shortest window and twice the run's p99
+	// decision latency. Oversell never loosens.
+	Timing Duration `yaml:"timing,omitempty" json:"timing,omitempty"`
+}
+
+// UnmarshalYAML accepts a number (the regions' overrun) or a mapping.
+func (t *Tolerance) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		f, err := strconv.ParseFloat(strings.TrimSpace(n.Value), 64)
+		if err != nil {
+			return fmt.Errorf("line %d: tolerance %q: want a fraction (0.05) or a mapping {regions: 0.05, timing: 20ms}", n.Line, n.Value)
+		}
+		t.Regions = f
+		return nil
+	}
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i].Value; k != "regions" && k != "timing" {
+				return fmt.Errorf("line %d: field %s not found in tolerance (want regions, timing)", n.Content[i].Line, k)
+			}
+		}
+	}
+	type plain Tolerance
+	var p plain
+	if err := n.Decode(&p); err != nil {
+		return err
+	}
+	*t = Tolerance(p)
+	return nil
+}
+
+// UnmarshalJSON accepts a number (histories written before timing
+// tolerances) or an object.
+func (t *Tolerance) UnmarshalJSON(b []byte) error {
+	var f float64
+	if err := json.Unmarshal(b, &f); err == nil {
+		t.Regions = f
+		return nil
+	}
+	type plain Tolerance
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*t = Tolerance(p)
+	return nil
+}

@@ -184,9 +184,14 @@ type Policy struct {
 	// rule source cannot be read (the conservative defaults from code);
 	// default: the tier with the smallest capacity.
 	RulesFallback string `yaml:"rules_fallback,omitempty" json:"rules_fallback,omitempty"`
-	// Tolerance is the declared relative overrun allowed across regions
-	// (0.05 = 5%).
-	Tolerance float64 `yaml:"tolerance" json:"tolerance"`
+	// Tolerance is what the checks allow beyond the exact arithmetic: the
+	// relative overrun across regions and the timing slack of refusals.
+	// A plain number is the regions' overrun (tolerance: 0.05).
+	Tolerance Tolerance `yaml:"tolerance" json:"tolerance"`
+	// ChecksOff turns checks off by name, for promises the limiter
+	// knowingly does not keep (e.g. retry-after for one that sends no
+	// Retry-After); the report says so.
+	ChecksOff []string `yaml:"checks_off,omitempty" json:"checks_off,omitempty"`
 	// ClockQuantum is the resolution of the limiter's clock; it widens every
 	// decision interval in the checks.
 	ClockQuantum Duration `yaml:"clock_quantum" json:"clock_quantum"`
@@ -366,8 +371,11 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 	if err := p.Statuses.normalize(errf); err != nil {
 		return err
 	}
-	if p.Tolerance < 0 || p.Tolerance > 10 {
-		return errf("tolerance", "%g: want a fraction ≥ 0 (0.05 = 5%%)", p.Tolerance)
+	if p.Tolerance.Regions < 0 || p.Tolerance.Regions > 10 || math.IsNaN(p.Tolerance.Regions) {
+		return errf("tolerance.regions", "%g: want a fraction ≥ 0 (0.05 = 5%%)", p.Tolerance.Regions)
+	}
+	if p.Tolerance.Timing < 0 || p.Tolerance.Timing.D() > time.Minute {
+		return errf("tolerance.timing", "%s: want a duration in [0, 1m]", p.Tolerance.Timing)
 	}
 	if p.ClockQuantum < 0 {
 		return errf("clock_quantum", "must not be negative")
@@ -562,6 +570,7 @@ func (p *Policy) Clone() *Policy {
 	}
 	c.Identity.TrustedProxies = append([]string(nil), p.Identity.TrustedProxies...)
 	c.Identity.PathVariants = append([]string(nil), p.Identity.PathVariants...)
+	c.ChecksOff = append([]string(nil), p.ChecksOff...)
 	c.Statuses.Admitted = append(StatusSet(nil), p.Statuses.Admitted...)
 	c.Statuses.Rejected = append(StatusSet(nil), p.Statuses.Rejected...)
 	c.Statuses.Closed = append(StatusSet(nil), p.Statuses.Closed...)

@@ -156,7 +156,7 @@ func junitSuiteOf(d *Document, name string) junitSuite {
 		case checks.Unknown:
 			s.Errors++
 			tc.Error = &junitProblem{Message: r.Summary, Type: "unknown", Text: problemText(r)}
-		case checks.Skip:
+		case checks.Skip, checks.Explained:
 			s.Skipped++
 			tc.Skipped = &junitSkip{Message: r.Summary}
 		default:

@@ -18,7 +18,7 @@ type Markdown struct{}
 func (Markdown) Render(w io.Writer, d *Document) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## rlverify: %s — plan `%s` against `%s`\n\n", badge(d.Verdict), mdCode(orDash(d.Run.Plan)), mdCode(suiteName(d)))
-	fmt.Fprintf(&b, "**Verdict: %s** · %s\n\n", badge(d.Verdict), tally(d.Checks))
+	fmt.Fprintf(&b, "**Verdict: %s** · %s\n\n%s\n\n", badge(d.Verdict), tally(d.Checks), mdText(Headline(d)))
 	if d.Interrupted {
 		fmt.Fprintf(&b, "> **INTERRUPTED:** %s (verdicts judge what was recorded)\n\n", mdText(d.Reason))
 	}
@@ -53,6 +53,12 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 	}
 	for _, n := range d.Run.Notes {
 		row("note", n)
+	}
+	if len(d.Defects) > 0 {
+		b.WriteString("\n### Defects\n\n")
+		for i, df := range d.Defects {
+			fmt.Fprintf(&b, "%d. %s\n", i+1, mdText(checks.DefectLine(df)))
+		}
 	}
 	b.WriteString("\n### Checks\n\n| Check | Verdict | Summary |\n|---|---|---|\n")
 	for _, r := range d.Checks {
@@ -182,8 +188,12 @@ func tally(rs []checks.Result) string {
 	for _, r := range rs {
 		n[r.Verdict]++
 	}
-	return fmt.Sprintf("%d checks: %d failed, %d unknown, %d passed, %d skipped",
+	s := fmt.Sprintf("%d checks: %d failed, %d unknown, %d passed, %d skipped",
 		len(rs), n[checks.Fail], n[checks.Unknown], n[checks.Pass], n[checks.Skip])
+	if n[checks.Explained] > 0 {
+		s += fmt.Sprintf(", %d explained by another defect", n[checks.Explained])
+	}
+	return s
 }
 
 var mdEscaper = strings.NewReplacer(

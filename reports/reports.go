@@ -66,6 +66,9 @@ type Document struct {
 	// Errors counts the requests that ended in an error (no response, or a
 	// status the policy declares neither admitted nor rejected) by status.
 	Errors []checks.StatusCount `json:"errors,omitempty"`
+	// Defects are the distinct problems found, strongest cause first, each
+	// with the checks whose violations it explains (checks.Diagnose).
+	Defects []checks.Defect `json:"defects,omitempty"`
 	// NotVerified lists the checks that had nothing to judge, and why: the
 	// properties this run did not verify.
 	NotVerified []Unverified `json:"not_verified,omitempty"`
@@ -148,6 +151,7 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 	d.Timeline = buildTimeline(h, p)
 	d.PerSecond = perSecond(h, d.Elapsed, outcomeBy(p))
 	_, d.Errors = checks.Errors(h, p)
+	d.Defects = checks.Defects(rs)
 	for _, r := range rs {
 		if r.Verdict == checks.Skip {
 			d.NotVerified = append(d.NotVerified, Unverified{Check: r.Name, Reason: r.Summary})

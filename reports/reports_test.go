@@ -226,14 +226,26 @@ func TestJUnitWellFormed(t *testing.T) {
 
 var (
 	reAttrURL = regexp.MustCompile(`(?i)\s(src|href|xlink:href|action|data|poster|srcset)\s*=\s*"([^"]*)"`)
-	reExtern  = regexp.MustCompile(`(?i)<(script|link|iframe|img|object|embed|base)\b|@import|url\(`)
+	reExtern  = regexp.MustCompile(`(?i)<(link|iframe|img|object|embed|base|frame|meta http-equiv)\b|@import|url\(`)
+	reScript  = regexp.MustCompile(`(?is)<script([^>]*)>(.*?)</script>`)
+	// reFetch are the ways a script could reach the network.
+	reFetch = regexp.MustCompile(`fetch\(|XMLHttpRequest|WebSocket|EventSource|sendBeacon|import\(|importScripts|\.src\s*=|location\s*=|window\.open|document\.write`)
 )
 
 // requireSelfContained asserts page loads nothing: no external src/href,
-// no script/link/img elements, no CSS url(), and http(s) addresses only in
-// text (outside every tag).
+// no link/img elements, no CSS url(), and http(s) addresses only in text
+// (outside every tag). Scripts are inline: the hover script (no network
+// call in it) and its JSON data, nothing else.
 func requireSelfContained(t *testing.T, page string) {
 	t.Helper()
+	scripts := reScript.FindAllStringSubmatch(page, -1)
+	require.LessOrEqual(t, len(scripts), 2, "the hover data and the hover script, no other")
+	require.Equal(t, len(scripts), strings.Count(strings.ToLower(page), "<script"), "every <script> is closed")
+	for _, s := range scripts {
+		attrs := strings.TrimSpace(s[1])
+		require.True(t, attrs == "" || attrs == `type="application/json" id="rlv-hover"`, "script attributes %q", attrs)
+		require.Nil(t, reFetch.FindStringIndex(s[2]), "script reaches out: %q", reFetch.FindString(s[2]))
+	}
 	for _, m := range reAttrURL.FindAllStringSubmatch(page, -1) {
 		require.True(t, strings.HasPrefix(m[2], "#"), "attribute %s=%q points outside the page", m[1], m[2])
 	}
@@ -267,7 +279,7 @@ func TestHTMLSelfContained(t *testing.T) {
 		require.Contains(t, page, id)
 	}
 	require.Contains(t, page, `<section class="view dflt" id="v0">`)
-	require.Equal(t, 3+2+2+3, strings.Count(page, `<svg class="plot"`), "3 plots for each key, 2 per instance view")
+	require.Equal(t, 2+3+2+2+3, strings.Count(page, `<svg class="plot"`), "requests per second and the lanes, 3 plots for each key, 2 per instance view")
 	require.Contains(t, page, `class="viol"`)
 	require.Contains(t, page, `class="fault"`)
 

@@ -34,6 +34,7 @@ func (t Text) paint(v checks.Verdict) string {
 // Render implements Renderer.
 func (t Text) Render(w io.Writer, d *Document) error {
 	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s\n", t.paint(d.Verdict), Headline(d))
 	fmt.Fprintf(&b, "rlverify: plan %s", orDash(d.Run.Plan))
 	if d.Run.Limiter != "" {
 		fmt.Fprintf(&b, " · limiter %s", d.Run.Limiter)
@@ -99,6 +100,17 @@ func (t Text) Render(w io.Writer, d *Document) error {
 		textKeys(&b, d.Keys)
 	}
 	b.WriteString("\n")
+	if len(d.Defects) > 0 {
+		if len(d.Defects) == 1 {
+			b.WriteString("1 defect:\n")
+		} else {
+			fmt.Fprintf(&b, "%d defects:\n", len(d.Defects))
+		}
+		for i, df := range d.Defects {
+			fmt.Fprintf(&b, "  %d. %s\n", i+1, checks.DefectLine(df))
+		}
+		b.WriteString("\n")
+	}
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tVERDICT\tSUMMARY")
 	for _, r := range d.Checks {
@@ -342,4 +354,25 @@ func measured(rs []checks.Result) []checks.Measurement {
 		out = append(out, r.Measured...)
 	}
 	return out
+}
+
+// Headline is the verdict in words: the defect (the first of them, and how
+// many), why nothing could be judged, or what passed.
+func Headline(d *Document) string {
+	switch {
+	case len(d.Defects) == 1:
+		return "1 defect: " + checks.DefectLine(d.Defects[0])
+	case len(d.Defects) > 1:
+		return fmt.Sprintf("%d defects; the first: %s", len(d.Defects), checks.DefectLine(d.Defects[0]))
+	}
+	for _, r := range d.Checks {
+		if r.Verdict == checks.Unknown {
+			return r.Name + ": " + r.Summary
+		}
+	}
+	n := map[checks.Verdict]int{}
+	for _, r := range d.Checks {
+		n[r.Verdict]++
+	}
+	return fmt.Sprintf("%d checks passed, %d had nothing to judge", n[checks.Pass], n[checks.Skip])
 }

@@ -38,6 +38,9 @@ type Timeline struct {
 	Keys []KeyTimeline `json:"keys"`
 	// OmittedKeys counts the keys with events that have no timeline.
 	OmittedKeys int `json:"omitted_keys,omitempty"`
+	// Traffic is every request of the run in coarser bins (and one by one
+	// when there are few): the per-second panel and the instance lanes.
+	Traffic *Traffic `json:"traffic,omitempty"`
 }
 
 // KeyTimeline is one key's series.
@@ -58,7 +61,9 @@ type KeyTimeline struct {
 	// cumulative sum of All.Admitted.
 	Envelope []float64 `json:"envelope,omitempty"`
 	// Level[i] estimates the tokens left (buckets) or the remaining count
-	// (windows) by simulating Limit on the admitted requests' send times:
+	// (windows) by simulating Limit on the admitted requests' send times
+	// (but those sent while the store was down or slow, or within the
+	// policy's recovery time after: the failure mode decides them):
 	// the lowest value after an admission in bucket i, else the value at
 	// its end. Below zero the limiter admitted more than the declared
 	// algorithm would have (an estimate: send times, not decision times).
@@ -131,6 +136,7 @@ func buildTimeline(h *history.History, p *policy.Policy) *Timeline {
 	}
 	t := &Timeline{Start: start, Width: width, Buckets: int(n)}
 	outcome := outcomeBy(p)
+	t.Traffic = buildTraffic(h, lo, hi, outcome)
 
 	// Group events by key, busiest first.
 	byKey := map[string][]int{}
@@ -203,7 +209,7 @@ func buildTimeline(h *history.History, p *policy.Policy) *Timeline {
 		}
 		if kt.Limit != nil {
 			kt.Envelope = t.envelope(*kt.Limit, kt.FirstSent, epoch)
-			kt.Level = t.level(h, idx, *kt.Limit, epoch, outcome)
+			kt.Level = t.level(h, idx, *kt.Limit, epoch, outcome, storeFaults(h, p))
 		}
 		t.Keys = append(t.Keys, kt)
 	}
@@ -373,8 +379,39 @@ func newSim(l policy.Limit, epoch int64) levelSim {
 	return &logSim{n: l.Count, w: int64(l.W())}
 }
 
-// level simulates l on the admitted send times of idx (in send order).
-func (t *Timeline) level(h *history.History, idx []int, l policy.Limit, epoch int64, outcome func(*history.Event) history.Outcome) []float64 {
+// storeFaults are the windows in which the store was down or slow, each
+// with the policy's recovery time after it: the failure mode decides then,
+// not the bucket (as the fail-mode and oversell checks judge them).
+func storeFaults(h *history.History, p *policy.Policy) [][2]int64 {
+	var out [][2]int64
+	last := int64(0)
+	for i := range h.Events {
+		last = max(last, h.Events[i].Recv)
+	}
+	for _, f := range h.Faults {
+		if f.Kind != "store-down" && f.Kind != "store-slow" {
+			continue
+		}
+		end := f.End
+		if end == 0 {
+			end = last
+		}
+		out = append(out, [2]int64{f.Start, end + int64(p.Failure.Recovery.D())})
+	}
+	return out
+}
+
+// level simulates l on the admitted send times of idx (in send order),
+// leaving out admissions inside the store fault windows.
+func (t *Timeline) level(h *history.History, idx []int, l policy.Limit, epoch int64, outcome func(*history.Event) history.Outcome, faults [][2]int64) []float64 {
+	inFault := func(at int64) bool {
+		for _, w := range faults {
+			if at >= w[0] && at <= w[1] {
+				return true
+			}
+		}
+		return false
+	}
 	sim := newSim(l, epoch)
 	lv := make([]float64, t.Buckets)
 	j := 0
@@ -383,7 +420,7 @@ func (t *Timeline) level(h *history.History, idx []int, l policy.Limit, epoch in
 		low, took := math.Inf(1), false
 		for ; j < len(idx) && (h.Events[idx[j]].Sent < end || b == t.Buckets-1); j++ {
 			e := &h.Events[idx[j]]
-			if outcome(e) != history.Admitted {
+			if outcome(e) != history.Admitted || inFault(e.Sent) {
 				continue
 			}
 			sim.take(e.Sent)

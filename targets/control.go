@@ -3,6 +3,7 @@ package targets
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,6 +38,9 @@ type Control struct {
 	Rules *RuleSource
 	// Replicas are drained by ControlDrainPath (nil: not regional).
 	Replicas map[string]*limiters.Regional
+	// Token, when set, must come with every control request as
+	// Authorization: Bearer TOKEN (ControlClient.Token).
+	Token string
 }
 
 // Supports reports whether the instance can take a fault of kind.
@@ -52,6 +56,11 @@ func (c *Control) Supports(kind string) bool {
 
 // ServeHTTP implements http.Handler.
 func (c *Control) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if (r.URL.Path == ControlFaultPath || r.URL.Path == ControlDrainPath) && c.Token != "" &&
+		subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+c.Token)) != 1 {
+		http.Error(w, "control: a token is required", http.StatusUnauthorized)
+		return
+	}
 	switch r.URL.Path {
 	case ControlFaultPath:
 		c.serveFault(w, r)
@@ -125,6 +134,8 @@ func (c *Control) supported() string {
 type ControlClient struct {
 	// Client defaults to one with a 5 s timeout.
 	Client *http.Client
+	// Token is sent as Authorization: Bearer TOKEN when set.
+	Token string
 }
 
 func (cc ControlClient) client() *http.Client {
@@ -168,6 +179,9 @@ func (cc ControlClient) do(ctx context.Context, method, u string) ([]byte, error
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("control %s %s: %w", method, u, err)
+	}
+	if cc.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+cc.Token)
 	}
 	resp, err := cc.client().Do(req)
 	if err != nil {

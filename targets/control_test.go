@@ -129,3 +129,16 @@ func TestStandaloneThroughControl(t *testing.T) {
 	_, _, err = NewStandalone(StandaloneOptions{Policy: policy.Default(), Entry: entry, RedisAddr: rs.Addr, RegionMode: "sideways"})
 	require.ErrorContains(t, err, `region mode "sideways"`)
 }
+
+func TestControlTokenIsRequiredWhenSet(t *testing.T) {
+	ctl := &Control{Next: http.NotFoundHandler(), Rules: &RuleSource{}, Token: "s3cret"}
+	srv := httptest.NewServer(ctl)
+	defer srv.Close()
+	ctx := context.Background()
+	err := ControlClient{}.Fault(ctx, srv.URL, FaultRulesDown, "", true)
+	require.ErrorContains(t, err, "401")
+	require.False(t, ctl.Rules.Down())
+	require.NoError(t, ControlClient{Token: "s3cret"}.Fault(ctx, srv.URL, FaultRulesDown, "", true))
+	require.True(t, ctl.Rules.Down())
+	require.ErrorContains(t, ControlClient{Token: "wrong"}.Fault(ctx, srv.URL, FaultRulesDown, "", false), "401")
+}

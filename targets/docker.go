@@ -175,6 +175,8 @@ type dockerStack struct {
 	runID   string
 	labels  map[string]string
 	network *testcontainers.DockerNetwork
+	// controlToken guards the limiters' control endpoints.
+	controlToken string
 	// redis holds one container, or one per region.
 	redis    []dockerRedis
 	limiters []*testcontainers.DockerContainer
@@ -264,7 +266,7 @@ func (d Docker) Start(ctx context.Context, spec Spec) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w: %w", ErrUnavailable, err)
 	}
-	ds := &dockerStack{cli: cli, runID: newRunID(), logger: tclog.NewNoopLogger()}
+	ds := &dockerStack{cli: cli, runID: newRunID(), logger: tclog.NewNoopLogger(), controlToken: newRunID() + newRunID()}
 	if d.Verbose && spec.Log != nil {
 		ds.logger = logfLogger(spec.Log)
 	}
@@ -324,8 +326,11 @@ func (d Docker) Start(ctx context.Context, spec Spec) (*Stack, error) {
 
 	// The limiters: every container serves the control endpoint, through
 	// which clock-skew and rules-down reach it (and regions are drained).
+	// Published ports are on 127.0.0.1 only, but the endpoint breaks the
+	// limiter: each stack gets its own token (serve refuses the endpoint on
+	// 0.0.0.0 without one).
 	serve := []string{"serve", "--addr", "0.0.0.0:8080", "--limiter", entry.Name, "--store", "redis",
-		"--downstream", "http://sink:9090/", "--policy", "/policy.yaml", "--control"}
+		"--downstream", "http://sink:9090/", "--policy", "/policy.yaml", "--control", "--control-token", ds.controlToken}
 	var lims []containerSpec
 	addLimiter := func(alias string, args ...string) {
 		lims = append(lims, containerSpec{
@@ -417,7 +422,7 @@ func (d Docker) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		st.OnClose(func() error { ds.dumpLogs(logf); return nil })
 	}
 	st.Sink = &RemoteSink{URL: sinkURL}
-	faults := &dockerFaults{ds: ds, instances: st.Instances, instanceFaults: regions == nil}
+	faults := &dockerFaults{ds: ds, instances: st.Instances, instanceFaults: regions == nil, control: ControlClient{Token: ds.controlToken}}
 	st.OnClose(faults.clearAll)
 	st.Faults = faults
 	var stores []string
@@ -664,7 +669,7 @@ func (ds *dockerStack) reconcile(st *Stack, pol *policy.Policy, rs RegionSpec, p
 		if err != nil {
 			return nil, fmt.Errorf("docker: region %d: %w", g, err)
 		}
-		replicas[g] = &remoteReplica{instances: st.Instances[g*perRegion : (g+1)*perRegion], stores: memoryReplica(reps)}
+		replicas[g] = &remoteReplica{instances: st.Instances[g*perRegion : (g+1)*perRegion], stores: memoryReplica(reps), control: ControlClient{Token: ds.controlToken}}
 	}
 	return reconcile(replicas, rs, logf), nil
 }

@@ -127,6 +127,10 @@ type Environment interface {
 	Start(ctx context.Context, spec Spec) (*Stack, error)
 }
 
+// EnvControlToken is the environment variable serve reads its control
+// token from (the docker environment sets it in every limiter container).
+const EnvControlToken = "RLVERIFY_CONTROL_TOKEN"
+
 // ErrUnavailable wraps errors of an environment that cannot run here (no
 // Docker, no redis-server).
 var ErrUnavailable = fmt.Errorf("environment unavailable")

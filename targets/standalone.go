@@ -32,8 +32,10 @@ type StandaloneOptions struct {
 	// RegionIndependent); replicated replicas are drained through the
 	// control endpoint.
 	RegionMode string
-	// Control serves the control endpoint (clock-skew, rules-down, drain).
-	Control    bool
+	// Control serves the control endpoint (clock-skew, rules-down, drain);
+	// ControlToken, when set, is required with every control request.
+	Control      bool
+	ControlToken string
 	Downstream Forwarder
 	Name       string
 	// Logf receives operational lines (store circuit transitions).
@@ -91,7 +93,7 @@ func NewStandalone(o StandaloneOptions) (http.Handler, func() error, error) {
 	} else if o.RedisLatency > 0 || o.RegionMode != "" {
 		return nil, nil, fmt.Errorf("standalone: %s keeps its state in memory: regions and Redis latency need a redis limiter", o.Entry.Name)
 	}
-	ctl := &Control{}
+	ctl := &Control{Token: o.ControlToken}
 	var h http.Handler
 	if o.RegionMode != "" {
 		if err := CheckRegionMode(o.RegionMode); err != nil {

@@ -58,10 +58,12 @@ type attackFlags struct {
 	failOn        []string
 	runID         string
 	keepKeys      bool
+	history       string
+	shape         shapeFlags
+	off           []string
+	dist          distFlags
 	// honest judges a gateway against its honest policy.
-	honest  bool
-	history string
-	shape   shapeFlags
+	honest bool
 	// local and docker environments
 	redisCluster  int
 	redisImage    string
@@ -92,7 +94,12 @@ Examples:
 			return runAttack(c.Context(), &f, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
-	fl := c.Flags()
+	addAttackFlags(c.Flags(), &f)
+	return c
+}
+
+// addAttackFlags registers attack's flags (selftest parses the same ones).
+func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 	fl.StringVar(&f.plan, "plan", "", "built-in plan name or plan file (see rlverify plans)")
 	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to attack in the embedded environment (see rlverify limiters)")
 	fl.StringVar(&f.store, "store", "", "state store of the reference limiter: memory or redis (default: redis when the plan needs it)")
@@ -102,7 +109,7 @@ Examples:
 	fl.StringVar(&f.out, "out", "rlverify-out", "directory for history.jsonl and the reports")
 	fl.StringVar(&f.history, "history", "", "write the history to this file instead of DIR/history.jsonl; - also streams it to stdout, for rlverify check --history - (stdout then carries only the history; the reports go to --out)")
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
-	addEnvFlags(fl, &f, "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
+	addEnvFlags(fl, f, "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
 	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
 	addExternalFlags(fl, &f.ext)
 	fl.StringVar(&f.limiterPolicy, "limiter-policy", "", "built-in environments: the policy the reference limiter enforces, when it should differ from the declared --policy (a limiter configured unlike its promise)")
@@ -111,15 +118,16 @@ Examples:
 	fl.DurationVar(&f.maxDuration, "max-duration", attacks.DefaultMaxDuration, "stop after this long")
 	fl.DurationVar(&f.timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
 	fl.StringVar(&f.shard, "shard", "", "run shard i/n of the plan (e.g. 1/3) for several load machines")
+	addDistFlags(fl, &f.dist)
 	fl.Int64Var(&f.seed, "seed", 1, "seed for random choices (instances, keys, jitter)")
 	fl.StringSliceVar(&f.only, "checks", nil, "run only these checks (default: all that apply)")
+	fl.StringSliceVar(&f.off, "checks-off", nil, "turn these checks off (promises the limiter knowingly does not keep, e.g. retry-after); the report says so")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	fl.StringVar(&f.runID, "run-id", "", "tag appended to every key so runs never share limiter state (default: random; with --shard, derived from plan and seed so every shard uses the same keys)")
 	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plan's keys unchanged (real API keys of your service); they are redacted in the history and reports")
 	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, failOnUsage)
 	addShapeFlags(fl, &f.shape)
 	fl.BoolVar(&f.honest, "honest", false, "gateway limiters (nginx/…, haproxy/…, gubernator/…): judge against the policy the gateway really enforces, not the declared one (see docs/compare.md)")
-	return c
 }
 
 // addEnvFlags registers the flags that say where the reference limiters
@@ -214,12 +222,22 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if err := checks.Validate(f.only); err != nil {
 		return nil, usageWrap(fmt.Errorf("--checks: %w", err))
 	}
+	if err := checks.Validate(f.off); err != nil {
+		return nil, usageWrap(fmt.Errorf("--checks-off: %w", err))
+	}
+	if err := checks.Validate(pol.ChecksOff); err != nil {
+		return nil, usageWrap(fmt.Errorf("policy %s: checks_off: %w", pol.Source, err))
+	}
 	for _, format := range f.formats {
 		if _, err := reports.Lookup(format); err != nil {
 			return nil, usageWrap(fmt.Errorf("--format: %w", err))
 		}
 	}
-	shard, shards, err := parseShard(f.shard)
+	shard, shards, err := f.dist.shard(f.shard)
+	if err != nil {
+		return nil, usageWrap(err)
+	}
+	startAt, err := f.dist.start(time.Now())
 	if err != nil {
 		return nil, usageWrap(err)
 	}
@@ -376,11 +394,13 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
 		Shard: shard, Shards: shards, Seed: f.seed, Progress: prog.update,
 		RunID: runID, KeepKeys: f.keepKeys,
-		Request: shapeReq, DefaultPath: defPath, Keys: keyFile,
+		Request: shapeReq, DefaultPath: defPath, Keys: keyFile, StartAt: startAt,
+		MaxProbeWait: probeCap(declared),
 	})
 	if err != nil {
 		return nil, usageWrap(err)
 	}
+	noteWait(stderr, startAt, f.quiet)
 	sum, runE := eng.Run(ctx, plan, run)
 	var pe *attacks.PrepareError
 	if errors.As(runE, &pe) {
@@ -400,7 +420,7 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if len(only) == 0 {
 		only = plan.Checks
 	}
-	doc, rs, h, err := evaluate([]string{histFile}, nil, declared, checks.Options{Only: only, MaxErrorRate: f.shape.maxErrorRate})
+	doc, rs, h, err := evaluate([]string{histFile}, nil, declared, checks.Options{Only: only, Off: f.off, MaxErrorRate: f.shape.maxErrorRate})
 	if err != nil {
 		return nil, err
 	}
@@ -571,4 +591,22 @@ func enforcedPolicy(f *attackFlags, declared *policy.Policy, a policy.Algorithm,
 	}
 	run.Notes = append(run.Notes, fmt.Sprintf("the reference limiter enforces %s, not the declared %s", p.Source, declared.Source))
 	return p.WithAlgorithm(a), nil
+}
+
+// probeCap is how long a probe or a retrying client honours advice: twice
+// the longest a single request ever has to wait under the policy (1/r for
+// buckets, W for windows) plus the whole second advice is rounded up to.
+// Longer advice is itself a finding (the key's state is wrong), not a wait.
+func probeCap(p *policy.Policy) time.Duration {
+	var w time.Duration
+	for _, t := range p.Tiers {
+		for _, l := range t.Limits {
+			d := l.W()
+			if l.Algorithm.Bucketed() {
+				d = time.Duration(float64(time.Second) / l.R())
+			}
+			w = max(w, d)
+		}
+	}
+	return 2*w + time.Second
 }

@@ -63,6 +63,7 @@ fails does not stop the others; each plan's history is kept in --out/PLAN/.
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plans' keys unchanged (real API keys); they are redacted")
 	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, failOnUsage)
+	fl.StringSliceVar(&f.off, "checks-off", nil, "turn these checks off in every plan; the report says so")
 	addShapeFlags(fl, &f.shape)
 	return c
 }
@@ -144,7 +145,7 @@ func embeddedOnly(a *auditScope) string {
 	if a.env == "external" {
 		return "regions need a multi-region deployment rlverify starts (embedded or docker)"
 	}
-	if a.pol.Tolerance == 0 {
+	if a.pol.Tolerance.Regions == 0 {
 		return "the policy declares no multi-region tolerance"
 	}
 	return ""

@@ -26,10 +26,12 @@ func parseFailOn(specs []string) (*failOn, error) {
 	}
 	verdict := func(s string) (checks.Verdict, bool) {
 		switch s {
-		case "fail":
+		case "fail", "defect":
 			return checks.Fail, true
 		case "unknown":
 			return checks.Unknown, true
+		case "explained":
+			return checks.Explained, true
 		}
 		return "", false
 	}
@@ -77,7 +79,7 @@ func (f *failOn) add(check string, v checks.Verdict) {
 }
 
 // failOnUsage is the --fail-on help line.
-const failOnUsage = "verdicts that make the run exit 1: fail, unknown, a check name (its fail), CHECK:unknown, or none; a run that gave no evidence (the evidence gate unknown) fails under every choice but none"
+const failOnUsage = "what makes the run exit 1: fail (= defect: a check at the root of a defect), unknown, explained (a violation another defect explains), a check name (its fail), CHECK:unknown, CHECK:explained, or none; a run that gave no evidence (the evidence gate unknown) fails under every choice but none"
 
 // fails returns the checks whose verdicts fail the run. The evidence gate's
 // unknown (a run that judged nothing, or mostly errors) fails under every

@@ -53,10 +53,17 @@ func checkHonest(t *testing.T, dir string) map[string]string {
 	return verdicts(decodeDoc(t, out))
 }
 
+// requireVerdicts compares verdicts; a wanted fail is met by explained too
+// (the violation is there, the diagnosis names another check's defect as
+// its cause).
 func requireVerdicts(t *testing.T, got map[string]string, want map[string]string, what string) {
 	t.Helper()
 	for check, v := range want {
-		assert.Equal(t, v, got[check], "%s: %s", what, check)
+		g := got[check]
+		if v == "fail" && g == "explained" {
+			g = "fail"
+		}
+		assert.Equal(t, v, g, "%s: %s", what, check)
 	}
 }
 
@@ -88,8 +95,8 @@ func TestCompareGatewaysConcurrentBurst(t *testing.T) {
 }
 
 // Judged against what it really enforces, every gateway that keeps its
-// documented semantics passes; gubernator's Retry-After is the one promise
-// no honest policy gives back (reset_time is when the bucket is full).
+// documented semantics passes (nginx and HAProxy send no Retry-After: their
+// honest policies turn retry-after off).
 func TestGatewaysPassTheirHonestPolicy(t *testing.T) {
 	needGateway(t, "nginx", "haproxy")
 	for _, tc := range []struct {
@@ -98,16 +105,16 @@ func TestGatewaysPassTheirHonestPolicy(t *testing.T) {
 	}{
 		{"nginx/limit-req",
 			map[string]string{"oversell": "pass", "retry-after": "fail", "headers": "fail"},
-			map[string]string{"oversell": "pass", "under-admission": "pass", "retry-after": "pass", "headers": "skip", "downstream": "pass"}},
+			map[string]string{"oversell": "pass", "under-admission": "pass", "retry-after": "skip", "headers": "skip", "downstream": "pass"}},
 		{"nginx/limit-req-delay",
 			map[string]string{"oversell": "pass", "retry-after": "fail", "headers": "fail"},
-			map[string]string{"oversell": "pass", "under-admission": "pass", "retry-after": "pass", "headers": "skip", "downstream": "pass"}},
+			map[string]string{"oversell": "pass", "under-admission": "pass", "retry-after": "skip", "headers": "skip", "downstream": "pass"}},
 		{"haproxy/stick-table",
 			map[string]string{"oversell": "pass", "retry-after": "fail", "headers": "fail"},
-			map[string]string{"oversell": "pass", "under-admission": "pass", "retry-after": "pass", "headers": "skip", "downstream": "pass"}},
+			map[string]string{"oversell": "pass", "under-admission": "pass", "retry-after": "skip", "headers": "skip", "downstream": "pass"}},
 		{"gubernator/local",
-			map[string]string{"oversell": "pass", "instances": "pass", "retry-after": "fail", "headers": "pass"},
-			map[string]string{"oversell": "pass", "under-admission": "pass", "instances": "pass", "retry-after": "fail", "headers": "pass", "downstream": "pass"}},
+			map[string]string{"oversell": "pass", "instances": "pass", "retry-after": "pass", "headers": "pass"},
+			map[string]string{"oversell": "pass", "under-admission": "pass", "instances": "pass", "retry-after": "pass", "headers": "pass", "downstream": "pass"}},
 	} {
 		t.Run(tc.limiter, func(t *testing.T) {
 			got, dir := attackDoc(t, "--plan", "concurrent-burst", "--limiter", tc.limiter)

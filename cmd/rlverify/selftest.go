@@ -1,26 +1,26 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rlverify/rlverify/checks"
-	"github.com/rlverify/rlverify/reports"
 )
 
-// matrixRow proves one checker: the same plan against a limiter that keeps
-// the invariant (the checker must pass) and one that breaks it (it must fail).
+// matrixRow proves one defect's diagnosis: the same plan against a
+// limiter that keeps every promise (every check must pass or have nothing to
+// judge) and one with one defect (its root check must fail, the checks it
+// explains must say so, every other check must pass or have nothing to
+// judge).
 type matrixRow struct {
-	Check     string
 	Plan      string
 	Good, Bad string
 	// Store is "redis" when the plan needs shared state.
@@ -30,54 +30,95 @@ type matrixRow struct {
 	Args, GoodArgs, BadArgs []string
 	// Setting describes GoodArgs/BadArgs when the limiter is the same.
 	GoodSetting, BadSetting string
+	// Root is the check the defect is rooted at; Explained the checks whose
+	// violations it explains.
+	Root      string
+	Explained []string
 }
 
-// mutationMatrix is the list `rlverify selftest` runs and the README prints.
+// mutationMatrix is the diagnosis matrix `rlverify selftest` runs and the
+// README prints.
 var mutationMatrix = []matrixRow{
-	{Check: "oversell", Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/racy-token-bucket"},
-	{Check: "oversell", Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/racy-token-bucket", Store: "redis", Instances: 3},
-	{Check: "oversell", Plan: "boundary-burst", Good: "sliding-log", Bad: "faulty/unweighted-fixed-window"},
-	{Check: "oversell", Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/uncapped-refill"},
-	{Check: "under-admission", Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/deduct-on-reject"},
-	{Check: "token-bounds", Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/uncapped-refill"},
-	{Check: "retry-after", Plan: "retry-after", Good: "token-bucket", Bad: "faulty/short-retry-after"},
-	{Check: "retry-after", Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/no-retry-after"},
-	{Check: "headers", Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/uncapped-refill"},
-	{Check: "isolation", Plan: "tenant-isolation", Good: "token-bucket", Bad: "faulty/shared-bucket"},
-	{Check: "instances", Plan: "multi-instance", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 3},
-	{Check: "instances", Plan: "multi-instance-20", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 20},
-	{Check: "oversell", Plan: "clock-skew", Good: "token-bucket", Bad: "faulty/instance-clock", Store: "redis", Instances: 3},
-	{Check: "fail-mode", Plan: "store-outage", Good: "token-bucket", Bad: "faulty/unguarded-store", Store: "redis"},
-	{Check: "fail-mode", Plan: "rules-unavailable", Good: "token-bucket", Bad: "faulty/no-rule-defaults"},
-	{Check: "downstream", Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/forward-rejected"},
-	{Check: "bypass", Plan: "bypass", Good: "token-bucket", Bad: "faulty/trust-xff"},
-	{Check: "regions", Plan: "regions", Good: "token-bucket", Bad: "token-bucket", Store: "redis", Instances: 2,
+	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/racy-token-bucket", Root: "oversell", Explained: []string{"downstream"}},
+	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/racy-token-bucket", Store: "redis", Instances: 3, Root: "oversell", Explained: []string{"instances", "downstream"}},
+	{Plan: "boundary-burst", Good: "conservative/sliding-log", Bad: "faulty/unweighted-fixed-window", Root: "oversell", Explained: []string{"downstream"}},
+	{Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/uncapped-refill", Root: "oversell", Explained: []string{"token-bounds", "headers", "downstream"}},
+	{Plan: "idle-refill", Good: "conservative/sliding-log", Bad: "faulty/deduct-on-reject", Root: "under-admission", Explained: []string{"headers"}},
+	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/remaining-off-by-one", Root: "token-bounds"},
+	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/long-reset", Root: "headers"},
+	{Plan: "retry-after", Good: "token-bucket", Bad: "faulty/short-retry-after", Root: "retry-after"},
+	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/no-retry-after", Root: "retry-after"},
+	{Plan: "tenant-isolation", Good: "token-bucket", Bad: "faulty/shared-bucket", Root: "isolation", Explained: []string{"under-admission", "retry-after"}},
+	{Plan: "similar-keys", Good: "token-bucket", Bad: "faulty/shared-prefix", Root: "isolation", Explained: []string{"under-admission", "retry-after"}},
+	{Plan: "multi-instance", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 3, Root: "instances", Explained: []string{"oversell", "downstream"}},
+	{Plan: "multi-instance-20", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 20, Root: "instances", Explained: []string{"oversell", "downstream"}},
+	{Plan: "clock-skew", Good: "token-bucket", Bad: "faulty/instance-clock", Store: "redis", Instances: 3, Root: "oversell", Explained: []string{"instances", "downstream"}},
+	{Plan: "store-outage", Good: "token-bucket", Bad: "faulty/unguarded-store", Store: "redis", Root: "fail-mode"},
+	{Plan: "rules-unavailable", Good: "token-bucket", Bad: "faulty/no-rule-defaults", Root: "fail-mode"},
+	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/forward-rejected", Root: "downstream"},
+	{Plan: "bypass", Good: "token-bucket", Bad: "faulty/trust-xff", Root: "bypass", Explained: []string{"downstream"}},
+	{Plan: "bypass", Good: "token-bucket", Bad: "faulty/racy-token-bucket", Root: "oversell", Explained: []string{"downstream"}},
+	{Plan: "bypass", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 3, Root: "instances", Explained: []string{"oversell", "downstream"}},
+	{Plan: "precision", Good: "token-bucket", Bad: "token-bucket", BadArgs: []string{"--limiter-policy", "faster-refill"},
+		GoodSetting: "as declared", BadSetting: "refilling 10% faster than declared", Root: "calibration", Explained: []string{"oversell"}},
+	{Plan: "regions", Good: "token-bucket", Bad: "token-bucket", Store: "redis", Instances: 2,
 		Args:        []string{"--regions", "2", "--region-sync", "50ms", "--region-latency", "10ms"},
 		GoodArgs:    []string{"--region-mode", "replicated"},
 		BadArgs:     []string{"--region-mode", "independent"},
-		GoodSetting: "2 regions, replicated + reconciled every 50ms", BadSetting: "2 regions, independent quotas"},
+		GoodSetting: "2 regions, replicated + reconciled every 50ms", BadSetting: "2 regions, independent quotas", Root: "regions", Explained: []string{"downstream"}},
 }
 
 // matrixResult is one row's outcome.
 type matrixResult struct {
 	Row         matrixRow
-	GoodVerdict checks.Verdict
-	BadVerdict  checks.Verdict
+	Good, Bad   []checks.Result
 	BadEvidence string
 	Err         error
 }
 
-// OK reports whether the row came out as it must: good passes, bad fails.
-func (m matrixResult) OK() bool {
-	return m.Err == nil && m.GoodVerdict == checks.Pass && m.BadVerdict == checks.Fail
+// OK reports whether the row came out as it must (see Problems).
+func (m matrixResult) OK() bool { return m.Err == nil && len(m.Problems()) == 0 }
+
+// Problems lists how the row departs from its expectation.
+func (m matrixResult) Problems() []string {
+	var out []string
+	for _, r := range m.Good {
+		if r.Verdict != checks.Pass && r.Verdict != checks.Skip {
+			out = append(out, fmt.Sprintf("correct limiter: %s is %s (%s)", r.Name, r.Verdict, r.Summary))
+		}
+	}
+	for _, r := range m.Bad {
+		want := []checks.Verdict{checks.Pass, checks.Skip}
+		switch {
+		case r.Name == m.Row.Root:
+			want = []checks.Verdict{checks.Fail}
+		case slices.Contains(m.Row.Explained, r.Name):
+			want = []checks.Verdict{checks.Explained}
+		}
+		if !slices.Contains(want, r.Verdict) {
+			out = append(out, fmt.Sprintf("faulty limiter: %s is %s, want %s (%s)", r.Name, r.Verdict, want[0], r.Summary))
+		} else if r.Verdict == checks.Explained && r.ExplainedBy != m.Row.Root {
+			out = append(out, fmt.Sprintf("faulty limiter: %s is explained by %s, want %s", r.Name, r.ExplainedBy, m.Row.Root))
+		}
+	}
+	return out
 }
 
-// runMatrixRow runs both attacks of row in process.
+// resultVerdict is the verdict of check name in rs.
+func resultVerdict(rs []checks.Result, name string) checks.Verdict {
+	for _, r := range rs {
+		if r.Name == name {
+			return r.Verdict
+		}
+	}
+	return ""
+}
+
+// runMatrixRow runs both attacks of row in process, with every check.
 func runMatrixRow(ctx context.Context, row matrixRow, dir string) matrixResult {
 	res := matrixResult{Row: row}
-	run := func(limiter, sub string, extra []string) (checks.Result, error) {
-		args := []string{"attack", "--plan", row.Plan, "--limiter", limiter, "--format", "json",
-			"--out", filepath.Join(dir, sub), "--quiet", "--checks", row.Check}
+	run := func(limiter, sub string, extra []string) ([]checks.Result, error) {
+		args := []string{"--plan", row.Plan, "--limiter", limiter, "--out", filepath.Join(dir, sub), "--quiet"}
 		if row.Store != "" {
 			args = append(args, "--store", row.Store)
 		}
@@ -86,37 +127,37 @@ func runMatrixRow(ctx context.Context, row matrixRow, dir string) matrixResult {
 		}
 		args = append(args, row.Args...)
 		args = append(args, extra...)
-		var out, errb bytes.Buffer
-		err := Run(ctx, args, &out, &errb)
-		var ee *exitError
-		if err != nil && (!errors.As(err, &ee) || (ee.code != ExitPass && ee.code != ExitFail)) {
-			return checks.Result{}, fmt.Errorf("%s: %v %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+		var f attackFlags
+		fl := pflag.NewFlagSet("attack", pflag.ContinueOnError)
+		addAttackFlags(fl, &f)
+		if err := fl.Parse(args); err != nil {
+			return nil, fmt.Errorf("%s: %w", strings.Join(args, " "), err)
 		}
-		var doc reports.Document
-		if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
-			return checks.Result{}, fmt.Errorf("%s: decode result: %w", strings.Join(args, " "), err)
+		r, err := attackOnce(ctx, &f, io.Discard, io.Discard)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", strings.Join(args, " "), err)
 		}
-		for _, c := range doc.Checks {
-			if c.Name == row.Check {
-				return c, nil
+		if r.runE != nil {
+			return nil, fmt.Errorf("%s: the plan did not complete: %w", strings.Join(args, " "), r.runE)
+		}
+		return r.results, nil
+	}
+	var err error
+	if res.Good, err = run(row.Good, "good", row.GoodArgs); err != nil {
+		res.Err = err
+		return res
+	}
+	if res.Bad, err = run(row.Bad, "bad", row.BadArgs); err != nil {
+		res.Err = err
+		return res
+	}
+	for _, r := range res.Bad {
+		if r.Name == row.Root {
+			res.BadEvidence = r.Summary
+			if len(r.Evidence) > 0 {
+				res.BadEvidence = r.Evidence[0].Message
 			}
 		}
-		return checks.Result{}, fmt.Errorf("%s: no %s check in the result", strings.Join(args, " "), row.Check)
-	}
-	good, err := run(row.Good, "good", row.GoodArgs)
-	if err != nil {
-		res.Err = err
-		return res
-	}
-	bad, err := run(row.Bad, "bad", row.BadArgs)
-	if err != nil {
-		res.Err = err
-		return res
-	}
-	res.GoodVerdict, res.BadVerdict = good.Verdict, bad.Verdict
-	res.BadEvidence = bad.Summary
-	if len(bad.Evidence) > 0 {
-		res.BadEvidence = bad.Evidence[0].Message
 	}
 	return res
 }
@@ -141,12 +182,12 @@ rows marked redis (an in-process emulation is used otherwise).`,
 			defer os.RemoveAll(dir)
 			var results []matrixResult
 			for i, row := range mutationMatrix {
-				if only != "" && row.Check != only {
+				if only != "" && row.Root != only {
 					continue
 				}
 				r := runMatrixRow(c.Context(), row, filepath.Join(dir, fmt.Sprint(i)))
 				results = append(results, r)
-				fmt.Fprintf(c.ErrOrStderr(), "selftest: %-16s %-17s %s\n", row.Check, row.Plan, okWord(r))
+				fmt.Fprintf(c.ErrOrStderr(), "selftest: %-16s %-17s %-32s %s\n", row.Root, row.Plan, row.Bad, okWord(r))
 				if c.Context().Err() != nil {
 					break
 				}
@@ -160,7 +201,7 @@ rows marked redis (an in-process emulation is used otherwise).`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&only, "check", "", "run only the rows of this checker")
+	c.Flags().StringVar(&only, "check", "", "run only the rows whose defect is rooted at this check")
 	return c
 }
 
@@ -171,11 +212,11 @@ func okWord(r matrixResult) string {
 	case r.OK():
 		return "ok"
 	}
-	return fmt.Sprintf("NOT AS EXPECTED (correct: %s, faulty: %s)", r.GoodVerdict, r.BadVerdict)
+	return "NOT AS EXPECTED: " + strings.Join(r.Problems(), "; ")
 }
 
 func writeMatrix(w io.Writer, rs []matrixResult) {
-	fmt.Fprintln(w, "| checker | plan | store | correct limiter | verdict | faulty limiter | verdict | what the faulty run showed |")
+	fmt.Fprintln(w, "| plan | store | correct limiter | verdict | limiter with a defect | root cause (fails) | explained by it | what the faulty run showed |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		store := "memory"
@@ -188,16 +229,35 @@ func writeMatrix(w io.Writer, rs []matrixResult) {
 		ev := strings.ReplaceAll(r.BadEvidence, "|", "/")
 		if r.Err != nil {
 			ev = "error: " + strings.ReplaceAll(r.Err.Error(), "|", "/")
+		} else if !r.OK() {
+			ev = "NOT AS EXPECTED: " + strings.ReplaceAll(strings.Join(r.Problems(), "; "), "|", "/")
 		}
-		if len(ev) > 140 {
-			ev = ev[:137] + "…"
+		if len(ev) > 160 {
+			ev = ev[:157] + "…"
 		}
 		good, bad := r.Row.Good, r.Row.Bad
 		if r.Row.GoodSetting != "" {
 			good += " (" + r.Row.GoodSetting + ")"
 			bad += " (" + r.Row.BadSetting + ")"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Row.Check, r.Row.Plan, store,
-			good, r.GoodVerdict, bad, r.BadVerdict, ev)
+		goodV := "pass"
+		for _, x := range r.Good {
+			if x.Verdict != checks.Pass && x.Verdict != checks.Skip {
+				goodV = string(x.Verdict) + " (" + x.Name + ")"
+			}
+		}
+		root := r.Row.Root + ": " + string(resultVerdict(r.Bad, r.Row.Root))
+		var expl []string
+		for _, e := range r.Row.Explained {
+			expl = append(expl, e+": "+string(resultVerdict(r.Bad, e)))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Row.Plan, store, good, goodV, bad, root, dashIfEmpty(strings.Join(expl, ", ")), ev)
 	}
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

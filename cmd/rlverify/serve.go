@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ func serveCmd() *cobra.Command {
 		limiter, addr, policyFile, store, redisAddr, downstream, regionMode string
 		clockOffset, redisLatency                                           time.Duration
 		control                                                             bool
+		controlToken                                                        string
 	)
 	c := &cobra.Command{
 		Use:   "serve --limiter NAME --addr HOST:PORT",
@@ -54,9 +56,15 @@ Anyone who reaches it can break the limiter: never expose it.`,
 					return usageErr("--region-mode: %w", err)
 				}
 			}
+			if controlToken == "" {
+				controlToken = os.Getenv(targets.EnvControlToken)
+			}
+			if control && controlToken == "" && !loopbackListen(addr) {
+				return usageErr("--control on %s: the control endpoint lets anyone who reaches it break the limiter; on an address other than loopback give --control-token TOKEN (or $%s)", addr, targets.EnvControlToken)
+			}
 			opts := targets.StandaloneOptions{
 				Policy: pol.WithAlgorithm(entry.Algorithm), Entry: entry, RedisAddr: redisAddr, RedisLatency: redisLatency,
-				ClockOffset: clockOffset, RegionMode: regionMode, Control: control, Name: addr,
+				ClockOffset: clockOffset, RegionMode: regionMode, Control: control, ControlToken: controlToken, Name: addr,
 				Logf: func(format string, args ...any) {
 					fmt.Fprintf(c.ErrOrStderr(), "%s rlverify serve: %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 				},
@@ -89,6 +97,7 @@ Anyone who reaches it can break the limiter: never expose it.`,
 	fl.StringVar(&redisAddr, "redis", "", "Redis address HOST:PORT for --store redis")
 	fl.StringVar(&downstream, "downstream", "", "URL admitted requests are forwarded to (e.g. an rlverify sink)")
 	fl.BoolVar(&control, "control", false, "serve the control endpoint /_rlverify/ (fault injection, regional drain) — for test harnesses only")
+	fl.StringVar(&controlToken, "control-token", "", "require Authorization: Bearer TOKEN on the control endpoint (needed to serve it beyond loopback; default $"+targets.EnvControlToken+")")
 	fl.DurationVar(&clockOffset, "clock-offset", 0, "shift this instance's clock (e.g. 2s or -2s): a limiter that trusts instance clocks sees it")
 	fl.StringVar(&regionMode, "region-mode", "", "run the reference token bucket as one instance of a region: replicated, strict or independent")
 	fl.DurationVar(&redisLatency, "redis-latency", 0, "delay every exchange with Redis by this much each way (a store in another region)")
@@ -139,4 +148,17 @@ func serveUntilDone(ctx context.Context, addr string, h http.Handler, started fu
 		return runErr(err)
 	}
 	return nil
+}
+
+// loopbackListen reports whether a listen address is on loopback only.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -35,7 +35,7 @@ var explanations = map[string]map[string]map[string]Explanation{
 	"nginx/": {"bypass": {
 		"downstream": {"The case variant's second bucket reaches the upstream too: more arrivals than one envelope allows.", nginxZone},
 	}, "": {
-		"retry-after": {"nginx limit_req answers a refusal with `limit_req_status` and nothing else: no Retry-After. The honest policy (retry_after: false) passes.", nginxStatus},
+		"retry-after": {"nginx limit_req answers a refusal with `limit_req_status` and nothing else: no Retry-After. The honest policy turns the check off (checks_off: [retry-after]): a promise nginx knowingly does not keep.", nginxStatus},
 		"headers":     {"limit_req sends no RateLimit or X-RateLimit headers. The honest policy declares none.", nginxStatus},
 		"oversell":    {"Each nginx process keeps its own limit_req_zone in its own shared memory: three instances admit three buckets. The honest policy says scope: instance.", nginxZone},
 		"instances":   {"Each nginx process keeps its own limit_req_zone: a key spread over three instances gets three quotas.", nginxZone},
@@ -43,7 +43,7 @@ var explanations = map[string]map[string]map[string]Explanation{
 		"bypass":      {"The zone key is the header's bytes: nginx cannot fold case, so FREE-… and free-… are two keys with two buckets (the declared identity is case-insensitive; the honest policy is case-sensitive).", nginxZone},
 	}},
 	"haproxy/": {"": {
-		"retry-after":     {"`http-request deny` sets the status only: no Retry-After. The honest policy declares none.", haproxyDeny},
+		"retry-after":     {"`http-request deny` sets the status only: no Retry-After. The honest policy turns the check off (checks_off: [retry-after]).", haproxyDeny},
 		"headers":         {"HAProxy sends no rate-limit headers of its own.", haproxyDeny},
 		"under-admission": {"sc_http_req_rate \"includes every started request, valid or not\": refused requests count, so a client above its rate stays refused although a counter of admitted requests has room. The honest policy says counts: all.", haproxyRate},
 		"isolation":       {"The same refusals, blamed on the quiet tenants that were busy meanwhile; under-admission is the cause (refused requests count), not shared quota.", haproxyRate},
@@ -52,7 +52,7 @@ var explanations = map[string]map[string]map[string]Explanation{
 		"downstream":      {"The three HAProxy processes' quotas all reach the backend: more arrivals than one envelope allows.", haproxyTable},
 	}},
 	"gubernator/": {"retry-after": {"evidence": {"rlverify's probe opens its connection early and holds the request's last byte until the advised instant; this implementation advised 15 s, past the front's 5 s ReadHeaderTimeout, so the probe got 400 and the run is unknown: a limitation of rlverify's probe with long advice, not of the implementation.", ""}}, "": {
-		"retry-after":     {"The front advises reset_time − now; for a LEAKY_BUCKET gubernator's reset_time is when the bucket is full again ((limit − remaining) · duration/limit), not when the next hit fits as the README describes it for OVER_LIMIT.", guberReset},
+		"retry-after":     {"The front advises reset_time − now; for a LEAKY_BUCKET gubernator's reset_time is when the bucket is full again ((limit − remaining) · duration/limit), not when the next hit fits as the README describes it for OVER_LIMIT; a probe at that instant then meets whatever the key's state became.", guberReset},
 		"under-admission": {"A hit that takes the last whole token sets Remaining to 0 (algorithms.go:398) and drops the fraction already refilled toward the next one: a key hammered above its rate is refilled slower than r and refused while a bucket of (K, r) has a token.", guberDrop},
 		"isolation":       {"The under-admission refusals, blamed on the quiet tenants that were busy meanwhile; gubernator keys are isolated, the dropped fraction is the cause.", guberDrop},
 		"token-bounds":    {"The leaky bucket caps Remaining only when its whole part exceeds burst (algorithms.go:369): it holds up to K + 0.999 tokens and reports remaining counts no bucket of K reaches.", guberCap},

@@ -91,7 +91,7 @@ func FromComparison(c *reports.Comparison) Table {
 		if col.Document != nil {
 			for _, r := range col.Document.Checks {
 				mc.Checks[r.Name] = string(r.Verdict)
-				if r.Verdict == checks.Fail || r.Verdict == checks.Unknown {
+				if surprising(string(r.Verdict)) {
 					mc.Evidence[r.Name] = evidenceOf(r)
 				}
 			}
@@ -102,10 +102,14 @@ func FromComparison(c *reports.Comparison) Table {
 }
 
 func evidenceOf(r checks.Result) string {
+	msg := r.Summary
 	if len(r.Evidence) > 0 {
-		return r.Evidence[0].Message
+		msg = r.Evidence[0].Message
 	}
-	return r.Summary
+	if r.Verdict == checks.Explained && r.ExplainedBy != "" {
+		msg = "(explained by " + r.ExplainedBy + ") " + msg
+	}
+	return msg
 }
 
 // Merge folds a later run of the same plan into t: cells whose verdict
@@ -278,7 +282,11 @@ func Render(d *Data, notesIn string) string {
 	return b.String()
 }
 
-func surprising(v string) bool { return v == string(checks.Fail) || v == string(checks.Unknown) }
+// surprising verdicts get a note: fail, unknown, and explained (a violation
+// whose cause the diagnosis puts in another check).
+func surprising(v string) bool {
+	return v == string(checks.Fail) || v == string(checks.Unknown) || v == string(checks.Explained)
+}
 
 func cell(notesIn, plan string, c Column, check string) string {
 	v := c.Checks[check]

@@ -148,8 +148,27 @@ var descriptions = map[policy.Algorithm]string{
 	policy.SlidingCounter: "sliding-window counter, weighted previous + current window ≤ N",
 }
 
+// ConservativeGuard is how much longer than declared the conservative
+// sliding log keeps every admission: a guard real implementations have
+// (timer or eviction granularity). It is a correct limiter: refusing a
+// little longer than the arithmetic allows is within the checks' timing
+// tolerance and must never be reported.
+const ConservativeGuard = 30 * time.Millisecond
+
 func reference() []Entry {
 	var out []Entry
+	out = append(out, Entry{
+		Name: "conservative/sliding-log", Algorithm: policy.SlidingLog, Store: Memory,
+		Description: "sliding-window log that frees each slot 30ms after the declared window (a conservative guard; correct)",
+		New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
+			guarded := append([]policy.Limit(nil), l...)
+			for i := range guarded {
+				guarded[i].Window += policy.Duration(ConservativeGuard)
+				guarded[i].Algorithm = policy.SlidingLog
+			}
+			return limiters.New(policy.SlidingLog, guarded)
+		},
+	})
 	for _, a := range policy.Algorithms {
 		a := a
 		out = append(out,
@@ -285,6 +304,24 @@ func faultyEntries() []Entry {
 		Breaks:      "isolation: all tenants of a tier share one bucket",
 		Description: "correct token bucket keyed on the tier, not the tenant",
 		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.SharedBucket{Limiter: l} }),
+	})...)
+	out = append(out, both(Entry{
+		Name: "faulty/remaining-off-by-one", Algorithm: policy.TokenBucket,
+		Breaks:      "token-bounds: remaining counts one more than the bucket holds",
+		Description: "correct token bucket reporting remaining + 1 in its headers",
+		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.RemainingOffByOne{Limiter: l} }),
+	})...)
+	out = append(out, both(Entry{
+		Name: "faulty/long-reset", Algorithm: policy.TokenBucket,
+		Breaks:      "headers: the reset it reports is far beyond the window",
+		Description: "correct token bucket and advice, reporting a reset 10× the truth plus 10s",
+		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.LongReset{Limiter: l} }),
+	})...)
+	out = append(out, both(Entry{
+		Name: "faulty/shared-prefix", Algorithm: policy.TokenBucket,
+		Breaks:      "isolation: tenants whose keys share their first 12 characters share one bucket",
+		Description: "correct token bucket keyed on the first 12 characters of the tenant (a fixed-width key column)",
+		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.SharedPrefix{Limiter: l, PrefixLen: 12} }),
 	})...)
 	out = append(out, Entry{
 		Name: "faulty/unguarded-store", Algorithm: policy.TokenBucket, Store: Redis, Unguarded: true,

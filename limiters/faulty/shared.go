@@ -31,3 +31,32 @@ func tierOnly(key string) string {
 	}
 	return "rl:{" + rest + "}:shared"
 }
+
+// SharedPrefix keys every request on the first PrefixLen characters of its
+// tenant, so tenants whose keys share that prefix draw from one bucket (a
+// fixed-width key column, a key cut short). It breaks isolation for similar
+// keys only.
+type SharedPrefix struct {
+	limiters.Limiter
+	PrefixLen int
+}
+
+// Allow implements limiters.Limiter, keying on the tenant's prefix.
+func (s SharedPrefix) Allow(ctx context.Context, now time.Time, key string, n int) (limiters.Decision, error) {
+	return s.Limiter.Allow(ctx, now, cutTenant(key, s.PrefixLen), n)
+}
+
+// cutTenant cuts the tenant of "rl:{tier:tenant}:…" to n characters.
+func cutTenant(key string, n int) string {
+	open := strings.IndexByte(key, '{')
+	end := strings.IndexByte(key, '}')
+	if open < 0 || end < open {
+		return key
+	}
+	inner := key[open+1 : end]
+	tier, tenant, ok := strings.Cut(inner, ":")
+	if !ok || len(tenant) <= n {
+		return key
+	}
+	return key[:open+1] + tier + ":" + tenant[:n] + key[end:]
+}

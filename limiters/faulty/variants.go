@@ -72,6 +72,32 @@ func (l ShortRetryAfter) Allow(ctx context.Context, now time.Time, key string, n
 	return d, err
 }
 
+// RemainingOffByOne reports one more remaining than there is: correct
+// decisions, a wrong count in the headers (token-bounds, headers).
+type RemainingOffByOne struct{ limiters.Limiter }
+
+// Allow implements limiters.Limiter.
+func (l RemainingOffByOne) Allow(ctx context.Context, now time.Time, key string, n int) (limiters.Decision, error) {
+	d, err := l.Limiter.Allow(ctx, now, key, n)
+	if err == nil && d.Fallback == "" {
+		d.Remaining++
+	}
+	return d, err
+}
+
+// LongReset reports a reset ten times later than the truth: correct
+// decisions and advice, a wrong reset in the headers (headers).
+type LongReset struct{ limiters.Limiter }
+
+// Allow implements limiters.Limiter.
+func (l LongReset) Allow(ctx context.Context, now time.Time, key string, n int) (limiters.Decision, error) {
+	d, err := l.Limiter.Allow(ctx, now, key, n)
+	if err == nil {
+		d.ResetAfter = 10*d.ResetAfter + 10*time.Second
+	}
+	return d, err
+}
+
 // simpleBucket is the state of the hand-written faulty buckets below.
 type simpleBucket struct {
 	tokens float64

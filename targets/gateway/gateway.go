@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -205,10 +206,14 @@ func (t *translation) finish() error {
 
 // noHeaders records that the gateway sends no rate-limit headers of its
 // own: Retry-After and the RateLimit / X-RateLimit families are not sent.
+// A refusal without advice fails retry-after whatever a policy says, so the
+// honest policy turns that check off (checks_off: a promise the gateway
+// knowingly does not keep).
 func (t *translation) noHeaders(gw, how string) {
 	h := t.honest.Headers
-	if h.RetryAfter {
-		t.deviate("every 429 carries Retry-After", gw+" sends no Retry-After ("+how+")")
+	if !slices.Contains(t.honest.ChecksOff, "retry-after") {
+		t.deviate("every 429 carries a usable Retry-After", gw+" sends none ("+how+")")
+		t.honest.ChecksOff = append(t.honest.ChecksOff, "retry-after")
 	}
 	if h.RateLimit.Declared() || h.XRateLimit {
 		t.deviate("responses carry RateLimit / X-RateLimit headers", gw+" sends none")
