@@ -83,3 +83,14 @@ func TestExplainFallsBackToTheFamily(t *testing.T) {
 	assert.Contains(t, Explain("gubernator/local", "tenant-isolation", "token-bounds").Why, "K + 0.999")
 	assert.Empty(t, Explain("token-bucket", "concurrent-burst", "oversell").Why)
 }
+
+func TestTimingDependentCellsAreUnstable(t *testing.T) {
+	d := &Data{Tables: []Table{{Plan: "p", Columns: []Column{
+		{Name: "gubernator/global", Checks: map[string]string{"oversell": "pass", "headers": "pass", "instances": "skip"}},
+		{Name: "token-bucket", Checks: map[string]string{"oversell": "pass"}},
+	}}}}
+	d.MarkTimingDependent()
+	assert.Equal(t, map[string]string{"oversell": "pass (timing-dependent)"}, d.Tables[0].Columns[0].Unstable)
+	assert.Nil(t, d.Tables[0].Columns[1].Unstable)
+	assert.Equal(t, map[[3]string]string{{"p", "gubernator/global", "headers"}: "pass", {"p", "gubernator/global", "instances"}: "skip", {"p", "token-bucket", "oversell"}: "pass"}, d.Stable())
+}

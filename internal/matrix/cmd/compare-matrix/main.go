@@ -77,9 +77,10 @@ func run() error {
 		if err := os.MkdirAll(filepath.Dir(*data), 0o755); err != nil {
 			return err
 		}
-		if err := d.Save(*data); err != nil {
-			return err
-		}
+	}
+	d.MarkTimingDependent()
+	if err := d.Save(*data); err != nil {
+		return err
 	}
 	if missing := d.Unexplained(); len(missing) > 0 {
 		return fmt.Errorf("cells without an explanation in internal/matrix/explain.go (the data is saved; add them and rerun with --render):\n  %s", strings.Join(missing, "\n  "))
