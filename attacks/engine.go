@@ -97,16 +97,6 @@ type Options struct {
 	StartAt time.Time
 }
 
-// Progress is a snapshot for a progress display.
-type Progress struct {
-	Phase    string
-	Sent     int64
-	Admitted int64
-	Rejected int64
-	Errors   int64
-	Elapsed  time.Duration
-}
-
 // Summary is what a run did.
 type Summary struct {
 	RunID       string
@@ -138,13 +128,17 @@ type Engine struct {
 	// counters
 	seq                        atomic.Uint64
 	sent, adm, rej, errs, late atomic.Int64
-	phase                      atomic.Value // string
+	cur                        atomic.Pointer[phaseProgress]
 	lastRejection              sync.Map     // key -> rejection
 	keysUsed                   sync.Map     // key -> struct{}
 	stopReason                 atomic.Value // string
-	rrNext                     atomic.Uint64
-	faultMu                    sync.Mutex
-	openFaults                 map[string]history.Fault
+	// writeErr is the history writer's first error; stopWrite ends the run
+	// with it, so a full disk never gets load nobody records.
+	writeErr   atomic.Pointer[error]
+	stopWrite  context.CancelCauseFunc
+	rrNext     atomic.Uint64
+	faultMu    sync.Mutex
+	openFaults map[string]history.Fault
 	// downBase is the downstream's reading before the run, by key.
 	downBase map[string]int64
 }
@@ -216,7 +210,6 @@ func New(o Options) (*Engine, error) {
 		e.plain = append(e.plain, b.requestTarget("", e.defPath, nil))
 	}
 	e.rng = mrand.New(mrand.NewPCG(uint64(o.Seed), uint64(o.Shard)))
-	e.phase.Store("")
 	e.stopReason.Store("")
 	return e, nil
 }
@@ -318,8 +311,11 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		return Summary{}, err
 	}
 	sum := Summary{RunID: e.o.RunID, Start: e.start}
-	runCtx, cancel := context.WithTimeout(ctx, e.o.MaxDuration)
+	limitCtx, cancel := context.WithTimeout(ctx, e.o.MaxDuration)
 	defer cancel()
+	runCtx, stopWrite := context.WithCancelCause(limitCtx)
+	defer stopWrite(nil)
+	e.stopWrite = stopWrite
 
 	// Flush and report progress regularly so an interrupted run loses nothing
 	// that finished more than a moment ago.
@@ -339,7 +335,7 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 				if n%SampleEvery == 0 {
 					e.sample()
 				}
-				_ = e.o.Writer.Flush()
+				e.wrote(e.o.Writer.Flush())
 				e.progress()
 			}
 		}
@@ -367,7 +363,7 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		if runCtx.Err() != nil {
 			break
 		}
-		e.phase.Store(ph.Name)
+		e.beginPhase(i, len(p.Phases), ph)
 		rec, err := e.runPhase(runCtx, ph)
 		if rec != nil {
 			rec.Name, rec.Kind = ph.Name, ph.Kind
@@ -386,7 +382,7 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 				break
 			}
 		}
-		e.progress()
+		e.progress(true)
 	}
 	close(tick)
 	wg.Wait()
@@ -398,7 +394,12 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 	switch {
 	case ctx.Err() != nil:
 		sum.Interrupted, sum.Reason = true, "interrupted: "+context.Cause(ctx).Error()
-	case runCtx.Err() != nil:
+	case e.writeErr.Load() != nil:
+		werr := *e.writeErr.Load()
+		sum.Interrupted, sum.Reason = true, "stopped: the history cannot be written: "+werr.Error()
+		// Later failures to record (the phase, the end) are this one.
+		runErr = fmt.Errorf("the history cannot be written, so the run stopped after %d requests: %w", e.sent.Load(), werr)
+	case limitCtx.Err() != nil:
 		sum.Interrupted, sum.Reason = true, fmt.Sprintf("stopped at --max-duration %s", e.o.MaxDuration)
 	case e.stopReason.Load().(string) != "":
 		sum.Interrupted, sum.Reason = true, e.stopReason.Load().(string)
@@ -518,16 +519,6 @@ func (e *Engine) readDownstream(ctx context.Context, phase string) error {
 func (e *Engine) ownKey(k string) bool {
 	_, ok := e.keysUsed.Load(k)
 	return ok
-}
-
-func (e *Engine) progress() {
-	if e.o.Progress == nil {
-		return
-	}
-	e.o.Progress(Progress{
-		Phase: e.phase.Load().(string), Sent: e.sent.Load(), Admitted: e.adm.Load(),
-		Rejected: e.rej.Load(), Errors: e.errs.Load(), Elapsed: time.Duration(e.off()),
-	})
 }
 
 // share returns this shard's part of n.
@@ -684,10 +675,20 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 	if e.keys.secret() {
 		cp := *ev
 		cp.Key = e.recordedKey(ev.Key)
-		_ = e.o.Writer.WriteEvent(&cp)
+		e.wrote(e.o.Writer.WriteEvent(&cp))
 		return
 	}
-	_ = e.o.Writer.WriteEvent(ev)
+	e.wrote(e.o.Writer.WriteEvent(ev))
+}
+
+// wrote stops the run at the history writer's first error.
+func (e *Engine) wrote(err error) {
+	if err == nil || e.writeErr.Load() != nil {
+		return
+	}
+	if e.writeErr.CompareAndSwap(nil, &err) && e.stopWrite != nil {
+		e.stopWrite(err)
+	}
 }
 
 // setFields records a response's rate-limit fields in ev.

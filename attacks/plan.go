@@ -4,7 +4,8 @@
 // window-edge aiming, idle refills, open-model rate phases through vegeta's
 // attacker) and the engine.
 //
-// attacks imports targets, history and policy; never checks or reports.
+// attacks imports targets, history, policy and thresholds; never checks or
+// reports.
 package attacks
 
 import (
@@ -23,6 +24,7 @@ import (
 
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/policy/yamlx"
+	"github.com/rlverify/rlverify/thresholds"
 )
 
 // Plan is a named sequence of phases.
@@ -46,6 +48,9 @@ type Plan struct {
 	// Checks limits which checks judge the run (empty: all that apply).
 	Checks []string `yaml:"checks,omitempty"`
 	Seed   int64    `yaml:"seed,omitempty"`
+	// Thresholds fail the run like a check when the history misses them
+	// ("latency.p99<50ms", "phase.drain.errors<1%"; see thresholds.Syntax).
+	Thresholds []string `yaml:"thresholds,omitempty"`
 	// Request shapes every request of the plan (method, path, headers,
 	// body); a phase's own request overrides it field by field.
 	Request Request `yaml:"request,omitempty"`
@@ -295,7 +300,7 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 			}
 		}
 	}
-	return nil
+	return p.validThresholds(doc, names)
 }
 
 // MinInstances is the least number of instances the plan runs with: its
@@ -574,4 +579,34 @@ func (p *Plan) needs(n string) bool {
 		}
 	}
 	return false
+}
+
+// validThresholds checks every threshold's syntax and that a phase it
+// names is one of the plan's (names).
+func (p *Plan) validThresholds(doc *yamlx.Doc, names map[string]bool) error {
+	for i, s := range p.Thresholds {
+		t, err := thresholds.Parse(s)
+		if err != nil {
+			return doc.Errorf(fmt.Sprintf("thresholds.%d", i), "%v", err)
+		}
+		if t.Phase != "" && !names[t.Phase] {
+			return doc.Errorf(fmt.Sprintf("thresholds.%d", i), "threshold %s: no phase %q in the plan", t.Expr, t.Phase)
+		}
+	}
+	return nil
+}
+
+// PlanThresholds returns the plan's thresholds, parsed, each naming the
+// plan as its source.
+func (p *Plan) PlanThresholds() []thresholds.Threshold {
+	var out []thresholds.Threshold
+	for _, s := range p.Thresholds {
+		t, err := thresholds.Parse(s)
+		if err != nil {
+			continue // validate refused it already
+		}
+		t.Source = "plan " + p.Source
+		out = append(out, t)
+	}
+	return out
 }

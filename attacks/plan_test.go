@@ -218,3 +218,22 @@ phases:
 	require.Equal(t, "stall", p.Phases[1].Param)
 	require.Equal(t, "partition", p.Phases[2].Param)
 }
+
+func TestPlanThresholds(t *testing.T) {
+	p, err := Parse("p.yaml", []byte("name: x\nthresholds:\n  - latency.p99<50ms\n  - phase.drain.errors<1%\nphases:\n  - name: drain\n    kind: burst\n    key: free-a\n    requests: 3\n"))
+	require.NoError(t, err)
+	ts := p.PlanThresholds()
+	require.Len(t, ts, 2)
+	require.Equal(t, "phase.drain.errors.share", ts[1].Key())
+	require.Equal(t, "plan p.yaml", ts[0].Source)
+
+	for _, tc := range []struct{ yaml, want string }{
+		{"name: x\nthresholds:\n  - latency.p99<50ms\n  - latncy.p99<5ms\nphases:\n  - kind: idle\n    duration: 1s\n", `p.yaml:4: thresholds.1: threshold "latncy.p99<5ms": unknown metric`},
+		{"name: x\nthresholds:\n  - phase.drian.errors<1%\nphases:\n  - name: drain\n    kind: idle\n    duration: 1s\n", `p.yaml:3: thresholds.0: threshold phase.drian.errors<1%: no phase "drian" in the plan`},
+		{"name: x\nthresholds: [errors<]\nphases:\n  - kind: idle\n    duration: 1s\n", "p.yaml:2: thresholds.0: threshold \"errors<\": nothing to compare"},
+	} {
+		_, err := Parse("p.yaml", []byte(tc.yaml))
+		require.Error(t, err)
+		require.Contains(t, err.Error(), tc.want)
+	}
+}

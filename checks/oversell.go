@@ -160,6 +160,7 @@ func checkInstances(ix *index) Result {
 	figs := map[string]float64{"instances": float64(ix.insts)}
 	ratio := 0.0
 	keys, unknown, perInstance := 0, 0, 0
+	shared := map[*group]bool{}
 	for _, ke := range ix.envelopes() {
 		if ke.g.insts < 2 || ke.admitted == 0 {
 			continue
@@ -180,7 +181,19 @@ func checkInstances(ix *index) Result {
 				perInst := ix.eachInstanceFits(ct, l)
 				why := "at least one instance also oversold on its own: a non-atomic update (a race), besides any per-instance state"
 				if perInst {
-					why = "each instance's own admissions fit one quota: state kept per instance (or a limit that is per instance but declared cluster-wide)"
+					if _, seen := shared[ke.g]; !seen {
+						shared[ke.g] = ix.refusalShowsSharedState(ke.g)
+					}
+					if shared[ke.g] {
+						// Instances that refused with room left of their own
+						// saw the others' consumption: the state is shared,
+						// and some instance misreads it (a skewed clock, a
+						// stale cache), which is oversell's defect.
+						perInst = false
+						why = "each instance's own admissions fit one quota, but an instance refused with room left of its own, so the state is shared: an instance misreads it (a skewed clock, a stale cache)"
+					} else {
+						why = "each instance's own admissions fit one quota: state kept per instance (or a limit that is per instance but declared cluster-wide)"
+					}
 				}
 				msg := fmt.Sprintf("key %s admitted %d across %d instances where one quota allows %s (%.1f×); %s",
 					ke.g.key, ct.count, ke.g.insts, fmtF(ct.bound), float64(ct.count)/ct.bound, why)
@@ -401,6 +414,53 @@ func checkRegions(ix *index) Result {
 
 // eachInstanceFits reports whether the requests of a certificate, split by
 // instance, each fit the limit alone.
+// refusalShowsSharedState reports whether some instance refused a request
+// of g (by the limit, outside fault windows) that the instance's own
+// admissions left room for under every limit, timing tolerance included:
+// only consumption seen through shared state explains such a refusal, so
+// the instances do not keep the key's state each on their own.
+func (ix *index) refusalShowsSharedState(g *group) bool {
+	own := map[int16]*cands{}
+	for _, r := range g.recs {
+		if r.out == history.Rejected {
+			continue
+		}
+		c := own[r.inst]
+		if c == nil {
+			c = &cands{}
+			own[r.inst] = c
+		}
+		c.lo = append(c.lo, r.lo)
+		c.hi = append(c.hi, r.hi)
+	}
+	for _, c := range own {
+		slices.Sort(c.hi)
+	}
+	empty := &cands{}
+	for _, r := range g.recs {
+		if r.out != history.Rejected || r.variant || !r.limit || r.fault {
+			continue
+		}
+		c := own[r.inst]
+		if c == nil {
+			c = empty
+		}
+		rt := r
+		rt.lo -= ix.tol
+		roomy := true
+		for li := range g.tier.Limits {
+			if _, ok, dec := ix.room(c, rt, &g.tier.Limits[li], 0); !ok || !dec {
+				roomy = false
+				break
+			}
+		}
+		if roomy {
+			return true
+		}
+	}
+	return false
+}
+
 func (ix *index) eachInstanceFits(ct *cert, l *policy.Limit) bool {
 	by := map[int16][]rec{}
 	for _, r := range ct.recs {

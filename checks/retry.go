@@ -11,7 +11,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docRetry = "Every 429 carries a valid Retry-After (delay-seconds, or an HTTP-date not in the past) when declared; it is no longer than the tier's longest single-request wait (1/r for buckets, W for windows) plus 1 s of rounding; and a request sent after the advised wait, when nothing else of the key could have consumed in between, is admitted."
+const docRetry = "Every 429 carries a valid Retry-After (delay-seconds, or an HTTP-date not in the past), declared or not; it is no longer than the tier's longest single-request wait (1/r for buckets, W for windows) plus 1 s of rounding; and a request sent after the advised wait, when nothing else of the key could have consumed in between, is admitted."
 
 // maxWait is the longest a single request can have to wait under tier t.
 func maxWait(t *policy.Tier) time.Duration {
@@ -27,6 +27,9 @@ func maxWait(t *policy.Tier) time.Duration {
 }
 
 func checkRetryAfter(ix *index) Result {
+	if ix.h.Run.NoHeaders {
+		return Result{Verdict: Skip, Summary: "the history keeps no response headers, so no Retry-After can be read (" + ix.h.Run.Env + ")"}
+	}
 	col := ix.collector()
 	// A refusal without usable advice is a defect whatever the policy says
 	// it sends: a user who accepts that turns the check off (checks_off).

@@ -148,7 +148,7 @@ func TestComposeStackAttack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the attack on the compose stack failed: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "out", "history.jsonl")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "out", "latest", "history.jsonl")); err != nil {
 		t.Fatalf("no history written: %v", err)
 	}
 }

@@ -50,6 +50,10 @@ type Run struct {
 	// Notes are facts a reader of the report should know (e.g. "redis is an
 	// in-process emulation").
 	Notes []string `json:"notes,omitempty"`
+	// NoHeaders says the source of this history kept no response headers
+	// (an import from k6 JSON output): an event's empty RetryAfter or
+	// RateLimit fields mean "not recorded", not "not sent".
+	NoHeaders bool `json:"no_headers,omitempty"`
 }
 
 // Event is one request. Times are nanoseconds since Run.Start on one

@@ -399,6 +399,7 @@ func (c *converter) convert(recs []record) ([]history.Event, *Summary, error) {
 	}
 	run := history.Run{Start: time.Unix(0, start).UTC(), Instances: bases, Target: strings.Join(bases, " ")}
 	run.Notes = append(run.Notes, c.timing)
+	run.NoHeaders = !c.f.responseHeaders
 	if len(skippedHosts) > 0 {
 		run.Notes = append(run.Notes, fmt.Sprintf("skipped %s to hosts without an --instance mapping: %s", plural(skipped-nonHTTP, "request"), countList(skippedHosts)))
 	}

@@ -55,16 +55,18 @@ func readHistory(t *testing.T, b []byte) *history.History {
 var samples = []struct {
 	file, format, policy string
 	opts                 importers.Options
-	// oversell is the verdict the sample must get.
+	// oversell is the verdict the sample must get: the bad vegeta and HAR
+	// samples come from two instances keeping their own state, so the
+	// instances check is the root and explains their oversell.
 	oversell checks.Verdict
 }{
 	{file: "vegeta-ok.json", format: importers.Vegeta, policy: "policy-query.yaml", oversell: checks.Pass},
-	{file: "vegeta-bad.json", format: importers.Vegeta, policy: "policy-query.yaml", oversell: checks.Fail},
+	{file: "vegeta-bad.json", format: importers.Vegeta, policy: "policy-query.yaml", oversell: checks.Explained},
 	{file: "k6-ok.json", format: importers.K6, opts: importers.Options{KeyTag: "key"}, oversell: checks.Pass},
 	{file: "k6-bad.json", format: importers.K6, opts: importers.Options{KeyTag: "key"}, oversell: checks.Fail},
 	{file: "har-ok.har", format: importers.HAR, policy: "policy-har.yaml",
 		opts: importers.Options{Instances: []importers.Instance{{Host: "127.0.0.1:8080", Index: 0}}}, oversell: checks.Pass},
-	{file: "har-bad.har", format: importers.HAR, policy: "policy-har.yaml", oversell: checks.Fail},
+	{file: "har-bad.har", format: importers.HAR, policy: "policy-har.yaml", oversell: checks.Explained},
 }
 
 func TestGoldenImports(t *testing.T) {

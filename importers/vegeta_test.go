@@ -101,7 +101,9 @@ func TestVegetaLive(t *testing.T) {
 		want      map[string]checks.Verdict
 	}{
 		{"vegeta-ok", []http.Handler{shared, shared}, map[string]checks.Verdict{"oversell": checks.Pass, "instances": checks.Pass, "evidence": checks.Pass}},
-		{"vegeta-bad", []http.Handler{&bucketService{}, &bucketService{}}, map[string]checks.Verdict{"oversell": checks.Fail, "instances": checks.Fail}},
+		// Two instances each with their own bucket: the oversell is the
+		// per-instance state instances names, so it explains oversell.
+		{"vegeta-bad", []http.Handler{&bucketService{}, &bucketService{}}, map[string]checks.Verdict{"oversell": checks.Explained, "instances": checks.Fail}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			jsonl, gob, csv := vegetaRun(t, tc.instances...)

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/internal/human"
 )
 
 // AuditSchema identifies the audit document's JSON.
@@ -179,28 +179,35 @@ func RenderAudit(w io.Writer, format string, a *Audit, color bool) error {
 }
 
 func auditText(w io.Writer, a *Audit, t Text) error {
+	if pa, ok := printableCopy(a); ok {
+		return auditTextPrintable(w, pa, t)
+	}
+	return escapedOutput(w, func(w io.Writer) error { return auditTextPrintable(w, a, Text{}) })
+}
+
+func auditTextPrintable(w io.Writer, a *Audit, t Text) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rlverify audit: %s\npolicy %s (%s)\n", a.Target, a.Policy.Name, a.Policy.Source)
 	for _, l := range a.Policy.Limits {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
 	b.WriteString("\n")
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	tw := newTable(&b)
 	fmt.Fprintln(tw, "PROPERTY\tVERDICT\tDECIDED BY\tSUMMARY")
 	for _, p := range a.Properties {
 		by := strings.Join(p.DecidedBy, ", ")
 		if by == "" {
 			by = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, strings.ToUpper(string(p.Verdict)), by, p.Summary)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, t.paint(p.Verdict), by, p.Summary)
 	}
 	tw.Flush()
 	if len(a.Measured) > 0 {
 		b.WriteString("\nmeasured against declared:\n")
-		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		tw = newTable(&b)
 		fmt.Fprintln(tw, "  PARAMETER\tDECLARED\tMEASURED\tVERDICT")
 		for _, m := range a.Measured {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m.Name, m.Declared, m.Measured, strings.ToUpper(string(m.Verdict)))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m.Name, m.Declared, m.Measured, t.paint(m.Verdict))
 		}
 		tw.Flush()
 	}
@@ -214,15 +221,15 @@ func auditText(w io.Writer, a *Audit, t Text) error {
 		}
 	}
 	b.WriteString("\nplans:\n")
-	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	tw = newTable(&b)
 	for _, p := range a.Plans {
 		switch {
 		case !p.Ran:
 			fmt.Fprintf(tw, "  %s\tnot run\t%s\n", p.Plan, p.Why)
 		case p.Why != "":
-			fmt.Fprintf(tw, "  %s\t%s\t%d requests; %s\n", p.Plan, strings.ToUpper(string(p.Verdict)), p.Requests, p.Why)
+			fmt.Fprintf(tw, "  %s\t%s\t%s requests; %s\n", p.Plan, t.paint(p.Verdict), human.Count(p.Requests), p.Why)
 		default:
-			fmt.Fprintf(tw, "  %s\t%s\t%d requests, history in %s\n", p.Plan, strings.ToUpper(string(p.Verdict)), p.Requests, p.Dir)
+			fmt.Fprintf(tw, "  %s\t%s\t%s requests, history in %s\n", p.Plan, t.paint(p.Verdict), human.Count(p.Requests), p.Dir)
 		}
 	}
 	tw.Flush()

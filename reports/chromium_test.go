@@ -128,7 +128,7 @@ func TestHTMLInChromium(t *testing.T) {
 			probe:   rateProbe(t, pass)},
 		{name: "fail", render: func(b *bytes.Buffer) error { return HTML{}.Render(b, fail) }, height: 2800,
 			colours: []colour{cFail, cAdmitted, cRejected, cEnvelope},
-			dom:     append([]string{`<rect class="viol"`, `<rect class="violbar"`, "Evidence: oversell", "Evidence: instances"}, panels...),
+			dom:     append([]string{`<rect class="viol"`, `<rect class="violbar"`, "Evidence: instances", "explained by instances"}, panels...),
 			probe:   rateProbe(t, fail)},
 		{name: "fault", render: func(b *bytes.Buffer) error { return HTML{}.Render(b, fault) }, height: 2400,
 			colours: []colour{cPass, cAdmitted, cRejected, cFault},

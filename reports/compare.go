@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/internal/human"
 )
 
 // ComparisonSchema names the version of the comparison document.
@@ -20,7 +22,7 @@ type Comparison struct {
 	// Verdict merges the columns' verdicts (fail > unknown > pass).
 	Verdict checks.Verdict `json:"verdict"`
 	// Checks are the row names: every check of any column, in the order
-	// they first appear.
+	// they first appear, then "threshold EXPR" for every threshold.
 	Checks  []string `json:"checks"`
 	Columns []Column `json:"columns"`
 }
@@ -69,6 +71,12 @@ func Compare(plan string, cols []Column) *Comparison {
 				if !seen[r.Name] {
 					seen[r.Name] = true
 					c.Checks = append(c.Checks, r.Name)
+				}
+			}
+			for _, r := range col.Document.Thresholds {
+				if name := thresholdRow + r.Expr; !seen[name] {
+					seen[name] = true
+					c.Checks = append(c.Checks, name)
 				}
 			}
 		}
@@ -126,8 +134,18 @@ func (col *Column) verdictOf(name string) checks.Verdict {
 	if r := col.Document.Check(name); r != nil {
 		return r.Verdict
 	}
+	if expr, ok := strings.CutPrefix(name, thresholdRow); ok {
+		for _, r := range col.Document.Thresholds {
+			if r.Expr == expr {
+				return checks.Verdict(r.Verdict)
+			}
+		}
+	}
 	return ""
 }
+
+// thresholdRow starts the name of a threshold's row in a comparison.
+const thresholdRow = "threshold "
 
 // RenderComparison writes c in format (one of FormatNames).
 func RenderComparison(w io.Writer, format string, c *Comparison) error {
@@ -148,7 +166,7 @@ func comparisonRows(c *Comparison) (names []string, cells [][]string) {
 	cells = make([][]string, len(names))
 	for _, col := range c.Columns {
 		m := col.Metrics
-		cells[0] = append(cells[0], fmt.Sprint(m.Admitted))
+		cells[0] = append(cells[0], human.Count(int64(m.Admitted)))
 		cells[1] = append(cells[1], pctCell(m.OverrunPct))
 		if m.RetryAfterErrorS != nil {
 			cells[2] = append(cells[2], fmt.Sprintf("%+.3fs", *m.RetryAfterErrorS))

@@ -33,6 +33,7 @@ func (HTML) Render(w io.Writer, d *Document) error {
 	htmlNotes(pg, d)
 	htmlCards(pg, d)
 	htmlCheckTable(pg, d)
+	htmlThresholds(&pg.Builder, d)
 	htmlNotVerified(pg, d)
 	htmlErrors(pg, d)
 	htmlEvidence(pg, d)

@@ -165,8 +165,9 @@ func junitSuiteOf(d *Document, name string) junitSuite {
 		s.Tests++
 		s.Cases = append(s.Cases, tc)
 	}
+	junitThresholds(&s, d, classname)
 	var out strings.Builder
-	fmt.Fprintf(&out, "requests %d: admitted %d, rejected %d, errors %d\n", d.Stats.Requests, d.Stats.Admitted, d.Stats.Rejected, d.Stats.Errors)
+	fmt.Fprintf(&out, "requests %s\n", statsLine(d.Stats))
 	for _, l := range d.Policy.Limits {
 		fmt.Fprintf(&out, "limit %s\n", l)
 	}

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/internal/human"
 	"github.com/rlverify/rlverify/policy"
 )
 
@@ -93,9 +95,9 @@ func keyRows(ks []KeyStats) [][]string {
 	for _, k := range ks {
 		allowed := "-"
 		if k.Limit != "" {
-			allowed = fmt.Sprintf("%.0f (%s)", k.Allowed, k.Limit)
+			allowed = fmt.Sprintf("%s (%s)", human.Count(int64(math.Round(k.Allowed))), k.Limit)
 		}
-		rows = append(rows, []string{k.Key, orDash(k.Tier), fmt.Sprint(k.Admitted), fmt.Sprint(k.Rejected), fmt.Sprint(k.Errors), dur(k.Span), allowed})
+		rows = append(rows, []string{k.Key, orDash(k.Tier), human.Count(k.Admitted), human.Count(k.Rejected), human.Count(k.Errors), dur(k.Span), allowed})
 	}
 	return rows
 }

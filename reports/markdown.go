@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/internal/human"
 )
 
 // Markdown renders GitHub-flavoured Markdown for a CI job summary
@@ -44,7 +45,7 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 		row("limit", l)
 	}
 	row("fail mode", d.Policy.FailMode)
-	row("requests", fmt.Sprintf("%d: admitted %d, rejected %d, errors %d", d.Stats.Requests, d.Stats.Admitted, d.Stats.Rejected, d.Stats.Errors))
+	row("requests", statsLine(d.Stats))
 	if len(d.Errors) > 0 {
 		row("errors by status", ErrorSummary(d.Errors))
 	}
@@ -64,6 +65,7 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 	for _, r := range d.Checks {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", mdCell(r.Name), badge(r.Verdict), mdCell(r.Summary))
 	}
+	mdThresholds(&b, d)
 	for _, r := range d.Checks {
 		if (r.Verdict != checks.Fail && r.Verdict != checks.Unknown) || len(r.Evidence) == 0 {
 			continue
@@ -87,9 +89,9 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 				aim = dur(ph.AimError)
 			}
 			if ph.Wanted > 0 {
-				rate = fmt.Sprintf("%.0f/s of %.0f/s, late %d, dropped %d", ph.Rate, ph.Wanted, ph.Late, ph.Dropped)
+				rate = rateLine(ph)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %s … %s | %s | %s | %s |\n", mdCell(ph.Name), mdCell(ph.Kind), ph.Requests, dur(ph.Start), dur(ph.End), spread, aim, rate)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s … %s | %s | %s | %s |\n", mdCell(ph.Name), mdCell(ph.Kind), human.Count(ph.Requests), dur(ph.Start), dur(ph.End), spread, aim, rate)
 		}
 	}
 	if d.Footprint != nil && d.Footprint.Samples > 2 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/internal/human"
 )
 
 // Second counts what happened in one second of a run (by send time).
@@ -85,7 +86,7 @@ func perSecondRows(cols [][]Second) (head []string, rows [][]string) {
 				continue
 			}
 			s := c[i]
-			row = append(row, fmt.Sprintf("%d/%d/%d", s.Admitted, s.Rejected, s.Errors))
+			row = append(row, human.Count(int64(s.Admitted))+"/"+human.Count(int64(s.Rejected))+"/"+human.Count(int64(s.Errors)))
 			if s.Fault != "" && !contains(faults, s.Fault) {
 				faults = append(faults, s.Fault)
 			}

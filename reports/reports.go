@@ -8,7 +8,8 @@
 // (JUnit XML for CI test reports), md (Markdown for a CI job summary or a pull
 // request comment) and html (one self-contained page with timeline plots).
 //
-// reports imports checks, history and policy; never attacks or targets.
+// reports imports checks, history, policy and thresholds; never attacks or
+// targets.
 package reports
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/thresholds"
 )
 
 // Schema names the version of the result document. A reader refuses any
@@ -72,6 +74,9 @@ type Document struct {
 	// NotVerified lists the checks that had nothing to judge, and why: the
 	// properties this run did not verify.
 	NotVerified []Unverified `json:"not_verified,omitempty"`
+	// Thresholds are the run's pass/fail criteria judged (see
+	// SetThresholds); their verdicts are merged into Verdict.
+	Thresholds []thresholds.Result `json:"thresholds,omitempty"`
 }
 
 // Unverified is a property a run did not verify.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/internal/human"
 )
 
 // Text renders a terminal table. Color enables ANSI colours (only when
@@ -31,8 +33,16 @@ func (t Text) paint(v checks.Verdict) string {
 	return "\x1b[2m" + s + "\x1b[0m"
 }
 
-// Render implements Renderer.
+// Render implements Renderer. What the document holds is printed with
+// terminal control characters escaped (see Printable).
 func (t Text) Render(w io.Writer, d *Document) error {
+	if pd, ok := printableCopy(d); ok {
+		return t.render(w, pd)
+	}
+	return escapedOutput(w, func(w io.Writer) error { return Text{}.render(w, d) })
+}
+
+func (t Text) render(w io.Writer, d *Document) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s\n", t.paint(d.Verdict), Headline(d))
 	fmt.Fprintf(&b, "rlverify: plan %s", orDash(d.Run.Plan))
@@ -53,8 +63,7 @@ func (t Text) Render(w io.Writer, d *Document) error {
 	for _, l := range d.Policy.Limits {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
-	fmt.Fprintf(&b, "requests %d: admitted %d, rejected %d, errors %d\n",
-		d.Stats.Requests, d.Stats.Admitted, d.Stats.Rejected, d.Stats.Errors)
+	fmt.Fprintf(&b, "requests %s\n", statsLine(d.Stats))
 	if len(d.Errors) > 0 {
 		fmt.Fprintf(&b, "errors by status: %s\n", ErrorSummary(d.Errors))
 	}
@@ -74,7 +83,7 @@ func (t Text) Render(w io.Writer, d *Document) error {
 		b.WriteString("note: the history's last line was cut off and skipped\n")
 	}
 	for _, ph := range d.Phases {
-		fmt.Fprintf(&b, "phase %-14s %-9s %5d req", ph.Name, ph.Kind, ph.Requests)
+		fmt.Fprintf(&b, "phase %-14s %-9s %5s req", ph.Name, ph.Kind, human.Count(ph.Requests))
 		if ph.SpreadMax > 0 || ph.SpreadP99 > 0 {
 			fmt.Fprintf(&b, "  spread p50 %s p99 %s max %s", dur(ph.SpreadP50), dur(ph.SpreadP99), dur(ph.SpreadMax))
 		}
@@ -82,7 +91,7 @@ func (t Text) Render(w io.Writer, d *Document) error {
 			fmt.Fprintf(&b, "  aim error %s", dur(ph.AimError))
 		}
 		if ph.Wanted > 0 {
-			fmt.Fprintf(&b, "  rate %.0f/s of %.0f/s, late %d, dropped %d", ph.Rate, ph.Wanted, ph.Late, ph.Dropped)
+			fmt.Fprintf(&b, "  rate %s", rateLine(ph))
 		}
 		b.WriteString("\n")
 		for _, n := range ph.Notes {
@@ -111,12 +120,13 @@ func (t Text) Render(w io.Writer, d *Document) error {
 		}
 		b.WriteString("\n")
 	}
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	tw := newTable(&b)
 	fmt.Fprintln(tw, "CHECK\tVERDICT\tSUMMARY")
 	for _, r := range d.Checks {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, t.paint(r.Verdict), r.Summary)
 	}
 	tw.Flush()
+	t.textThresholds(&b, d)
 	for _, r := range d.Checks {
 		if r.Verdict != checks.Fail && r.Verdict != checks.Unknown {
 			continue
@@ -132,7 +142,7 @@ func (t Text) Render(w io.Writer, d *Document) error {
 				if ev.Limit != "" {
 					fmt.Fprintf(&b, " limit %s", ev.Limit)
 				}
-				fmt.Fprintf(&b, " in [%s, %s]: observed %g, bound %.4g\n", dur(ev.From), dur(ev.To), ev.Observed, ev.Bound)
+				fmt.Fprintf(&b, " in [%s, %s]: observed %s, bound %s\n", dur(ev.From), dur(ev.To), human.Number(ev.Observed), human.Number(ev.Bound))
 			}
 			if len(ev.RequestIDs) > 0 {
 				ids := make([]string, len(ev.RequestIDs))
@@ -156,7 +166,7 @@ func (t Text) Render(w io.Writer, d *Document) error {
 	}
 	if ms := measured(d.Checks); len(ms) > 0 {
 		b.WriteString("\nmeasured against declared:\n")
-		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		tw := newTable(&b)
 		fmt.Fprintln(tw, "  PARAMETER\tDECLARED\tMEASURED\tVERDICT")
 		for _, m := range ms {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m.Name, m.Declared, m.Measured, t.paint(m.Verdict))
@@ -194,25 +204,12 @@ func figureText(figs map[string]float64) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%.4g", k, figs[k])
+		parts[i] = k + "=" + human.Number(figs[k])
 	}
 	return strings.Join(parts, " ")
 }
 
-func dur(ns int64) string {
-	d := time.Duration(ns)
-	switch {
-	case d == 0:
-		return "0"
-	case d < 0:
-		return "-" + dur(-ns)
-	case d < time.Millisecond:
-		return d.Round(time.Microsecond).String()
-	case d < time.Second:
-		return d.Round(10 * time.Microsecond).String()
-	}
-	return d.Round(time.Millisecond).String()
-}
+func dur(ns int64) string { return human.Duration(time.Duration(ns)) }
 
 func orDash(s string) string {
 	if s == "" {
@@ -224,9 +221,16 @@ func orDash(s string) string {
 // RenderComparison implements ComparisonRenderer: a matrix with a row per
 // check and per figure, a column per implementation.
 func (t Text) RenderComparison(w io.Writer, c *Comparison) error {
+	if pc, ok := printableCopy(c); ok {
+		return t.renderComparison(w, pc)
+	}
+	return escapedOutput(w, func(w io.Writer) error { return Text{}.renderComparison(w, c) })
+}
+
+func (t Text) renderComparison(w io.Writer, c *Comparison) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rlverify compare: plan %s · %d implementation(s)\n\n", orDash(c.Plan), len(c.Columns))
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	tw := newTable(&b)
 	row := func(name string, cells []string) {
 		fmt.Fprintf(tw, "%s\t%s\n", name, strings.Join(cells, "\t"))
 	}
@@ -269,7 +273,7 @@ func evidenceLines(ev checks.Evidence) []string {
 		if ev.Limit != "" {
 			s += " limit " + ev.Limit
 		}
-		out = append(out, fmt.Sprintf("%s in [%s, %s]: observed %g, bound %.4g", s, dur(ev.From), dur(ev.To), ev.Observed, ev.Bound))
+		out = append(out, fmt.Sprintf("%s in [%s, %s]: observed %s, bound %s", s, dur(ev.From), dur(ev.To), human.Number(ev.Observed), human.Number(ev.Bound)))
 	}
 	if len(ev.RequestIDs) > 0 {
 		out = append(out, "requests "+idList(ev))
@@ -354,6 +358,17 @@ func measured(rs []checks.Result) []checks.Measurement {
 		out = append(out, r.Measured...)
 	}
 	return out
+}
+
+// statsLine is "56: admitted 47, rejected 8, errors 1" in human numbers.
+func statsLine(s history.Stats) string {
+	return fmt.Sprintf("%s: admitted %s, rejected %s, errors %s",
+		human.Count(s.Requests), human.Count(s.Admitted), human.Count(s.Rejected), human.Count(s.Errors))
+}
+
+// rateLine is a rate phase's achieved rate against the wanted one.
+func rateLine(ph history.Phase) string {
+	return fmt.Sprintf("%s of %s, late %s, dropped %s", human.Rate(ph.Rate), human.Rate(ph.Wanted), human.Count(ph.Late), human.Count(ph.Dropped))
 }
 
 // Headline is the verdict in words: the defect (the first of them, and how

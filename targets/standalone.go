@@ -36,8 +36,8 @@ type StandaloneOptions struct {
 	// ControlToken, when set, is required with every control request.
 	Control      bool
 	ControlToken string
-	Downstream Forwarder
-	Name       string
+	Downstream   Forwarder
+	Name         string
 	// Logf receives operational lines (store circuit transitions).
 	Logf func(format string, args ...any)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/thresholds"
 )
 
 type attackFlags struct {
@@ -45,23 +46,27 @@ type attackFlags struct {
 	limiterPolicy string
 	allowRemote   bool
 	maxRequests   int64
-	maxDuration   time.Duration
-	timeout       time.Duration
-	shard         string
-	seed          int64
-	only          []string
-	quiet         bool
-	regions       int
-	regionMode    string
-	regionSync    time.Duration
-	regionLat     time.Duration
-	failOn        []string
-	runID         string
-	keepKeys      bool
-	history       string
-	shape         shapeFlags
-	off           []string
-	dist          distFlags
+	// maxHeaderBytes and maxHeaders cap one response's header section.
+	maxHeaderBytes int64
+	maxHeaders     int
+	maxDuration    time.Duration
+	timeout        time.Duration
+	shard          string
+	seed           int64
+	only           []string
+	quiet          bool
+	regions        int
+	regionMode     string
+	regionSync     time.Duration
+	regionLat      time.Duration
+	failOn         []string
+	thresholds     []string
+	runID          string
+	keepKeys       bool
+	history        string
+	shape          shapeFlags
+	off            []string
+	dist           distFlags
 	// honest judges a gateway against its honest policy.
 	honest bool
 	// local and docker environments
@@ -70,6 +75,10 @@ type attackFlags struct {
 	limiterImage  string
 	limiterBinary string
 	noPull        bool
+
+	// force writes into a run folder that holds files; exactOut writes
+	// into out itself (a plan of an audit, a column of a comparison).
+	force, exactOut bool
 }
 
 func attackCmd() *cobra.Command {
@@ -79,7 +88,8 @@ func attackCmd() *cobra.Command {
 		Short: "Run an attack plan against a limiter, record the history, check it and report",
 		Long: `Run an attack plan against the built-in reference limiters (the embedded
 environment, the default) or your own instances (--env external --target URL),
-stream every request to DIR/history.jsonl, then judge the history.
+stream every request to DIR/RUN-ID/history.jsonl (DIR/latest points at the
+newest run), then judge the history.
 
 Examples:
   rlverify attack --plan concurrent-burst
@@ -103,11 +113,12 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 	fl.StringVar(&f.plan, "plan", "", "built-in plan name or plan file (see rlverify plans)")
 	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to attack in the embedded environment (see rlverify limiters)")
 	fl.StringVar(&f.store, "store", "", "state store of the reference limiter: memory or redis (default: redis when the plan needs it)")
-	fl.StringVar(&f.redisURL, "redis", "", "use this Redis (redis://host:port) instead of starting one")
+	newRedisFlag(fl, &f.redisURL, false, "use this Redis (redis://HOST:PORT[/DB]) instead of starting one")
 	fl.IntVar(&f.instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
-	fl.StringVar(&f.out, "out", "rlverify-out", "directory for history.jsonl and the reports")
-	fl.StringVar(&f.history, "history", "", "write the history to this file instead of DIR/history.jsonl; - also streams it to stdout, for rlverify check --history - (stdout then carries only the history; the reports go to --out)")
+	fl.StringVar(&f.out, "out", "rlverify-out", outHelp("history.jsonl, result.json and the reports"))
+	addForceFlag(fl, &f.force)
+	fl.StringVar(&f.history, "history", "", "write the history to this file instead of DIR/RUN-ID/history.jsonl; - also streams it to stdout, for rlverify check --history - (stdout then carries only the history; the reports go to --out)")
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
 	addEnvFlags(fl, f, "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
 	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
@@ -117,6 +128,8 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 	fl.Int64Var(&f.maxRequests, "max-requests", attacks.DefaultMaxRequests, "stop after this many requests")
 	fl.DurationVar(&f.maxDuration, "max-duration", attacks.DefaultMaxDuration, "stop after this long")
 	fl.DurationVar(&f.timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
+	fl.Int64Var(&f.maxHeaderBytes, "max-header-bytes", attacks.DefaultMaxHeaderBytes, "a response whose header section is larger is cut off and counted as an error")
+	fl.IntVar(&f.maxHeaders, "max-headers", attacks.DefaultMaxHeaders, "a response with more header fields is cut off and counted as an error")
 	fl.StringVar(&f.shard, "shard", "", "run shard i/n of the plan (e.g. 1/3) for several load machines")
 	addDistFlags(fl, &f.dist)
 	fl.Int64Var(&f.seed, "seed", 1, "seed for random choices (instances, keys, jitter)")
@@ -126,6 +139,7 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 	fl.StringVar(&f.runID, "run-id", "", "tag appended to every key so runs never share limiter state (default: random; with --shard, derived from plan and seed so every shard uses the same keys)")
 	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plan's keys unchanged (real API keys of your service); they are redacted in the history and reports")
 	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, failOnUsage)
+	addThresholdFlag(fl, &f.thresholds)
 	addShapeFlags(fl, &f.shape)
 	fl.BoolVar(&f.honest, "honest", false, "gateway limiters (nginx/…, haproxy/…, gubernator/…): judge against the policy the gateway really enforces, not the declared one (see docs/compare.md)")
 }
@@ -151,6 +165,8 @@ type attackResult struct {
 	results  []checks.Result
 	hist     *history.History
 	histFile string
+	// dir is the run's folder: the reports go there.
+	dir string
 	// report is where the first report format goes: stdout, unless stdout
 	// carries the history (--history -).
 	report io.Writer
@@ -167,7 +183,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	err = conclude(r.doc, r.results, r.hist, f.formats, f.out, fo, r.report, stderr)
+	err = conclude(r.doc, r.results, r.hist, f.formats, r.dir, fo, r.report, stderr)
 	var ee *exitError
 	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted ||
 		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
@@ -186,6 +202,10 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		return nil, usageErr("attack: --plan is required (see rlverify plans)")
 	}
 	plan, err := attacks.Load(f.plan)
+	if err != nil {
+		return nil, usageWrap(err)
+	}
+	ts, err := planThresholds(plan, f)
 	if err != nil {
 		return nil, usageWrap(err)
 	}
@@ -262,6 +282,20 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		return nil, usageErr("--instances %d: want 1 … %d", instances, targets.MaxInstances)
 	}
 
+	if f.maxHeaderBytes < 1 || f.maxHeaders < 1 {
+		return nil, usageErr("--max-header-bytes %d, --max-headers %d: both must be at least 1", f.maxHeaderBytes, f.maxHeaders)
+	}
+	if f.redisURL != "" {
+		// The reference limiter writes every key's state there: a remote
+		// Redis is someone's data, so it needs the same consent a target does.
+		_, addr, err := parseRedis(f.redisURL)
+		if err != nil {
+			return nil, usageWrap(fmt.Errorf("--redis: %w", err))
+		}
+		if err := loopbackAddr("--redis", addr, f.allowRemote); err != nil {
+			return nil, usageWrap(err)
+		}
+	}
 	run := history.Run{Env: f.env, Policy: pol.Source}
 	defPath := attacks.DefaultPath
 	declared := pol
@@ -360,10 +394,11 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		}
 	}
 
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return nil, runErr(fmt.Errorf("--out: %w", err))
+	dir, runID, err := f.runFolder(runID, shard, shards)
+	if err != nil {
+		return nil, err
 	}
-	rh, err := createRunHistory(f.out, f.history, stdout)
+	rh, err := createRunHistory(dir, f.history, stdout)
 	if err != nil {
 		return nil, runErr(err)
 	}
@@ -392,6 +427,7 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		Instances: stack.Instances, Policy: declared, Writer: w,
 		Faults: stack.Faults, Sink: stack.Sink,
 		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
+		MaxHeaderBytes: f.maxHeaderBytes, MaxHeaders: f.maxHeaders,
 		Shard: shard, Shards: shards, Seed: f.seed, Progress: prog.update,
 		RunID: runID, KeepKeys: f.keepKeys,
 		Request: shapeReq, DefaultPath: defPath, Keys: keyFile, StartAt: startAt,
@@ -407,11 +443,16 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		return nil, usageWrap(pe)
 	}
 	prog.done()
-	if err := w.Close(); err != nil {
-		return nil, runErr(err)
-	}
+	closeErr := w.Close()
 	if err := stack.Close(); err != nil {
 		fmt.Fprintf(stderr, "rlverify: tearing down the %s environment: %v\n", env.Name(), err)
+	}
+	if closeErr != nil {
+		// The history on disk is incomplete: no verdict is drawn from it.
+		if runE != nil {
+			return nil, runErr(fmt.Errorf("%w (history %s is incomplete)", runE, histFile))
+		}
+		return nil, runErr(fmt.Errorf("%w (history %s is incomplete)", closeErr, histFile))
 	}
 	if runE != nil {
 		fmt.Fprintf(stderr, "rlverify: the run stopped early: %v\n", runE)
@@ -420,21 +461,22 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if len(only) == 0 {
 		only = plan.Checks
 	}
-	doc, rs, h, err := evaluate([]string{histFile}, nil, declared, checks.Options{Only: only, Off: f.off, MaxErrorRate: f.shape.maxErrorRate})
+	doc, rs, h, err := evaluate([]string{histFile}, nil, declared, checks.Options{Only: only, Off: f.off, MaxErrorRate: f.shape.maxErrorRate}, ts)
 	if err != nil {
 		return nil, err
 	}
 	if sum.Requests > 0 && allUnreachable(h) {
-		return nil, runErr(fmt.Errorf("no request got a response: is the target up? (history kept in %s)", histFile))
+		why, n := commonestErr(h)
+		return nil, runErr(fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, histFile))
 	}
-	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, report: rh.report, runE: runE}, nil
+	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, dir: dir, report: rh.report, runE: runE}, nil
 }
 
 // judge reads histories back (from disk; "-" from stdin), checks them and
 // reports: the live run and `rlverify check` share this path, so they give
 // the same verdicts.
-func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
-	doc, rs, h, err := evaluate(files, stdin, pol, o)
+func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
+	doc, rs, h, err := evaluate(files, stdin, pol, o, ts)
 	if err != nil {
 		return err
 	}
@@ -442,9 +484,9 @@ func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Polic
 }
 
 // evaluate reads histories (merging shards; "-" is stdin), judges them
-// against pol (nil: the policy the history declares) and builds the result
-// document.
-func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options) (*reports.Document, []checks.Result, *history.History, error) {
+// against pol (nil: the policy the history declares) and ts, and builds the
+// result document.
+func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold) (*reports.Document, []checks.Result, *history.History, error) {
 	h, err := readHistories(files, stdin)
 	if err != nil {
 		return nil, nil, nil, err
@@ -456,7 +498,11 @@ func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Opti
 	}
 	pol = judgeable(h, pol)
 	rs := checks.Judge(h, pol, o)
-	return reports.Build(h, pol, rs), rs, h, nil
+	doc := reports.Build(h, pol, rs)
+	if err := judgeThresholds(doc, h, pol, ts); err != nil {
+		return nil, nil, nil, err
+	}
+	return doc, rs, h, nil
 }
 
 // conclude renders doc and returns the exit the verdicts call for.
@@ -464,9 +510,9 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
 	}
-	switch {
-	case len(fo.fails(rs)) > 0:
-		return &exitError{code: ExitFail, fails: fo.fails(rs)}
+	switch fails := append(fo.fails(rs), fo.thresholdFails(doc.Thresholds)...); {
+	case len(fails) > 0:
+		return &exitError{code: ExitFail, fails: fails}
 	case doc.Interrupted && (h.End == nil || strings.HasPrefix(h.End.Reason, "interrupted")):
 		// Interrupted by a signal, or killed (no end record): the verdicts
 		// cover only part of the plan. Runs stopped by --max-* bounds the
@@ -487,7 +533,7 @@ func render(doc *reports.Document, formats []string, out string, stdout io.Write
 		}
 		if i == 0 {
 			if t, ok := r.(reports.Text); ok {
-				t.Color = isTerminal(stdout)
+				t.Color = colorOn(stdout)
 				r = t
 			}
 			if err := r.Render(stdout, doc); err != nil {
@@ -533,6 +579,23 @@ func allUnreachable(h *history.History) bool {
 		}
 	}
 	return true
+}
+
+// commonestErr is the error most requests of h got, and how many got it.
+func commonestErr(h *history.History) (string, int) {
+	n := map[string]int{}
+	best := ""
+	for i := range h.Events {
+		e := h.Events[i].Err
+		if e == "" {
+			e = "no status"
+		}
+		n[e]++
+		if n[e] > n[best] || (n[e] == n[best] && e < best) {
+			best = e
+		}
+	}
+	return best, n[best]
 }
 
 func parseShard(s string) (int, int, error) {

@@ -40,12 +40,12 @@ func TestAttackConcurrentBurstPassesAndRecheckAgrees(t *testing.T) {
 
 	// The saved history judged offline, with the policy file, agrees.
 	pol := filepath.Join(dir, "policy.yaml")
-	out2, stderr2, code2 := rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--policy", "../../policy/default.yaml", "--format", "json")
+	out2, stderr2, code2 := rl(t, "check", "--history", filepath.Join(dir, "latest", "history.jsonl"), "--policy", "../../policy/default.yaml", "--format", "json")
 	require.Equal(t, 0, code2, stderr2)
 	require.Equal(t, verdicts(live), verdicts(decodeDoc(t, out2)))
 	_ = pol
 	for _, f := range []string{"history.jsonl", "result.json", "report.json"} {
-		_, err := os.Stat(filepath.Join(dir, f))
+		_, err := os.Stat(filepath.Join(dir, "latest", f))
 		require.NoError(t, err, f)
 	}
 }
@@ -71,7 +71,7 @@ func TestAttackRacyBucketFailsOversellWithEvidence(t *testing.T) {
 	}
 	require.True(t, found)
 	// Same verdicts offline, from the policy recorded in the history.
-	out2, _, code2 := rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--format", "json")
+	out2, _, code2 := rl(t, "check", "--history", filepath.Join(dir, "latest", "history.jsonl"), "--format", "json")
 	require.Equal(t, ExitFail, code2)
 	require.Equal(t, verdicts(d), verdicts(decodeDoc(t, out2)))
 }
@@ -126,12 +126,12 @@ func TestFailOn(t *testing.T) {
 	require.Equal(t, ExitPass, code)
 	_, _, code = rl(t, "attack", "--plan", "concurrent-burst", "--limiter", "faulty/racy-token-bucket", "--out", dir, "--quiet", "--fail-on", "oversell")
 	require.Equal(t, ExitFail, code)
-	_, _, code = rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--fail-on", "none")
+	_, _, code = rl(t, "check", "--history", filepath.Join(dir, "latest", "history.jsonl"), "--fail-on", "none")
 	require.Equal(t, ExitPass, code)
-	_, stderr, code := rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--fail-on", "oversel")
+	_, stderr, code := rl(t, "check", "--history", filepath.Join(dir, "latest", "history.jsonl"), "--fail-on", "oversel")
 	require.Equal(t, ExitUsage, code, "a typo is an error, never a silent pass")
 	require.Contains(t, stderr, `"oversel"`)
-	_, _, code = rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--fail-on", "oversell:unknown")
+	_, _, code = rl(t, "check", "--history", filepath.Join(dir, "latest", "history.jsonl"), "--fail-on", "oversell:unknown")
 	require.Equal(t, ExitPass, code)
 }
 
@@ -142,7 +142,7 @@ func TestCompareMatrix(t *testing.T) {
 	require.Equal(t, ExitFail, code, stderr)
 	require.Contains(t, out, "faulty/racy-token-bucket")
 	for _, f := range []string{"comparison.txt", "comparison.json", "comparison.md", "comparison.junit.xml", "comparison.html", "token-bucket/history.jsonl", "faulty_racy-token-bucket/history.jsonl"} {
-		_, err := os.Stat(filepath.Join(dir, f))
+		_, err := os.Stat(filepath.Join(dir, "latest", f))
 		require.NoError(t, err, f)
 	}
 	_, _, code = rl(t, "compare", "--plan", "concurrent-burst", "--limiter", "token-bucket", "--limiter", "faulty/racy-token-bucket", "--out", dir, "--fail-on", "none")
@@ -154,7 +154,7 @@ func TestCompareMatrix(t *testing.T) {
 // readComparison decodes dir/comparison.json and checks it has n columns.
 func readComparison(t *testing.T, dir string, n int) reports.Comparison {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "comparison.json"))
+	b, err := os.ReadFile(filepath.Join(dir, "latest", "comparison.json"))
 	require.NoError(t, err)
 	var cmp reports.Comparison
 	require.NoError(t, json.Unmarshal(b, &cmp))

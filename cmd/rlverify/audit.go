@@ -33,7 +33,8 @@ fail-mode, downstream, calibration …) pass, fail, unknown or not measured,
 with why and the plans that decided it, and the limiter's measured capacity,
 refill and advice beside the declared ones. Store faults are tried when a
 fault method is given (--store-proxy, --toxiproxy, --on-inject). A plan that
-fails does not stop the others; each plan's history is kept in --out/PLAN/.
+fails does not stop the others; each plan's history is kept in
+--out/AUDIT-ID/PLAN/ (--out/latest points at the newest audit).
 
   rlverify audit --target http://127.0.0.1:8080 --policy my-policy.yaml
   rlverify audit --target http://127.0.0.1:8080 --policy p.yaml \
@@ -49,7 +50,7 @@ fails does not stop the others; each plan's history is kept in --out/PLAN/.
 	fl.StringSliceVar(&only, "plans", nil, "run only these of the audit's plans")
 	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to audit in the embedded environment (without --target)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
-	fl.StringVar(&f.out, "out", "rlverify-audit", "directory for each plan's history and the audit's reports")
+	fl.StringVar(&f.out, "out", "rlverify-audit", outHelp("each plan's folder (PLAN/history.jsonl …) and the audit's reports"))
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
 	addEnvFlags(fl, &f, "environment of a --limiter audit: embedded, local or docker; external with --target")
 	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of one of your instances (repeat for several); implies --env external")
@@ -175,6 +176,9 @@ var auditPlans = []auditPlan{
 
 func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr io.Writer) error {
 	fo, err := parseFailOn(f.failOn)
+	if err == nil {
+		err = fo.checkThresholds(nil) // an audit has no thresholds
+	}
 	if err != nil {
 		return usageWrap(err)
 	}
@@ -222,9 +226,11 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 	if target == "" {
 		target = f.limiter + " (" + f.env + ")"
 	}
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return runErr(fmt.Errorf("--out: %w", err))
+	dir, err := runFolder(f.out, newRunID(), true, false)
+	if err != nil {
+		return err
 	}
+	f.out = dir
 	var cols []reports.AuditColumn
 	for _, ap := range auditPlans {
 		if ctx.Err() != nil {
@@ -239,7 +245,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 		}
 		pf := *f
 		pf.plan = ap.name
-		pf.out = filepath.Join(f.out, ap.name)
+		pf.out, pf.exactOut = filepath.Join(f.out, ap.name), true
 		pf.formats = []string{"json"}
 		pf.quiet = true
 		if !f.quiet {
@@ -266,7 +272,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 	a := reports.BuildAudit(target, policySummary(pol), cols)
 	for i, format := range f.formats {
 		if i == 0 {
-			if err := reports.RenderAudit(stdout, format, a, isTerminal(stdout)); err != nil {
+			if err := reports.RenderAudit(stdout, format, a, colorOn(stdout)); err != nil {
 				return runErr(err)
 			}
 		}

@@ -153,7 +153,9 @@ func TestAuditJudgesTheDownstreamFromTheServicesCounters(t *testing.T) {
 		// A fixed window's envelope allows 2N in any span, so counts alone
 		// cannot show its K+1; a sliding log's can.
 		{"sessions", nil, "pass"},
-		{"sessions", []string{"capacity+1"}, "fail"},
+		// Its K+1 reaches the downstream because the limiter admitted it:
+		// oversell's defect, which explains the downstream's.
+		{"sessions", []string{"capacity+1"}, "explained"},
 	} {
 		t.Run(tc.service+"/"+strings.Join(tc.quirks, "+"), func(t *testing.T) {
 			svc := testService(t, tc.service, tc.quirks...)
@@ -175,7 +177,7 @@ func TestAuditOfACorrectServiceWeDidNotWrite(t *testing.T) {
 	dir := t.TempDir()
 	out, stderr, code := rl(t, append([]string{"audit", "--out", dir, "--quiet", "--format", "text,md,junit,html"}, svc...)...)
 	require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
-	b, err := os.ReadFile(filepath.Join(dir, "audit.json"))
+	b, err := os.ReadFile(filepath.Join(dir, "latest", "audit.json"))
 	require.NoError(t, err)
 	var a reports.Audit
 	require.NoError(t, json.Unmarshal(b, &a))
@@ -199,7 +201,7 @@ func TestAuditOfACorrectServiceWeDidNotWrite(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"audit.txt", "audit.md", "audit.junit.xml", "audit.html"} {
-		_, err := os.Stat(filepath.Join(dir, f))
+		_, err := os.Stat(filepath.Join(dir, "latest", f))
 		require.NoError(t, err, f)
 	}
 	require.Contains(t, out, "measured against declared:")

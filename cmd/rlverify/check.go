@@ -21,6 +21,7 @@ func checkCmd() *cobra.Command {
 		only         []string
 		failOnS      []string
 		maxErrorRate float64
+		tspecs       []string
 	)
 	c := &cobra.Command{
 		Use:   "check --history FILE [--history FILE …]",
@@ -50,6 +51,13 @@ input: rlverify attack … --history - | rlverify check --history -.`,
 			if err != nil {
 				return usageWrap(err)
 			}
+			ts, err := parseThresholds(tspecs)
+			if err == nil {
+				err = fo.checkThresholds(ts)
+			}
+			if err != nil {
+				return usageWrap(err)
+			}
 			for _, f := range formats {
 				if _, err := reports.Lookup(f); err != nil {
 					return usageWrap(err)
@@ -61,17 +69,23 @@ input: rlverify attack … --history - | rlverify check --history -.`,
 			if !(maxErrorRate > 0 && maxErrorRate <= 1) {
 				return usageErr("--max-error-rate %g: want a share in (0, 1], e.g. 0.01 for 1%%", maxErrorRate)
 			}
-			return judge(c.Context(), files, c.InOrStdin(), pol, checks.Options{Slack: skew, Only: only, MaxErrorRate: maxErrorRate}, formats, out, fo, c.OutOrStdout(), c.ErrOrStderr())
+			if out != "" {
+				if out, err = runFolder(out, newRunID(), true, false); err != nil {
+					return err
+				}
+			}
+			return judge(c.Context(), files, c.InOrStdin(), pol, checks.Options{Slack: skew, Only: only, MaxErrorRate: maxErrorRate}, ts, formats, out, fo, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fl := c.Flags()
 	fl.StringArrayVar(&files, "history", nil, "history JSONL file, - for stdin (repeat to merge shards)")
 	fl.StringVar(&policyFile, "policy", "", "declared policy YAML (default: the one recorded in the history)")
 	fl.StringSliceVar(&formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", "))
-	fl.StringVar(&out, "out", "", "also write the reports into this directory")
+	fl.StringVar(&out, "out", "", "also write result.json and the reports: "+outHelp("them"))
 	fl.DurationVar(&skew, "clock-skew", 0, "largest clock difference between the machines that wrote the shards")
 	fl.StringSliceVar(&only, "checks", nil, "run only these checks")
 	fl.StringSliceVar(&failOnS, "fail-on", []string{"fail"}, failOnUsage)
+	addThresholdFlag(fl, &tspecs)
 	fl.Float64Var(&maxErrorRate, "max-error-rate", checks.DefaultMaxErrorRate, "largest share of requests that may end in an error before the run counts as no evidence (verdict unknown)")
 	return c
 }

@@ -40,7 +40,7 @@ haproxy/…, gubernator/…) against the policy it really enforces — and
 render a matrix: each
 check's verdict per implementation, admitted requests, overrun, Retry-After
 error and decision latency. Each run's history and reports are kept in
---out/NAME/.
+--out/ID/NAME/ (--out/latest points at the newest comparison).
 
   rlverify compare --plan concurrent-burst --limiter token-bucket --limiter gcra \
       --limiter x/time/rate --limiter faulty/racy-token-bucket`,
@@ -58,6 +58,11 @@ error and decision latency. Each run's history and reports are kept in
 			fo, err := parseFailOn(base.failOn)
 			if err != nil {
 				return usageWrap(err)
+			}
+			if plan, err := attacks.Load(base.plan); err == nil {
+				if _, err := planThresholds(plan, &base); err != nil {
+					return usageWrap(err)
+				}
 			}
 			for _, f := range formats {
 				if _, err := reports.Lookup(f); err != nil {
@@ -101,6 +106,11 @@ error and decision latency. Each run's history and reports are kept in
 				f.env, f.targetURLs = "external", strings.Split(urls, ",")
 				impls = append(impls, impl{name, f})
 			}
+			dir, err := runFolder(out, newRunID(), true, false)
+			if err != nil {
+				return err
+			}
+			out = dir
 			var cols []reports.Column
 			for _, im := range impls {
 				if seen[im.name] {
@@ -108,7 +118,7 @@ error and decision latency. Each run's history and reports are kept in
 				}
 				seen[im.name] = true
 				f := im.f
-				f.out = filepath.Join(out, safeName(im.name))
+				f.out, f.exactOut = filepath.Join(out, safeName(im.name)), true
 				f.formats = []string{"json"}
 				f.quiet = true
 				f.failOn = []string{"none"}
@@ -146,7 +156,7 @@ error and decision latency. Each run's history and reports are kept in
 			}
 			var failed []string
 			for _, col := range cols {
-				if len(fo.fails(col.Document.Checks)) > 0 {
+				if len(fo.fails(col.Document.Checks))+len(fo.thresholdFails(col.Document.Thresholds)) > 0 {
 					failed = append(failed, col.Name)
 				}
 			}
@@ -168,13 +178,14 @@ error and decision latency. Each run's history and reports are kept in
 	fl.IntVar(&base.instances, "instances", 0, "instances per embedded implementation")
 	fl.StringVar(&base.policyFile, "policy", "", "declared policy (file or shipped name)")
 	fl.StringSliceVar(&formats, "format", []string{"text"}, "formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first to stdout, all to --out)")
-	fl.StringVar(&out, "out", "rlverify-compare", "directory for each implementation's run and the comparison reports")
+	fl.StringVar(&out, "out", "rlverify-compare", outHelp("each implementation's folder (NAME/history.jsonl …) and the comparison reports"))
 	fl.Int64Var(&base.seed, "seed", 1, "seed shared by every run")
 	fl.Int64Var(&base.maxRequests, "max-requests", 200_000, "per-run request bound")
 	fl.DurationVar(&base.maxDuration, "max-duration", attacks.DefaultMaxDuration, "per-run duration bound")
 	fl.DurationVar(&base.timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
 	fl.BoolVar(&base.allowRemote, "allow-remote", false, "allow targets outside loopback")
 	fl.StringSliceVar(&base.failOn, "fail-on", []string{"fail"}, "verdicts of any implementation that make compare exit 1 (none: report only)")
+	addThresholdFlag(fl, &base.thresholds)
 	return c
 }
 
@@ -225,7 +236,13 @@ func renderComparison(cmp *reports.Comparison, formats []string, out string, std
 	}
 	for i, format := range formats {
 		if i == 0 {
-			if err := reports.RenderComparison(stdout, format, cmp); err != nil {
+			var err error
+			if format == "text" {
+				err = reports.Text{Color: colorOn(stdout)}.RenderComparison(stdout, cmp)
+			} else {
+				err = reports.RenderComparison(stdout, format, cmp)
+			}
+			if err != nil {
 				return err
 			}
 		}

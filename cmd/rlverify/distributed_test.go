@@ -89,7 +89,7 @@ func TestAttackStartAtAndShardIndex(t *testing.T) {
 		"--out", out, "--fail-on", "none")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stderr, "rlverify: waiting until "+at.Format(time.RFC3339Nano))
-	h, err := history.ReadFile(filepath.Join(out, "history.jsonl"))
+	h, err := history.ReadFile(filepath.Join(out, "latest", "history.jsonl"))
 	require.NoError(t, err)
 	require.Equal(t, "2/2", h.Run.Shard)
 	require.False(t, h.Run.Start.Before(at), "began %s before the instant", at.Sub(h.Run.Start))

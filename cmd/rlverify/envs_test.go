@@ -111,7 +111,7 @@ func TestStoreOutageOnDocker(t *testing.T) {
 		if tc.plan == "store-outage" && tc.want == "pass" && tc.policy != "fail-closed" {
 			// The mismatched mode: the same history judged against a
 			// policy declaring fail-closed.
-			out, _, code := rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--policy", "fail-closed", "--format", "json", "--checks", "fail-mode")
+			out, _, code := rl(t, "check", "--history", filepath.Join(dir, "latest", "history.jsonl"), "--policy", "fail-closed", "--format", "json", "--checks", "fail-mode")
 			require.Equal(t, ExitFail, code)
 			require.Equal(t, "fail", verdictOf(t, out, "fail-mode"), "a %s run judged as fail-closed", tc.policy)
 		}
@@ -248,7 +248,7 @@ func TestFailModeMismatchIsCaught(t *testing.T) {
 	dir := t.TempDir()
 	_, stderr, code := rl(t, "attack", "--plan", "store-outage", "--policy", "fail-open", "--out", dir, "--quiet", "--checks", "fail-mode")
 	require.Equal(t, ExitPass, code, stderr)
-	out, _, code := rl(t, "check", "--history", dir+"/history.jsonl", "--policy", "fail-closed", "--format", "json", "--checks", "fail-mode")
+	out, _, code := rl(t, "check", "--history", dir+"/latest/history.jsonl", "--policy", "fail-closed", "--format", "json", "--checks", "fail-mode")
 	require.Equal(t, ExitFail, code)
 	require.Equal(t, "fail", verdictOf(t, out, "fail-mode"))
 }
@@ -269,7 +269,7 @@ func TestGlobalGuardProtectsDownstream(t *testing.T) {
 	dir := t.TempDir()
 	_, stderr, code = rl(t, "attack", "--plan", "global-guard", "--policy", "default", "--out", dir, "--quiet")
 	require.Equal(t, ExitPass, code, stderr)
-	out, _, code = rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--policy", "global-guard", "--format", "json", "--checks", "downstream")
+	out, _, code = rl(t, "check", "--history", filepath.Join(dir, "latest", "history.jsonl"), "--policy", "global-guard", "--format", "json", "--checks", "downstream")
 	require.Equal(t, ExitFail, code)
 	require.Equal(t, "fail", verdictOf(t, out, "downstream"))
 }

@@ -13,7 +13,7 @@ const (
 	// ExitRun: the run could not be done (target unreachable, environment
 	// failed to start).
 	ExitRun = 3
-	// ExitInterrupted: the run was interrupted (SIGINT/SIGTERM) and no check
+	// ExitInterrupted: the run was interrupted (SIGINT, SIGTERM or SIGHUP) and no check
 	// failed on what was recorded.
 	ExitInterrupted = 130
 )

@@ -39,7 +39,7 @@ func addExternalFlags(fl *pflag.FlagSet, f *externalFlags) {
 	fl.StringArrayVar(&f.onInject, "on-inject", nil, "external env: KIND=COMMAND run (sh -c) when a fault of KIND starts, e.g. store-down='docker stop redis' (repeatable)")
 	fl.StringArrayVar(&f.onClear, "on-clear", nil, "external env: KIND=COMMAND run when a fault of KIND ends, e.g. store-down='docker start redis' (repeatable)")
 	fl.DurationVar(&f.hookTimeout, "hook-timeout", 30*time.Second, "longest a --on-inject or --on-clear command may run")
-	fl.StringVar(&f.sinkURL, "sink", "", "external env: URL of the `rlverify sink` your service forwards admitted requests to")
+	fl.StringVar(&f.sinkURL, "sink", "", "external env: URL of the rlverify sink your service forwards admitted requests to")
 	fl.StringVar(&f.jsonURL, "downstream-json", "", "external env: URL of a JSON endpoint counting what reached your downstream (with --downstream-total and/or --downstream-by-key)")
 	fl.StringVar(&f.jsonTotal, "downstream-total", "", "dotted path of the total count in --downstream-json, e.g. forwarded.total")
 	fl.StringVar(&f.jsonByKey, "downstream-by-key", "", "dotted path of the object of key: count in --downstream-json, e.g. forwarded.by_key")

@@ -5,21 +5,28 @@ import (
 	"strings"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/thresholds"
 )
 
 // failOn decides which verdicts make the run exit 1. Tokens (comma
 // separated): a verdict (fail, unknown) applies to every check; a check name
-// means that check's fail; CHECK:VERDICT names both; "none" never fails.
+// means that check's fail; CHECK:VERDICT names both; "threshold" is any
+// threshold's fail and threshold:KEY one threshold's (KEY its key, e.g.
+// latency.p99, or its expression), each with an optional :unknown; "none"
+// never fails.
 // The default, "fail", is any check's fail. Unknown tokens are errors, so a
 // typo can never turn a failure into a pass.
 type failOn struct {
 	any   map[checks.Verdict]bool
 	check map[string]map[checks.Verdict]bool
 	none  bool
+	// threshold maps a threshold selector ("" is every threshold; else a
+	// key such as latency.p99 or an expression) to its failing verdicts.
+	threshold map[string]map[checks.Verdict]bool
 }
 
 func parseFailOn(specs []string) (*failOn, error) {
-	f := &failOn{any: map[checks.Verdict]bool{}, check: map[string]map[checks.Verdict]bool{}}
+	f := &failOn{any: map[checks.Verdict]bool{}, check: map[string]map[checks.Verdict]bool{}, threshold: map[string]map[checks.Verdict]bool{}}
 	known := map[string]bool{checks.EvidenceCheck: true}
 	for _, n := range checks.Names() {
 		known[n] = true
@@ -47,6 +54,10 @@ func parseFailOn(specs []string) (*failOn, error) {
 				continue
 			case tok == "none":
 				f.none = true
+			case name == thresholdToken:
+				if err := f.addThreshold(tok); err != nil {
+					return nil, err
+				}
 			case !hasV:
 				if v, ok := verdict(tok); ok {
 					f.any[v] = true
@@ -65,7 +76,7 @@ func parseFailOn(specs []string) (*failOn, error) {
 			}
 		}
 	}
-	if f.none && (len(f.any) > 0 || len(f.check) > 0) {
+	if f.none && (len(f.any) > 0 || len(f.check) > 0 || len(f.threshold) > 0) {
 		return nil, fmt.Errorf("--fail-on none cannot be combined with other values")
 	}
 	return f, nil
@@ -79,7 +90,7 @@ func (f *failOn) add(check string, v checks.Verdict) {
 }
 
 // failOnUsage is the --fail-on help line.
-const failOnUsage = "what makes the run exit 1: fail (= defect: a check at the root of a defect), unknown, explained (a violation another defect explains), a check name (its fail), CHECK:unknown, CHECK:explained, or none; a run that gave no evidence (the evidence gate unknown) fails under every choice but none"
+const failOnUsage = "what makes the run exit 1: fail (= defect: a check at the root of a defect), unknown, explained (a violation another defect explains), a check name (its fail), CHECK:unknown, CHECK:explained, threshold (any threshold's fail), threshold:KEY (e.g. threshold:latency.p99), threshold[:KEY]:unknown, or none; a run that gave no evidence (the evidence gate unknown) fails under every choice but none"
 
 // fails returns the checks whose verdicts fail the run. The evidence gate's
 // unknown (a run that judged nothing, or mostly errors) fails under every
@@ -96,6 +107,70 @@ func (f *failOn) fails(rs []checks.Result) []string {
 		}
 		if f.any[r.Verdict] || f.check[r.Name][r.Verdict] {
 			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+// thresholdToken is the --fail-on token of thresholds.
+const thresholdToken = "threshold"
+
+// addThreshold reads threshold[:SELECTOR][:VERDICT].
+func (f *failOn) addThreshold(tok string) error {
+	parts := strings.Split(tok, ":")[1:]
+	v := checks.Fail
+	if n := len(parts); n > 0 && (parts[n-1] == "fail" || parts[n-1] == "unknown") {
+		v = checks.Verdict(parts[n-1])
+		parts = parts[:n-1]
+	}
+	if len(parts) > 1 {
+		return fmt.Errorf("--fail-on %q: want threshold, threshold:KEY, threshold:unknown or threshold:KEY:unknown", tok)
+	}
+	sel := strings.Join(parts, "")
+	if f.threshold[sel] == nil {
+		f.threshold[sel] = map[checks.Verdict]bool{}
+	}
+	f.threshold[sel][v] = true
+	return nil
+}
+
+// checkThresholds refuses a threshold selector that names none of ts, so a
+// typo never turns a failure into a pass.
+func (f *failOn) checkThresholds(ts []thresholds.Threshold) error {
+	for sel := range f.threshold {
+		if sel == "" {
+			continue
+		}
+		found := false
+		var keys []string
+		for _, t := range ts {
+			found = found || t.Key() == sel || t.Expr == sel || t.Key() == sel+"."+t.Stat
+			keys = append(keys, t.Key())
+		}
+		if !found {
+			if len(keys) == 0 {
+				return fmt.Errorf("--fail-on threshold:%s: the run has no thresholds (give --threshold or a plan's thresholds:)", sel)
+			}
+			return fmt.Errorf("--fail-on threshold:%s: no such threshold (the run's: %s)", sel, strings.Join(keys, ", "))
+		}
+	}
+	return nil
+}
+
+// thresholdFails returns "threshold EXPR" for each threshold whose verdict
+// fails the run: a verdict token (fail, unknown) applies to thresholds as
+// to checks.
+func (f *failOn) thresholdFails(rs []thresholds.Result) []string {
+	if f.none {
+		return nil
+	}
+	var out []string
+	for _, r := range rs {
+		v := checks.Verdict(r.Verdict)
+		hit := f.any[v] || f.threshold[""][v] || f.threshold[r.Key][v] || f.threshold[r.Expr][v] ||
+			f.threshold[strings.TrimSuffix(r.Key, "."+r.Stat)][v]
+		if hit {
+			out = append(out, "threshold "+r.Expr)
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -29,17 +30,82 @@ func plansCmd() *cobra.Command {
 		},
 	}
 	c.AddCommand(&cobra.Command{
-		Use:   "show NAME",
-		Short: "Print a built-in plan's YAML, to copy and edit",
+		Use:   "show NAME|FILE",
+		Short: "Print a plan's YAML (a built-in's, to copy and edit, or a file's once it validates)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			b, ok := attacks.BuiltinYAML(args[0])
-			if !ok {
-				return usageErr("no built-in plan %q (see rlverify plans)", args[0])
+			if b, ok := attacks.BuiltinYAML(args[0]); ok {
+				_, err := c.OutOrStdout().Write(b)
+				return err
 			}
-			_, err := c.OutOrStdout().Write(b)
+			if _, err := attacks.Load(args[0]); err != nil {
+				return usageWrap(err)
+			}
+			b, err := os.ReadFile(args[0])
+			if err != nil {
+				return usageWrap(err)
+			}
+			_, err = c.OutOrStdout().Write(b)
 			return err
 		},
-	})
+	}, plansValidateCmd())
 	return c
+}
+
+func plansValidateCmd() *cobra.Command {
+	var policyFile string
+	c := &cobra.Command{
+		Use:   "validate FILE [FILE …]",
+		Short: "Check plan files without running them: every error names file:line and field",
+		Long: `Check plan files (or built-in names) without sending anything: the plan
+language (every error names the file, the line and the field), its
+thresholds, and that the declared policy (the plan's policy:, else --policy,
+else the built-in one) gives each of its keys a tier. Prints one line per
+valid plan; exits 2 if any is invalid.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			bad := 0
+			for _, file := range args {
+				line, err := validatePlan(file, policyFile)
+				if err != nil {
+					fmt.Fprintln(c.ErrOrStderr(), err)
+					bad++
+					continue
+				}
+				fmt.Fprintln(c.OutOrStdout(), line)
+			}
+			if bad > 0 {
+				return &exitError{code: ExitUsage, err: fmt.Errorf("%d of %d plan(s) invalid", bad, len(args))}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&policyFile, "policy", "", "declared policy to check the plans' keys against (default: each plan's policy:, else the built-in one)")
+	return c
+}
+
+// validatePlan checks one plan and describes it in a line.
+func validatePlan(file, policyFile string) (string, error) {
+	p, err := attacks.Load(file)
+	if err != nil {
+		return "", err
+	}
+	pf := policyFile
+	if pf == "" {
+		pf = p.Policy
+	}
+	pol, err := loadPolicy(pf)
+	if err != nil {
+		return "", fmt.Errorf("%s: policy: %w", file, err)
+	}
+	for _, k := range attacks.PlanKeys(p) {
+		if _, ok := attacks.PlanTier(pol, k); !ok {
+			return "", fmt.Errorf("%s: key %q matches no tier of policy %s and it has no default tier", file, k, pol.Name)
+		}
+	}
+	needs := strings.Join(p.Needs, ",")
+	if needs == "" {
+		needs = "nothing"
+	}
+	return fmt.Sprintf("%s: ok — plan %s, %d phase(s), needs %s, policy %s", file, p.Name, len(p.Phases), needs, pol.Source), nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -58,4 +60,40 @@ func TestLimitersListsEveryAlgorithmStoreAndFaultyVariant(t *testing.T) {
 		"faulty/short-retry-after", "faulty/trust-xff"} {
 		require.Contains(t, out, f)
 	}
+}
+
+func TestPlansValidateAndShowFiles(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	tierless := filepath.Join(dir, "tierless.yaml")
+	require.NoError(t, os.WriteFile(good, []byte("name: good\nthresholds: [errors<1%]\nphases:\n  - kind: burst\n    key: free-a\n    requests: 5\n"), 0o644))
+	require.NoError(t, os.WriteFile(bad, []byte("name: bad\nphases:\n  - kind: burst\n    key: free-a\n    requests: 5\n    rate: 5/s\n"), 0o644))
+	require.NoError(t, os.WriteFile(tierless, []byte("name: t\nphases:\n  - kind: burst\n    key: gold-a\n    requests: 5\n"), 0o644))
+
+	out, stderr, code := rl(t, "plans", "validate", good, "concurrent-burst")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, good+": ok — plan good, 1 phase(s), needs nothing, policy builtin:default")
+	require.Contains(t, out, "concurrent-burst: ok — plan concurrent-burst")
+
+	out, stderr, code = rl(t, "plans", "validate", good, bad)
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, out, good+": ok")
+	require.Contains(t, stderr, bad+":6: phases.0.rate: field \"rate\" does not apply to a burst phase")
+	require.Contains(t, stderr, "1 of 2 plan(s) invalid")
+
+	strict := filepath.Join(dir, "strict.yaml")
+	require.NoError(t, os.WriteFile(strict, []byte("name: strict\ntiers:\n  - name: free\n    key_prefix: free-\n    limits:\n      - algorithm: token-bucket\n        capacity: 10\n        rate: 5/s\n"), 0o644))
+	_, stderr, code = rl(t, "plans", "validate", "--policy", strict, tierless)
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, stderr, `key "gold-a" matches no tier of policy`)
+
+	out, _, code = rl(t, "plans", "show", good)
+	require.Equal(t, 0, code)
+	b, err := os.ReadFile(good)
+	require.NoError(t, err)
+	require.Equal(t, string(b), out)
+	_, stderr, code = rl(t, "plans", "show", bad)
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, stderr, bad+":6:")
 }

@@ -112,7 +112,7 @@ func TestAttackReachesAServiceWithItsOwnRoutesAuthAndKeys(t *testing.T) {
 	require.Len(t, svc.bodies, 5)
 	require.Contains(t, svc.bodies[0], `"tenant": "free-burst"`)
 	require.Regexp(t, `"sku": "A-\d+"`, svc.bodies[0])
-	hist, err := os.ReadFile(filepath.Join(dir, "history.jsonl"))
+	hist, err := os.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
 	require.NoError(t, err)
 	require.NotContains(t, string(hist), "live_k1")
 	require.Contains(t, string(hist), "basic:…")

@@ -177,7 +177,7 @@ func sampleHistory(t *testing.T) []byte {
 			goodHistoryErr = fmt.Errorf("sample run: exit %d: %s", code, stderr)
 			return
 		}
-		goodHistory, goodHistoryErr = os.ReadFile(filepath.Join(dir, "history.jsonl"))
+		goodHistory, goodHistoryErr = os.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
 	})
 	require.NoError(t, goodHistoryErr)
 	return goodHistory
@@ -256,7 +256,7 @@ type resultDoc struct {
 
 func readResult(t *testing.T, dir string) (resultDoc, map[string]any) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
+	b, err := os.ReadFile(filepath.Join(dir, "latest", "result.json"))
 	require.NoError(t, err)
 	var doc resultDoc
 	require.NoError(t, json.Unmarshal(b, &doc))
@@ -339,7 +339,7 @@ func TestReliabilityNonsenseHeaders(t *testing.T) {
 			v, summary, ev := doc.check(tc.failing)
 			require.Equal(t, "fail", v, "%s: %s", tc.failing, summary)
 			require.Positive(t, ev, "a fail comes with evidence")
-			h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
+			h, err := history.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, len(h.Events), 10)
 		})
@@ -368,7 +368,7 @@ func TestReliabilityHangingTarget(t *testing.T) {
 	require.Less(t, time.Since(start), 10*time.Second, "the run is bounded by --timeout")
 	require.Equal(t, ExitRun, code, stderr)
 	require.Contains(t, stderr, "no request got a response")
-	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
+	h, err := history.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
 	require.NoError(t, err)
 	require.NotNil(t, h.End)
 	require.Len(t, h.Events, 5)
@@ -402,7 +402,7 @@ func TestReliabilityTargetGoesAway(t *testing.T) {
 	// or the target was gone before anything answered (exit 3).
 	require.Contains(t, []int{ExitFail, ExitRun}, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
 	require.NotContains(t, stderr, "panic")
-	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
+	h, err := history.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
 	require.NoError(t, err)
 	require.NotNil(t, h.End, "the history is closed properly")
 	require.False(t, h.Truncated)
@@ -493,7 +493,7 @@ func interrupt(t *testing.T, sig syscall.Signal, delay time.Duration, args ...st
 // requireCompleteInterrupted checks DIR after an interrupted run.
 func requireCompleteInterrupted(t *testing.T, dir string) {
 	t.Helper()
-	file := filepath.Join(dir, "history.jsonl")
+	file := filepath.Join(dir, "latest", "history.jsonl")
 	h, err := history.ReadFile(file)
 	require.NoError(t, err)
 	require.False(t, h.Truncated, "every line is complete")
@@ -521,7 +521,7 @@ func TestReliabilityInterruptBySignal(t *testing.T) {
 	}
 	plan := writeFile(t, "long.yaml", longRatePlan)
 	rlverifyBinary(t) // build outside the timed part
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			start := time.Now()
@@ -549,7 +549,7 @@ func TestReliabilityInterruptWithRedisLeavesNoServer(t *testing.T) {
 	// The header names the store: "redis-server 127.0.0.1:PORT (child
 	// process)". The child runs in its own process group, so look for it by
 	// its command line, not by our group.
-	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
+	h, err := history.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
 	require.NoError(t, err)
 	store := h.Run.Store
 	if !strings.HasPrefix(store, "redis-server ") {

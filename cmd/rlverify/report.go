@@ -28,8 +28,8 @@ every format is written to DIR/report.EXT (DIR/comparison.EXT for a
 comparison). The exit code does not depend on the verdicts.
 
 Examples:
-  rlverify report --in rlverify-out/result.json --format html --out rlverify-out
-  rlverify report --in rlverify-out/result.json --format md >> "$GITHUB_STEP_SUMMARY"`,
+  rlverify report --in rlverify-out/latest/result.json --format html --out rlverify-out/latest
+  rlverify report --in rlverify-out/latest/result.json --format md >> "$GITHUB_STEP_SUMMARY"`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runReport(in, formats, out, c.OutOrStdout(), c.ErrOrStderr())
@@ -76,7 +76,7 @@ func runReport(in string, formats []string, out string, stdout, stderr io.Writer
 		return r.Render(w, doc)
 	}
 	if out == "" {
-		if err := write(stdout, formats[0], isTerminal(stdout)); err != nil {
+		if err := write(stdout, formats[0], colorOn(stdout)); err != nil {
 			return runErr(err)
 		}
 		return nil

@@ -12,6 +12,8 @@ import (
 // Run executes the command line args, writing to stdout and stderr. It is
 // main without the process: tests call it in process.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	runDepth++
+	defer func() { runDepth-- }()
 	root := &cobra.Command{
 		Use:   "rlverify",
 		Short: "Load-test HTTP rate limiters and prove they keep their promise",
@@ -41,6 +43,10 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 		auditCmd(),
 		importCmd(),
 	)
+	setUpRoot(root)
+	if testRoot != nil {
+		testRoot(root)
+	}
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return nil
@@ -56,3 +62,6 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 	}
 	return &exitError{code: ExitUsage, err: err}
 }
+
+// testRoot, when set by a test, sees the command tree before it runs.
+var testRoot func(*cobra.Command)

@@ -34,6 +34,9 @@ type matrixRow struct {
 	// violations it explains.
 	Root      string
 	Explained []string
+	// MayExplain are checks the defect shows in on some runs only (timing
+	// decides): each passes or is explained by Root.
+	MayExplain []string
 }
 
 // mutationMatrix is the diagnosis matrix `rlverify selftest` runs and the
@@ -52,7 +55,10 @@ var mutationMatrix = []matrixRow{
 	{Plan: "similar-keys", Good: "token-bucket", Bad: "faulty/shared-prefix", Root: "isolation", Explained: []string{"under-admission", "retry-after"}},
 	{Plan: "multi-instance", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 3, Root: "instances", Explained: []string{"oversell", "downstream"}},
 	{Plan: "multi-instance-20", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 20, Root: "instances", Explained: []string{"oversell", "downstream"}},
-	{Plan: "clock-skew", Good: "token-bucket", Bad: "faulty/instance-clock", Store: "redis", Instances: 3, Root: "oversell", Explained: []string{"instances", "downstream"}},
+	{Plan: "clock-skew", Good: "token-bucket", Bad: "faulty/instance-clock", Store: "redis", Instances: 3, Root: "oversell", Explained: []string{"instances", "downstream"},
+		// The skewed instance's remaining counts are impossible when it
+		// answers just after another instance consumed.
+		MayExplain: []string{"token-bounds"}},
 	{Plan: "store-outage", Good: "token-bucket", Bad: "faulty/unguarded-store", Store: "redis", Root: "fail-mode"},
 	{Plan: "rules-unavailable", Good: "token-bucket", Bad: "faulty/no-rule-defaults", Root: "fail-mode"},
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/forward-rejected", Root: "downstream"},
@@ -94,6 +100,8 @@ func (m matrixResult) Problems() []string {
 			want = []checks.Verdict{checks.Fail}
 		case slices.Contains(m.Row.Explained, r.Name):
 			want = []checks.Verdict{checks.Explained}
+		case slices.Contains(m.Row.MayExplain, r.Name):
+			want = []checks.Verdict{checks.Pass, checks.Explained}
 		}
 		if !slices.Contains(want, r.Verdict) {
 			out = append(out, fmt.Sprintf("faulty limiter: %s is %s, want %s (%s)", r.Name, r.Verdict, want[0], r.Summary))

@@ -46,7 +46,7 @@ Anyone who reaches it can break the limiter: never expose it.`,
 				return usageWrap(err)
 			}
 			if entry.Store == catalog.Redis && redisAddr == "" {
-				return usageErr("--store redis needs --redis HOST:PORT")
+				return usageErr("--store redis needs --redis redis://HOST:PORT")
 			}
 			if redisLatency < 0 || redisLatency > 5*time.Second {
 				return usageErr("--redis-latency %s: want 0 … 5s", redisLatency)
@@ -94,7 +94,7 @@ Anyone who reaches it can break the limiter: never expose it.`,
 	fl.StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
 	fl.StringVar(&policyFile, "policy", "", "policy YAML (default: built-in)")
 	fl.StringVar(&store, "store", "", "memory or redis")
-	fl.StringVar(&redisAddr, "redis", "", "Redis address HOST:PORT for --store redis")
+	newRedisFlag(fl, &redisAddr, true, "Redis of --store redis: redis://HOST:PORT")
 	fl.StringVar(&downstream, "downstream", "", "URL admitted requests are forwarded to (e.g. an rlverify sink)")
 	fl.BoolVar(&control, "control", false, "serve the control endpoint /_rlverify/ (fault injection, regional drain) — for test harnesses only")
 	fl.StringVar(&controlToken, "control-token", "", "require Authorization: Bearer TOKEN on the control endpoint (needed to serve it beyond loopback; default $"+targets.EnvControlToken+")")
@@ -124,7 +124,7 @@ rlverify attack --sink URL reads GET /_sink/stats at the end of a run.`,
 	return c
 }
 
-// serveUntilDone serves h on addr until ctx ends (SIGINT/SIGTERM).
+// serveUntilDone serves h on addr until ctx ends (SIGINT/SIGTERM/SIGHUP).
 func serveUntilDone(ctx context.Context, addr string, h http.Handler, started func(string)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -69,7 +69,7 @@ func serviceVerdicts(t *testing.T, plan string, svc []string) (map[string]string
 		got[c.Name] = c.Verdict
 	}
 	if t.Failed() {
-		b, _ := os.ReadFile(filepath.Join(dir, "report.txt"))
+		b, _ := os.ReadFile(filepath.Join(dir, "latest", "report.txt"))
 		t.Log(string(b))
 	}
 	return got, doc
@@ -143,7 +143,9 @@ func TestDownstreamFromTheServicesOwnCounters(t *testing.T) {
 		{"windowed", "prometheus", nil, "pass"},
 		{"windowed", "json", []string{"forward-rejected"}, "fail"},
 		{"sessions", "prometheus", []string{"forward-rejected"}, "fail"},
-		{"sessions", "json", []string{"capacity+1"}, "fail"},
+		// The downstream got K+1 because the limiter admitted K+1: the
+		// surplus is oversell's defect, which explains this one.
+		{"sessions", "json", []string{"capacity+1"}, "explained"},
 	} {
 		t.Run(tc.service+"/"+tc.source+"/"+strings.Join(tc.quirks, "+"), func(t *testing.T) {
 			svc := testService(t, tc.service, tc.quirks...)

@@ -447,7 +447,7 @@ func TestThreeShardsJudgeAsOne(t *testing.T) {
 	// The check Job's merge.
 	cj := &m.jobs["rlverify-check"].Spec.Template.Spec.Containers[0]
 	code, checkOut := run(t, bin, args(t, cj, containerEnv(t, cj, cms, 0), mounts)...)
-	merged, err := reports.ReadFile(filepath.Join(results, "result.json"))
+	merged, err := reports.ReadFile(filepath.Join(results, "latest", "result.json"))
 	require.NoError(t, err, "the check Job writes result.json: %s", checkOut)
 
 	// One process, the same attack without the shard flags, fresh keys.
@@ -456,7 +456,7 @@ func TestThreeShardsJudgeAsOne(t *testing.T) {
 	a = append(a, "--out", single, "--run-id", "single")
 	scode, sout := run(t, bin, a...)
 	require.Equal(t, 0, scode, "single process: %s", sout)
-	one, err := reports.ReadFile(filepath.Join(single, "result.json"))
+	one, err := reports.ReadFile(filepath.Join(single, "latest", "result.json"))
 	require.NoError(t, err)
 
 	require.Equal(t, one.Stats.Requests, merged.Stats.Requests, "the shards together send the plan's requests")

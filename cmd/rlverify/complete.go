@@ -1,0 +1,119 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/importers"
+	"github.com/rlverify/rlverify/limiters/catalog"
+	"github.com/rlverify/rlverify/policies"
+	"github.com/rlverify/rlverify/reports"
+	"github.com/rlverify/rlverify/targets"
+)
+
+// valueCompletion completes one flag's values.
+type valueCompletion struct {
+	values func() []string
+	// list: the flag takes comma-separated values (complete the last one).
+	list bool
+	// files: file names are values too (plans and policies).
+	files bool
+	// open: a value is typed on after the completion (no space).
+	open bool
+}
+
+// completions are the values shells complete (rlverify completion
+// bash|zsh|fish), by flag name, for every command that has the flag.
+var completions = map[string]valueCompletion{
+	"plan":        {values: builtinPlanNames, files: true},
+	"plans":       {values: auditPlanNames, list: true},
+	"limiter":     {values: limiterNames},
+	"policy":      {values: policies.Names, files: true},
+	"checks":      {values: checks.Names, list: true},
+	"format":      {values: reports.FormatNames, list: true},
+	"fail-on":     {values: failOnValues, list: true},
+	"env":         {values: fixed("embedded", "local", "docker", "external")},
+	"store":       {values: fixed(catalog.Memory, catalog.Redis)},
+	"region-mode": {values: fixed(targets.RegionReplicated, targets.RegionStrict, targets.RegionIndependent)},
+	"from":        {values: importers.Formats},
+	"identity":    {values: fixed("header:", "bearer", "query:", "cookie:"), open: true},
+	"threshold":   {values: thresholdExamples, open: true},
+}
+
+func fixed(vs ...string) func() []string { return func() []string { return vs } }
+
+func builtinPlanNames() []string {
+	var out []string
+	for _, p := range attacks.Builtins() {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func limiterNames() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range catalog.All() {
+		if !seen[e.Name] {
+			seen[e.Name] = true
+			out = append(out, e.Name)
+		}
+	}
+	return out
+}
+
+func failOnValues() []string {
+	out := []string{"fail", "unknown", "none", thresholdToken, thresholdToken + ":unknown"}
+	for _, n := range checks.Names() {
+		out = append(out, n, n+":unknown")
+	}
+	return out
+}
+
+func thresholdExamples() []string {
+	return []string{"latency.p99<", "latency.p50<", "errors<", "admitted.rate>=", "rejected.count<", "phase."}
+}
+
+// registerCompletions gives every flag of root's commands that names
+// something rlverify knows its value completion.
+func registerCompletions(root *cobra.Command) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for name, vc := range completions {
+			if c.LocalNonPersistentFlags().Lookup(name) == nil {
+				continue
+			}
+			_ = c.RegisterFlagCompletionFunc(name, vc.complete)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+func (vc valueCompletion) complete(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	prefix, last := "", toComplete
+	if vc.list {
+		if i := strings.LastIndex(toComplete, ","); i >= 0 {
+			prefix, last = toComplete[:i+1], toComplete[i+1:]
+		}
+	}
+	var out []string
+	for _, v := range vc.values() {
+		if strings.HasPrefix(v, last) {
+			out = append(out, prefix+v)
+		}
+	}
+	dir := cobra.ShellCompDirectiveNoFileComp
+	if vc.files {
+		dir = cobra.ShellCompDirectiveDefault
+	}
+	if vc.list || vc.open {
+		dir |= cobra.ShellCompDirectiveNoSpace
+	}
+	return out, dir
+}

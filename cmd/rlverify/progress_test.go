@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/attacks"
+)
+
+// snapshots of a two-phase run: a burst that got 10 admitted of 30, then a
+// rate phase of 200 planned over 2s; the run's counts cover both.
+func snapshots() []attacks.Progress {
+	burst := attacks.Progress{Phase: "drain", Index: 0, Phases: 2, PlannedRequests: 30}
+	rate := attacks.Progress{Phase: "steady", Index: 1, Phases: 2, PlannedRequests: 200, PlannedDuration: 2 * time.Second}
+	b1 := burst
+	b1.PhaseSent, b1.PhaseAdmitted, b1.PhaseRejected, b1.PhaseElapsed = 30, 10, 20, 20*time.Millisecond
+	b1.Sent, b1.Admitted, b1.Rejected = 30, 10, 20
+	b1.Done = true
+	r1 := rate
+	r1.PhaseSent, r1.PhaseRejected, r1.PhaseElapsed = 100, 100, time.Second
+	r1.Sent, r1.Admitted, r1.Rejected = 130, 10, 120
+	r2 := r1
+	r2.PhaseSent, r2.PhaseRejected, r2.PhaseErrors, r2.PhaseElapsed = 200, 199, 1, 2*time.Second
+	r2.Sent, r2.Rejected, r2.Errors = 230, 219, 1
+	r2.Done = true
+	return []attacks.Progress{b1, r1, r2}
+}
+
+func TestProgressLogHasEachPhasesOwnCounts(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgressOn(&buf, false, false)
+	clock := time.Unix(0, 0)
+	p.now = func() time.Time { return clock }
+	s := snapshots()
+	p.update(s[0])
+	late := s[0]
+	late.Done = false
+	p.update(late) // a stale snapshot of an ended phase shows nothing
+	clock = clock.Add(time.Second)
+	p.update(s[1]) // running, within logEvery of the last line: nothing
+	clock = clock.Add(logEvery)
+	p.update(s[1]) // running, logEvery later: a line
+	p.update(s[2])
+	p.done()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 3, buf.String())
+	require.Regexp(t, `^phase 1/2 drain\s+sent 30  admitted 10  rejected 20  errors 0  1.5 k/s  took 20ms$`, lines[0])
+	require.Regexp(t, `^phase 2/2 steady\s+sent 100/200  admitted 0  rejected 100  errors 0  100/s  ETA 1s$`, lines[1])
+	require.Regexp(t, `^phase 2/2 steady\s+sent 200  admitted 0  rejected 199  errors 1  100/s  took 2s$`, lines[2],
+		"the second phase's line carries its own counts, not the run's 230")
+}
+
+func TestProgressBarsOnATerminal(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgressOn(&buf, true, false)
+	for _, s := range snapshots() {
+		p.update(s)
+	}
+	p.done()
+	out := buf.String()
+	require.Contains(t, out, "1/2 drain")
+	require.Contains(t, out, "2/2 steady")
+	require.Contains(t, out, "sent 30  admitted 10  rejected 20  errors 0")
+	require.Contains(t, out, "sent 200  admitted 0  rejected 199  errors 1")
+	require.Contains(t, out, "[======", "each phase has a bar")
+}
+
+func TestProgressQuietShowsNothing(t *testing.T) {
+	for _, tty := range []bool{false, true} {
+		var buf bytes.Buffer
+		p := newProgressOn(&buf, tty, true)
+		for _, s := range snapshots() {
+			p.update(s)
+		}
+		p.done()
+		require.Empty(t, buf.String())
+	}
+}
+
+func TestProgressEstimates(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    attacks.Progress
+		frac float64
+		eta  time.Duration
+		ok   bool
+	}{
+		{"by duration", attacks.Progress{PlannedDuration: 4 * time.Second, PhaseElapsed: time.Second}, 0.25, 3 * time.Second, true},
+		{"by requests", attacks.Progress{PlannedRequests: 100, PhaseSent: 25, PhaseElapsed: time.Second}, 0.25, 3 * time.Second, true},
+		{"the larger share", attacks.Progress{PlannedRequests: 100, PhaseSent: 50, PlannedDuration: 4 * time.Second, PhaseElapsed: time.Second}, 0.5, 3 * time.Second, true},
+		{"unknown size", attacks.Progress{PhaseSent: 5, PhaseElapsed: time.Second}, 0, 0, false},
+		{"overdue", attacks.Progress{PlannedDuration: time.Second, PhaseElapsed: 2 * time.Second}, 1, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.InDelta(t, tc.frac, fraction(tc.s), 1e-9)
+			eta, ok := remaining(tc.s)
+			require.Equal(t, tc.ok, ok)
+			require.Equal(t, tc.eta, eta)
+		})
+	}
+}
