@@ -449,7 +449,7 @@ func (ix *index) refusalShowsSharedState(g *group) bool {
 		rt.lo -= ix.tol
 		roomy := true
 		for li := range g.tier.Limits {
-			if _, ok, dec := ix.room(c, rt, &g.tier.Limits[li]); !ok || !dec {
+			if _, ok, dec := ix.room(c, rt, &g.tier.Limits[li], 0); !ok || !dec {
 				roomy = false
 				break
 			}

@@ -42,6 +42,12 @@ func checkRetryAfter(ix *index) Result {
 			continue
 		}
 		mw := maxWait(g.tier)
+		// Under a limit that counts refused requests, every request of
+		// the key may have consumed.
+		all := false
+		for _, l := range g.tier.Limits {
+			all = all || l.CountsRejected()
+		}
 		next = next[:0]
 		nextInit := false
 		for pos, r := range g.recs {
@@ -111,10 +117,10 @@ func checkRetryAfter(ix *index) Result {
 				continue
 			}
 			if !nextInit {
-				next = nextCands(next, g.recs)
+				next = nextCands(next, g.recs, all)
 				nextInit = true
 			}
-			if conflict(g.recs, next, pos, qi, ix.maxLat) {
+			if conflict(g.recs, next, pos, qi, ix.maxLat, all) {
 				continue
 			}
 			if q.out == history.Unknown {
@@ -164,12 +170,13 @@ func checkRetryAfter(ix *index) Result {
 }
 
 // nextCands fills next[i] with the index of the first rec at or after i that
-// could have consumed (admitted or unknown, variants included).
-func nextCands(next []int32, rs []rec) []int32 {
+// could have consumed (admitted or unknown, variants included; any request
+// when all is set).
+func nextCands(next []int32, rs []rec, all bool) []int32 {
 	next = slices.Grow(next[:0], len(rs))[:len(rs)]
 	n := int32(len(rs))
 	for i := len(rs) - 1; i >= 0; i-- {
-		if rs[i].out != history.Rejected {
+		if all || rs[i].out != history.Rejected {
 			n = int32(i)
 		}
 		next[i] = n
@@ -179,15 +186,23 @@ func nextCands(next []int32, rs []rec) []int32 {
 
 // conflict reports whether some possibly-consuming request other than rs[q]
 // could have been decided inside [rs[p].lo, rs[q].hi].
-func conflict(rs []rec, next []int32, p, q int, maxLat int64) bool {
+func conflict(rs []rec, next []int32, p, q int, maxLat int64, all bool) bool {
 	lo, hi := rs[p].lo, rs[q].hi
 	// Earlier in send order but possibly decided after lo.
 	for i := p - 1; i >= 0 && rs[i].lo >= lo-maxLat; i-- {
-		if rs[i].out != history.Rejected && rs[i].hi >= lo {
+		if (all || rs[i].out != history.Rejected) && rs[i].hi >= lo {
 			return true
 		}
 	}
-	for i := int(next[p]); i < len(rs) && rs[i].lo <= hi; {
+	i := int(next[p])
+	if i == p {
+		// rs[p] itself (a possible consumer only when all is set).
+		i = len(rs)
+		if p+1 < len(rs) {
+			i = int(next[p+1])
+		}
+	}
+	for i < len(rs) && rs[i].lo <= hi {
 		if i != q {
 			return true
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included) that could have been decided earlier consumed as early as possible; 503s and requests overlapping a store fault are not judged."
+const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged."
 
 // maxScan bounds the backward scan per rejection; past it a rejection is
 // left undecided unless a coarser bound already proves it.
@@ -58,6 +58,25 @@ func (c *cands) loUpTo(t int64) int {
 	return n
 }
 
+// add appends r's interval (hi unsorted until the caller sorts).
+func (c *cands) add(r rec) {
+	c.lo = append(c.lo, r.lo)
+	c.hi = append(c.hi, r.hi)
+}
+
+// addInst adds r to its instance's candidates in m (nil: none kept).
+func addInst(m map[int16]*cands, r rec) {
+	if m == nil {
+		return
+	}
+	pc := m[r.inst]
+	if pc == nil {
+		pc = &cands{}
+		m[r.inst] = pc
+	}
+	pc.add(r)
+}
+
 // hiBelow returns #{candidates with hi < t}.
 func (c *cands) hiBelow(t int64) int {
 	n, _ := slices.BinarySearch(c.hi, t)
@@ -74,7 +93,7 @@ func (ix *index) under() *underResult {
 func (ix *index) computeUnder() {
 	res := &underResult{}
 	ix.underRes = res
-	var c cands
+	var c, all cands
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		if g.tier == nil {
@@ -91,30 +110,33 @@ func (ix *index) computeUnder() {
 			continue
 		}
 		c.lo, c.hi = c.lo[:0], c.hi[:0]
-		var perInst map[int16]*cands // for limits declared per instance
+		all.lo, all.hi = all.lo[:0], all.hi[:0]
+		// perInst: for limits declared per instance; all (allInst): for
+		// limits that count refused requests too, judged over every request.
+		var perInst, allInst map[int16]*cands
+		countsAll := false
 		for _, l := range g.tier.Limits {
 			if l.PerInstance() {
-				perInst = map[int16]*cands{}
+				perInst, allInst = map[int16]*cands{}, map[int16]*cands{}
 			}
+			countsAll = countsAll || l.CountsRejected()
 		}
 		for _, r := range g.recs {
 			if r.out != history.Rejected {
-				c.lo = append(c.lo, r.lo)
-				c.hi = append(c.hi, r.hi)
-				if perInst != nil {
-					pc := perInst[r.inst]
-					if pc == nil {
-						pc = &cands{}
-						perInst[r.inst] = pc
-					}
-					pc.lo = append(pc.lo, r.lo)
-					pc.hi = append(pc.hi, r.hi)
-				}
+				c.add(r)
+				addInst(perInst, r)
+			}
+			if countsAll {
+				all.add(r)
+				addInst(allInst, r)
 			}
 		}
 		slices.Sort(c.hi)
-		for _, pc := range perInst {
-			slices.Sort(pc.hi)
+		slices.Sort(all.hi)
+		for _, m := range []map[int16]*cands{perInst, allInst} {
+			for _, pc := range m {
+				slices.Sort(pc.hi)
+			}
 		}
 		attributed := 0
 		for _, r := range g.recs {
@@ -133,13 +155,18 @@ func (ix *index) computeUnder() {
 			var why []string
 			for li := range g.tier.Limits {
 				l := &g.tier.Limits[li]
-				cc := &c
+				// Among every request, the rejection itself is a candidate:
+				// one more unit of room makes up for counting it.
+				cc, inst, self := &c, perInst, 0.0
+				if l.CountsRejected() {
+					cc, inst, self = &all, allInst, 1
+				}
 				if l.PerInstance() {
-					if cc = perInst[r.inst]; cc == nil {
+					if cc = inst[r.inst]; cc == nil {
 						cc = &cands{}
 					}
 				}
-				v, ok, dec := ix.room(cc, rt, l)
+				v, ok, dec := ix.room(cc, rt, l, self)
 				if !dec {
 					undecided = true
 				}
@@ -181,12 +208,14 @@ func roomText(l *policy.Limit, v float64) string {
 
 // room returns a lower bound on the room limit l had for rejection r at every
 // possible decision time; ok when that is provably enough for one request;
-// decided is false when the scan was cut short without an answer.
-func (ix *index) room(c *cands, r rec, l *policy.Limit) (v float64, ok, decided bool) {
+// decided is false when the scan was cut short without an answer. self is
+// added to the limit's size (1 when the candidates include r itself).
+func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64, ok, decided bool) {
 	P := c.loUpTo(r.hi) // candidates that could have been decided by r.hi
+	N := float64(l.Count) + self
 	switch l.Algorithm {
 	case policy.TokenBucket, policy.GCRA:
-		K, rate := l.K(), l.R()/1e9
+		K, rate := l.K()+self, l.R()/1e9
 		q := c.hiBelow(r.lo)
 		cnt := P - q // could have been decided inside [r.lo, r.hi]
 		lb := K - float64(cnt)
@@ -218,23 +247,30 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit) (v float64, ok, decided 
 		return lb, true, true
 	case policy.SlidingLog, policy.FixedWindow:
 		if l.Algorithm == policy.FixedWindow && !l.AnchoredAtFirst() {
-			return ix.windowRoom(c, r, l)
+			return ix.windowRoom(c, r, l, N)
 		}
 		// A sliding log, and a fixed window opened by the key's own first
 		// request: the window holding r's decision opened less than W
 		// before it, so only requests decided in (r.lo − W, r.hi] count.
 		n := P - c.hiBelow(r.lo-int64(l.W())+1)
-		v = float64(l.Count) - float64(n)
+		v = N - float64(n)
 		return v, v >= 1, true
 	case policy.SlidingCounter:
-		return ix.windowRoom(c, r, l)
+		if l.Anchor == policy.AnchorFirst {
+			// Periods that start at the key's own requests (HAProxy): the
+			// current period and the one before it lie within 2W before the
+			// decision, whatever their alignment.
+			v = N - float64(P-c.hiBelow(r.lo-2*int64(l.W())+1))
+			return v, v >= 1, true
+		}
+		return ix.windowRoom(c, r, l, N)
 	}
 	return 0, false, true
 }
 
 // windowRoom is room for epoch-aligned windows (fixed, and the sliding
-// counter's pair of windows).
-func (ix *index) windowRoom(c *cands, r rec, l *policy.Limit) (v float64, ok, decided bool) {
+// counter's pair of windows) of size n.
+func (ix *index) windowRoom(c *cands, r rec, l *policy.Limit, n float64) (v float64, ok, decided bool) {
 	W := int64(l.W())
 	v = math.Inf(1)
 	for k := floorDiv(ix.startNs+r.lo, W); k <= floorDiv(ix.startNs+r.hi, W); k++ {
@@ -244,8 +280,7 @@ func (ix *index) windowRoom(c *cands, r rec, l *policy.Limit) (v float64, ok, de
 		if l.Algorithm == policy.SlidingCounter {
 			from = ws - W
 		}
-		n := c.loUpTo(we) - c.hiBelow(from)
-		v = math.Min(v, float64(l.Count)-float64(n))
+		v = math.Min(v, n-float64(c.loUpTo(we)-c.hiBelow(from)))
 	}
 	return v, v >= 1, true
 }
@@ -475,7 +510,7 @@ func (ix *index) explainsRefusal(g *group, r rec, extra []rec, withRefused bool)
 	slices.Sort(c.lo)
 	slices.Sort(c.hi)
 	for li := range g.tier.Limits {
-		if _, ok, _ := ix.room(c, r, &g.tier.Limits[li]); !ok {
+		if _, ok, _ := ix.room(c, r, &g.tier.Limits[li], 0); !ok {
 			return true
 		}
 	}

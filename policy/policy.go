@@ -71,9 +71,24 @@ type Limit struct {
 	// Anchor places fixed windows: epoch (default; window k is
 	// [k·W, (k+1)·W) of Unix time) or first (a key's window opens at its
 	// first request and closes W later; the next opens at its first request
-	// after that, as many popular libraries do).
+	// after that, as many popular libraries do). A sliding counter anchored
+	// at first has windows that start at a key's first request (HAProxy's
+	// frequency counters): the checks then assume no alignment.
 	Anchor string `yaml:"anchor,omitempty" json:"anchor,omitempty"`
+	// Counts says which requests use up the limit: admitted (the default,
+	// also when empty) or all, refused ones included (HAProxy's http_req_rate, counters
+	// incremented before they are compared).
+	Counts string `yaml:"counts,omitempty" json:"counts,omitempty"`
 }
+
+// What a limit counts.
+const (
+	CountsAdmitted = "admitted"
+	CountsAll      = "all"
+)
+
+// CountsRejected reports a limit that refused requests use up as well.
+func (l Limit) CountsRejected() bool { return l.Counts == CountsAll }
 
 // Limit scopes.
 const (
@@ -450,10 +465,11 @@ func (l *Limit) normalize(path string, errf func(string, string, ...any) error) 
 	case l.Anchor == "":
 	case l.Algorithm != FixedWindow && l.Algorithm != SlidingCounter:
 		return errf(path+".anchor", "only window algorithms (fixed-window, sliding-counter) have an anchor")
-	case l.Anchor == AnchorFirst && l.Algorithm == SlidingCounter:
-		return errf(path+".anchor", "a sliding counter's windows are epoch-aligned; first applies to fixed-window")
 	case l.Anchor != AnchorEpoch && l.Anchor != AnchorFirst:
 		return errf(path+".anchor", "%q: want epoch (windows aligned to Unix time) or first (a key's window opens at its first request)", l.Anchor)
+	}
+	if l.Counts != "" && l.Counts != CountsAdmitted && l.Counts != CountsAll {
+		return errf(path+".counts", "%q: want admitted (refused requests use up nothing) or all (every request counts)", l.Counts)
 	}
 	if l.Name == "" {
 		l.Name = l.defaultName()

@@ -78,6 +78,7 @@ func TestPolicyErrorsNameFileLineField(t *testing.T) {
 		{"bad mode", base + "      - capacity: 1\n        rate: 1\nfailure:\n  mode: maybe\n", "p.yaml:9: failure.mode"},
 		{"dup tier", "name: p\ntiers:\n  - name: a\n    limits: [{capacity: 1, rate: 1}]\n  - name: a\n    limits: [{capacity: 1, rate: 1}]\n", "p.yaml:5: tiers.1.name"},
 		{"no limits", "name: p\ntiers:\n  - name: a\n", "tiers.0.limits"},
+		{"bad counts", base + "      - capacity: 1\n        rate: 1\n        counts: refused\n", "p.yaml:8: tiers.0.limits.0.counts: \"refused\": want admitted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("p.yaml", []byte(tc.yaml))
@@ -85,6 +86,15 @@ func TestPolicyErrorsNameFileLineField(t *testing.T) {
 			require.True(t, strings.Contains(err.Error(), tc.want), "got %q want %q", err, tc.want)
 		})
 	}
+}
+
+func TestCounterAnchoredAtFirstCountingAll(t *testing.T) {
+	p, err := Parse("p.yaml", []byte("name: p\ntiers:\n  - name: free\n    limits:\n      - algorithm: sliding-counter\n        limit: 10\n        window: 2s\n        anchor: first\n        counts: all\n"))
+	require.NoError(t, err)
+	l := p.Tiers[0].Limits[0]
+	require.Equal(t, AnchorFirst, l.Anchor)
+	require.True(t, l.CountsRejected())
+	require.False(t, Default().Tiers[0].Limits[0].CountsRejected(), "by default refused requests use up nothing")
 }
 
 func TestWithAlgorithmKeepsParametersAndRevalidates(t *testing.T) {

@@ -67,6 +67,8 @@ type attackFlags struct {
 	shape          shapeFlags
 	off            []string
 	dist           distFlags
+	// honest judges a gateway against its honest policy.
+	honest bool
 	// local and docker environments
 	redisCluster  int
 	redisImage    string
@@ -146,6 +148,7 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, failOnUsage)
 	addThresholdFlag(fl, &f.thresholds)
 	addShapeFlags(fl, &f.shape)
+	fl.BoolVar(&f.honest, "honest", false, "gateway limiters (nginx/…, haproxy/…, gubernator/…): judge against the policy the gateway really enforces, not the declared one (see docs/compare.md)")
 }
 
 // addEnvFlags registers the flags that say where the reference limiters
@@ -312,7 +315,15 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 			fmt.Fprintf(stderr, format+"\n", a...)
 		}
 	}}
+	genv, gpol, isGateway, err := gatewaySetup(f, pol, &spec, &run)
+	if err != nil {
+		return nil, err
+	}
+	if isGateway {
+		f.env, env, declared = "gateway", genv, gpol
+	}
 	switch f.env {
+	case "gateway": // nginx, HAProxy, gubernator: set up by gatewaySetup
 	case "embedded":
 		store := f.store
 		if store == "" && (plan.NeedsRedis() || f.regions > 1) {

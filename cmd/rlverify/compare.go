@@ -35,7 +35,9 @@ func compareCmd() *cobra.Command {
 reference, third-party or faulty limiters by name (--limiter), and your own
 running services (--target NAME=URL[,URL…]); NAME@POLICY runs a limiter
 under another declared policy, e.g. to set fail-open, fail-closed and
-fail-local side by side — and render a matrix: each
+fail-local side by side, and NAME@honest judges a gateway (nginx/…,
+haproxy/…, gubernator/…) against the policy it really enforces — and
+render a matrix: each
 check's verdict per implementation, admitted requests, overrun, Retry-After
 error and decision latency. Each run's history and reports are kept in
 --out/ID/NAME/ (--out/latest points at the newest comparison).
@@ -80,7 +82,9 @@ error and decision latency. Each run's history and reports are kept in
 				f := base
 				name, pol, withPolicy := strings.Cut(l, "@")
 				f.limiter = name
-				if withPolicy {
+				if withPolicy && pol == "honest" {
+					f.honest = true
+				} else if withPolicy {
 					if pol == "" {
 						return usageErr("--limiter %q: want NAME@POLICY with a policy file or shipped name", l)
 					}
@@ -124,13 +128,25 @@ error and decision latency. Each run's history and reports are kept in
 				fmt.Fprintf(c.ErrOrStderr(), "compare: %s …\n", im.name)
 				var buf bytes.Buffer
 				err := runAttack(c.Context(), &f, &buf, c.ErrOrStderr())
+				if unavailable(err) {
+					fmt.Fprintf(c.ErrOrStderr(), "compare: %s skipped: %v\n", im.name, err)
+					continue
+				}
 				var ee *exitError
-				if err != nil && (!errors.As(err, &ee) || (ee.code != ExitFail && ee.code != ExitPass)) {
+				// A plan that stopped early (a probe that needs a Retry-After
+				// the implementation never sends) still judged what it
+				// recorded: its column shows that, with the reason.
+				incomplete := errors.As(err, &ee) && ee.code == ExitRun && buf.Len() > 0
+				if err != nil && !incomplete && (!errors.As(err, &ee) || (ee.code != ExitFail && ee.code != ExitPass)) {
 					return fmt.Errorf("compare: %s: %w", im.name, err)
 				}
 				var doc reports.Document
 				if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 					return runErr(fmt.Errorf("compare: %s: result: %w", im.name, err))
+				}
+				if incomplete {
+					fmt.Fprintf(c.ErrOrStderr(), "compare: %s: %v\n", im.name, err)
+					doc.Run.Notes = append(doc.Run.Notes, err.Error())
 				}
 				cols = append(cols, reports.Column{Name: im.name, Document: &doc})
 				if c.Context().Err() != nil {

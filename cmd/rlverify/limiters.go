@@ -11,6 +11,7 @@ import (
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policies"
 	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/targets/gateway"
 )
 
 func limitersCmd() *cobra.Command {
@@ -33,6 +34,11 @@ func limitersCmd() *cobra.Command {
 				note := e.Description
 				if e.Faulty {
 					note = "FAULTY — breaks " + e.Breaks
+				}
+				if e.Gateway != nil {
+					if err := gateway.Available(e.Gateway.Kind); err != nil {
+						note += " — NOT INSTALLED: apt-get install nginx haproxy"
+					}
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name, e.Algorithm, e.Store, mapping(l), note)
 			}

@@ -1,7 +1,9 @@
 // Package catalog names every limiter rlverify can run: the reference
-// algorithms on each store, the deliberately faulty variants and the
-// third-party adapters. The CLI and the reference service pick limiters from
-// here by name and store.
+// algorithms on each store, the deliberately faulty variants, the
+// third-party adapters, and the gateways (nginx, HAProxy, gubernator) that
+// run as their own processes or cluster rather than inside the reference
+// service. The CLI and the reference service pick limiters from here by name
+// and store.
 //
 // catalog imports limiters, limiters/faulty and limiters/thirdparty; nothing
 // in limiters imports it.
@@ -26,6 +28,12 @@ import (
 const (
 	Memory = "memory"
 	Redis  = "redis"
+	// Process: the state lives in a gateway child process (an nginx
+	// shared-memory zone, an HAProxy stick table), one per instance.
+	Process = "process"
+	// Cluster: the state lives in the peers of a limiter cluster
+	// (gubernator).
+	Cluster = "cluster"
 )
 
 // Env is what a constructor may use besides the limits. The zero value is a
@@ -69,7 +77,26 @@ type Entry struct {
 	// Breaks names the invariant a faulty limiter violates.
 	Breaks      string
 	Description string
-	New         func(limits []policy.Limit, env Env) (limiters.Limiter, error)
+	// Gateway, when set, marks an implementation that is not a limiter
+	// inside the reference service but a gateway process or cluster started
+	// by targets/gateway; New then only returns an error.
+	Gateway *Gateway
+	New     func(limits []policy.Limit, env Env) (limiters.Limiter, error)
+}
+
+// Gateway says which gateway an entry runs and how targets/gateway starts
+// it.
+type Gateway struct {
+	// Kind is the gateway family: "nginx", "haproxy" or "gubernator".
+	Kind string
+	// Mode selects its variant: "nodelay" or "delay" (nginx), "local" or
+	// "global" (gubernator), empty for HAProxy.
+	Mode string
+	// Program is the executable started as a child process (empty when the
+	// gateway runs in this process).
+	Program string
+	// Docs is the implementation's own documentation of what it enforces.
+	Docs string
 }
 
 // Mapping says how the policy's parameters become the limiter's: "(K, r) →
@@ -84,6 +111,14 @@ func (e Entry) Mapping() string {
 		return "(K, r) → RateQuota{MaxRate: 1 per 1/r, MaxBurst: K−1}"
 	case e.Name == "redis_rate":
 		return "(K, r) → redis_rate.Limit{Rate: K, Burst: K, Period: K/r}"
+	case e.Gateway != nil && e.Gateway.Kind == NGINX && e.Gateway.Mode == "nodelay":
+		return "(K, r) → limit_req_zone rate=r, limit_req burst=K−1 nodelay"
+	case e.Gateway != nil && e.Gateway.Kind == NGINX:
+		return "(K, r) → limit_req_zone rate=r, limit_req burst=K−1 (delaying)"
+	case e.Gateway != nil && e.Gateway.Kind == HAProxy:
+		return "(N, W) → stick-table store http_req_rate(W); deny if sc_http_req_rate gt N"
+	case e.Gateway != nil && e.Gateway.Kind == Gubernator:
+		return "(K, r) → LEAKY_BUCKET limit=K burst=K duration=K/r, behavior " + strings.ToUpper(e.Gateway.Mode)
 	case e.Algorithm == policy.GCRA:
 		return "(K, r) → emission interval T = 1/r, burst tolerance τ = K·T"
 	case e.Algorithm.Bucketed():
@@ -367,10 +402,60 @@ func thirdPartyEntries() []Entry {
 	}
 }
 
+// Gateway kinds (Gateway.Kind).
+const (
+	NGINX      = "nginx"
+	HAProxy    = "haproxy"
+	Gubernator = "gubernator"
+)
+
+func gatewayEntries() []Entry {
+	notInProcess := func(name string) func([]policy.Limit, Env) (limiters.Limiter, error) {
+		return func([]policy.Limit, Env) (limiters.Limiter, error) {
+			return nil, fmt.Errorf("catalog: %s is a gateway, not a limiter the reference service can hold: run it with rlverify attack or compare", name)
+		}
+	}
+	nginxDocs := "https://nginx.org/en/docs/http/ngx_http_limit_req_module.html"
+	gubernatorDocs := "https://github.com/gubernator-io/gubernator/blob/v2.13.0/docs/architecture.md"
+	out := []Entry{
+		{
+			Name: "nginx/limit-req", Algorithm: policy.TokenBucket, Store: Process,
+			Gateway:     &Gateway{Kind: NGINX, Mode: "nodelay", Program: "nginx", Docs: nginxDocs},
+			Description: "nginx limit_req (rate, burst, nodelay) as a child process in front of the sink, keyed by the identity",
+		},
+		{
+			Name: "nginx/limit-req-delay", Algorithm: policy.TokenBucket, Store: Process,
+			Gateway:     &Gateway{Kind: NGINX, Mode: "delay", Program: "nginx", Docs: nginxDocs},
+			Description: "nginx limit_req without nodelay: excess requests up to the burst are delayed to rate r, not refused",
+		},
+		{
+			Name: "haproxy/stick-table", Algorithm: policy.SlidingCounter, Store: Process,
+			Gateway:     &Gateway{Kind: HAProxy, Program: "haproxy", Docs: "https://docs.haproxy.org/2.6/configuration.html#7.3.3-sc_http_req_rate"},
+			Description: "HAProxy stick table http_req_rate(W) with http-request deny, a child process in front of the sink (every request counts, refused ones too)",
+		},
+		{
+			Name: "gubernator/global", Algorithm: policy.TokenBucket, Store: Cluster,
+			Gateway:     &Gateway{Kind: Gubernator, Mode: "global", Docs: gubernatorDocs},
+			Description: "gubernator v2.13.0, 3 peers in process, GLOBAL behaviour: each peer answers from its cache, hits reach the owner asynchronously",
+		},
+		{
+			Name: "gubernator/local", Algorithm: policy.TokenBucket, Store: Cluster,
+			Gateway:     &Gateway{Kind: Gubernator, Mode: "local", Docs: gubernatorDocs},
+			Description: "gubernator v2.13.0, 3 peers in process, default behaviour: the key's owning peer decides every hit",
+		},
+	}
+	for i := range out {
+		out[i].ThirdParty = true
+		out[i].New = notInProcess(out[i].Name)
+	}
+	return out
+}
+
 var entries = func() []Entry {
 	var e []Entry
 	e = append(e, reference()...)
 	e = append(e, thirdPartyEntries()...)
+	e = append(e, gatewayEntries()...)
 	e = append(e, faultyEntries()...)
 	return e
 }()

@@ -39,6 +39,14 @@ func TestEveryEntryBuildsAndDecides(t *testing.T) {
 		if e.Faulty && e.Breaks == "" {
 			t.Errorf("%s: faulty without Breaks", id)
 		}
+		if e.Gateway != nil {
+			// Gateways run as their own processes or cluster
+			// (targets/gateway); the reference service cannot hold them.
+			if _, err := e.New(limits, env); err == nil || e.Gateway.Kind == "" || e.Gateway.Docs == "" {
+				t.Errorf("%s: a gateway entry builds in process or lacks its kind or documentation", id)
+			}
+			continue
+		}
 		if e.Store == Redis && env.Redis == nil {
 			if _, err := e.New(limits, Env{}); err == nil {
 				t.Errorf("%s: built without a Redis client", id)

@@ -1,0 +1,127 @@
+// Command compare-matrix regenerates the published comparison matrix: it
+// runs `rlverify compare` over every implementation for each plan of
+// internal/matrix (several times, marking cells whose verdict changes as
+// unstable), saves the verdicts in docs/compare/matrix.json and writes the
+// Markdown between the matrix markers of README.md and docs/compare.md. It
+// refuses to write a matrix with a surprising cell that nothing explains.
+// scripts/compare-matrix.sh builds rlverify and runs it.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rlverify/rlverify/internal/matrix"
+	"github.com/rlverify/rlverify/reports"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "compare-matrix:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	bin := flag.String("rlverify", "", "the rlverify binary to run (required unless --render)")
+	runs := flag.Int("runs", 2, "runs of every plan; cells that differ between runs are marked unstable")
+	data := flag.String("data", "docs/compare/matrix.json", "the matrix data file")
+	docs := flag.String("docs", "README.md=docs/compare.md,docs/compare.md", "documents whose matrix section is rewritten; DOC=NOTES renders the tables only, linking to the notes in NOTES")
+	render := flag.Bool("render", false, "only render the documents from the data file (after editing explanations)")
+	flag.Parse()
+	var d *matrix.Data
+	if *render {
+		var err error
+		if d, err = matrix.Load(*data); err != nil {
+			return err
+		}
+	} else {
+		if *bin == "" || *runs < 1 {
+			return fmt.Errorf("give --rlverify BINARY and --runs ≥ 1")
+		}
+		scratch, err := os.MkdirTemp("", "compare-matrix-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(scratch)
+		host, _ := os.Hostname()
+		d = &matrix.Data{Generated: fmt.Sprintf("%s, %d runs, %s", time.Now().UTC().Format("2006-01-02"), *runs, host)}
+		for _, p := range matrix.Plans {
+			var t matrix.Table
+			for r := 0; r < *runs; r++ {
+				got, err := compare(*bin, p.Name, filepath.Join(scratch, fmt.Sprintf("%s-%d", p.Name, r)))
+				if err != nil {
+					// An environment that failed to start on a loaded
+					// machine (a Redis that did not answer in time) gets
+					// one more try.
+					fmt.Fprintf(os.Stderr, "compare-matrix: %v; once more\n", err)
+					got, err = compare(*bin, p.Name, filepath.Join(scratch, fmt.Sprintf("%s-%d-again", p.Name, r)))
+				}
+				if err != nil {
+					return err
+				}
+				if r == 0 {
+					t = got
+				} else {
+					t.Merge(got)
+				}
+			}
+			d.Tables = append(d.Tables, t)
+		}
+		if err := os.MkdirAll(filepath.Dir(*data), 0o755); err != nil {
+			return err
+		}
+	}
+	d.MarkTimingDependent()
+	if err := d.Save(*data); err != nil {
+		return err
+	}
+	if missing := d.Unexplained(); len(missing) > 0 {
+		return fmt.Errorf("cells without an explanation in internal/matrix/explain.go (the data is saved; add them and rerun with --render):\n  %s", strings.Join(missing, "\n  "))
+	}
+	for _, spec := range strings.Split(*docs, ",") {
+		doc, notesIn, _ := strings.Cut(spec, "=")
+		text := matrix.Render(d, notesIn)
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			return err
+		}
+		out, err := matrix.Splice(string(b), text)
+		if err != nil {
+			return fmt.Errorf("%s: %w", doc, err)
+		}
+		if err := os.WriteFile(doc, []byte(out), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compare runs one plan over every implementation and reads its comparison.
+func compare(bin, plan, out string) (matrix.Table, error) {
+	args := append(matrix.Args(plan), "--out", out, "--format", "json", "--fail-on", "none")
+	fmt.Fprintf(os.Stderr, "compare-matrix: %s %s\n", bin, strings.Join(args, " "))
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = nil, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return matrix.Table{}, fmt.Errorf("%s: %w", plan, err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "comparison.json"))
+	if err != nil {
+		return matrix.Table{}, err
+	}
+	var c reports.Comparison
+	if err := json.Unmarshal(b, &c); err != nil {
+		return matrix.Table{}, fmt.Errorf("%s: %w", plan, err)
+	}
+	if len(c.Columns) != len(matrix.Implementations) {
+		return matrix.Table{}, fmt.Errorf("%s: %d of %d implementations ran (is nginx/haproxy installed? bash scripts/install.sh --test)", plan, len(c.Columns), len(matrix.Implementations))
+	}
+	return matrix.FromComparison(&c), nil
+}
