@@ -24,7 +24,7 @@ echo "test: go vet" >&2
 go vet ./...
 # Packages with their own concurrency run under the race detector. The
 # end-to-end suites (cmd/rlverify: every built-in plan, the mutation matrix,
-# compare; compose) drive real attacks whose limiters have 50 ms store
+# compare; compose) drive real attacks whose limiters have 200 ms store
 # timeouts: they run afterwards, without the detector's slowdown, one package
 # at a time, so their timing is the product's and not the test machine's.
 integration="./cmd/rlverify ./compose"

@@ -23,7 +23,7 @@ import (
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/limiters/catalog"

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/limiters/catalog"
