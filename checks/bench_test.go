@@ -68,6 +68,7 @@ func BenchmarkRunAllKeys(b *testing.B) {
 			b.Run(fmt.Sprintf("events=%d/keys=%d", n, keys), func(b *testing.B) {
 				h := benchHistory(n, keys)
 				b.ResetTimer()
+				cpu0 := processCPU()
 				for i := 0; i < b.N; i++ {
 					for _, r := range Run(h, p, Options{}) {
 						if r.Verdict == Fail {
@@ -76,6 +77,7 @@ func BenchmarkRunAllKeys(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/float64(b.N), "ns/event")
+				b.ReportMetric(float64(processCPU()-cpu0)/float64(n)/float64(b.N), "cpu-ns/event")
 			})
 		}
 	}

@@ -366,9 +366,7 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 		g.key = keys[k]
 		g.recs = ix.recs[start[k] : start[k]+counts[k]]
 		g.off = start[k]
-		if !slices.IsSortedFunc(g.recs, cmpRec) {
-			slices.SortFunc(g.recs, cmpRec)
-		}
+		sortRecs(g.recs)
 		tierName := tierOf[k]
 		inst = inst[:0]
 		for j := range g.recs {
@@ -544,6 +542,62 @@ func Outcome(p *policy.Policy, e *history.Event) history.Outcome {
 		return history.Rejected
 	}
 	return history.Unknown
+}
+
+// sortRecs sorts rs by cmpRec. A key's records in file order are nearly
+// sorted already (out of order only among requests in flight together), so
+// an insertion sort with a budget of moves, O(n + moves), does it in
+// linear time; past the budget it falls back to O(n log n) pdqsort.
+func sortRecs(rs []rec) {
+	budget := 8*len(rs) + 64
+	for i := 1; i < len(rs); i++ {
+		x := rs[i]
+		j := i
+		for j > 0 && cmpRec(x, rs[j-1]) < 0 {
+			j--
+		}
+		if j == i {
+			continue
+		}
+		if budget -= i - j; budget < 0 {
+			slices.SortFunc(rs, cmpRec)
+			return
+		}
+		copy(rs[j+1:i+1], rs[j:i])
+		rs[j] = x
+	}
+}
+
+// searchLo returns the first index of rs (sorted by lo) with lo ≥ t, as
+// slices.BinarySearchFunc does, galloping out from near: O(log d) for an
+// answer d places away, so a sweep whose targets move forward stays linear.
+func searchLo(rs []rec, near int, t int64) int {
+	n := len(rs)
+	near = min(max(near, 0), n)
+	lo, hi := 0, n // the answer is in [lo, hi]
+	if near < n && rs[near].lo < t {
+		lo = near + 1
+		for step := 1; near+step < n; step *= 2 {
+			if p := near + step; rs[p].lo >= t {
+				hi = p
+				break
+			} else {
+				lo = p + 1
+			}
+		}
+	} else {
+		hi = near
+		for step := 1; near-step >= 0; step *= 2 {
+			if p := near - step; rs[p].lo < t {
+				lo = p + 1
+				break
+			} else {
+				hi = p
+			}
+		}
+	}
+	i, _ := slices.BinarySearchFunc(rs[lo:hi], t, func(x rec, t int64) int { return cmpI64(x.lo, t) })
+	return lo + i
 }
 
 func cmpRec(a, b rec) int {

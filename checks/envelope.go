@@ -152,11 +152,8 @@ func edfWitness(c []rec, K, r float64, sc *scratch) bool {
 // (the envelope K + r·(b−a) is symmetric in time): as late as possible,
 // latest release first.
 func edfWitnessReverse(c []rec, K, r float64, sc *scratch) bool {
-	sc.ord = sc.ord[:0]
-	for i := range c {
-		sc.ord = append(sc.ord, int32(i))
-	}
-	slices.SortFunc(sc.ord, func(a, b int32) int { return cmpI64(c[b].hi, c[a].hi) })
+	sc.ord = orderByHi(sc.ord, c)
+	slices.Reverse(sc.ord) // the order of equal hi does not change the schedule
 	sc.lo = sc.lo[:0]
 	sc.hi = sc.hi[:0]
 	for _, i := range sc.ord {
@@ -286,13 +283,14 @@ func hallMax(c []rec, K, r float64, sc *scratch) (best float64, bestK int, bestB
 	seg := &sc.seg
 	seg.init(m, func(k int) float64 { return r * float64(c[k].lo-base) })
 	best, bestK, bestB = math.Inf(-1), -1, 0
+	ub := 0
 	for j := 0; j < m; {
 		b := c[sc.ord[j]].hi
 		for ; j < m && c[sc.ord[j]].hi == b; j++ {
 			seg.add(0, int(sc.ord[j]), 1)
 		}
 		// Candidates a = lo_k with lo_k ≤ b.
-		ub, _ := slices.BinarySearchFunc(c, b+1, func(x rec, t int64) int { return cmpI64(x.lo, t) })
+		ub = searchLo(c, ub, b+1)
 		if ub == 0 {
 			continue
 		}
@@ -302,6 +300,36 @@ func hallMax(c []rec, K, r float64, sc *scratch) (best float64, bestK int, bestB
 		}
 	}
 	return best, bestK, bestB
+}
+
+// orderByHi returns in ord the indices of c (sorted by lo) in increasing
+// hi; equal hi in any order. c sorted by lo is nearly sorted by hi (an
+// interval is short next to the gaps between many requests), so an
+// insertion sort with a budget of moves does it in linear time, else
+// pdqsort in O(m log m).
+func orderByHi(ord []int32, c []rec) []int32 {
+	ord = ord[:0]
+	for i := range c {
+		ord = append(ord, int32(i))
+	}
+	budget := 8*len(c) + 64
+	for i := 1; i < len(ord); i++ {
+		x := ord[i]
+		j := i
+		for j > 0 && c[ord[j-1]].hi > c[x].hi {
+			j--
+		}
+		if j == i {
+			continue
+		}
+		if budget -= i - j; budget < 0 {
+			slices.SortFunc(ord, func(a, b int32) int { return cmpI64(c[a].hi, c[b].hi) })
+			return ord
+		}
+		copy(ord[j+1:i+1], ord[j:i])
+		ord[j] = x
+	}
+	return ord
 }
 
 // hallChunk is the fewest requests in one chunk of hallMayExceed.
@@ -331,11 +359,7 @@ func hallMayExceed(c []rec, K, r float64, sc *scratch) bool {
 		S = max(S, x.hi-x.lo)
 	}
 	base := c[0].lo
-	sc.ord = sc.ord[:0]
-	for i := range c {
-		sc.ord = append(sc.ord, int32(i))
-	}
-	slices.SortFunc(sc.ord, func(a, b int32) int { return cmpI64(c[a].hi, c[b].hi) })
+	sc.ord = orderByHi(sc.ord, c)
 	p, first := 0, 0    // c[:p] have lo ≤ b − S; first starts c[p−1]'s run of equal lo
 	minH := math.Inf(1) // min over a = lo_k ≤ b − S of #{lo < a} − r·a
 	for j := 0; j < m; {

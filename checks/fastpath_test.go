@@ -135,3 +135,44 @@ func TestHallMayExceedCoversHallMax(t *testing.T) {
 	require.Positive(t, said[false], "no case ruled out an excess")
 	require.Positive(t, said[true], "no case kept an excess")
 }
+
+// TestSearchLoMatchesBinarySearch: galloping from any start finds what a
+// binary search over the whole slice finds, ties and ends included.
+func TestSearchLoMatchesBinarySearch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 1))
+	for _, n := range []int{0, 1, 2, 7, 100, 1000} {
+		rs := make([]rec, n)
+		for i := range rs {
+			rs[i].lo = rng.Int64N(int64(n)/3 + 1) // many ties
+		}
+		slices.SortFunc(rs, cmpRec)
+		for range 500 {
+			tv := rng.Int64N(int64(n)/3+3) - 1
+			near := rng.IntN(n+3) - 1
+			want, _ := slices.BinarySearchFunc(rs, tv, func(x rec, t int64) int { return cmpI64(x.lo, t) })
+			require.Equal(t, want, searchLo(rs, near, tv), "n=%d t=%d near=%d", n, tv, near)
+		}
+	}
+}
+
+// TestSortRecsMatchesSortFunc: the insertion sort with a budget gives
+// pdqsort's order on nearly sorted input and on shuffled input (past the
+// budget).
+func TestSortRecsMatchesSortFunc(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 8))
+	for _, shuffle := range []int{0, 3, 50, 100_000} {
+		rs := make([]rec, 5000)
+		for i := range rs {
+			rs[i] = rec{lo: int64(i / 2), hi: int64(i/2) + rng.Int64N(10), idx: int32(i)}
+		}
+		for i := range rs {
+			if j := i + rng.IntN(shuffle+1); j < len(rs) {
+				rs[i], rs[j] = rs[j], rs[i]
+			}
+		}
+		want := slices.Clone(rs)
+		slices.SortFunc(want, cmpRec)
+		sortRecs(rs)
+		require.Equal(t, want, rs, "shuffle %d", shuffle)
+	}
+}

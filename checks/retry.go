@@ -105,7 +105,7 @@ func checkRetryAfter(ix *index) Result {
 			}
 			// Honoured: the first later request sent after the advice.
 			at := recv + int64(d) // lo_q = Sent_q − slack ≥ Recv + d  ⇔  Sent_q ≥ Recv + d + slack
-			qi, _ := slices.BinarySearchFunc(g.recs, at, func(x rec, t int64) int { return cmpI64(x.lo, t) })
+			qi := searchLo(g.recs, pos, at)
 			for qi < len(g.recs) && g.recs[qi].variant {
 				qi++
 			}
