@@ -569,16 +569,23 @@ func sortRecs(rs []rec) {
 }
 
 // searchLo returns the first index of rs (sorted by lo) with lo ≥ t, as
-// slices.BinarySearchFunc does, galloping out from near: O(log d) for an
-// answer d places away, so a sweep whose targets move forward stays linear.
+// slices.BinarySearchFunc does, galloping out from near.
 func searchLo(rs []rec, near int, t int64) int {
-	n := len(rs)
+	return gallop(rs, near, t, func(x rec) int64 { return x.lo })
+}
+
+// gallop returns the first index of xs (sorted by key) whose key is ≥ t,
+// galloping out from near: O(log d) for an answer d places away, so a sweep
+// whose targets move forward stays linear where a binary search over the
+// whole slice costs O(log n) cache misses each time.
+func gallop[T any](xs []T, near int, t int64, key func(T) int64) int {
+	n := len(xs)
 	near = min(max(near, 0), n)
 	lo, hi := 0, n // the answer is in [lo, hi]
-	if near < n && rs[near].lo < t {
+	if near < n && key(xs[near]) < t {
 		lo = near + 1
 		for step := 1; near+step < n; step *= 2 {
-			if p := near + step; rs[p].lo >= t {
+			if p := near + step; key(xs[p]) >= t {
 				hi = p
 				break
 			} else {
@@ -588,7 +595,7 @@ func searchLo(rs []rec, near int, t int64) int {
 	} else {
 		hi = near
 		for step := 1; near-step >= 0; step *= 2 {
-			if p := near - step; rs[p].lo < t {
+			if p := near - step; key(xs[p]) < t {
 				lo = p + 1
 				break
 			} else {
@@ -596,8 +603,15 @@ func searchLo(rs []rec, near int, t int64) int {
 			}
 		}
 	}
-	i, _ := slices.BinarySearchFunc(rs[lo:hi], t, func(x rec, t int64) int { return cmpI64(x.lo, t) })
-	return lo + i
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if key(xs[m]) < t {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 func cmpRec(a, b rec) int {

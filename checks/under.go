@@ -56,6 +56,9 @@ type cands struct {
 	indexed bool
 	walks   []walkMin
 	nwalks  int // walks[:nwalks] are built for the current hi
+	// nearLo, nearHi: the last answers of loUpTo and hiBelow, where the
+	// next search starts (successive refusals of a key ask nearby).
+	nearLo, nearHi int
 }
 
 // reset empties c for another key, keeping its buffers.
@@ -169,9 +172,11 @@ func (w *walkMin) min(l, r int) int {
 
 // upTo returns #{candidates with lo ≤ t}.
 func (c *cands) loUpTo(t int64) int {
-	n, _ := slices.BinarySearch(c.lo, t+1)
-	return n
+	c.nearLo = gallop(c.lo, c.nearLo, t+1, i64)
+	return c.nearLo
 }
+
+func i64(x int64) int64 { return x }
 
 // add appends r's interval (hi unsorted until the caller sorts).
 func (c *cands) add(r rec) {
@@ -194,8 +199,8 @@ func addInst(m map[int16]*cands, r rec) {
 
 // hiBelow returns #{candidates with hi < t}.
 func (c *cands) hiBelow(t int64) int {
-	n, _ := slices.BinarySearch(c.hi, t)
-	return n
+	c.nearHi = gallop(c.hi, c.nearHi, t, i64)
+	return c.nearHi
 }
 
 // under computes the wrong rejections once (under-admission and isolation
