@@ -534,5 +534,8 @@ func (c *config) scaling(ctx context.Context, t *bench.Table) error {
 		growth := fmt.Sprintf("ns/event %.0f → %.0f → %.0f", perEv[0], perEv[1], perEv[2])
 		t.Add("scaling", fmt.Sprintf("checks, %d key(s): time and allocation by events", keys), strings.Join(cells, "; "), growth, "")
 	}
-	return nil
+	if err := c.checkMemory(ctx, t); err != nil {
+		return err
+	}
+	return c.scaleLarge(ctx, t)
 }
