@@ -71,6 +71,8 @@ func remainingHdr(h *hdr) (rem, lim int64, xrem int64, ok bool) {
 	return rem, lim, xrem, ok
 }
 
+// checkBounds is O(N): each response's report alone, then per key each
+// report against the 8 before it.
 func checkBounds(ix *index) Result {
 	col := ix.collector()
 	oc := ix.newObsCache()

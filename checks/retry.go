@@ -26,6 +26,9 @@ func maxWait(t *policy.Tier) time.Duration {
 	return w
 }
 
+// checkRetryAfter is O(N) plus, per refusal, a galloping search for the
+// first request after the advised time (O(log d) for d requests in
+// between) and a scan of the requests in flight with it.
 func checkRetryAfter(ix *index) Result {
 	if ix.h.Run.NoHeaders {
 		return Result{Verdict: Skip, Summary: "the history keeps no response headers, so no Retry-After can be read (" + ix.h.Run.Env + ")"}

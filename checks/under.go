@@ -423,6 +423,12 @@ func (ix *index) windowRoom(c *cands, r rec, l *policy.Limit, n float64) (v floa
 	return v, v >= 1, true
 }
 
+// checkUnder reads computeUnder: per key of n events, its candidates
+// sorted by hi (O(n log n)), then per refusal O(1) for a bucket's backward
+// walk (walkMin, built in O(n) per rate) plus galloping searches from the
+// previous refusal's answers, and for windows O(windows touched); the
+// refusals it attributes (at most maxAttributed per key) rebuild their
+// attribution window. O(N log N) over N events.
 func checkUnder(ix *index) Result {
 	res := ix.under()
 	col := ix.collector()
@@ -463,6 +469,10 @@ func limitNames(t *policy.Tier) string {
 
 const docIsolation = "Keys never share quota: fails when a refusal was provably wrong counting only the key's own traffic, is not explained by the key's own refused requests consuming too (that is self-inflicted: under-admission), and is explained once other keys' admissions in that interval are counted as if they shared the key's quota (the message names them); or when a key was served another tier's limit (X-RateLimit-Limit, or the limit of the declared RateLimit generation: RateLimit-Policy q, limit=, RateLimit-Limit)."
 
+// checkIsolation reads computeUnder's wrong refusals (see checkUnder) and
+// the tiers the headers reported (O(N)); each attributed refusal weighs the
+// other keys' admissions in its attribution window, O(w log w) for w
+// requests in it.
 func checkIsolation(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{}
