@@ -139,8 +139,8 @@ func (ix *index) judgeBucket(rs []rec, l *policy.Limit, sc *scratch, st *envStat
 // interval, serving the earliest deadline first as soon as the bucket holds
 // a token. Success is a witness that the admissions fit the bucket.
 func edfWitness(c []rec, K, r float64, sc *scratch) bool {
-	sc.lo = sc.lo[:0]
-	sc.hi = sc.hi[:0]
+	sc.lo = slices.Grow(sc.lo[:0], len(c))
+	sc.hi = slices.Grow(sc.hi[:0], len(c))
 	for _, x := range c {
 		sc.lo = append(sc.lo, x.lo)
 		sc.hi = append(sc.hi, x.hi)
@@ -154,8 +154,8 @@ func edfWitness(c []rec, K, r float64, sc *scratch) bool {
 func edfWitnessReverse(c []rec, K, r float64, sc *scratch) bool {
 	sc.ord = orderByHi(sc.ord, c)
 	slices.Reverse(sc.ord) // the order of equal hi does not change the schedule
-	sc.lo = sc.lo[:0]
-	sc.hi = sc.hi[:0]
+	sc.lo = slices.Grow(sc.lo[:0], len(c))
+	sc.hi = slices.Grow(sc.hi[:0], len(c))
 	for _, i := range sc.ord {
 		sc.lo = append(sc.lo, -c[i].hi)
 		sc.hi = append(sc.hi, -c[i].lo)
@@ -674,6 +674,7 @@ func (ix *index) evidence(key string, ct *cert, msg string) Evidence {
 // Admissions during a store fault (and its recovery grace) were made by the
 // declared failure mode and are judged by fail-mode instead.
 func admitted(dst, rs []rec, withVariants bool) []rec {
+	dst = slices.Grow(dst, len(rs)) // at most all of rs: one allocation, not log n
 	for _, r := range rs {
 		if r.out == history.Admitted && !r.fault && (withVariants || !r.variant) {
 			dst = append(dst, r)

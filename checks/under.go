@@ -61,6 +61,11 @@ type cands struct {
 	nearLo, nearHi int
 }
 
+// grow makes room for n more candidates at once.
+func (c *cands) grow(n int) {
+	c.lo, c.hi = slices.Grow(c.lo, n), slices.Grow(c.hi, n)
+}
+
 // reset empties c for another key, keeping its buffers.
 func (c *cands) reset() {
 	c.lo, c.hi = c.lo[:0], c.hi[:0]
@@ -232,6 +237,7 @@ func (ix *index) computeUnder() {
 		c.reset()
 		all.reset()
 		c.indexed, all.indexed = true, true
+		c.grow(len(g.recs))
 		// perInst: for limits declared per instance; all (allInst): for
 		// limits that count refused requests too, judged over every request.
 		var perInst, allInst map[int16]*cands
@@ -241,6 +247,9 @@ func (ix *index) computeUnder() {
 				perInst, allInst = map[int16]*cands{}, map[int16]*cands{}
 			}
 			countsAll = countsAll || l.CountsRejected()
+		}
+		if countsAll {
+			all.grow(len(g.recs))
 		}
 		for _, r := range g.recs {
 			if r.out != history.Rejected {
