@@ -235,7 +235,7 @@ func (c *config) auditRow(ctx context.Context, t *bench.Table) error {
 		return fmt.Errorf("rlverify audit: %w: %.500s", err, lastLines(buf.String(), 5))
 	}
 	wall := time.Since(t0)
-	plans := strings.Count(buf.String(), "audit: ") // one progress line per plan
+	plans := strings.Count("\n"+buf.String(), "\naudit: ") // one progress line per plan
 	t.Add("audit", "`rlverify audit --target` of `rlverify serve` (every plan, one round)",
 		fmt.Sprintf("%s wall, %d plans, peak RSS %s", wall.Round(100*time.Millisecond), plans, mb(peak)), "", "")
 	return nil
