@@ -477,7 +477,13 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	}
 	if sum.Requests > 0 && allUnreachable(h) {
 		why, n := commonestErr(h)
-		return nil, runErr(fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, histFile))
+		err := fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, histFile)
+		if h.End != nil && h.End.Interrupted && strings.HasPrefix(h.End.Reason, "interrupted") {
+			// A signal ended the run: that, not the target, is why the
+			// requests in flight got no answer.
+			return nil, &exitError{code: ExitInterrupted, err: fmt.Errorf("run interrupted: %w", err)}
+		}
+		return nil, runErr(err)
 	}
 	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, dir: dir, report: rh.report, runE: runE}, nil
 }
