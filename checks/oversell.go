@@ -431,8 +431,17 @@ func checkRegions(ix *index) Result {
 // refusalsShowSharedState returns the first key (in key order) whose
 // refusals show that the instances share state, "" when none does.
 func (ix *index) refusalsShowSharedState() string {
+	// A limiter that charges refused requests (under-admission found a
+	// refusal that only the key's own refusals explain) is judged with its
+	// refusals as consumption; any other with its admissions alone, since
+	// requests sent together cannot be ordered and counting every one of
+	// them would hide the evidence of a concurrent burst.
+	chargesRefusals := false
+	for _, w := range ix.under().wrong {
+		chargesRefusals = chargesRefusals || w.self
+	}
 	for gi := range ix.groups {
-		if g := &ix.groups[gi]; ix.refusalShowsSharedState(g) {
+		if g := &ix.groups[gi]; ix.refusalShowsSharedState(g, chargesRefusals) {
 			return g.key
 		}
 	}
@@ -443,16 +452,19 @@ func (ix *index) refusalsShowSharedState() string {
 // of g (by the limit, outside fault windows) that the instance's own
 // requests left room for under every limit, timing tolerance included:
 // only consumption seen through shared state explains such a refusal, so
-// the instances do not keep the key's state each on their own. The
-// instance's refused requests count as consumption too, so a limiter whose
-// refusals cost (HAProxy's request rate counts every request) is not
-// mistaken for shared state.
-func (ix *index) refusalShowsSharedState(g *group) bool {
+// the instances do not keep the key's state each on their own. With
+// chargesRefusals the instance's refused requests count as consumption too,
+// so a limiter whose refusals cost (HAProxy's request rate counts every
+// request) is not mistaken for shared state.
+func (ix *index) refusalShowsSharedState(g *group, chargesRefusals bool) bool {
 	if g.tier == nil || g.insts < 2 {
 		return false
 	}
 	own := map[int16]*cands{}
 	for _, r := range g.recs {
+		if r.out == history.Rejected && !chargesRefusals {
+			continue
+		}
 		c := own[r.inst]
 		if c == nil {
 			c = &cands{}
@@ -464,7 +476,12 @@ func (ix *index) refusalShowsSharedState(g *group) bool {
 	for _, c := range own {
 		slices.Sort(c.hi)
 	}
-	// r itself is among its instance's candidates: room is asked with self 1.
+	// With refusals as consumption r itself is among its instance's
+	// candidates: room is asked with self 1.
+	self := 0.0
+	if chargesRefusals {
+		self = 1
+	}
 	empty := &cands{}
 	for _, r := range g.recs {
 		if r.out != history.Rejected || r.variant || !r.limit || r.fault {
@@ -478,7 +495,7 @@ func (ix *index) refusalShowsSharedState(g *group) bool {
 		rt.lo -= ix.tol
 		roomy := true
 		for li := range g.tier.Limits {
-			if _, ok, dec := ix.room(c, rt, &g.tier.Limits[li], 1); !ok || !dec {
+			if _, ok, dec := ix.room(c, rt, &g.tier.Limits[li], self); !ok || !dec {
 				roomy = false
 				break
 			}
