@@ -21,11 +21,13 @@ import (
 
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/envs/docker"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
-	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/service"
 	"github.com/rlverify/rlverify/thresholds"
 )
 
@@ -156,12 +158,12 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 func addEnvFlags(fl *pflag.FlagSet, f *attackFlags, envUsage string) {
 	fl.StringVar(&f.env, "env", "embedded", envUsage)
 	fl.IntVar(&f.redisCluster, "redis-cluster", 0, "local env: run a Redis Cluster of this many nodes (3 or more)")
-	fl.StringVar(&f.redisImage, "redis-image", "", "docker env: Redis image (default $"+targets.EnvRedisImage+" or "+targets.DefaultRedisImage+")")
-	fl.StringVar(&f.limiterImage, "limiter-image", "", "docker env: rlverify image for the limiter instances (default $"+targets.EnvLimiterImage+" or "+targets.DefaultLimiterImage+")")
+	fl.StringVar(&f.redisImage, "redis-image", "", "docker env: Redis image (default $"+docker.EnvRedisImage+" or "+docker.DefaultRedisImage+")")
+	fl.StringVar(&f.limiterImage, "limiter-image", "", "docker env: rlverify image for the limiter instances (default $"+docker.EnvLimiterImage+" or "+docker.DefaultLimiterImage+")")
 	fl.StringVar(&f.limiterBinary, "limiter-binary", "", "docker env: static rlverify binary to build the limiter image from when it is missing")
 	fl.BoolVar(&f.noPull, "no-pull", false, "docker env: never pull an image; fail if one is not present locally")
 	fl.IntVar(&f.regions, "regions", 0, "run the reference token bucket in this many regions, each with --instances instances and its own Redis (embedded and docker; default: the plan's)")
-	fl.StringVar(&f.regionMode, "region-mode", targets.RegionReplicated, "how regions share the quota: replicated (local replicas + reconciliation), strict (one global store), independent (no sharing)")
+	fl.StringVar(&f.regionMode, "region-mode", service.RegionReplicated, "how regions share the quota: replicated (local replicas + reconciliation), strict (one global store), independent (no sharing)")
 	fl.DurationVar(&f.regionSync, "region-sync", 100*time.Millisecond, "reconciliation interval between regions (replicated mode)")
 	fl.DurationVar(&f.regionLat, "region-latency", 20*time.Millisecond, "one-way latency between regions")
 }
@@ -288,8 +290,8 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", plan.Name, f.seed)))
 		runID = hex.EncodeToString(sum[:3])
 	}
-	if instances < 1 || instances > targets.MaxInstances {
-		return nil, usageErr("--instances %d: want 1 … %d", instances, targets.MaxInstances)
+	if instances < 1 || instances > envs.MaxInstances {
+		return nil, usageErr("--instances %d: want 1 … %d", instances, envs.MaxInstances)
 	}
 
 	if f.maxHeaderBytes < 0 || f.maxHeaders < 0 {
@@ -309,8 +311,8 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	run := history.Run{Env: f.env, Policy: pol.Source}
 	defPath := attacks.DefaultPath
 	declared := pol
-	var env targets.Environment
-	spec := targets.Spec{Instances: instances, RedisURL: f.redisURL, Log: func(format string, a ...any) {
+	var env envs.Environment
+	spec := envs.Spec{Instances: instances, RedisURL: f.redisURL, Log: func(format string, a ...any) {
 		if !f.quiet {
 			fmt.Fprintf(stderr, format+"\n", a...)
 		}
@@ -330,7 +332,7 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 			store = catalog.Redis
 		}
 		if f.regions > 1 {
-			spec.Regions = &targets.RegionSpec{Regions: f.regions, Mode: f.regionMode, Sync: f.regionSync, Latency: f.regionLat}
+			spec.Regions = &envs.RegionSpec{Regions: f.regions, Mode: f.regionMode, Sync: f.regionSync, Latency: f.regionLat}
 		}
 		entry, err := catalog.Lookup(f.limiter, store)
 		if err != nil && f.store == "" && f.regions <= 1 {
@@ -350,7 +352,7 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 			return nil, err
 		}
 		run.Limiter, run.Target = entry.Name, entry.Name
-		env = targets.Embedded{}
+		env = envs.Embedded{}
 	case "local", "docker":
 		entry, err := catalog.Lookup(f.limiter, catalog.Redis)
 		if err != nil {
@@ -367,15 +369,15 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 			if f.env == "local" {
 				return nil, usageErr("--regions runs on the embedded and docker environments")
 			}
-			spec.Regions = &targets.RegionSpec{Regions: f.regions, Mode: f.regionMode, Sync: f.regionSync, Latency: f.regionLat}
+			spec.Regions = &envs.RegionSpec{Regions: f.regions, Mode: f.regionMode, Sync: f.regionSync, Latency: f.regionLat}
 		}
 		if f.env == "local" {
-			env = targets.Local{Cluster: f.redisCluster}
+			env = envs.Local{Cluster: f.redisCluster}
 		} else {
 			if f.redisURL != "" || f.redisCluster > 0 {
 				return nil, usageErr("--env docker starts its own Redis container: --redis and --redis-cluster do not apply")
 			}
-			env = targets.Docker{RedisImage: f.redisImage, LimiterImage: f.limiterImage, Binary: f.limiterBinary, NoPull: f.noPull}
+			env = docker.Docker{RedisImage: f.redisImage, LimiterImage: f.limiterImage, Binary: f.limiterBinary, NoPull: f.noPull}
 		}
 	case "external":
 		if len(f.targetURLs) == 0 {

@@ -14,9 +14,9 @@ import (
 
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
-	"github.com/rlverify/rlverify/targets"
 )
 
 func auditCmd() *cobra.Command {
@@ -109,7 +109,7 @@ func needsFaults(kinds ...string) func(a *auditScope) string {
 	return func(a *auditScope) string {
 		for _, k := range kinds {
 			if !a.faults[k] {
-				if a.env == "external" && (k == targets.FaultStoreDown || k == targets.FaultStoreSlow) {
+				if a.env == "external" && (k == envs.FaultStoreDown || k == envs.FaultStoreSlow) {
 					return fmt.Sprintf("no way to inject %s: give --store-proxy, --toxiproxy or --on-inject %s=… (see docs/environments.md)", k, k)
 				}
 				if a.env == "external" {
@@ -167,10 +167,10 @@ var auditPlans = []auditPlan{
 	{"multi-instance", severalInstances},
 	{"retry-elsewhere", severalInstances},
 	{"global-guard", globalGuard},
-	{"store-outage", needsFaults(targets.FaultStoreDown)},
-	{"slow-store", needsFaults(targets.FaultStoreSlow)},
-	{"rules-unavailable", needsFaults(targets.FaultRulesDown)},
-	{"clock-skew", needsFaults(targets.FaultClockSkew)},
+	{"store-outage", needsFaults(envs.FaultStoreDown)},
+	{"slow-store", needsFaults(envs.FaultStoreSlow)},
+	{"rules-unavailable", needsFaults(envs.FaultRulesDown)},
+	{"clock-skew", needsFaults(envs.FaultClockSkew)},
 	{"regions", embeddedOnly},
 }
 
@@ -209,15 +209,15 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 	scope := &auditScope{pol: pol, env: f.env, instances: len(f.targetURLs), faults: map[string]bool{}}
 	if f.env != "external" {
 		scope.instances = 3 // the built-in environments start what a plan needs
-		for _, k := range []string{targets.FaultStoreDown, targets.FaultStoreSlow, targets.FaultClockSkew, targets.FaultRulesDown} {
+		for _, k := range []string{envs.FaultStoreDown, envs.FaultStoreSlow, envs.FaultClockSkew, envs.FaultRulesDown} {
 			scope.faults[k] = true
 		}
 	} else {
 		proxy := len(f.ext.storeProxies) > 0 || f.ext.toxiproxy != ""
-		scope.faults[targets.FaultStoreDown] = proxy
-		scope.faults[targets.FaultStoreSlow] = proxy
+		scope.faults[envs.FaultStoreDown] = proxy
+		scope.faults[envs.FaultStoreSlow] = proxy
 		for _, s := range f.ext.onInject {
-			if h, err := targets.ParseHook("inject", s); err == nil {
+			if h, err := envs.ParseHook("inject", s); err == nil {
 				scope.faults[h.Kind] = true
 			}
 		}

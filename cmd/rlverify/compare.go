@@ -16,7 +16,7 @@ import (
 
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/reports"
-	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/service"
 )
 
 func compareCmd() *cobra.Command {
@@ -199,7 +199,7 @@ func parseRegionSetting(s string, f *attackFlags) error {
 	if len(parts) > 3 || parts[0] == "" {
 		return fmt.Errorf("--region-setting %q: want MODE[/SYNC[/LATENCY]], e.g. replicated/100ms/20ms", s)
 	}
-	if err := targets.CheckRegionMode(parts[0]); err != nil {
+	if err := service.CheckRegionMode(parts[0]); err != nil {
 		return fmt.Errorf("--region-setting %q: %w", s, err)
 	}
 	f.regionMode = parts[0]

@@ -11,7 +11,7 @@ import (
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policies"
 	"github.com/rlverify/rlverify/reports"
-	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/service"
 )
 
 // valueCompletion completes one flag's values.
@@ -37,7 +37,7 @@ var completions = map[string]valueCompletion{
 	"fail-on":     {values: failOnValues, list: true},
 	"env":         {values: fixed("embedded", "local", "docker", "external")},
 	"store":       {values: fixed(catalog.Memory, catalog.Redis)},
-	"region-mode": {values: fixed(targets.RegionReplicated, targets.RegionStrict, targets.RegionIndependent)},
+	"region-mode": {values: fixed(service.RegionReplicated, service.RegionStrict, service.RegionIndependent)},
 	"from":        {values: importers.Formats},
 	"identity":    {values: fixed("header:", "bearer", "query:", "cookie:"), open: true},
 	"threshold":   {values: thresholdExamples, open: true},

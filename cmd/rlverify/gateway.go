@@ -8,11 +8,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/envs/gateway"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
-	"github.com/rlverify/rlverify/targets"
-	"github.com/rlverify/rlverify/targets/gateway"
 )
 
 // honestPolicyFile is where a gateway run writes the policy the gateway
@@ -27,7 +27,7 @@ const honestPolicyFile = "honest-policy.yaml"
 // gateway's honest policy). It writes the honest policy next to the history
 // and notes what the gateway does not keep. ok is false for every other
 // limiter.
-func gatewaySetup(f *attackFlags, pol *policy.Policy, spec *targets.Spec, run *history.Run) (env targets.Environment, judged *policy.Policy, ok bool, err error) {
+func gatewaySetup(f *attackFlags, pol *policy.Policy, spec *envs.Spec, run *history.Run) (env envs.Environment, judged *policy.Policy, ok bool, err error) {
 	entry, lerr := catalog.Lookup(f.limiter, "")
 	if lerr != nil || entry.Gateway == nil {
 		if f.honest {
@@ -83,4 +83,4 @@ func gatewayForm(g *catalog.Gateway) string {
 
 // unavailable reports an implementation that cannot run on this machine (a
 // gateway whose program is not installed, no Docker): compare skips it.
-func unavailable(err error) bool { return errors.Is(err, targets.ErrUnavailable) }
+func unavailable(err error) bool { return errors.Is(err, envs.ErrUnavailable) }

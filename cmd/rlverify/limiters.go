@@ -8,10 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify/envs/gateway"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policies"
 	"github.com/rlverify/rlverify/policy"
-	"github.com/rlverify/rlverify/targets/gateway"
 )
 
 func limitersCmd() *cobra.Command {

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlverify/rlverify/limiters/catalog"
-	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/service"
 )
 
 func serveCmd() *cobra.Command {
@@ -52,17 +52,17 @@ Anyone who reaches it can break the limiter: never expose it.`,
 				return usageErr("--redis-latency %s: want 0 … 5s", redisLatency)
 			}
 			if regionMode != "" {
-				if err := targets.CheckRegionMode(regionMode); err != nil {
+				if err := service.CheckRegionMode(regionMode); err != nil {
 					return usageErr("--region-mode: %w", err)
 				}
 			}
 			if controlToken == "" {
-				controlToken = os.Getenv(targets.EnvControlToken)
+				controlToken = os.Getenv(service.EnvControlToken)
 			}
 			if control && controlToken == "" && !loopbackListen(addr) {
-				return usageErr("--control on %s: the control endpoint lets anyone who reaches it break the limiter; on an address other than loopback give --control-token TOKEN (or $%s)", addr, targets.EnvControlToken)
+				return usageErr("--control on %s: the control endpoint lets anyone who reaches it break the limiter; on an address other than loopback give --control-token TOKEN (or $%s)", addr, service.EnvControlToken)
 			}
-			opts := targets.StandaloneOptions{
+			opts := service.StandaloneOptions{
 				Policy: pol.WithAlgorithm(entry.Algorithm), Entry: entry, RedisAddr: redisAddr, RedisLatency: redisLatency,
 				ClockOffset: clockOffset, RegionMode: regionMode, Control: control, ControlToken: controlToken, Name: addr,
 				Logf: func(format string, args ...any) {
@@ -70,9 +70,9 @@ Anyone who reaches it can break the limiter: never expose it.`,
 				},
 			}
 			if downstream != "" {
-				opts.Downstream = &targets.HTTPForwarder{URL: downstream, Client: &http.Client{Timeout: 5 * time.Second}}
+				opts.Downstream = &service.HTTPForwarder{URL: downstream, Client: &http.Client{Timeout: 5 * time.Second}}
 			}
-			h, release, err := targets.NewStandalone(opts)
+			h, release, err := service.NewStandalone(opts)
 			if err != nil {
 				return runErr(err)
 			}
@@ -97,7 +97,7 @@ Anyone who reaches it can break the limiter: never expose it.`,
 	newRedisFlag(fl, &redisAddr, true, "Redis of --store redis: redis://HOST:PORT")
 	fl.StringVar(&downstream, "downstream", "", "URL admitted requests are forwarded to (e.g. an rlverify sink)")
 	fl.BoolVar(&control, "control", false, "serve the control endpoint /_rlverify/ (fault injection, regional drain) — for test harnesses only")
-	fl.StringVar(&controlToken, "control-token", "", "require Authorization: Bearer TOKEN on the control endpoint (needed to serve it beyond loopback; default $"+targets.EnvControlToken+")")
+	fl.StringVar(&controlToken, "control-token", "", "require Authorization: Bearer TOKEN on the control endpoint (needed to serve it beyond loopback; default $"+service.EnvControlToken+")")
 	fl.DurationVar(&clockOffset, "clock-offset", 0, "shift this instance's clock (e.g. 2s or -2s): a limiter that trusts instance clocks sees it")
 	fl.StringVar(&regionMode, "region-mode", "", "run the reference token bucket as one instance of a region: replicated, strict or independent")
 	fl.DurationVar(&redisLatency, "redis-latency", 0, "delay every exchange with Redis by this much each way (a store in another region)")
@@ -114,7 +114,7 @@ it receives counts as an arrival for the key in X-RL-Key (or X-API-Key).
 rlverify attack --sink URL reads GET /_sink/stats at the end of a run.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			s := targets.NewSink(nil)
+			s := service.NewSink(nil)
 			return serveUntilDone(c.Context(), addr, s, func(a string) {
 				fmt.Fprintf(c.ErrOrStderr(), "rlverify sink: listening on http://%s\n", a)
 			})
@@ -130,7 +130,7 @@ func serveUntilDone(ctx context.Context, addr string, h http.Handler, started fu
 	if err != nil {
 		return runErr(fmt.Errorf("listen on %s: %w", addr, err))
 	}
-	srv := targets.Server(h)
+	srv := service.Server(h)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	started(ln.Addr().String())
