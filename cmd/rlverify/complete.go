@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/importers"
@@ -29,7 +30,7 @@ type valueCompletion struct {
 // bash|zsh|fish), by flag name, for every command that has the flag.
 var completions = map[string]valueCompletion{
 	"plan":        {values: builtinPlanNames, files: true},
-	"plans":       {values: auditPlanNames, list: true},
+	"plans":       {values: rlverify.AuditPlanNames, list: true},
 	"limiter":     {values: limiterNames},
 	"policy":      {values: policies.Names, files: true},
 	"checks":      {values: checks.Names, list: true},
