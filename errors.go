@@ -23,3 +23,10 @@ func optionWrap(err error) error {
 	}
 	return &OptionError{Err: err}
 }
+
+// InterruptedError is a run that ctx (a signal) ended before anything
+// could be judged (exit code 130).
+type InterruptedError struct{ Err error }
+
+func (e *InterruptedError) Error() string { return "run interrupted: " + e.Err.Error() }
+func (e *InterruptedError) Unwrap() error { return e.Err }

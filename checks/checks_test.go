@@ -129,6 +129,14 @@ func TestFixtureFigures(t *testing.T) {
 	assert.Equal(t, CausePerInstanceState, r.Evidence[0].Cause)
 	assert.Equal(t, 3.0, r.Figures["instances"])
 
+	// An instance that charges its refused requests refuses with room left
+	// by its admissions alone: per-instance state still, not shared state.
+	h, p, _, _ = loadFixture(t, "testdata/instances-bad-refusals-cost.jsonl")
+	r = Run(h, p, Options{Only: []string{"instances"}})[0]
+	require.Equal(t, Fail, r.Verdict)
+	assert.Equal(t, CausePerInstanceState, r.Evidence[0].Cause)
+	assert.Contains(t, r.Evidence[0].Message, "state kept per instance")
+
 	h, p, _, _ = loadFixture(t, "testdata/oversell-bad-burst.jsonl")
 	r = Run(h, p, Options{Only: []string{"oversell"}, MaxEvidence: 1})[0]
 	assert.Equal(t, "12 requests admitted in 5ms; a bucket of K=10 refilling at 5/s allows at most 10", r.Evidence[0].Message)

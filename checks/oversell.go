@@ -412,19 +412,17 @@ func checkRegions(ix *index) Result {
 		figs, fmt.Sprintf("%s overran the declared tolerance", plural(col.total, "key", "keys")))
 }
 
-// eachInstanceFits reports whether the requests of a certificate, split by
-// instance, each fit the limit alone.
 // refusalShowsSharedState reports whether some instance refused a request
 // of g (by the limit, outside fault windows) that the instance's own
-// admissions left room for under every limit, timing tolerance included:
+// requests left room for under every limit, timing tolerance included:
 // only consumption seen through shared state explains such a refusal, so
-// the instances do not keep the key's state each on their own.
+// the instances do not keep the key's state each on their own. The
+// instance's refused requests count as consumption too, so a limiter whose
+// refusals cost (HAProxy's request rate counts every request) is not
+// mistaken for shared state.
 func (ix *index) refusalShowsSharedState(g *group) bool {
 	own := map[int16]*cands{}
 	for _, r := range g.recs {
-		if r.out == history.Rejected {
-			continue
-		}
 		c := own[r.inst]
 		if c == nil {
 			c = &cands{}
@@ -436,6 +434,7 @@ func (ix *index) refusalShowsSharedState(g *group) bool {
 	for _, c := range own {
 		slices.Sort(c.hi)
 	}
+	// r itself is among its instance's candidates: room is asked with self 1.
 	empty := &cands{}
 	for _, r := range g.recs {
 		if r.out != history.Rejected || r.variant || !r.limit || r.fault {
@@ -449,7 +448,7 @@ func (ix *index) refusalShowsSharedState(g *group) bool {
 		rt.lo -= ix.tol
 		roomy := true
 		for li := range g.tier.Limits {
-			if _, ok, dec := ix.room(c, rt, &g.tier.Limits[li], 0); !ok || !dec {
+			if _, ok, dec := ix.room(c, rt, &g.tier.Limits[li], 1); !ok || !dec {
 				roomy = false
 				break
 			}
@@ -461,6 +460,8 @@ func (ix *index) refusalShowsSharedState(g *group) bool {
 	return false
 }
 
+// eachInstanceFits reports whether the requests of a certificate, split by
+// instance, each fit the limit alone.
 func (ix *index) eachInstanceFits(ct *cert, l *policy.Limit) bool {
 	by := map[int16][]rec{}
 	for _, r := range ct.recs {

@@ -70,6 +70,10 @@ func fromLib(err error) error {
 	if errors.As(err, &oe) {
 		return usageWrap(err)
 	}
+	var ie *rlverify.InterruptedError
+	if errors.As(err, &ie) {
+		return &exitError{code: ExitInterrupted, err: err}
+	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,4 +156,78 @@ func TestCheckOutMissingDirectory(t *testing.T) {
 	require.Equal(t, ExitRun, code, stderr)
 	require.Empty(t, stdout, "no verdict printed for a run whose reports cannot be written")
 	require.Contains(t, stderr, "--out")
+}
+
+// hangingTarget answers no request until the request is cancelled.
+func hangingTarget(t *testing.T) string {
+	t.Helper()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	return srv.URL
+}
+
+// requireCancelled checks that the run in dir kept its requests in flight
+// as cancelled, each cut off well before its --timeout.
+func requireCancelled(t *testing.T, dir string, timeout time.Duration) {
+	t.Helper()
+	h, err := history.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
+	require.NoError(t, err)
+	require.NotNil(t, h.End)
+	require.NotEmpty(t, h.Events)
+	cancelled := 0
+	for _, e := range h.Events {
+		require.Equal(t, 0, e.Status)
+		require.Less(t, time.Duration(e.Recv-e.Sent), timeout/2, "event %d waited for its timeout", e.ID)
+		if e.Err == history.ErrCancelled {
+			cancelled++
+		}
+	}
+	require.Positive(t, cancelled, "requests in flight at the stop are recorded as cancelled")
+}
+
+// Issue 17, item 1: a stop cuts off the requests in flight at once instead
+// of waiting for their --timeout.
+func TestStopCutsOffRequestsInFlight(t *testing.T) {
+	plan := writeFile(t, "hang.yaml", "name: hang\nphases:\n  - kind: rate\n    key: free-h\n    rate: 20/s\n    duration: 30s\n")
+	t.Run("--max-duration", func(t *testing.T) {
+		dir := t.TempDir()
+		start := time.Now()
+		_, stderr, code := rl(t, "attack", "--plan", plan, "--env", "external", "--target", hangingTarget(t),
+			"--timeout", "40s", "--max-duration", "2s", "--out", dir, "--quiet")
+		require.Less(t, time.Since(start), 15*time.Second, "the run ends at --max-duration, not after --timeout")
+		require.Equal(t, ExitRun, code, stderr)
+		requireCancelled(t, dir, 40*time.Second)
+	})
+	t.Run("SIGINT", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("builds the binary")
+		}
+		rlverifyBinary(t)
+		dir := t.TempDir()
+		code, stderr, _ := interrupt(t, syscall.SIGINT, 1500*time.Millisecond, "attack", "--plan", plan, "--env", "external",
+			"--target", hangingTarget(t), "--timeout", "10m", "--out", dir, "--quiet")
+		require.Equal(t, ExitInterrupted, code, stderr)
+		requireCancelled(t, dir, 10*time.Minute)
+	})
+}
+
+// Issue 17, item 2: --max-requests is a ceiling over the whole plan: a
+// later rate phase does not read a spent budget as "unlimited".
+func TestMaxRequestsIsACeilingAcrossPhases(t *testing.T) {
+	plan := writeFile(t, "two.yaml", "name: two\nphases:\n  - kind: rate\n    key: free-m\n    rate: 100/s\n    duration: 1s\n  - kind: rate\n    key: free-n\n    rate: 100/s\n    duration: 1s\n  - kind: burst\n    key: free-o\n    requests: 20\n")
+	dir := t.TempDir()
+	_, stderr, _ := rl(t, "attack", "--plan", plan, "--max-requests", "50", "--out", dir, "--quiet", "--fail-on", "none")
+	h, err := history.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
+	require.NoError(t, err, stderr)
+	require.LessOrEqual(t, len(h.Events), 50)
+	require.GreaterOrEqual(t, len(h.Events), 40, "the budget is spent, not skipped")
+	require.NotNil(t, h.End)
+	require.Contains(t, h.End.Reason, "--max-requests")
 }

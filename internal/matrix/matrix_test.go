@@ -94,3 +94,12 @@ func TestTimingDependentCellsAreUnstable(t *testing.T) {
 	assert.Nil(t, d.Tables[0].Columns[1].Unstable)
 	assert.Equal(t, map[[3]string]string{{"p", "gubernator/global", "headers"}: "pass", {"p", "gubernator/global", "instances"}: "skip", {"p", "token-bucket", "oversell"}: "pass"}, d.Stable())
 }
+
+func TestDifferencesLeaveUnstableCellsAlone(t *testing.T) {
+	committed := Table{Plan: "p", Columns: []Column{{Name: "x",
+		Checks:   map[string]string{"oversell": "pass", "headers": "fail", "instances": "pass"},
+		Unstable: map[string]string{"instances": "pass/fail"}}}}
+	got := Table{Plan: "p", Columns: []Column{{Name: "x", Checks: map[string]string{"oversell": "fail", "headers": "fail", "instances": "fail"}}}}
+	assert.Equal(t, []string{"p / x / oversell: pass → fail"}, committed.Differences(got))
+	assert.Empty(t, committed.Differences(committed))
+}

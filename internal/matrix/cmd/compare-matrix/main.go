@@ -8,17 +8,14 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/rlverify/rlverify/internal/matrix"
-	"github.com/rlverify/rlverify/reports"
 )
 
 func main() {
@@ -55,13 +52,13 @@ func run() error {
 		for _, p := range matrix.Plans {
 			var t matrix.Table
 			for r := 0; r < *runs; r++ {
-				got, err := compare(*bin, p.Name, filepath.Join(scratch, fmt.Sprintf("%s-%d", p.Name, r)))
+				got, err := matrix.Run(*bin, p.Name, filepath.Join(scratch, fmt.Sprintf("%s-%d", p.Name, r)), os.Stderr)
 				if err != nil {
 					// An environment that failed to start on a loaded
 					// machine (a Redis that did not answer in time) gets
 					// one more try.
 					fmt.Fprintf(os.Stderr, "compare-matrix: %v; once more\n", err)
-					got, err = compare(*bin, p.Name, filepath.Join(scratch, fmt.Sprintf("%s-%d-again", p.Name, r)))
+					got, err = matrix.Run(*bin, p.Name, filepath.Join(scratch, fmt.Sprintf("%s-%d-again", p.Name, r)), os.Stderr)
 				}
 				if err != nil {
 					return err
@@ -101,27 +98,4 @@ func run() error {
 		}
 	}
 	return nil
-}
-
-// compare runs one plan over every implementation and reads its comparison.
-func compare(bin, plan, out string) (matrix.Table, error) {
-	args := append(matrix.Args(plan), "--out", out, "--format", "json", "--fail-on", "none")
-	fmt.Fprintf(os.Stderr, "compare-matrix: %s %s\n", bin, strings.Join(args, " "))
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = nil, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return matrix.Table{}, fmt.Errorf("%s: %w", plan, err)
-	}
-	b, err := os.ReadFile(filepath.Join(out, "comparison.json"))
-	if err != nil {
-		return matrix.Table{}, err
-	}
-	var c reports.Comparison
-	if err := json.Unmarshal(b, &c); err != nil {
-		return matrix.Table{}, fmt.Errorf("%s: %w", plan, err)
-	}
-	if len(c.Columns) != len(matrix.Implementations) {
-		return matrix.Table{}, fmt.Errorf("%s: %d of %d implementations ran (is nginx/haproxy installed? bash scripts/install.sh --test)", plan, len(c.Columns), len(matrix.Implementations))
-	}
-	return matrix.FromComparison(&c), nil
 }
