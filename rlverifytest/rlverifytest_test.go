@@ -69,6 +69,7 @@ func TestVerifyFailsWithTheEvidence(t *testing.T) {
 		t.Run(tc.limiter, func(t *testing.T) {
 			h, pol := reference(t, tc.limiter)
 			failure := verify(t, h, pol, tc.plan)
+			t.Log(failure)
 			require.Contains(t, failure, tc.check)
 			require.Contains(t, failure, "\n    ", "the failing check's evidence lines follow it")
 		})
