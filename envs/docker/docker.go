@@ -205,51 +205,9 @@ func redisAlias(g int) string {
 
 // Start implements Environment.
 func (d Docker) Start(ctx context.Context, spec envs.Spec) (*envs.Stack, error) {
-	if spec.Policy == nil {
-		return nil, errors.New("docker: no policy")
-	}
-	n := spec.Instances
-	if n <= 0 {
-		n = 1
-	}
-	if n > envs.MaxInstances {
-		return nil, fmt.Errorf("docker: %d instances; at most %d", n, envs.MaxInstances)
-	}
-	store := spec.Store
-	if store == "" {
-		store = catalog.Redis
-	}
-	if store != catalog.Redis {
-		return nil, fmt.Errorf("docker: store %q: the docker environment keeps state in its Redis container (use --store redis)", store)
-	}
-	entry, err := catalog.Lookup(spec.Limiter, store)
+	p, err := d.plan(spec)
 	if err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	var regions *envs.RegionSpec
-	if spec.Regions != nil {
-		rs := *spec.Regions
-		if err := rs.Validate(); err != nil {
-			return nil, fmt.Errorf("docker: %w", err)
-		}
-		if entry.Name != "token-bucket" {
-			return nil, fmt.Errorf("docker: regions run the reference token-bucket limiter (got %s)", entry.Name)
-		}
-		if n*rs.Regions > envs.MaxInstances {
-			return nil, fmt.Errorf("docker: %d regions × %d instances; at most %d instances", rs.Regions, n, envs.MaxInstances)
-		}
-		regions = &rs
-	}
-	if spec.RedisURL != "" {
-		return nil, errors.New("docker: --redis is not used by the docker environment: it runs its own Redis container")
-	}
-	if spec.RedisCluster > 0 {
-		return nil, errors.New("docker: a Redis Cluster is not supported in containers (use --env local --redis-cluster N)")
-	}
-	declared := spec.Policy.WithAlgorithm(entry.Algorithm)
-	polYAML, err := PolicyYAML(declared)
-	if err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
+		return nil, err
 	}
 	logf := spec.Log
 	if logf == nil {
@@ -261,12 +219,125 @@ func (d Docker) Start(ctx context.Context, spec envs.Spec) (*envs.Stack, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-
-	configureTestcontainers()
 	began := time.Now()
+	ds, st, err := d.connect(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = st.Close()
+		}
+	}()
+	limImage, redisImage := d.limiterImage(), d.redisImage()
+	if err := d.ensureLimiterImage(ctx, ds.cli, limImage, logf); err != nil {
+		return nil, err
+	}
+	if err := d.checkImage(ctx, ds.cli, redisImage, "the Redis image (build "+LocalRedisImage+" with scripts/build-images.sh and set "+EnvRedisImage+"="+LocalRedisImage+")"); err != nil {
+		return nil, err
+	}
+	if err := ds.createNetwork(ctx, st); err != nil {
+		return nil, err
+	}
+	if err := ds.startStores(ctx, st, redisImage, p.regions, logf); err != nil {
+		return nil, err
+	}
+	lims, err := ds.limiterContainers(p, spec, limImage)
+	if err != nil {
+		return nil, err
+	}
+	logf("docker: starting %d %s container(s) (%s) and the sink", len(lims), p.entry.Name, limImage)
+	sinkURL, err := ds.startLimitersAndSink(ctx, st, lims, limImage)
+	if err != nil {
+		return nil, err
+	}
+	if os.Getenv(EnvDockerDebug) == "1" {
+		// Registered after the containers: runs before they are removed.
+		st.OnClose(func() error { ds.dumpLogs(logf); return nil })
+	}
+	st.Sink = &envs.RemoteSink{URL: sinkURL}
+	faults := &dockerFaults{ds: ds, instances: st.Instances, instanceFaults: p.regions == nil, control: service.ControlClient{Token: ds.controlToken}}
+	st.OnClose(faults.clearAll)
+	st.Faults = faults
+	ds.describe(st, p, len(lims), limImage, redisImage, time.Since(began))
+	if p.regions != nil && p.regions.Mode == service.RegionReplicated {
+		stop, err := ds.reconcile(st, p.declared, *p.regions, p.instances, logf)
+		if err != nil {
+			return nil, err
+		}
+		st.OnClose(func() error { stop(); return nil })
+	}
+	ok = true
+	return st, nil
+}
+
+// startPlan is a checked Spec: what Start builds.
+type startPlan struct {
+	instances int
+	entry     catalog.Entry
+	// regions is nil for a single-region stack.
+	regions  *envs.RegionSpec
+	declared *policy.Policy
+}
+
+// plan checks spec against what the docker environment can start.
+func (d Docker) plan(spec envs.Spec) (startPlan, error) {
+	var p startPlan
+	if spec.Policy == nil {
+		return p, errors.New("docker: no policy")
+	}
+	p.instances = spec.Instances
+	if p.instances <= 0 {
+		p.instances = 1
+	}
+	if p.instances > envs.MaxInstances {
+		return p, fmt.Errorf("docker: %d instances; at most %d", p.instances, envs.MaxInstances)
+	}
+	store := spec.Store
+	if store == "" {
+		store = catalog.Redis
+	}
+	if store != catalog.Redis {
+		return p, fmt.Errorf("docker: store %q: the docker environment keeps state in its Redis container (use --store redis)", store)
+	}
+	var err error
+	if p.entry, err = catalog.Lookup(spec.Limiter, store); err != nil {
+		return p, fmt.Errorf("docker: %w", err)
+	}
+	if spec.Regions != nil {
+		rs := *spec.Regions
+		if err := rs.Validate(); err != nil {
+			return p, fmt.Errorf("docker: %w", err)
+		}
+		if p.entry.Name != "token-bucket" {
+			return p, fmt.Errorf("docker: regions run the reference token-bucket limiter (got %s)", p.entry.Name)
+		}
+		if p.instances*rs.Regions > envs.MaxInstances {
+			return p, fmt.Errorf("docker: %d regions × %d instances; at most %d instances", rs.Regions, p.instances, envs.MaxInstances)
+		}
+		p.regions = &rs
+	}
+	if spec.RedisURL != "" {
+		return p, errors.New("docker: --redis is not used by the docker environment: it runs its own Redis container")
+	}
+	if spec.RedisCluster > 0 {
+		return p, errors.New("docker: a Redis Cluster is not supported in containers (use --env local --redis-cluster N)")
+	}
+	p.declared = spec.Policy.WithAlgorithm(p.entry.Algorithm)
+	if _, err := PolicyYAML(p.declared); err != nil {
+		return p, fmt.Errorf("docker: %w", err)
+	}
+	return p, nil
+}
+
+// connect opens the Docker client and the stack, whose last closer sweeps
+// away whatever carries the run's label.
+func (d Docker) connect(ctx context.Context, spec envs.Spec) (*dockerStack, *envs.Stack, error) {
+	configureTestcontainers()
 	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("docker: %w: %w", envs.ErrUnavailable, err)
+		return nil, nil, fmt.Errorf("docker: %w: %w", envs.ErrUnavailable, err)
 	}
 	ds := &dockerStack{cli: cli, runID: newRunID(), logger: tclog.NewNoopLogger(), controlToken: newRunID() + newRunID()}
 	if d.Verbose && spec.Log != nil {
@@ -283,22 +354,11 @@ func (d Docker) Start(ctx context.Context, spec envs.Spec) (*envs.Stack, error) 
 		defer cli.Close()
 		return ds.sweep()
 	})
-	ok := false
-	defer func() {
-		if !ok {
-			_ = st.Close()
-		}
-	}()
+	return ds, st, nil
+}
 
-	limImage := d.limiterImage()
-	if err := d.ensureLimiterImage(ctx, cli, limImage, logf); err != nil {
-		return nil, err
-	}
-	redisImage := d.redisImage()
-	if err := d.checkImage(ctx, cli, redisImage, "the Redis image (build "+LocalRedisImage+" with scripts/build-images.sh and set "+EnvRedisImage+"="+LocalRedisImage+")"); err != nil {
-		return nil, err
-	}
-
+// createNetwork makes the stack's private network.
+func (ds *dockerStack) createNetwork(ctx context.Context, st *envs.Stack) error {
 	nw, err := tcnetwork.New(ctx, tcnetwork.WithLabels(ds.labels))
 	if nw != nil {
 		ds.network = nw
@@ -309,64 +369,84 @@ func (d Docker) Start(ctx context.Context, spec envs.Spec) (*envs.Stack, error) 
 		})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("docker: create network: %w", err)
+		return fmt.Errorf("docker: create network: %w", err)
 	}
+	return nil
+}
 
-	// Redis: one container, one per region, or one global store for
-	// strict regions.
-	nRedis := 1
+// startStores starts Redis: one container, one per region, or one global
+// store for strict regions.
+func (ds *dockerStack) startStores(ctx context.Context, st *envs.Stack, image string, regions *envs.RegionSpec, logf func(string, ...any)) error {
+	n := 1
 	if regions != nil && regions.Mode != service.RegionStrict {
-		nRedis = regions.Regions
+		n = regions.Regions
 	}
-	for g := 0; g < nRedis; g++ {
-		r, err := ds.startRedis(ctx, st, redisImage, redisAlias(g), logf)
+	for g := 0; g < n; g++ {
+		r, err := ds.startRedis(ctx, st, image, redisAlias(g), logf)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		ds.redis = append(ds.redis, r)
 	}
+	return nil
+}
 
-	// The limiters: every container serves the control endpoint, through
-	// which clock-skew and rules-down reach it (and regions are drained).
-	// Published ports are on 127.0.0.1 only, but the endpoint breaks the
-	// limiter: each stack gets its own token (serve refuses the endpoint on
-	// 0.0.0.0 without one).
-	serve := []string{"serve", "--addr", "0.0.0.0:8080", "--limiter", entry.Name, "--store", "redis",
-		"--downstream", "http://sink:9090/", "--policy", "/policy.yaml", "--control", "--control-token", ds.controlToken}
+// configFile is where a limiter container reads its serve configuration.
+const configFile = "/rlverify-serve.yaml"
+
+// limiterContainers are the limiter containers of the plan, each given its
+// serve configuration as a file (service.Config, read by `rlverify serve
+// --config`). Every container serves the control endpoint, through which
+// clock-skew and rules-down reach it (and regions are drained). Published
+// ports are on 127.0.0.1 only, but the endpoint breaks the limiter: each
+// stack gets its own token (serve refuses the endpoint on 0.0.0.0 without
+// one).
+func (ds *dockerStack) limiterContainers(p startPlan, spec envs.Spec, image string) ([]containerSpec, error) {
 	var lims []containerSpec
-	addLimiter := func(alias string, args ...string) {
+	add := func(alias string, cfg service.Config) error {
+		cfg.Addr, cfg.Limiter, cfg.Store, cfg.Policy = "0.0.0.0:8080", p.entry.Name, catalog.Redis, p.declared
+		cfg.Downstream, cfg.Control, cfg.ControlToken = "http://sink:9090/", true, ds.controlToken
+		data, err := cfg.Marshal()
+		if err != nil {
+			return fmt.Errorf("docker: %s: %w", alias, err)
+		}
 		lims = append(lims, containerSpec{
-			role: "limiter", image: limImage, alias: alias, port: "8080/tcp",
-			cmd:   append(append([]string{}, serve...), args...),
-			files: []testcontainers.ContainerFile{{Reader: bytes.NewReader(polYAML), ContainerFilePath: "/policy.yaml", FileMode: 0o644}},
+			role: "limiter", image: image, alias: alias, port: "8080/tcp",
+			cmd:   []string{"serve", "--config", configFile},
+			files: []testcontainers.ContainerFile{{Reader: bytes.NewReader(data), ContainerFilePath: configFile, FileMode: 0o644}},
 			wait:  wait.ForHTTP("/healthz").WithPort("8080/tcp").WithStartupTimeout(90 * time.Second),
 		})
+		return nil
 	}
-	if regions == nil {
-		for i := 0; i < n; i++ {
-			args := []string{"--redis", "redis:6379"}
-			if sk := spec.Skew(i); sk != 0 {
-				args = append(args, "--clock-offset", sk.String())
-			}
-			addLimiter(fmt.Sprintf("limiter-%d", i), args...)
-		}
-	} else {
-		for g := 0; g < regions.Regions; g++ {
-			store := g
-			if regions.Mode == service.RegionStrict {
-				store = 0
-			}
-			for i := 0; i < n; i++ {
-				args := []string{"--redis", redisAlias(store) + ":6379", "--region-mode", regions.Mode}
-				if regions.Mode == service.RegionStrict && g > 0 {
-					args = append(args, "--redis-latency", regions.Latency.String())
-				}
-				addLimiter(fmt.Sprintf("limiter-r%d-%d", g, i), args...)
+	if p.regions == nil {
+		for i := 0; i < p.instances; i++ {
+			if err := add(fmt.Sprintf("limiter-%d", i), service.Config{Redis: "redis:6379", ClockOffset: policy.Duration(spec.Skew(i))}); err != nil {
+				return nil, err
 			}
 		}
+		return lims, nil
 	}
+	for g := 0; g < p.regions.Regions; g++ {
+		store := g
+		if p.regions.Mode == service.RegionStrict {
+			store = 0
+		}
+		for i := 0; i < p.instances; i++ {
+			cfg := service.Config{Redis: redisAlias(store) + ":6379", RegionMode: p.regions.Mode}
+			if p.regions.Mode == service.RegionStrict && g > 0 {
+				cfg.RedisLatency = policy.Duration(p.regions.Latency)
+			}
+			if err := add(fmt.Sprintf("limiter-r%d-%d", g, i), cfg); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return lims, nil
+}
 
-	// The sink and the limiters start together.
+// startLimitersAndSink starts the sink and the limiters together and
+// returns the sink's URL; the limiters' URLs become the stack's instances.
+func (ds *dockerStack) startLimitersAndSink(ctx context.Context, st *envs.Stack, lims []containerSpec, image string) (string, error) {
 	type result struct {
 		i   int
 		c   *testcontainers.DockerContainer
@@ -375,13 +455,12 @@ func (d Docker) Start(ctx context.Context, spec envs.Spec) (*envs.Stack, error) 
 	results := make(chan result, len(lims)+1)
 	go func() {
 		c, err := ds.run(ctx, st, containerSpec{
-			role: "sink", image: limImage, alias: "sink", port: "9090/tcp",
+			role: "sink", image: image, alias: "sink", port: "9090/tcp",
 			cmd:  []string{"sink", "--addr", "0.0.0.0:9090"},
 			wait: wait.ForHTTP("/healthz").WithPort("9090/tcp").WithStartupTimeout(90 * time.Second),
 		})
 		results <- result{-1, c, err}
 	}()
-	logf("docker: starting %d %s container(s) (%s) and the sink", len(lims), entry.Name, limImage)
 	for i, cs := range lims {
 		go func() {
 			c, err := ds.run(ctx, st, cs)
@@ -410,46 +489,34 @@ func (d Docker) Start(ctx context.Context, spec envs.Spec) (*envs.Stack, error) 
 		sinkURL = url
 	}
 	if firstErr != nil {
-		return nil, firstErr
+		return "", firstErr
 	}
 	for _, c := range ds.limiters {
 		url, err := endpoint(ctx, c, "8080/tcp")
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		st.Instances = append(st.Instances, url)
 	}
-	if os.Getenv(EnvDockerDebug) == "1" {
-		// Registered after the containers: runs before they are removed.
-		st.OnClose(func() error { ds.dumpLogs(logf); return nil })
-	}
-	st.Sink = &envs.RemoteSink{URL: sinkURL}
-	faults := &dockerFaults{ds: ds, instances: st.Instances, instanceFaults: regions == nil, control: service.ControlClient{Token: ds.controlToken}}
-	st.OnClose(faults.clearAll)
-	st.Faults = faults
+	return sinkURL, nil
+}
+
+// describe writes the stack's store description and notes.
+func (ds *dockerStack) describe(st *envs.Stack, p startPlan, limiters int, limImage, redisImage string, took time.Duration) {
 	var stores []string
 	for _, r := range ds.redis {
 		stores = append(stores, r.alias+" at "+r.addr)
 	}
 	st.StoreDesc = fmt.Sprintf("redis container(s) %s: %s", redisImage, strings.Join(stores, ", "))
 	st.Notes = append(st.Notes,
-		fmt.Sprintf("docker: %d %s container(s) from %s, %d Redis container(s) from %s, run label %s=%s; started in %s", len(lims), entry.Name, limImage, len(ds.redis), redisImage, LabelRun, ds.runID, time.Since(began).Round(10*time.Millisecond)),
+		fmt.Sprintf("docker: %d %s container(s) from %s, %d Redis container(s) from %s, run label %s=%s; started in %s", limiters, p.entry.Name, limImage, len(ds.redis), redisImage, LabelRun, ds.runID, took.Round(10*time.Millisecond)),
 		"docker: store-down stops the Redis container(s) (they restart empty: no persistence); store-slow pauses them")
-	if regions != nil {
-		st.Notes = append(st.Notes, "regions: "+regions.Describe()+" (docker: instances limiter-rG-I, stores "+strings.Join(stores, ", ")+")")
-		st.StoreDesc = regions.Describe() + "; " + st.StoreDesc
-		if regions.Mode == service.RegionReplicated {
-			stop, err := ds.reconcile(st, declared, *regions, n, logf)
-			if err != nil {
-				return nil, err
-			}
-			st.OnClose(func() error { stop(); return nil })
-		}
-	} else {
-		st.Notes = append(st.Notes, "docker: clock-skew and rules-down reach each container through its control endpoint (serve --control)")
+	if p.regions != nil {
+		st.Notes = append(st.Notes, "regions: "+p.regions.Describe()+" (docker: instances limiter-rG-I, stores "+strings.Join(stores, ", ")+")")
+		st.StoreDesc = p.regions.Describe() + "; " + st.StoreDesc
+		return
 	}
-	ok = true
-	return st, nil
+	st.Notes = append(st.Notes, "docker: clock-skew and rules-down reach each container through its control endpoint (serve --control)")
 }
 
 // containerSpec is one container of a stack.
