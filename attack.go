@@ -327,6 +327,7 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 func (p *Prepared) reference(entry catalog.Entry, pol *policy.Policy, store string) {
 	p.declared = pol.WithAlgorithm(entry.Algorithm)
 	p.spec.Policy, p.spec.Limiter, p.spec.Store = p.declared, entry.Name, store
+	p.spec.Entry = &entry
 	if lp := p.o.LimiterPolicy; lp != nil {
 		p.run.Notes = append(p.run.Notes, fmt.Sprintf("the reference limiter enforces %s, not the declared %s", lp.Source, p.declared.Source))
 		p.spec.Policy = lp.WithAlgorithm(entry.Algorithm)

@@ -35,7 +35,7 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 	if n > MaxInstances {
 		return nil, fmt.Errorf("embedded: %d instances; at most %d", n, MaxInstances)
 	}
-	entry, err := catalog.Lookup(spec.Limiter, spec.Store)
+	entry, err := spec.CatalogEntry(spec.Store)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}

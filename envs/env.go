@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/service"
 )
@@ -27,6 +28,9 @@ type Spec struct {
 	Policy *policy.Policy
 	// Limiter is the catalog name of the limiter implementation.
 	Limiter string
+	// Entry, when set, is Limiter's catalog entry for Store, already
+	// looked up (the environment then does not look it up again).
+	Entry *catalog.Entry
 	// Store is "memory" or "redis".
 	Store string
 	// RedisURL points at an existing Redis instead of starting one.
@@ -90,6 +94,15 @@ type SinkReader interface {
 	Read(ctx context.Context, start time.Time) ([]history.Sink, error)
 	// Describe names the source for notes and messages.
 	Describe() string
+}
+
+// CatalogEntry is spec's catalog entry for store: Entry when it is the one,
+// else looked up.
+func (spec Spec) CatalogEntry(store string) (catalog.Entry, error) {
+	if spec.Entry != nil && spec.Entry.Name == spec.Limiter && spec.Entry.Store == store {
+		return *spec.Entry, nil
+	}
+	return catalog.Lookup(spec.Limiter, store)
 }
 
 // Stack is a started environment.

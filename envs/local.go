@@ -66,7 +66,7 @@ func (l Local) Start(ctx context.Context, spec Spec) (*Stack, error) {
 	if store != catalog.Redis {
 		return nil, fmt.Errorf("local: store %q: the local environment keeps state in redis-server processes (use --store redis, or the embedded environment for memory)", store)
 	}
-	entry, err := catalog.Lookup(spec.Limiter, store)
+	entry, err := spec.CatalogEntry(store)
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}

@@ -302,7 +302,7 @@ func (d Docker) plan(spec envs.Spec) (startPlan, error) {
 		return p, fmt.Errorf("docker: store %q: the docker environment keeps state in its Redis container (use --store redis)", store)
 	}
 	var err error
-	if p.entry, err = catalog.Lookup(spec.Limiter, store); err != nil {
+	if p.entry, err = spec.CatalogEntry(store); err != nil {
 		return p, fmt.Errorf("docker: %w", err)
 	}
 	if spec.Regions != nil {
