@@ -58,6 +58,31 @@ func BenchmarkRunAll(b *testing.B) {
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
 }
 
+// BenchmarkRunAllKeys runs every check at 10^5 and 10^6 events over one
+// key and over 1,000 keys, reporting ns/event: with linear checkers the
+// figure stays flat across sizes and key distributions.
+func BenchmarkRunAllKeys(b *testing.B) {
+	p := benchPolicy()
+	for _, n := range []int{100_000, 1_000_000} {
+		for _, keys := range []int{1, 1000} {
+			b.Run(fmt.Sprintf("events=%d/keys=%d", n, keys), func(b *testing.B) {
+				h := benchHistory(n, keys)
+				b.ResetTimer()
+				cpu0 := processCPU()
+				for i := 0; i < b.N; i++ {
+					for _, r := range Run(h, p, Options{}) {
+						if r.Verdict == Fail {
+							b.Fatalf("%s fails on a correct bucket: %s", r.Name, r.Summary)
+						}
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/float64(b.N), "ns/event")
+				b.ReportMetric(float64(processCPU()-cpu0)/float64(n)/float64(b.N), "cpu-ns/event")
+			})
+		}
+	}
+}
+
 // BenchmarkOversell measures the oversell check alone (index included) at
 // several sizes and key counts, to state how it scales.
 func BenchmarkOversell(b *testing.B) {

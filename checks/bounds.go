@@ -71,6 +71,8 @@ func remainingHdr(h *hdr) (rem, lim int64, xrem int64, ok bool) {
 	return rem, lim, xrem, ok
 }
 
+// checkBounds is O(N): each response's report alone, then per key each
+// report against the 8 before it.
 func checkBounds(ix *index) Result {
 	col := ix.collector()
 	oc := ix.newObsCache()
@@ -135,26 +137,28 @@ func checkBounds(ix *index) Result {
 	}
 	// Pass 2, per key: for single-limit buckets, remaining never grows faster
 	// than the refill between two responses surely decided in order.
-	var prev []int // positions in g.recs
+	// prev holds the positions in g.recs of the last 8 reports, by np mod 8.
+	var prev [8]int
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		if g.tier == nil || len(g.tier.Limits) != 1 || !g.tier.Limits[0].Algorithm.Bucketed() {
 			continue
 		}
 		bucket := &g.tier.Limits[0]
-		prev = prev[:0]
+		rate := bucket.R()
+		np := 0
 		grems := rems[g.off : int(g.off)+len(g.recs)]
 		for j, r := range g.recs {
 			rem := grems[j]
 			if rem < 0 {
 				continue
 			}
-			for k := len(prev) - 1; k >= 0 && k >= len(prev)-8; k-- {
-				p, prem := g.recs[prev[k]], grems[prev[k]]
+			for k := np - 1; k >= 0 && k >= np-8; k-- {
+				p, prem := g.recs[prev[k%8]], grems[prev[k%8]]
 				if p.hi >= r.lo {
 					continue
 				}
-				gain := bucket.R() * float64(r.hi-p.lo) / 1e9
+				gain := rate * float64(r.hi-p.lo) / 1e9
 				bound := float64(prem) + gain
 				if r.out != history.Admitted {
 					bound++
@@ -168,7 +172,8 @@ func checkBounds(ix *index) Result {
 					break
 				}
 			}
-			prev = append(prev, j)
+			prev[np%8] = j
+			np++
 		}
 	}
 	figs := map[string]float64{"responses_with_remaining": float64(seen)}

@@ -31,6 +31,8 @@ type Measurement struct {
 // Measurements returns the measurements a calibration result carries.
 func Measurements(r Result) []Measurement { return r.Measured }
 
+// checkCalibration reads the calibration phases only: O(c log c) in their
+// c requests (sorted by send time), O(N) to find them.
 func checkCalibration(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{}

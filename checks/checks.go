@@ -366,9 +366,7 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 		g.key = keys[k]
 		g.recs = ix.recs[start[k] : start[k]+counts[k]]
 		g.off = start[k]
-		if !slices.IsSortedFunc(g.recs, cmpRec) {
-			slices.SortFunc(g.recs, cmpRec)
-		}
+		sortRecs(g.recs)
 		tierName := tierOf[k]
 		inst = inst[:0]
 		for j := range g.recs {
@@ -544,6 +542,76 @@ func Outcome(p *policy.Policy, e *history.Event) history.Outcome {
 		return history.Rejected
 	}
 	return history.Unknown
+}
+
+// sortRecs sorts rs by cmpRec. A key's records in file order are nearly
+// sorted already (out of order only among requests in flight together), so
+// an insertion sort with a budget of moves, O(n + moves), does it in
+// linear time; past the budget it falls back to O(n log n) pdqsort.
+func sortRecs(rs []rec) {
+	budget := 8*len(rs) + 64
+	for i := 1; i < len(rs); i++ {
+		x := rs[i]
+		j := i
+		for j > 0 && cmpRec(x, rs[j-1]) < 0 {
+			j--
+		}
+		if j == i {
+			continue
+		}
+		if budget -= i - j; budget < 0 {
+			slices.SortFunc(rs, cmpRec)
+			return
+		}
+		copy(rs[j+1:i+1], rs[j:i])
+		rs[j] = x
+	}
+}
+
+// searchLo returns the first index of rs (sorted by lo) with lo ≥ t, as
+// slices.BinarySearchFunc does, galloping out from near.
+func searchLo(rs []rec, near int, t int64) int {
+	return gallop(rs, near, t, func(x rec) int64 { return x.lo })
+}
+
+// gallop returns the first index of xs (sorted by key) whose key is ≥ t,
+// galloping out from near: O(log d) for an answer d places away, so a sweep
+// whose targets move forward stays linear where a binary search over the
+// whole slice costs O(log n) cache misses each time.
+func gallop[T any](xs []T, near int, t int64, key func(T) int64) int {
+	n := len(xs)
+	near = min(max(near, 0), n)
+	lo, hi := 0, n // the answer is in [lo, hi]
+	if near < n && key(xs[near]) < t {
+		lo = near + 1
+		for step := 1; near+step < n; step *= 2 {
+			if p := near + step; key(xs[p]) >= t {
+				hi = p
+				break
+			} else {
+				lo = p + 1
+			}
+		}
+	} else {
+		hi = near
+		for step := 1; near-step >= 0; step *= 2 {
+			if p := near - step; key(xs[p]) < t {
+				lo = p + 1
+				break
+			} else {
+				hi = p
+			}
+		}
+	}
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if key(xs[m]) < t {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 func cmpRec(a, b rec) int {

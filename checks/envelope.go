@@ -139,8 +139,8 @@ func (ix *index) judgeBucket(rs []rec, l *policy.Limit, sc *scratch, st *envStat
 // interval, serving the earliest deadline first as soon as the bucket holds
 // a token. Success is a witness that the admissions fit the bucket.
 func edfWitness(c []rec, K, r float64, sc *scratch) bool {
-	sc.lo = sc.lo[:0]
-	sc.hi = sc.hi[:0]
+	sc.lo = slices.Grow(sc.lo[:0], len(c))
+	sc.hi = slices.Grow(sc.hi[:0], len(c))
 	for _, x := range c {
 		sc.lo = append(sc.lo, x.lo)
 		sc.hi = append(sc.hi, x.hi)
@@ -152,13 +152,10 @@ func edfWitness(c []rec, K, r float64, sc *scratch) bool {
 // (the envelope K + r·(b−a) is symmetric in time): as late as possible,
 // latest release first.
 func edfWitnessReverse(c []rec, K, r float64, sc *scratch) bool {
-	sc.ord = sc.ord[:0]
-	for i := range c {
-		sc.ord = append(sc.ord, int32(i))
-	}
-	slices.SortFunc(sc.ord, func(a, b int32) int { return cmpI64(c[b].hi, c[a].hi) })
-	sc.lo = sc.lo[:0]
-	sc.hi = sc.hi[:0]
+	sc.ord = orderByHi(sc.ord, c)
+	slices.Reverse(sc.ord) // the order of equal hi does not change the schedule
+	sc.lo = slices.Grow(sc.lo[:0], len(c))
+	sc.hi = slices.Grow(sc.hi[:0], len(c))
 	for _, i := range sc.ord {
 		sc.lo = append(sc.lo, -c[i].hi)
 		sc.hi = append(sc.hi, -c[i].lo)
@@ -246,33 +243,14 @@ func edf(lo, hi []int64, K, r float64, sc *scratch) bool {
 
 // hallCert finds the interval [a, b] maximising the number of requests of c
 // that must be decided inside it minus what the bucket allows there. A
-// positive excess is a certificate.
+// positive excess is a certificate. The exact sweep (hallMax) runs only when
+// hallMayExceed cannot rule an excess out, so the answer is that of the
+// sweep alone; both are O(m log m) in the m requests of c.
 func hallCert(c []rec, K, r float64, l *policy.Limit, sc *scratch) (cert, bool) {
-	m := len(c)
-	base := c[0].lo
-	sc.ord = sc.ord[:0]
-	for i := range c {
-		sc.ord = append(sc.ord, int32(i))
+	if !hallMayExceed(c, K, r, sc) {
+		return cert{}, false
 	}
-	slices.SortFunc(sc.ord, func(a, b int32) int { return cmpI64(c[a].hi, c[b].hi) })
-	seg := &sc.seg
-	seg.init(m, func(k int) float64 { return r * float64(c[k].lo-base) })
-	best, bestK, bestB := math.Inf(-1), -1, int64(0)
-	for j := 0; j < m; {
-		b := c[sc.ord[j]].hi
-		for ; j < m && c[sc.ord[j]].hi == b; j++ {
-			seg.add(0, int(sc.ord[j]), 1)
-		}
-		// Candidates a = lo_k with lo_k ≤ b.
-		ub, _ := slices.BinarySearchFunc(c, b+1, func(x rec, t int64) int { return cmpI64(x.lo, t) })
-		if ub == 0 {
-			continue
-		}
-		v, k := seg.max(0, ub-1)
-		if ex := v - r*float64(b-base) - K; ex > best {
-			best, bestK, bestB = ex, k, b
-		}
-	}
+	best, bestK, bestB := hallMax(c, K, r, sc)
 	if best <= eps || bestK < 0 {
 		return cert{}, false
 	}
@@ -288,6 +266,172 @@ func hallCert(c []rec, K, r float64, l *policy.Limit, sc *scratch) (cert, bool) 
 		return cert{}, false
 	}
 	return ct, true
+}
+
+// hallMax sweeps b = hi over c (sorted by lo) in increasing order with a
+// max segment tree over the candidates a = lo_k: it returns the largest
+// excess count(lo ≥ a, hi ≤ b) − r·(b−a) − K, the first b reaching it and
+// the first such k. O(m log m) time in the m requests of c.
+func hallMax(c []rec, K, r float64, sc *scratch) (best float64, bestK int, bestB int64) {
+	m := len(c)
+	base := c[0].lo
+	sc.ord = sc.ord[:0]
+	for i := range c {
+		sc.ord = append(sc.ord, int32(i))
+	}
+	slices.SortFunc(sc.ord, func(a, b int32) int { return cmpI64(c[a].hi, c[b].hi) })
+	seg := &sc.seg
+	seg.init(m, func(k int) float64 { return r * float64(c[k].lo-base) })
+	best, bestK, bestB = math.Inf(-1), -1, 0
+	ub := 0
+	for j := 0; j < m; {
+		b := c[sc.ord[j]].hi
+		for ; j < m && c[sc.ord[j]].hi == b; j++ {
+			seg.add(0, int(sc.ord[j]), 1)
+		}
+		// Candidates a = lo_k with lo_k ≤ b.
+		ub = searchLo(c, ub, b+1)
+		if ub == 0 {
+			continue
+		}
+		v, k := seg.max(0, ub-1)
+		if ex := v - r*float64(b-base) - K; ex > best {
+			best, bestK, bestB = ex, k, b
+		}
+	}
+	return best, bestK, bestB
+}
+
+// orderByHi returns in ord the indices of c (sorted by lo) in increasing
+// hi; equal hi in any order. c sorted by lo is nearly sorted by hi (an
+// interval is short next to the gaps between many requests), so an
+// insertion sort with a budget of moves does it in linear time, else
+// pdqsort in O(m log m).
+func orderByHi(ord []int32, c []rec) []int32 {
+	ord = ord[:0]
+	for i := range c {
+		ord = append(ord, int32(i))
+	}
+	budget := 8*len(c) + 64
+	for i := 1; i < len(ord); i++ {
+		x := ord[i]
+		j := i
+		for j > 0 && c[ord[j-1]].hi > c[x].hi {
+			j--
+		}
+		if j == i {
+			continue
+		}
+		if budget -= i - j; budget < 0 {
+			slices.SortFunc(ord, func(a, b int32) int { return cmpI64(c[a].hi, c[b].hi) })
+			return ord
+		}
+		copy(ord[j+1:i+1], ord[j:i])
+		ord[j] = x
+	}
+	return ord
+}
+
+// hallChunk is the fewest requests in one chunk of hallMayExceed.
+const hallChunk = 256
+
+// hallMayExceed reports false only when no interval of c holds more
+// requests than the bucket allows (hallMax's excess is below −eps), with
+// work linear in c beyond one sort, instead of one segment tree over all
+// of c (which, for one key of 10^6 requests, is cache-bound). With S the
+// widest interval of c, every pair (a, b) is one of two kinds:
+//   - b − a ≥ S: a request with lo < a ends before a + S ≤ b, so
+//     count(lo ≥ a, hi ≤ b) = #{hi ≤ b} − #{lo < a}, and the best a for
+//     each b is a running minimum (two pointers over lo and hi order);
+//   - b − a < S: the requests counted have lo in [a, a+S), so they lie in
+//     a's chunk or the next one when chunks span at least S; hallMax over
+//     each pair of neighbouring chunks covers these pairs.
+//
+// Any other pair a chunk sweep sees counts a subset of its requests, a
+// lower bound, so the largest value found is the true maximum.
+func hallMayExceed(c []rec, K, r float64, sc *scratch) bool {
+	m := len(c)
+	if m <= 4*hallChunk {
+		return true
+	}
+	S := int64(0)
+	for _, x := range c {
+		S = max(S, x.hi-x.lo)
+	}
+	base := c[0].lo
+	sc.ord = orderByHi(sc.ord, c)
+	p, first := 0, 0    // c[:p] have lo ≤ b − S; first starts c[p−1]'s run of equal lo
+	minH := math.Inf(1) // min over a = lo_k ≤ b − S of #{lo < a} − r·a
+	for j := 0; j < m; {
+		b := c[sc.ord[j]].hi
+		for j < m && c[sc.ord[j]].hi == b {
+			j++
+		}
+		for p < m && c[p].lo <= b-S {
+			if p == 0 || c[p].lo != c[p-1].lo {
+				first = p
+			}
+			minH = math.Min(minH, float64(first)-r*float64(c[p].lo-base))
+			p++
+		}
+		if p > 0 && float64(j)-r*float64(b-base)-minH-K > -eps {
+			return true
+		}
+	}
+	// Near pairs, by a scan back from each b over the a in (b − S, b] while
+	// that stays cheap (few requests per S, as for one key at any rate a
+	// limiter allows), else by chunks.
+	work := 0
+	for j, ub := 0, 0; j < m; j++ {
+		b := c[sc.ord[j]].hi
+		for ub < m && c[ub].lo <= b {
+			ub++
+		}
+		cnt := 0
+		for k := ub - 1; k >= 0 && c[k].lo > b-S; k-- {
+			if c[k].hi <= b {
+				cnt++
+			}
+			if (k == 0 || c[k-1].lo != c[k].lo) && float64(cnt)-r*float64(b-c[k].lo)-K > -eps {
+				return true
+			}
+			work++
+		}
+		if work > hallScan*m {
+			return hallNearChunks(c, S, K, r, sc)
+		}
+	}
+	return false
+}
+
+// hallScan bounds the average scan per request in hallMayExceed.
+const hallScan = 32
+
+// hallNearChunks is hallMayExceed's pairs with b − a < S by hallMax over
+// neighbouring chunks of at least hallChunk requests that span at least S
+// and never split a run of equal lo.
+func hallNearChunks(c []rec, S int64, K, r float64, sc *scratch) bool {
+	m := len(c)
+	var bounds []int
+	for s := 0; s < m; {
+		bounds = append(bounds, s)
+		e := min(m, s+hallChunk)
+		for e < m && c[e].lo < c[s].lo+S {
+			e++
+		}
+		for e < m && c[e].lo == c[e-1].lo {
+			e++
+		}
+		s = e
+	}
+	bounds = append(bounds, m)
+	for i := 0; i+1 < len(bounds); i++ {
+		end := bounds[min(i+2, len(bounds)-1)]
+		if best, _, _ := hallMax(c[bounds[i]:end], K, r, sc); best > -eps {
+			return true
+		}
+	}
+	return false
 }
 
 // judgeSliding finds groups of requests, consecutive by send time, that all
@@ -530,6 +674,7 @@ func (ix *index) evidence(key string, ct *cert, msg string) Evidence {
 // Admissions during a store fault (and its recovery grace) were made by the
 // declared failure mode and are judged by fail-mode instead.
 func admitted(dst, rs []rec, withVariants bool) []rec {
+	dst = slices.Grow(dst, len(rs)) // at most all of rs: one allocation, not log n
 	for _, r := range rs {
 		if r.out == history.Admitted && !r.fault && (withVariants || !r.variant) {
 			dst = append(dst, r)

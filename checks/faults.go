@@ -19,6 +19,9 @@ const (
 	queueMargin   = 100 * time.Millisecond
 )
 
+// checkFailMode is O(F·N) for F fault windows (each scans the events for
+// those it covers), plus oversell's cost on the admissions made during
+// faults and a sort of their latencies.
 func checkFailMode(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{}
@@ -194,6 +197,9 @@ type downReading struct {
 	arrivals int64
 }
 
+// checkDownstream is O(N + R log R) for R downstream readings: a count of
+// admissions per key, then the readings of each key in order against its
+// envelope.
 func checkDownstream(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{}

@@ -59,6 +59,14 @@ func (ix *index) computeEnvelopes() {
 	}
 }
 
+// checkOversell reads the envelopes (computeEnvelopes): for each key with
+// m admissions and each limit, a token bucket or GCRA costs O(m log m)
+// (EDF's heap; the Hall certificate's linear screen after an order by hi
+// that is linear on nearly sorted input, and its O(m log m) sweep only when
+// an excess may exist), a sliding log or counter O(m), an epoch-aligned
+// fixed window O(m) and one anchored at the key's first request
+// O(m log m). Over a history of N events: O(N log N) at worst, O(N) for
+// the usual nearly sorted histories of a correct limiter.
 func checkOversell(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{}
@@ -155,6 +163,8 @@ func (ix *index) unexplainedFallbacks() (unexplained, all int) {
 
 const docInstances = "For every key whose requests went to two or more instances, the aggregate admissions across instances fit one quota (the oversell envelope over the union); per-instance state shows up as ≈N× one quota."
 
+// checkInstances judges the union of a key's instances as oversell judges
+// one key: O(m log m) in the admissions of each multi-instance key.
 func checkInstances(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{"instances": float64(ix.insts)}
@@ -244,6 +254,8 @@ func refusedVariant(id *policy.Identity, v string) bool {
 	return false
 }
 
+// checkBypass judges each probed key's plain and variant admissions
+// together as oversell does: O(m log m) in the admissions of a probed key.
 func checkBypass(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{}
@@ -363,6 +375,7 @@ func checkBypass(ix *index) Result {
 
 const docRegions = "Applies when an event's phase starts with \"region\", or the policy declares a tolerance and the run used several instances: each key's admissions over the whole run stay within (1+Tolerance)·E(span), E = K + r·span for buckets."
 
+// checkRegions sums each key's admissions over its span: O(N).
 func checkRegions(ix *index) Result {
 	applies := ix.p.Tolerance.Regions > 0 && ix.insts > 1
 	if !applies {

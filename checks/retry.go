@@ -26,6 +26,9 @@ func maxWait(t *policy.Tier) time.Duration {
 	return w
 }
 
+// checkRetryAfter is O(N) plus, per refusal, a galloping search for the
+// first request after the advised time (O(log d) for d requests in
+// between) and a scan of the requests in flight with it.
 func checkRetryAfter(ix *index) Result {
 	if ix.h.Run.NoHeaders {
 		return Result{Verdict: Skip, Summary: "the history keeps no response headers, so no Retry-After can be read (" + ix.h.Run.Env + ")"}
@@ -105,7 +108,7 @@ func checkRetryAfter(ix *index) Result {
 			}
 			// Honoured: the first later request sent after the advice.
 			at := recv + int64(d) // lo_q = Sent_q − slack ≥ Recv + d  ⇔  Sent_q ≥ Recv + d + slack
-			qi, _ := slices.BinarySearchFunc(g.recs, at, func(x rec, t int64) int { return cmpI64(x.lo, t) })
+			qi := searchLo(g.recs, pos, at)
 			for qi < len(g.recs) && g.recs[qi].variant {
 				qi++
 			}

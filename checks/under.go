@@ -3,6 +3,7 @@ package checks
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -50,13 +51,137 @@ type underResult struct {
 type cands struct {
 	lo []int64 // sorted ascending (the lo of each candidate)
 	hi []int64 // the hi values sorted ascending
+	// indexed: room may answer its backward walk from a walkMin per rate
+	// (built on first use, for cands queried once per refusal of a key).
+	indexed bool
+	walks   []walkMin
+	nwalks  int // walks[:nwalks] are built for the current hi
+	// nearLo, nearHi: the last answers of loUpTo and hiBelow, where the
+	// next search starts (successive refusals of a key ask nearby).
+	nearLo, nearHi int
+}
+
+// grow makes room for n more candidates at once.
+func (c *cands) grow(n int) {
+	c.lo, c.hi = slices.Grow(c.lo, n), slices.Grow(c.hi, n)
+}
+
+// reset empties c for another key, keeping its buffers.
+func (c *cands) reset() {
+	c.lo, c.hi = c.lo[:0], c.hi[:0]
+	c.nwalks = 0
+}
+
+// walk returns the walkMin of c's hi at rate (tokens per ns), or nil when c
+// is not indexed.
+func (c *cands) walk(rate float64) *walkMin {
+	if !c.indexed {
+		return nil
+	}
+	for i := range c.nwalks {
+		if c.walks[i].rate == rate {
+			return &c.walks[i]
+		}
+	}
+	if c.nwalks == len(c.walks) {
+		c.walks = append(c.walks, walkMin{})
+	}
+	w := &c.walks[c.nwalks]
+	c.nwalks++
+	w.build(c.hi, rate)
+	return w
+}
+
+// walkBlock is the block size of walkMin.
+const walkBlock = 64
+
+// walkMin answers, in O(1) after O(n) work, which j in a range minimises
+// j − rate·hi[j]: room's backward walk over a bucket's candidates looks for
+// the least K + rate·(r.lo − hi[j]) − (P − j), which is that plus a term of
+// the refusal alone. Within blocks of walkBlock it keeps the arg min of
+// every prefix and suffix, across blocks a sparse table of block arg mins.
+type walkMin struct {
+	rate     float64
+	v        []float64 // j − rate·hi[j]
+	pre, suf []int32   // arg min of v over j's block up to j, from j
+	sparse   [][]int32 // sparse[k][b]: arg min over blocks b … b+2^k−1
+}
+
+func (w *walkMin) build(hi []int64, rate float64) {
+	n := len(hi)
+	w.rate = rate
+	w.v = slices.Grow(w.v[:0], n)[:n]
+	w.pre = slices.Grow(w.pre[:0], n)[:n]
+	w.suf = slices.Grow(w.suf[:0], n)[:n]
+	for j, h := range hi {
+		w.v[j] = float64(j) - rate*float64(h)
+	}
+	nb := (n + walkBlock - 1) / walkBlock
+	if len(w.sparse) == 0 {
+		w.sparse = append(w.sparse, nil)
+	}
+	w.sparse[0] = slices.Grow(w.sparse[0][:0], nb)[:nb]
+	for b := range nb {
+		s, e := b*walkBlock, min(n, (b+1)*walkBlock)
+		w.pre[s] = int32(s)
+		for j := s + 1; j < e; j++ {
+			w.pre[j] = w.argMin(w.pre[j-1], int32(j))
+		}
+		w.suf[e-1] = int32(e - 1)
+		for j := e - 2; j >= s; j-- {
+			w.suf[j] = w.argMin(int32(j), w.suf[j+1])
+		}
+		w.sparse[0][b] = w.pre[e-1]
+	}
+	k := 1
+	for ; 1<<k <= nb; k++ {
+		if len(w.sparse) == k {
+			w.sparse = append(w.sparse, nil)
+		}
+		m := nb - 1<<k + 1
+		prev := w.sparse[k-1]
+		cur := slices.Grow(w.sparse[k][:0], m)[:m]
+		for b := range m {
+			cur[b] = w.argMin(prev[b], prev[b+1<<(k-1)])
+		}
+		w.sparse[k] = cur
+	}
+	w.sparse = w.sparse[:k]
+}
+
+// argMin is the one of i, j with the smaller v, i on a tie.
+func (w *walkMin) argMin(i, j int32) int32 {
+	if w.v[j] < w.v[i] {
+		return j
+	}
+	return i
+}
+
+// min returns an arg min of v over [l, r] (l ≤ r).
+func (w *walkMin) min(l, r int) int {
+	bl, br := l/walkBlock, r/walkBlock
+	if bl == br {
+		m := int32(l)
+		for j := l + 1; j <= r; j++ {
+			m = w.argMin(m, int32(j))
+		}
+		return int(m)
+	}
+	m := w.argMin(w.suf[l], w.pre[r])
+	if bl+1 < br {
+		k := bits.Len(uint(br-bl-1)) - 1
+		m = w.argMin(m, w.argMin(w.sparse[k][bl+1], w.sparse[k][br-1<<k]))
+	}
+	return int(m)
 }
 
 // upTo returns #{candidates with lo ≤ t}.
 func (c *cands) loUpTo(t int64) int {
-	n, _ := slices.BinarySearch(c.lo, t+1)
-	return n
+	c.nearLo = gallop(c.lo, c.nearLo, t+1, i64)
+	return c.nearLo
 }
+
+func i64(x int64) int64 { return x }
 
 // add appends r's interval (hi unsorted until the caller sorts).
 func (c *cands) add(r rec) {
@@ -71,7 +196,7 @@ func addInst(m map[int16]*cands, r rec) {
 	}
 	pc := m[r.inst]
 	if pc == nil {
-		pc = &cands{}
+		pc = &cands{indexed: true}
 		m[r.inst] = pc
 	}
 	pc.add(r)
@@ -79,8 +204,8 @@ func addInst(m map[int16]*cands, r rec) {
 
 // hiBelow returns #{candidates with hi < t}.
 func (c *cands) hiBelow(t int64) int {
-	n, _ := slices.BinarySearch(c.hi, t)
-	return n
+	c.nearHi = gallop(c.hi, c.nearHi, t, i64)
+	return c.nearHi
 }
 
 // under computes the wrong rejections once (under-admission and isolation
@@ -109,8 +234,10 @@ func (ix *index) computeUnder() {
 		if !hasRej {
 			continue
 		}
-		c.lo, c.hi = c.lo[:0], c.hi[:0]
-		all.lo, all.hi = all.lo[:0], all.hi[:0]
+		c.reset()
+		all.reset()
+		c.indexed, all.indexed = true, true
+		c.grow(len(g.recs))
 		// perInst: for limits declared per instance; all (allInst): for
 		// limits that count refused requests too, judged over every request.
 		var perInst, allInst map[int16]*cands
@@ -120,6 +247,9 @@ func (ix *index) computeUnder() {
 				perInst, allInst = map[int16]*cands{}, map[int16]*cands{}
 			}
 			countsAll = countsAll || l.CountsRejected()
+		}
+		if countsAll {
+			all.grow(len(g.recs))
 		}
 		for _, r := range g.recs {
 			if r.out != history.Rejected {
@@ -224,7 +354,24 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 		}
 		// Walk back over candidates surely decided before r.lo, latest first:
 		// from a = their hi, the bucket gained r·(r.lo−a) and lost at most
-		// everything that could have been decided in [a, r.hi].
+		// everything that could have been decided in [a, r.hi]. The walk
+		// only needs its least value, which a walkMin finds at once.
+		if w := c.walk(rate); w != nil && q > walkBlock {
+			from := max(0, q-maxScan)
+			j := w.min(from, q-1)
+			lb = math.Min(lb, K+rate*float64(r.lo-c.hi[j])-float64(P-j))
+			if lb < 1+eps {
+				return lb, false, true
+			}
+			if q >= maxScan {
+				rest := K + rate*float64(r.lo-c.hi[from]) - float64(P)
+				if rest < 1+eps {
+					return lb, false, false
+				}
+				return math.Min(lb, rest), true, true
+			}
+			return lb, true, true
+		}
 		steps := 0
 		for j := q - 1; j >= 0; j-- {
 			cnt++
@@ -285,6 +432,12 @@ func (ix *index) windowRoom(c *cands, r rec, l *policy.Limit, n float64) (v floa
 	return v, v >= 1, true
 }
 
+// checkUnder reads computeUnder: per key of n events, its candidates
+// sorted by hi (O(n log n)), then per refusal O(1) for a bucket's backward
+// walk (walkMin, built in O(n) per rate) plus galloping searches from the
+// previous refusal's answers, and for windows O(windows touched); the
+// refusals it attributes (at most maxAttributed per key) rebuild their
+// attribution window. O(N log N) over N events.
 func checkUnder(ix *index) Result {
 	res := ix.under()
 	col := ix.collector()
@@ -325,6 +478,10 @@ func limitNames(t *policy.Tier) string {
 
 const docIsolation = "Keys never share quota: fails when a refusal was provably wrong counting only the key's own traffic, is not explained by the key's own refused requests consuming too (that is self-inflicted: under-admission), and is explained once other keys' admissions in that interval are counted as if they shared the key's quota (the message names them); or when a key was served another tier's limit (X-RateLimit-Limit, or the limit of the declared RateLimit generation: RateLimit-Policy q, limit=, RateLimit-Limit)."
 
+// checkIsolation reads computeUnder's wrong refusals (see checkUnder) and
+// the tiers the headers reported (O(N)); each attributed refusal weighs the
+// other keys' admissions in its attribution window, O(w log w) for w
+// requests in it.
 func checkIsolation(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{}

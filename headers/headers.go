@@ -77,24 +77,53 @@ type Fields struct {
 // Structured Field are combined with ", " as RFC 9651 §4.2 says a parser
 // must (a list may be split over several lines); of the other fields the
 // first line counts.
+//
+// It looks the names up in their canonical forms, computed once: h.Get
+// canonicalises its argument on every call, which was a tenth of the load
+// engine's CPU (it reads every response's fields).
 func FromHTTP(h http.Header) Fields {
 	return Fields{
-		RetryAfter:         h.Get(RetryAfter),
-		RateLimit:          joined(h, RateLimit),
-		RateLimitPolicy:    joined(h, RateLimitPolicy),
-		RateLimitLimit:     joined(h, RateLimitLimit),
-		RateLimitRemaining: joined(h, RateLimitRemaining),
-		RateLimitReset:     joined(h, RateLimitReset),
-		XLimit:             h.Get(XRateLimitLimit),
-		XRemaining:         h.Get(XRateLimitRemaining),
-		XReset:             h.Get(XRateLimitReset),
-		Fallback:           h.Get(Fallback),
-		Scope:              h.Get(Scope),
+		RetryAfter:         first(h, canonRetryAfter),
+		RateLimit:          joined(h, canonRateLimit),
+		RateLimitPolicy:    joined(h, canonRateLimitPolicy),
+		RateLimitLimit:     joined(h, canonRateLimitLimit),
+		RateLimitRemaining: joined(h, canonRateLimitRemaining),
+		RateLimitReset:     joined(h, canonRateLimitReset),
+		XLimit:             first(h, canonXRateLimitLimit),
+		XRemaining:         first(h, canonXRateLimitRemaining),
+		XReset:             first(h, canonXRateLimitReset),
+		Fallback:           first(h, canonFallback),
+		Scope:              first(h, canonScope),
 	}
 }
 
-func joined(h http.Header, name string) string {
-	v := h.Values(name)
+// The canonical forms (http.CanonicalHeaderKey) of the field names, as
+// http.Header keys them.
+var (
+	canonRetryAfter          = http.CanonicalHeaderKey(RetryAfter)
+	canonRateLimit           = http.CanonicalHeaderKey(RateLimit)
+	canonRateLimitPolicy     = http.CanonicalHeaderKey(RateLimitPolicy)
+	canonRateLimitLimit      = http.CanonicalHeaderKey(RateLimitLimit)
+	canonRateLimitRemaining  = http.CanonicalHeaderKey(RateLimitRemaining)
+	canonRateLimitReset      = http.CanonicalHeaderKey(RateLimitReset)
+	canonXRateLimitLimit     = http.CanonicalHeaderKey(XRateLimitLimit)
+	canonXRateLimitRemaining = http.CanonicalHeaderKey(XRateLimitRemaining)
+	canonXRateLimitReset     = http.CanonicalHeaderKey(XRateLimitReset)
+	canonFallback            = http.CanonicalHeaderKey(Fallback)
+	canonScope               = http.CanonicalHeaderKey(Scope)
+)
+
+// first is h.Get for a canonical key.
+func first(h http.Header, canon string) string {
+	if v := h[canon]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// joined is the lines of canonical key canon joined with ", ".
+func joined(h http.Header, canon string) string {
+	v := h[canon]
 	switch len(v) {
 	case 0:
 		return ""

@@ -384,16 +384,19 @@ func newSim(l policy.Limit, epoch int64) levelSim {
 // not the bucket (as the fail-mode and oversell checks judge them).
 func storeFaults(h *history.History, p *policy.Policy) [][2]int64 {
 	var out [][2]int64
-	last := int64(0)
-	for i := range h.Events {
-		last = max(last, h.Events[i].Recv)
-	}
+	last := int64(-1) // the latest Recv, found only for an open fault: it streams every event
 	for _, f := range h.Faults {
 		if f.Kind != "store-down" && f.Kind != "store-slow" {
 			continue
 		}
 		end := f.End
 		if end == 0 {
+			if last < 0 {
+				last = 0
+				for i := range h.Events {
+					last = max(last, h.Events[i].Recv)
+				}
+			}
 			end = last
 		}
 		out = append(out, [2]int64{f.Start, end + int64(p.Failure.Recovery.D())})

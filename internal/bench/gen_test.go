@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/importers"
 	"github.com/rlverify/rlverify/policy"
 )
 
@@ -20,4 +23,26 @@ func TestGeneratedHistoryPasses(t *testing.T) {
 			require.NotEqual(t, checks.Fail, r.Verdict, "keys=%d %s: %s %+v", keys, r.Name, r.Summary, r.Evidence)
 		}
 	}
+}
+
+// TestImportInputImports: every import input converts to a history of all
+// its requests, so the import rows time a successful import.
+func TestImportInputImports(t *testing.T) {
+	p, err := policy.Parse("bench", []byte(PolicyYAML))
+	require.NoError(t, err)
+	for _, f := range importers.Formats() {
+		in, err := ImportInput(f, 1000)
+		require.NoError(t, err, f)
+		var out bytes.Buffer
+		w := history.NewWriter(&out)
+		sum, err := importers.Import(f, bytes.NewReader(in), w, importers.Options{Policy: p, Key: ImportKey, Name: f})
+		require.NoError(t, err, f)
+		require.NoError(t, w.Flush(), f)
+		h, err := history.Read(f, &out)
+		require.NoError(t, err, f)
+		require.Len(t, h.Events, 1000, "%s: %+v", f, sum)
+		require.Equal(t, ImportKey, h.Events[0].Key, f)
+	}
+	_, err = ImportInput("curl", 1)
+	require.Error(t, err)
 }

@@ -14,6 +14,7 @@ const (
 	nginxStatus   = "https://nginx.org/en/docs/http/ngx_http_limit_req_module.html#limit_req_status"
 	nginxZone     = "https://nginx.org/en/docs/http/ngx_http_limit_req_module.html#limit_req_zone"
 	nginxLimitReq = "https://nginx.org/en/docs/http/ngx_http_limit_req_module.html#limit_req"
+	nginxTimer    = "https://nginx.org/en/docs/ngx_core_module.html#timer_resolution"
 	haproxyRate   = "https://docs.haproxy.org/2.6/configuration.html#7.3.3-sc_http_req_rate"
 	haproxyDeny   = "https://docs.haproxy.org/2.6/configuration.html#4.2-http-request%20deny"
 	haproxyTable  = "https://docs.haproxy.org/2.6/configuration.html#4.2-stick-table"
@@ -31,6 +32,9 @@ const (
 var explanations = map[string]map[string]map[string]Explanation{
 	"nginx/limit-req-delay": {"retry-after": {
 		"evidence": {"slow-refill (K=5, a token every 3 s) makes nginx delay a burst's excess up to 12 s, past the 5 s per-request timeout (--timeout): those requests got no response and the run is unknown. Delaying limiters need --timeout above (K−1)/r.", nginxLimitReq},
+	}},
+	"nginx/limit-req": {"overload": {
+		"oversell": {"nginx decides with its cached clock, read once per batch of kernel events: a request read later in the same batch is stamped with the earlier time, on a loaded machine tens of milliseconds before it was sent, and the bucket counts refill from before the request existed. A tenth of a request over 2.4 s at 5/s is 20 ms of such lag; the other run passed (unstable). The honest policy has the same envelope: a real, small overshoot of the declared promise, not a translation error.", nginxTimer},
 	}},
 	"nginx/": {"bypass": {
 		"downstream": {"The case variant's second bucket reaches the upstream too: more arrivals than one envelope allows.", nginxZone},

@@ -34,6 +34,12 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "scale" {
+		if err := scaleChild(os.Args[2:]); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -55,7 +61,7 @@ func main() {
 	flag.StringVar(&c.redisBenchmark, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
 	flag.StringVar(&c.tmp, "tmp", os.TempDir(), "directory for history files")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run here")
-	flag.StringVar(&only, "only", "load,burst,checks,limiters,redis,scaling", "sections to run")
+	flag.StringVar(&only, "only", "load,burst,checks,limiters,redis,scaling,import,audit", "sections to run")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -91,6 +97,8 @@ func main() {
 		{"limiters", c.limiters},
 		{"redis", c.redis},
 		{"scaling", c.scaling},
+		{"import", c.importRows},
+		{"audit", c.auditRow},
 	}
 	for _, s := range steps {
 		if !c.only[s.name] {

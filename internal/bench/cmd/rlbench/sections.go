@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,9 +138,9 @@ func (c *config) load(ctx context.Context, t *bench.Table) error {
 		t.Add("load", "vegeta -rate=0 -max-workers=64, req/s (runs)", fmt.Sprintf("%s (%s) = %s wrk", bench.Rate(mv), bench.Join(veg, bench.Rate), ratio(mv, mw)), "", "")
 	}
 	t.Add("load", "rlverify rate phase, 64 in flight, full history, req/s (runs)", fmt.Sprintf("%s (%s)", bench.Rate(me), bench.Join(eng, bench.Rate)), "", "")
-	t.Check("load", "engine / wrk", ratio(me, mw), "≥ 0.70×", me/mw, 0.7, false)
+	t.Check("load", "engine / wrk", ratio(me, mw), "≥ 1.0×", me/mw, 1.0, false)
 	if c.vegeta != "" {
-		t.Check("load", "engine / vegeta", ratio(me, mv), "≥ 1.0× (issue), 1.4× (DESIGN)", me/mv, 1.0, false)
+		t.Check("load", "engine / vegeta", ratio(me, mv), "≥ 1.4×", me/mv, 1.4, false)
 	}
 	// A fixed rate: held, or the shortfall reported.
 	var got, lates, drops []float64
@@ -181,7 +182,7 @@ func (c *config) burst(ctx context.Context, t *bench.Table) error {
 		}
 		v := fmt.Sprintf("p50 %s, p99 %s, max %s (p99 runs: %s)", bench.Dur(bench.Median(p50)), bench.Dur(bench.Median(p99)), bench.Dur(bench.Median(mx)), bench.Join(p99, bench.Dur))
 		if n == 100 {
-			t.Check("burst", "100-request burst, send-time spread (median of runs)", v, "p99 ≤ 1 ms", bench.Median(p99), 1e6, true)
+			t.Check("burst", "100-request burst, send-time spread (median of runs)", v, "p99 ≤ 1 ms in every run", slices.Max(p99), 1e6, true)
 		} else {
 			t.Add("burst", "1,000-request burst, send-time spread", v, "(net/http ref: 31 ms spread, 46 ms p99)", "")
 		}
@@ -285,7 +286,7 @@ func (c *config) checks(ctx context.Context, t *bench.Table) error {
 		e2e = append(e2e, n/time.Since(t0).Seconds())
 	}
 	m := bench.Median(e2e)
-	t.Check("checks", "`rlverify check --history` 1M-event JSONL end to end (runs)", fmt.Sprintf("%s (%s)", bench.Rate(m), bench.Join(e2e, bench.Rate)), "≥ 1 M/s", m, 1e6, false)
+	t.Check("checks", "`rlverify check --history` 1M-event JSONL end to end (runs)", fmt.Sprintf("%s (%s)", bench.Rate(m), bench.Join(e2e, bench.Rate)), "≥ 1.5 M/s", m, 1.5e6, false)
 	return nil
 }
 
@@ -502,8 +503,8 @@ func (c *config) redis(ctx context.Context, t *bench.Table) error {
 	t.Add("redis", fmt.Sprintf("raw token-bucket EVALSHA, redis-benchmark -c %d (runs)", par), fmt.Sprintf("%s (%s)", bench.Rate(mraw), bench.Join(raw, bench.Rate)), "reference", "")
 	t.Add("redis", fmt.Sprintf("go-redis/redis_rate, %d goroutines (runs)", par), fmt.Sprintf("%s (%s)", bench.Rate(mr), bench.Join(r, bench.Rate)), "", "")
 	t.Add("redis", fmt.Sprintf("rlverify Redis token bucket, %d goroutines (runs)", par), fmt.Sprintf("%s (%s)", bench.Rate(mo), bench.Join(o, bench.Rate)), "", "")
-	t.Check("redis", "ours / redis_rate", ratio(mo, mr), "≥ 1.0×", mo/mr, 1.0, false)
-	t.Check("redis", "ours / raw EVALSHA", ratio(mo, mraw), "≥ 0.8×", mo/mraw, 0.8, false)
+	t.Check("redis", "ours / redis_rate", ratio(mo, mr), "≥ 1.1×", mo/mr, 1.1, false)
+	t.Check("redis", "ours / raw EVALSHA", ratio(mo, mraw), "≥ 0.85×", mo/mraw, 0.85, false)
 	return nil
 }
 
@@ -531,8 +532,11 @@ func (c *config) scaling(ctx context.Context, t *bench.Table) error {
 			h = nil
 			runtime.GC()
 		}
-		growth := fmt.Sprintf("ns/event %.0f → %.0f → %.0f", perEv[0], perEv[1], perEv[2])
-		t.Add("scaling", fmt.Sprintf("checks, %d key(s): time and allocation by events", keys), strings.Join(cells, "; "), growth, "")
+		growth := fmt.Sprintf("ns/event %.0f → %.0f → %.0f; ≤ 400 ns/event at 10^6", perEv[0], perEv[1], perEv[2])
+		t.Check("scaling", fmt.Sprintf("checks, %d key(s): time and allocation by events", keys), strings.Join(cells, "; "), growth, perEv[2], 400, true)
 	}
-	return nil
+	if err := c.checkMemory(ctx, t); err != nil {
+		return err
+	}
+	return c.scaleLarge(ctx, t)
 }
