@@ -170,7 +170,10 @@ func checkInstances(ix *index) Result {
 	figs := map[string]float64{"instances": float64(ix.insts)}
 	ratio := 0.0
 	keys, unknown, perInstance := 0, 0, 0
-	shared := map[*group]bool{}
+	// sharedBy is the key whose refusals show the instances share state
+	// ("" when none does), found once: shared state is the deployment's,
+	// not one key's.
+	sharedBy, sharedKnown := "", false
 	for _, ke := range ix.envelopes() {
 		if ke.g.insts < 2 || ke.admitted == 0 {
 			continue
@@ -191,16 +194,16 @@ func checkInstances(ix *index) Result {
 				perInst := ix.eachInstanceFits(ct, l)
 				why := "at least one instance also oversold on its own: a non-atomic update (a race), besides any per-instance state"
 				if perInst {
-					if _, seen := shared[ke.g]; !seen {
-						shared[ke.g] = ix.refusalShowsSharedState(ke.g)
+					if !sharedKnown {
+						sharedBy, sharedKnown = ix.refusalsShowSharedState(), true
 					}
-					if shared[ke.g] {
+					if sharedBy != "" {
 						// Instances that refused with room left of their own
 						// saw the others' consumption: the state is shared,
 						// and some instance misreads it (a skewed clock, a
 						// stale cache), which is oversell's defect.
 						perInst = false
-						why = "each instance's own admissions fit one quota, but an instance refused with room left of its own, so the state is shared: an instance misreads it (a skewed clock, a stale cache)"
+						why = fmt.Sprintf("each instance's own admissions fit one quota, but an instance refused key %s with room left of its own, so the state is shared: an instance misreads it (a skewed clock, a stale cache)", sharedBy)
 					} else {
 						why = "each instance's own admissions fit one quota: state kept per instance (or a limit that is per instance but declared cluster-wide)"
 					}
@@ -425,6 +428,17 @@ func checkRegions(ix *index) Result {
 		figs, fmt.Sprintf("%s overran the declared tolerance", plural(col.total, "key", "keys")))
 }
 
+// refusalsShowSharedState returns the first key (in key order) whose
+// refusals show that the instances share state, "" when none does.
+func (ix *index) refusalsShowSharedState() string {
+	for gi := range ix.groups {
+		if g := &ix.groups[gi]; ix.refusalShowsSharedState(g) {
+			return g.key
+		}
+	}
+	return ""
+}
+
 // refusalShowsSharedState reports whether some instance refused a request
 // of g (by the limit, outside fault windows) that the instance's own
 // requests left room for under every limit, timing tolerance included:
@@ -434,6 +448,9 @@ func checkRegions(ix *index) Result {
 // refusals cost (HAProxy's request rate counts every request) is not
 // mistaken for shared state.
 func (ix *index) refusalShowsSharedState(g *group) bool {
+	if g.tier == nil || g.insts < 2 {
+		return false
+	}
 	own := map[int16]*cands{}
 	for _, r := range g.recs {
 		c := own[r.inst]
