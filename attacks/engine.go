@@ -21,7 +21,6 @@ import (
 	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
-	"github.com/rlverify/rlverify/targets"
 )
 
 // Defaults for the engine's safety limits.
@@ -44,8 +43,8 @@ type Options struct {
 	// Writer receives every event as it completes.
 	Writer *history.Writer
 	// Faults and Sink come from the environment; either may be nil.
-	Faults targets.FaultInjector
-	Sink   targets.SinkReader
+	Faults FaultInjector
+	Sink   SinkReader
 	// Client sends the requests; a tuned keep-alive client when nil.
 	Client *http.Client
 	// Now is the engine's clock (time.Now when nil). Offsets in the history
@@ -837,7 +836,7 @@ func sortedCopy(xs []int64) []int64 {
 func (e *Engine) clearFaults() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, k := range []string{targets.FaultStoreDown, targets.FaultStoreSlow, targets.FaultClockSkew, targets.FaultRulesDown} {
+	for _, k := range FaultKinds {
 		if e.o.Faults.Supports(k) {
 			_ = e.o.Faults.Clear(ctx, k)
 		}

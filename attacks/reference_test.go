@@ -12,7 +12,7 @@ import (
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
-	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/service"
 )
 
 // TestReferenceServicePassesItsHeaderChecks runs the reference service under
@@ -53,9 +53,9 @@ headers:
 			require.NoError(t, err)
 			entry, err := catalog.Lookup("token-bucket", catalog.Memory)
 			require.NoError(t, err)
-			lims, err := targets.BuildLimiters(p, entry, catalog.Env{}, nil)
+			lims, err := service.BuildLimiters(p, entry, catalog.Env{}, nil)
 			require.NoError(t, err)
-			srv := httptest.NewServer(&targets.Service{Policy: p, Limiters: lims})
+			srv := httptest.NewServer(&service.Service{Policy: p, Limiters: lims})
 			t.Cleanup(srv.Close)
 			h, _, err := runPlan(t, context.Background(), `name: h
 phases:

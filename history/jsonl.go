@@ -19,12 +19,13 @@ import (
 // the engine flushes regularly so an interrupted run loses at most the
 // requests of the last flush interval, and on SIGINT it flushes everything.
 type Writer struct {
-	mu     sync.Mutex
-	w      *bufio.Writer
-	closer io.Closer
-	buf    []byte
-	n      int64
-	err    error
+	mu      sync.Mutex
+	w       *bufio.Writer
+	closer  io.Closer
+	buf     []byte
+	n       int64
+	err     error
+	onEvent func(Event)
 }
 
 // NewWriter writes to w; Close closes w when it is an io.Closer.
@@ -87,10 +88,18 @@ func (w *Writer) WriteRun(r Run) error {
 	return w.writeJSON(&r, "run header (declared policy, instances and notes)")
 }
 
+// OnEvent has f called with a copy of every event written after it, one
+// call at a time, before the event is encoded; f must not block for long
+// (it holds up the writer). Set it before the first WriteEvent.
+func (w *Writer) OnEvent(f func(Event)) { w.onEvent = f }
+
 // WriteEvent appends one event, its strings capped (see AppendEvent).
 func (w *Writer) WriteEvent(e *Event) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.onEvent != nil {
+		w.onEvent(*e)
+	}
 	w.buf = AppendEvent(w.buf[:0], e)
 	w.buf = append(w.buf, '\n')
 	w.n++

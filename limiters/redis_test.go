@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rlverify/rlverify/envs/redisproc"
 	"github.com/rlverify/rlverify/policy"
-	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 // Redis servers shared by the package's tests, started on first use and

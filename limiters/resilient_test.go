@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlverify/rlverify/envs/redisproc"
 	"github.com/rlverify/rlverify/policy"
-	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 // fakeStore fails with ErrStore while down is set, else admits.

@@ -35,3 +35,5 @@ echo "test: fuzz" >&2
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 echo "test: go test (end to end)" >&2
 go test -count=1 -p 1 -timeout 20m $integration
+echo "test: examples module (the library as a user imports it)" >&2
+(cd examples && go vet ./... && go test -count=1 ./...)

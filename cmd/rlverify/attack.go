@@ -2,14 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,13 +14,14 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/envs/docker"
 	"github.com/rlverify/rlverify/history"
-	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
-	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/service"
 	"github.com/rlverify/rlverify/thresholds"
 )
 
@@ -156,12 +152,12 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 func addEnvFlags(fl *pflag.FlagSet, f *attackFlags, envUsage string) {
 	fl.StringVar(&f.env, "env", "embedded", envUsage)
 	fl.IntVar(&f.redisCluster, "redis-cluster", 0, "local env: run a Redis Cluster of this many nodes (3 or more)")
-	fl.StringVar(&f.redisImage, "redis-image", "", "docker env: Redis image (default $"+targets.EnvRedisImage+" or "+targets.DefaultRedisImage+")")
-	fl.StringVar(&f.limiterImage, "limiter-image", "", "docker env: rlverify image for the limiter instances (default $"+targets.EnvLimiterImage+" or "+targets.DefaultLimiterImage+")")
+	fl.StringVar(&f.redisImage, "redis-image", "", "docker env: Redis image (default $"+docker.EnvRedisImage+" or "+docker.DefaultRedisImage+")")
+	fl.StringVar(&f.limiterImage, "limiter-image", "", "docker env: rlverify image for the limiter instances (default $"+docker.EnvLimiterImage+" or "+docker.DefaultLimiterImage+")")
 	fl.StringVar(&f.limiterBinary, "limiter-binary", "", "docker env: static rlverify binary to build the limiter image from when it is missing")
 	fl.BoolVar(&f.noPull, "no-pull", false, "docker env: never pull an image; fail if one is not present locally")
 	fl.IntVar(&f.regions, "regions", 0, "run the reference token bucket in this many regions, each with --instances instances and its own Redis (embedded and docker; default: the plan's)")
-	fl.StringVar(&f.regionMode, "region-mode", targets.RegionReplicated, "how regions share the quota: replicated (local replicas + reconciliation), strict (one global store), independent (no sharing)")
+	fl.StringVar(&f.regionMode, "region-mode", service.RegionReplicated, "how regions share the quota: replicated (local replicas + reconciliation), strict (one global store), independent (no sharing)")
 	fl.DurationVar(&f.regionSync, "region-sync", 100*time.Millisecond, "reconciliation interval between regions (replicated mode)")
 	fl.DurationVar(&f.regionLat, "region-latency", 20*time.Millisecond, "one-way latency between regions")
 }
@@ -205,19 +201,66 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 // attackOnce runs one plan as f says and judges its history; it renders
 // nothing. Errors are usage or run errors (*exitError).
 func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (*attackResult, error) {
+	o, report, err := f.options(stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	prep, err := rlverify.Prepare(o)
+	if err != nil {
+		return nil, fromLib(err)
+	}
+	dir, runID, err := f.runFolder(prep.RunID, o.Shard, o.Shards)
+	if err != nil {
+		return nil, err
+	}
+	prep.RunID = runID
+	prep.HistoryFile = f.historyFile(dir)
+	out, err := prep.Run(ctx)
+	if err != nil {
+		return nil, fromLib(err)
+	}
+	return &attackResult{doc: out.Document, results: out.Results, hist: out.History, histFile: out.HistoryFile, dir: dir, report: report, runE: out.Stopped}, nil
+}
+
+// historyFile is where the run in dir records its history: dir's
+// history.jsonl, or the file --history names.
+func (f *attackFlags) historyFile(dir string) string {
+	if f.history != "" && f.history != rlverify.Stdin {
+		return f.history
+	}
+	return filepath.Join(dir, "history.jsonl")
+}
+
+// options reads, checks and loads what f says into the library's options
+// of one attack; report is where the first report format goes (stdout,
+// unless stdout carries the history).
+func (f *attackFlags) options(stdout, stderr io.Writer) (o rlverify.AttackOptions, report io.Writer, err error) {
+	o, err = f.loadOptions(stdout, stderr)
+	report = stdout
+	if err == nil && f.history == rlverify.Stdin {
+		// The history streams to stdout as it is recorded (so `attack
+		// --history - | check --history -` works) and stdout carries
+		// nothing else: the reports go to DIR only.
+		o.HistoryCopy, report = stdout, io.Discard
+	}
+	return o, report, err
+}
+
+func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOptions, error) {
+	var none rlverify.AttackOptions
 	if f.plan == "" {
-		return nil, usageErr("attack: --plan is required (see rlverify plans)")
+		return none, usageErr("attack: --plan is required (see rlverify plans)")
 	}
 	if err := checkRunBounds(f); err != nil {
-		return nil, err
+		return none, err
 	}
 	plan, err := attacks.Load(f.plan)
 	if err != nil {
-		return nil, usageWrap(err)
+		return none, usageWrap(err)
 	}
 	ts, err := planThresholds(plan, f)
 	if err != nil {
-		return nil, usageWrap(err)
+		return none, usageWrap(err)
 	}
 	policyFile := f.policyFile
 	if policyFile == "" {
@@ -225,267 +268,121 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	}
 	pol, err := loadPolicy(policyFile)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	if pol, err = f.shape.apply(pol); err != nil {
-		return nil, usageWrap(err)
+		return none, usageWrap(err)
 	}
 	shapeReq, err := f.shape.request()
 	if err == nil {
 		err = attacks.CheckRequest(plan, shapeReq)
 	}
 	if err != nil {
-		return nil, usageWrap(err)
+		return none, usageWrap(err)
 	}
 	if err := f.shape.checkRate(); err != nil {
-		return nil, usageWrap(err)
+		return none, usageWrap(err)
 	}
 	var keyFile *attacks.KeyFile
 	if f.shape.keysFile != "" {
 		if keyFile, err = attacks.LoadKeyFile(f.shape.keysFile, pol); err != nil {
-			return nil, usageWrap(err)
+			return none, usageWrap(err)
 		}
 		if err := attacks.CheckKeys(plan, pol, keyFile); err != nil {
-			return nil, usageWrap(err)
+			return none, usageWrap(err)
 		}
 	}
 	if err := checks.Validate(f.only); err != nil {
-		return nil, usageWrap(fmt.Errorf("--checks: %w", err))
+		return none, usageWrap(fmt.Errorf("--checks: %w", err))
 	}
 	if err := checks.Validate(f.off); err != nil {
-		return nil, usageWrap(fmt.Errorf("--checks-off: %w", err))
+		return none, usageWrap(fmt.Errorf("--checks-off: %w", err))
 	}
 	if err := checks.Validate(pol.ChecksOff); err != nil {
-		return nil, usageWrap(fmt.Errorf("policy %s: checks_off: %w", pol.Source, err))
+		return none, usageWrap(fmt.Errorf("policy %s: checks_off: %w", pol.Source, err))
 	}
 	for _, format := range f.formats {
 		if _, err := reports.Lookup(format); err != nil {
-			return nil, usageWrap(fmt.Errorf("--format: %w", err))
+			return none, usageWrap(fmt.Errorf("--format: %w", err))
 		}
 	}
 	shard, shards, err := f.dist.shard(f.shard)
 	if err != nil {
-		return nil, usageWrap(err)
+		return none, usageWrap(err)
 	}
 	startAt, err := f.dist.start(time.Now())
 	if err != nil {
-		return nil, usageWrap(err)
+		return none, usageWrap(err)
 	}
 	if len(f.targetURLs) > 0 {
 		f.env = "external"
 	}
-	instances := f.instances
-	if instances == 0 {
-		instances = plan.MinInstances()
-	} else if f.env == "embedded" && instances < plan.MinInstances() {
-		return nil, usageErr("--instances %d: plan %s needs at least %d", instances, plan.Name, plan.MinInstances())
-	}
 	if f.regions == 0 && (f.env == "embedded" || f.env == "docker") {
 		f.regions = plan.Regions
-	}
-	runID := f.runID
-	if runID == "" && shards > 1 {
-		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", plan.Name, f.seed)))
-		runID = hex.EncodeToString(sum[:3])
-	}
-	if instances < 1 || instances > targets.MaxInstances {
-		return nil, usageErr("--instances %d: want 1 … %d", instances, targets.MaxInstances)
-	}
-
-	if f.maxHeaderBytes < 0 || f.maxHeaders < 0 {
-		return nil, usageErr("--max-header-bytes %d, --max-headers %d: both must be at least 1", f.maxHeaderBytes, f.maxHeaders)
 	}
 	if f.redisURL != "" {
 		// The reference limiter writes every key's state there: a remote
 		// Redis is someone's data, so it needs the same consent a target does.
 		_, addr, err := parseRedis(f.redisURL)
 		if err != nil {
-			return nil, usageWrap(fmt.Errorf("--redis: %w", err))
+			return none, usageWrap(fmt.Errorf("--redis: %w", err))
 		}
 		if err := loopbackAddr("--redis", addr, f.allowRemote); err != nil {
-			return nil, usageWrap(err)
+			return none, usageWrap(err)
 		}
 	}
-	run := history.Run{Env: f.env, Policy: pol.Source}
-	defPath := attacks.DefaultPath
-	declared := pol
-	var env targets.Environment
-	spec := targets.Spec{Instances: instances, RedisURL: f.redisURL, Log: func(format string, a ...any) {
-		if !f.quiet {
-			fmt.Fprintf(stderr, format+"\n", a...)
-		}
-	}}
-	genv, gpol, isGateway, err := gatewaySetup(f, pol, &spec, &run)
+	o := rlverify.AttackOptions{
+		Plan: plan, Policy: pol, Env: f.env, Limiter: f.limiter, Store: f.store,
+		RedisURL: f.redisURL, RedisCluster: f.redisCluster, Instances: f.instances,
+		Targets: f.targetURLs, AllowRemote: f.allowRemote,
+		Regions: f.regions, RegionMode: f.regionMode, RegionSync: f.regionSync, RegionLatency: f.regionLat,
+		Request: shapeReq, Keys: keyFile, KeepKeys: f.keepKeys,
+		Checks:      checks.Options{Only: f.only, Off: f.off, MaxErrorRate: f.shape.maxErrorRate},
+		Thresholds:  ts,
+		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
+		MaxHeaderBytes: f.maxHeaderBytes, MaxHeaders: f.maxHeaders,
+		Shard: shard, Shards: shards, Seed: f.seed, RunID: f.runID, StartAt: startAt,
+		Log: func(format string, a ...any) {
+			if !f.quiet {
+				fmt.Fprintf(stderr, format+"\n", a...)
+			}
+		},
+		Warn: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) },
+	}
+	isGateway, err := gatewaySetup(f, pol, &o)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	if isGateway {
-		f.env, env, declared = "gateway", genv, gpol
-	}
-	switch f.env {
-	case "gateway": // nginx, HAProxy, gubernator: set up by gatewaySetup
-	case "embedded":
-		store := f.store
-		if store == "" && (plan.NeedsRedis() || f.regions > 1) {
-			store = catalog.Redis
+	switch {
+	case isGateway:
+	case f.env == "docker":
+		o.Environment = docker.Docker{RedisImage: f.redisImage, LimiterImage: f.limiterImage, Binary: f.limiterBinary, NoPull: f.noPull}
+	case f.env == "external" && len(f.targetURLs) > 0:
+		if err := rlverify.CheckTargets(f.targetURLs, f.allowRemote); err != nil {
+			return none, usageWrap(err)
 		}
-		if f.regions > 1 {
-			spec.Regions = &targets.RegionSpec{Regions: f.regions, Mode: f.regionMode, Sync: f.regionSync, Latency: f.regionLat}
-		}
-		entry, err := catalog.Lookup(f.limiter, store)
-		if err != nil && f.store == "" && f.regions <= 1 {
-			// The plan wants shared state but this limiter keeps its state
-			// in memory only: run it as deployed, each instance on its own.
-			if e2, err2 := catalog.Lookup(f.limiter, catalog.Memory); err2 == nil {
-				entry, err = e2, nil
-				run.Notes = append(run.Notes, fmt.Sprintf("%s has no shared store: each instance keeps its own state in memory", entry.Name))
-			}
-		}
-		if err != nil {
-			return nil, usageWrap(err)
-		}
-		declared = pol.WithAlgorithm(entry.Algorithm)
-		spec.Policy, spec.Limiter, spec.Store = declared, entry.Name, entry.Store
-		if spec.Policy, err = enforcedPolicy(f, declared, entry.Algorithm, &run); err != nil {
-			return nil, err
-		}
-		run.Limiter, run.Target = entry.Name, entry.Name
-		env = targets.Embedded{}
-	case "local", "docker":
-		entry, err := catalog.Lookup(f.limiter, catalog.Redis)
-		if err != nil {
-			return nil, usageWrap(err)
-		}
-		declared = pol.WithAlgorithm(entry.Algorithm)
-		spec.Policy, spec.Limiter, spec.Store = declared, entry.Name, catalog.Redis
-		if spec.Policy, err = enforcedPolicy(f, declared, entry.Algorithm, &run); err != nil {
-			return nil, err
-		}
-		spec.RedisCluster = f.redisCluster
-		run.Limiter, run.Target = entry.Name, entry.Name
-		if f.regions > 1 {
-			if f.env == "local" {
-				return nil, usageErr("--regions runs on the embedded and docker environments")
-			}
-			spec.Regions = &targets.RegionSpec{Regions: f.regions, Mode: f.regionMode, Sync: f.regionSync, Latency: f.regionLat}
-		}
-		if f.env == "local" {
-			env = targets.Local{Cluster: f.redisCluster}
-		} else {
-			if f.redisURL != "" || f.redisCluster > 0 {
-				return nil, usageErr("--env docker starts its own Redis container: --redis and --redis-cluster do not apply")
-			}
-			env = targets.Docker{RedisImage: f.redisImage, LimiterImage: f.limiterImage, Binary: f.limiterBinary, NoPull: f.noPull}
-		}
-	case "external":
-		if len(f.targetURLs) == 0 {
-			return nil, usageErr("--env external needs at least one --target URL")
-		}
-		if err := checkTargets(f.targetURLs, f.allowRemote); err != nil {
-			return nil, usageWrap(err)
-		}
-		spec.Policy, spec.Targets = pol, f.targetURLs
-		run.Target = strings.Join(f.targetURLs, " ")
-		defPath = "" // the target URL's own path, else /
 		x, err := f.ext.environment(f.allowRemote)
 		if err != nil {
-			return nil, usageWrap(err)
+			return none, usageWrap(err)
 		}
-		env = x
-	default:
-		return nil, usageErr("--env %q: want embedded, local, docker or external", f.env)
+		o.Environment = x
 	}
+	if f.limiterPolicy != "" && !isGateway && f.env != "external" {
+		if o.LimiterPolicy, err = loadPolicy(f.limiterPolicy); err != nil {
+			return none, err
+		}
+	}
+	prog := newProgress(stderr, f.quiet)
+	o.Progress, o.ProgressDone = prog.update, prog.done
 	if f.env != "external" && f.ext.any() {
-		return nil, usageErr("--store-proxy, --toxiproxy, --on-inject/--on-clear, --sink and --downstream-* are for your own service (--env external, --target URL)")
+		return none, usageErr("--store-proxy, --toxiproxy, --on-inject/--on-clear, --sink and --downstream-* are for your own service (--env external, --target URL)")
 	}
 	if f.env == "external" {
 		if err := checkExternalFaults(plan, &f.ext); err != nil {
-			return nil, usageWrap(err)
+			return none, usageWrap(err)
 		}
 	}
-
-	dir, runID, err := f.runFolder(runID, shard, shards)
-	if err != nil {
-		return nil, err
-	}
-	rh, err := createRunHistory(dir, f.history, stdout)
-	if err != nil {
-		return nil, runErr(err)
-	}
-	histFile, w := rh.file, rh.w
-	defer w.Close()
-
-	stack, err := env.Start(ctx, spec)
-	if err != nil {
-		return nil, runErr(fmt.Errorf("start %s environment: %w", env.Name(), err))
-	}
-	defer stack.Close()
-	for _, ph := range plan.Phases {
-		if ph.Kind == attacks.KindFault && ph.Action == "inject" && (stack.Faults == nil || !stack.Faults.Supports(ph.Fault)) {
-			return nil, runErr(fmt.Errorf("plan %s injects %s, which the %s environment cannot do with this store (see docs/environments.md)", plan.Name, ph.Fault, env.Name()))
-		}
-	}
-	run.Instances = stack.Instances
-	run.Store = stack.StoreDesc
-	run.Notes = append(run.Notes, stack.Notes...)
-	if b, err := json.Marshal(declared); err == nil {
-		run.Declared = b
-	}
-
-	prog := newProgress(stderr, f.quiet)
-	eng, err := attacks.New(attacks.Options{
-		Instances: stack.Instances, Policy: declared, Writer: w,
-		Faults: stack.Faults, Sink: stack.Sink,
-		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
-		MaxHeaderBytes: f.maxHeaderBytes, MaxHeaders: f.maxHeaders,
-		Shard: shard, Shards: shards, Seed: f.seed, Progress: prog.update,
-		RunID: runID, KeepKeys: f.keepKeys,
-		Request: shapeReq, DefaultPath: defPath, Keys: keyFile, StartAt: startAt,
-		MaxProbeWait: probeCap(declared),
-	})
-	if err != nil {
-		return nil, usageWrap(err)
-	}
-	noteWait(stderr, startAt, f.quiet)
-	sum, runE := eng.Run(ctx, plan, run)
-	var pe *attacks.PrepareError
-	if errors.As(runE, &pe) {
-		return nil, usageWrap(pe)
-	}
-	prog.done()
-	closeErr := w.Close()
-	if err := stack.Close(); err != nil {
-		fmt.Fprintf(stderr, "rlverify: tearing down the %s environment: %v\n", env.Name(), err)
-	}
-	if closeErr != nil {
-		// The history on disk is incomplete: no verdict is drawn from it.
-		if runE != nil {
-			return nil, runErr(fmt.Errorf("%w (history %s is incomplete)", runE, histFile))
-		}
-		return nil, runErr(fmt.Errorf("%w (history %s is incomplete)", closeErr, histFile))
-	}
-	if runE != nil {
-		fmt.Fprintf(stderr, "rlverify: the run stopped early: %v\n", runE)
-	}
-	only := f.only
-	if len(only) == 0 {
-		only = plan.Checks
-	}
-	doc, rs, h, err := evaluate([]string{histFile}, nil, declared, checks.Options{Only: only, Off: f.off, MaxErrorRate: f.shape.maxErrorRate}, ts)
-	if err != nil {
-		return nil, err
-	}
-	if sum.Requests > 0 && allUnreachable(h) {
-		why, n := commonestErr(h)
-		err := fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, histFile)
-		if h.End != nil && h.End.Interrupted && strings.HasPrefix(h.End.Reason, "interrupted") {
-			// A signal ended the run: that, not the target, is why the
-			// requests in flight got no answer.
-			return nil, &exitError{code: ExitInterrupted, err: fmt.Errorf("run interrupted: %w", err)}
-		}
-		return nil, runErr(err)
-	}
-	return &attackResult{doc: doc, results: rs, hist: h, histFile: histFile, dir: dir, report: rh.report, runE: runE}, nil
+	return o, nil
 }
 
 // judge reads histories back (from disk; "-" from stdin), checks them and
@@ -503,22 +400,11 @@ func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Polic
 // against pol (nil: the policy the history declares) and ts, and builds the
 // result document.
 func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold) (*reports.Document, []checks.Result, *history.History, error) {
-	h, err := readHistories(files, stdin)
+	out, err := rlverify.Check(context.Background(), rlverify.CheckOptions{Histories: files, Stdin: stdin, Policy: pol, Checks: o, Thresholds: ts})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, fromLib(err)
 	}
-	if pol == nil {
-		if pol, err = historyPolicy(h); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	pol = judgeable(h, pol)
-	rs := checks.Judge(h, pol, o)
-	doc := reports.Build(h, pol, rs)
-	if err := judgeThresholds(doc, h, pol, ts); err != nil {
-		return nil, nil, nil, err
-	}
-	return doc, rs, h, nil
+	return out.Document, out.Results, out.History, nil
 }
 
 // conclude renders doc and returns the exit the verdicts call for.
@@ -585,35 +471,6 @@ func writeReport(file string, r reports.Renderer, doc *reports.Document) error {
 	return fh.Close()
 }
 
-func allUnreachable(h *history.History) bool {
-	if len(h.Events) == 0 {
-		return false
-	}
-	for i := range h.Events {
-		if h.Events[i].Status != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// commonestErr is the error most requests of h got, and how many got it.
-func commonestErr(h *history.History) (string, int) {
-	n := map[string]int{}
-	best := ""
-	for i := range h.Events {
-		e := h.Events[i].Err
-		if e == "" {
-			e = "no status"
-		}
-		n[e]++
-		if n[e] > n[best] || (n[e] == n[best] && e < best) {
-			best = e
-		}
-	}
-	return best, n[best]
-}
-
 func parseShard(s string) (int, int, error) {
 	if s == "" {
 		return 0, 1, nil
@@ -627,28 +484,6 @@ func parseShard(s string) (int, int, error) {
 	return i - 1, n, nil
 }
 
-// checkTargets refuses targets outside loopback unless allowed.
-func checkTargets(urls []string, allowRemote bool) error {
-	for _, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--target %q: want an http(s) base URL such as http://127.0.0.1:8080", raw)
-		}
-		if allowRemote {
-			continue
-		}
-		host := u.Hostname()
-		if host == "localhost" {
-			continue
-		}
-		ip := net.ParseIP(host)
-		if ip == nil || !ip.IsLoopback() {
-			return fmt.Errorf("--target %s is not a loopback address; pass --allow-remote to attack it (only services you own)", raw)
-		}
-	}
-	return nil
-}
-
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
@@ -656,36 +491,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
-}
-
-// enforcedPolicy is what the reference limiter enforces: the declared
-// policy, or --limiter-policy in the limiter's family (noted in the run).
-func enforcedPolicy(f *attackFlags, declared *policy.Policy, a policy.Algorithm, run *history.Run) (*policy.Policy, error) {
-	if f.limiterPolicy == "" {
-		return declared, nil
-	}
-	p, err := loadPolicy(f.limiterPolicy)
-	if err != nil {
-		return nil, err
-	}
-	run.Notes = append(run.Notes, fmt.Sprintf("the reference limiter enforces %s, not the declared %s", p.Source, declared.Source))
-	return p.WithAlgorithm(a), nil
-}
-
-// probeCap is how long a probe or a retrying client honours advice: twice
-// the longest a single request ever has to wait under the policy (1/r for
-// buckets, W for windows) plus the whole second advice is rounded up to.
-// Longer advice is itself a finding (the key's state is wrong), not a wait.
-func probeCap(p *policy.Policy) time.Duration {
-	var w time.Duration
-	for _, t := range p.Tiers {
-		for _, l := range t.Limits {
-			d := l.W()
-			if l.Algorithm.Bucketed() {
-				d = time.Duration(float64(time.Second) / l.R())
-			}
-			w = max(w, d)
-		}
-	}
-	return 2*w + time.Second
 }

@@ -2,21 +2,19 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
-	"github.com/rlverify/rlverify/checks"
-	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
-	"github.com/rlverify/rlverify/targets"
 )
 
 func auditCmd() *cobra.Command {
@@ -69,111 +67,6 @@ fails does not stop the others; each plan's history is kept in
 	return c
 }
 
-// auditPlan is a built-in plan and when it applies.
-type auditPlan struct {
-	name string
-	// applies says why the plan does not apply ("" when it does).
-	applies func(a *auditScope) string
-}
-
-// auditScope is what decides which plans apply.
-type auditScope struct {
-	pol       *policy.Policy
-	instances int
-	env       string
-	// faults lists the fault kinds that can be injected.
-	faults map[string]bool
-}
-
-func always(*auditScope) string { return "" }
-
-func windowsOnly(a *auditScope) string {
-	for _, t := range a.pol.Tiers {
-		for _, l := range t.Limits {
-			if !l.Algorithm.Bucketed() {
-				return ""
-			}
-		}
-	}
-	return "every limit is a bucket: no window edge to aim at"
-}
-
-func severalInstances(a *auditScope) string {
-	if a.instances < 2 {
-		return "one instance: give every --target of your deployment to spread a key over them"
-	}
-	return ""
-}
-
-func needsFaults(kinds ...string) func(a *auditScope) string {
-	return func(a *auditScope) string {
-		for _, k := range kinds {
-			if !a.faults[k] {
-				if a.env == "external" && (k == targets.FaultStoreDown || k == targets.FaultStoreSlow) {
-					return fmt.Sprintf("no way to inject %s: give --store-proxy, --toxiproxy or --on-inject %s=… (see docs/environments.md)", k, k)
-				}
-				if a.env == "external" {
-					return fmt.Sprintf("no way to inject %s into your service: give --on-inject %s=… and --on-clear %s=…", k, k, k)
-				}
-				return fmt.Sprintf("the %s environment cannot inject %s", a.env, k)
-			}
-		}
-		return ""
-	}
-}
-
-func severalTiers(a *auditScope) string {
-	seen := map[string]bool{}
-	for _, k := range []string{"free-t", "paid-t"} {
-		if t, ok := attacks.PlanTier(a.pol, k); ok {
-			seen[t.Name] = true
-		}
-	}
-	if len(seen) < 2 {
-		return "the policy's tiers are not free and paid (the plan's keys would share one tier)"
-	}
-	return ""
-}
-
-func globalGuard(a *auditScope) string {
-	if a.pol.Global == nil {
-		return "the policy declares no global guard"
-	}
-	return ""
-}
-
-func embeddedOnly(a *auditScope) string {
-	if a.env == "external" {
-		return "regions need a multi-region deployment rlverify starts (embedded or docker)"
-	}
-	if a.pol.Tolerance.Regions == 0 {
-		return "the policy declares no multi-region tolerance"
-	}
-	return ""
-}
-
-// auditPlans are the plans of an audit, in the order they run.
-var auditPlans = []auditPlan{
-	{"concurrent-burst", always},
-	{"precision", always},
-	{"idle-refill", always},
-	{"boundary-burst", windowsOnly},
-	{"retry-after", always},
-	{"overload", always},
-	{"tenant-isolation", always},
-	{"similar-keys", always},
-	{"tiers", severalTiers},
-	{"bypass", always},
-	{"multi-instance", severalInstances},
-	{"retry-elsewhere", severalInstances},
-	{"global-guard", globalGuard},
-	{"store-outage", needsFaults(targets.FaultStoreDown)},
-	{"slow-store", needsFaults(targets.FaultStoreSlow)},
-	{"rules-unavailable", needsFaults(targets.FaultRulesDown)},
-	{"clock-skew", needsFaults(targets.FaultClockSkew)},
-	{"regions", embeddedOnly},
-}
-
 func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr io.Writer) error {
 	fo, err := parseFailOn(f.failOn)
 	if err == nil {
@@ -187,13 +80,9 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 			return usageWrap(fmt.Errorf("--format: %w", err))
 		}
 	}
-	known := map[string]bool{}
-	for _, p := range auditPlans {
-		known[p.name] = true
-	}
 	for _, n := range only {
-		if !known[n] {
-			return usageErr("--plans %q: not a plan of the audit (%s)", n, strings.Join(auditPlanNames(), ", "))
+		if !slices.Contains(rlverify.AuditPlanNames(), n) {
+			return usageErr("--plans %q: not a plan of the audit (%s)", n, strings.Join(rlverify.AuditPlanNames(), ", "))
 		}
 	}
 	if len(f.targetURLs) > 0 {
@@ -206,70 +95,43 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 	if pol, err = f.shape.apply(pol); err != nil {
 		return usageWrap(err)
 	}
-	scope := &auditScope{pol: pol, env: f.env, instances: len(f.targetURLs), faults: map[string]bool{}}
-	if f.env != "external" {
-		scope.instances = 3 // the built-in environments start what a plan needs
-		for _, k := range []string{targets.FaultStoreDown, targets.FaultStoreSlow, targets.FaultClockSkew, targets.FaultRulesDown} {
-			scope.faults[k] = true
+	base := rlverify.AttackOptions{Policy: pol, Env: f.env, Limiter: f.limiter, Targets: f.targetURLs}
+	if f.env == "external" {
+		if x, err := f.ext.environment(f.allowRemote); err == nil {
+			base.Environment = x // what faults it can inject; errors come per plan
 		}
-	} else {
-		proxy := len(f.ext.storeProxies) > 0 || f.ext.toxiproxy != ""
-		scope.faults[targets.FaultStoreDown] = proxy
-		scope.faults[targets.FaultStoreSlow] = proxy
-		for _, s := range f.ext.onInject {
-			if h, err := targets.ParseHook("inject", s); err == nil {
-				scope.faults[h.Kind] = true
-			}
-		}
-	}
-	target := strings.Join(f.targetURLs, " ")
-	if target == "" {
-		target = f.limiter + " (" + f.env + ")"
 	}
 	dir, err := runFolder(f.out, newRunID(), true, false)
 	if err != nil {
 		return err
 	}
 	f.out = dir
-	var cols []reports.AuditColumn
-	for _, ap := range auditPlans {
-		if ctx.Err() != nil {
-			break
-		}
-		if len(only) > 0 && !contains(only, ap.name) {
-			continue
-		}
-		if why := ap.applies(scope); why != "" {
-			cols = append(cols, reports.AuditColumn{Plan: ap.name, Skip: why})
-			continue
-		}
-		pf := *f
-		pf.plan = ap.name
-		pf.out, pf.exactOut = filepath.Join(f.out, ap.name), true
-		pf.formats = []string{"json"}
-		pf.quiet = true
-		if !f.quiet {
-			fmt.Fprintf(stderr, "audit: %s …\n", ap.name)
-		}
-		r, err := attackOnce(ctx, &pf, io.Discard, stderr)
-		var ee *exitError
-		switch {
-		case err != nil && errors.As(err, &ee) && ee.code == ExitUsage:
-			return fmt.Errorf("audit: plan %s: %w", ap.name, err)
-		case err != nil:
-			cols = append(cols, reports.AuditColumn{Plan: ap.name, Dir: pf.out, Err: err})
-			continue
-		}
-		if err := writeReport(filepath.Join(pf.out, "result.json"), reports.JSON{}, r.doc); err != nil {
-			return runErr(err)
-		}
-		col := reports.AuditColumn{Plan: ap.name, Doc: r.doc, Dir: pf.out, Measured: measurements(r.doc)}
-		if r.runE != nil {
-			r.doc.Interrupted, r.doc.Reason = true, "the plan did not complete: "+r.runE.Error()
-		}
-		cols = append(cols, col)
+	a, err := rlverify.Audit(ctx, rlverify.AuditOptions{
+		Attack: base, Plans: only, Dir: dir,
+		Log: func(format string, args ...any) {
+			if !f.quiet {
+				fmt.Fprintf(stderr, format+"\n", args...)
+			}
+		},
+		ForPlan: func(plan, pdir string) (rlverify.AttackOptions, error) {
+			pf := *f
+			pf.plan = plan
+			pf.out, pf.exactOut = pdir, true
+			pf.quiet = true
+			o, _, err := pf.options(io.Discard, stderr)
+			if err != nil {
+				return o, err
+			}
+			o.HistoryFile = pf.historyFile(pdir)
+			return o, nil
+		},
+		OnPlan: func(_, pdir string, out *rlverify.Outcome) error {
+			return runErr(writeReport(filepath.Join(pdir, "result.json"), reports.JSON{}, out.Document))
+		},
+	})
+	if err != nil {
+		return fromLib(err)
 	}
-	a := reports.BuildAudit(target, policySummary(pol), cols)
 	for i, format := range f.formats {
 		if i == 0 {
 			if err := reports.RenderAudit(stdout, format, a, colorOn(stdout)); err != nil {
@@ -302,43 +164,4 @@ func writeAudit(file, format string, a *reports.Audit) error {
 		return err
 	}
 	return fh.Close()
-}
-
-func auditPlanNames() []string {
-	out := make([]string, len(auditPlans))
-	for i, p := range auditPlans {
-		out[i] = p.name
-	}
-	return out
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// policySummary is the declared policy as reports show it.
-func policySummary(p *policy.Policy) reports.PolicySummary {
-	s := reports.PolicySummary{Name: p.Name, Source: p.Source, FailMode: p.Failure.Mode}
-	for _, t := range p.Tiers {
-		for _, l := range t.Limits {
-			s.Limits = append(s.Limits, fmt.Sprintf("%s (%s…): %s", t.Name, t.KeyPrefix, l.Describe()))
-		}
-	}
-	return s
-}
-
-// measurements are the calibration check's figures of a plan as
-// parameters measured against declared.
-func measurements(doc *reports.Document) []checks.Measurement {
-	for _, c := range doc.Checks {
-		if c.Name == checks.CalibrationCheck {
-			return checks.Measurements(c)
-		}
-	}
-	return nil
 }

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/envs/redisproc"
 	"github.com/rlverify/rlverify/internal/testsvc"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
-	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 // audit runs rlverify audit with args (JSON to stdout) and returns the

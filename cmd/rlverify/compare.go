@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,9 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/reports"
-	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/service"
 )
 
 func compareCmd() *cobra.Command {
@@ -77,7 +75,6 @@ error and decision latency. Each run's history and reports are kept in
 				f    attackFlags
 			}
 			var impls []impl
-			seen := map[string]bool{}
 			for _, l := range limiters {
 				f := base
 				name, pol, withPolicy := strings.Cut(l, "@")
@@ -114,51 +111,41 @@ error and decision latency. Each run's history and reports are kept in
 				return err
 			}
 			out = dir
-			var cols []reports.Column
+			co := rlverify.CompareOptions{
+				Plan: base.plan,
+				Log:  func(format string, a ...any) { fmt.Fprintf(c.ErrOrStderr(), format+"\n", a...) },
+				OnColumn: func(name string, o *rlverify.Outcome) error {
+					// Each column keeps its history, report.json and
+					// result.json in its own folder.
+					return render(o.Document, []string{"json"}, filepath.Dir(o.HistoryFile), io.Discard)
+				},
+			}
 			for _, im := range impls {
-				if seen[im.name] {
-					return usageErr("compare: %q is given twice", im.name)
-				}
-				seen[im.name] = true
 				f := im.f
 				f.out, f.exactOut = filepath.Join(out, safeName(im.name)), true
-				f.formats = []string{"json"}
 				f.quiet = true
-				f.failOn = []string{"none"}
-				fmt.Fprintf(c.ErrOrStderr(), "compare: %s …\n", im.name)
-				var buf bytes.Buffer
-				err := runAttack(c.Context(), &f, &buf, c.ErrOrStderr())
-				if unavailable(err) {
-					fmt.Fprintf(c.ErrOrStderr(), "compare: %s skipped: %v\n", im.name, err)
-					continue
+				if err := ensureDir(f.out); err != nil {
+					return err
 				}
-				var ee *exitError
-				// A plan that stopped early (a probe that needs a Retry-After
-				// the implementation never sends) still judged what it
-				// recorded: its column shows that, with the reason.
-				incomplete := errors.As(err, &ee) && ee.code == ExitRun && buf.Len() > 0
-				if err != nil && !incomplete && (!errors.As(err, &ee) || (ee.code != ExitFail && ee.code != ExitPass)) {
+				o, _, err := f.options(io.Discard, c.ErrOrStderr())
+				if err != nil {
 					return fmt.Errorf("compare: %s: %w", im.name, err)
 				}
-				var doc reports.Document
-				if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
-					return runErr(fmt.Errorf("compare: %s: result: %w", im.name, err))
-				}
-				if incomplete {
-					fmt.Fprintf(c.ErrOrStderr(), "compare: %s: %v\n", im.name, err)
-					doc.Run.Notes = append(doc.Run.Notes, err.Error())
-				}
-				cols = append(cols, reports.Column{Name: im.name, Document: &doc})
-				if c.Context().Err() != nil {
-					break
-				}
+				o.HistoryFile = f.historyFile(f.out)
+				co.Columns = append(co.Columns, rlverify.CompareColumn{Name: im.name, Attack: o})
 			}
-			cmp := reports.Compare(base.plan, cols)
+			cmp, err := rlverify.Compare(c.Context(), co)
+			if err != nil {
+				return fromLib(err)
+			}
+			if c.Context().Err() != nil {
+				return &exitError{code: ExitInterrupted}
+			}
 			if err := renderComparison(cmp, formats, out, c.OutOrStdout()); err != nil {
 				return runErr(err)
 			}
 			var failed []string
-			for _, col := range cols {
+			for _, col := range cmp.Columns {
 				if len(fo.fails(col.Document.Checks))+len(fo.thresholdFails(col.Document.Thresholds)) > 0 {
 					failed = append(failed, col.Name)
 				}
@@ -199,7 +186,7 @@ func parseRegionSetting(s string, f *attackFlags) error {
 	if len(parts) > 3 || parts[0] == "" {
 		return fmt.Errorf("--region-setting %q: want MODE[/SYNC[/LATENCY]], e.g. replicated/100ms/20ms", s)
 	}
-	if err := targets.CheckRegionMode(parts[0]); err != nil {
+	if err := service.CheckRegionMode(parts[0]); err != nil {
 		return fmt.Errorf("--region-setting %q: %w", s, err)
 	}
 	f.regionMode = parts[0]

@@ -5,13 +5,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/importers"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policies"
 	"github.com/rlverify/rlverify/reports"
-	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/service"
 )
 
 // valueCompletion completes one flag's values.
@@ -29,7 +30,7 @@ type valueCompletion struct {
 // bash|zsh|fish), by flag name, for every command that has the flag.
 var completions = map[string]valueCompletion{
 	"plan":        {values: builtinPlanNames, files: true},
-	"plans":       {values: auditPlanNames, list: true},
+	"plans":       {values: rlverify.AuditPlanNames, list: true},
 	"limiter":     {values: limiterNames},
 	"policy":      {values: policies.Names, files: true},
 	"checks":      {values: checks.Names, list: true},
@@ -37,7 +38,7 @@ var completions = map[string]valueCompletion{
 	"fail-on":     {values: failOnValues, list: true},
 	"env":         {values: fixed("embedded", "local", "docker", "external")},
 	"store":       {values: fixed(catalog.Memory, catalog.Redis)},
-	"region-mode": {values: fixed(targets.RegionReplicated, targets.RegionStrict, targets.RegionIndependent)},
+	"region-mode": {values: fixed(service.RegionReplicated, service.RegionStrict, service.RegionIndependent)},
 	"from":        {values: importers.Formats},
 	"identity":    {values: fixed("header:", "bearer", "query:", "cookie:"), open: true},
 	"threshold":   {values: thresholdExamples, open: true},

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rlverify/rlverify/targets"
-	"github.com/rlverify/rlverify/targets/redisproc"
+	"github.com/rlverify/rlverify/envs/docker"
+	"github.com/rlverify/rlverify/envs/redisproc"
 )
 
 // needEnv skips (locally) or fails (CI=true) when what an environment needs
@@ -19,7 +19,7 @@ func needEnv(t *testing.T, env string) {
 	var err error
 	switch env {
 	case "docker":
-		err = targets.DockerAvailable(context.Background())
+		err = docker.DockerAvailable(context.Background())
 	default:
 		err = redisproc.Available()
 	}

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"errors"
+
 	"fmt"
 	"runtime/debug"
+
+	"github.com/rlverify/rlverify"
 )
 
 // Exit codes.
@@ -54,6 +58,27 @@ func usageWrap(err error) error {
 		return nil
 	}
 	return &exitError{code: ExitUsage, err: err}
+}
+
+// fromLib gives an error of the library its exit code: an
+// *rlverify.OptionError is a usage error, anything else a run error.
+func fromLib(err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *rlverify.OptionError
+	if errors.As(err, &oe) {
+		return usageWrap(err)
+	}
+	var ie *rlverify.InterruptedError
+	if errors.As(err, &ie) {
+		return &exitError{code: ExitInterrupted, err: err}
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	return runErr(err)
 }
 
 func runErr(err error) error {

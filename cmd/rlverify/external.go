@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rlverify/rlverify/attacks"
-	"github.com/rlverify/rlverify/targets"
+	"github.com/rlverify/rlverify/envs"
 )
 
 // externalFlags say how rlverify reaches around a user's service: faults on
@@ -56,10 +56,10 @@ func (f *externalFlags) any() bool {
 
 // environment builds the external environment from the flags; every
 // address must be on loopback unless allowRemote.
-func (f *externalFlags) environment(allowRemote bool) (targets.External, error) {
-	var x targets.External
+func (f *externalFlags) environment(allowRemote bool) (envs.External, error) {
+	var x envs.External
 	for _, s := range f.storeProxies {
-		p, err := targets.ParseProxySpec(s)
+		p, err := envs.ParseProxySpec(s)
 		if err != nil {
 			return x, err
 		}
@@ -82,7 +82,7 @@ func (f *externalFlags) environment(allowRemote bool) (targets.External, error) 
 		return x, fmt.Errorf("--toxiproxy-proxy needs --toxiproxy URL")
 	}
 	for _, s := range f.onInject {
-		h, err := targets.ParseHook("inject", s)
+		h, err := envs.ParseHook("inject", s)
 		if err != nil {
 			return x, err
 		}
@@ -93,7 +93,7 @@ func (f *externalFlags) environment(allowRemote bool) (targets.External, error) 
 		injects[h.Kind] = true
 	}
 	for _, s := range f.onClear {
-		h, err := targets.ParseHook("clear", s)
+		h, err := envs.ParseHook("clear", s)
 		if err != nil {
 			return x, err
 		}
@@ -111,7 +111,7 @@ func (f *externalFlags) environment(allowRemote bool) (targets.External, error) 
 		if err := loopbackURL("--sink", f.sinkURL, allowRemote); err != nil {
 			return x, err
 		}
-		x.Downstream = &targets.RemoteSink{URL: f.sinkURL}
+		x.Downstream = &envs.RemoteSink{URL: f.sinkURL}
 		sources++
 	}
 	if f.jsonURL != "" {
@@ -121,7 +121,7 @@ func (f *externalFlags) environment(allowRemote bool) (targets.External, error) 
 		if f.jsonTotal == "" && f.jsonByKey == "" {
 			return x, fmt.Errorf("--downstream-json %s: give --downstream-by-key PATH (per key) and/or --downstream-total PATH", f.jsonURL)
 		}
-		x.Downstream = &targets.JSONCounter{URL: f.jsonURL, TotalPath: f.jsonTotal, ByKeyPath: f.jsonByKey}
+		x.Downstream = &envs.JSONCounter{URL: f.jsonURL, TotalPath: f.jsonTotal, ByKeyPath: f.jsonByKey}
 		sources++
 	} else if f.jsonTotal != "" || f.jsonByKey != "" {
 		return x, fmt.Errorf("--downstream-total and --downstream-by-key need --downstream-json URL")
@@ -133,7 +133,7 @@ func (f *externalFlags) environment(allowRemote bool) (targets.External, error) 
 		if f.promMetric == "" || f.promLabel == "" {
 			return x, fmt.Errorf("--downstream-prometheus %s: give --downstream-metric NAME (and --downstream-label, default api_key)", f.promURL)
 		}
-		x.Downstream = &targets.PromCounter{URL: f.promURL, Metric: f.promMetric, Label: f.promLabel}
+		x.Downstream = &envs.PromCounter{URL: f.promURL, Metric: f.promMetric, Label: f.promLabel}
 		sources++
 	} else if f.promMetric != "" {
 		return x, fmt.Errorf("--downstream-metric needs --downstream-prometheus URL")
@@ -177,7 +177,7 @@ func loopbackHost(flag, what, host string, allow bool) error {
 func checkExternalFaults(plan *attacks.Plan, f *externalFlags) error {
 	hooks := map[string]bool{}
 	for _, s := range f.onInject {
-		if h, err := targets.ParseHook("inject", s); err == nil {
+		if h, err := envs.ParseHook("inject", s); err == nil {
 			hooks[h.Kind] = true
 		}
 	}
@@ -188,7 +188,7 @@ func checkExternalFaults(plan *attacks.Plan, f *externalFlags) error {
 			continue
 		}
 		switch ph.Fault {
-		case targets.FaultStoreDown, targets.FaultStoreSlow:
+		case envs.FaultStoreDown, envs.FaultStoreSlow:
 			if !proxy {
 				return fmt.Errorf("plan %s injects %s into your service's store: run a store proxy (--store-proxy LISTEN=UPSTREAM, and point your service's store at LISTEN), drive your Toxiproxy (--toxiproxy URL --toxiproxy-proxy NAME) or give commands (--on-inject %s='…' --on-clear %s='…')", plan.Name, ph.Fault, ph.Fault, ph.Fault)
 			}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify/envs/redisproc"
 	"github.com/rlverify/rlverify/internal/testsvc"
-	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 // Faults on a service rlverify did not start: testsvc's redisbucket keeps

@@ -8,11 +8,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify"
+	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/envs/gateway"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
-	"github.com/rlverify/rlverify/targets"
-	"github.com/rlverify/rlverify/targets/gateway"
 )
 
 // honestPolicyFile is where a gateway run writes the policy the gateway
@@ -27,51 +27,58 @@ const honestPolicyFile = "honest-policy.yaml"
 // gateway's honest policy). It writes the honest policy next to the history
 // and notes what the gateway does not keep. ok is false for every other
 // limiter.
-func gatewaySetup(f *attackFlags, pol *policy.Policy, spec *targets.Spec, run *history.Run) (env targets.Environment, judged *policy.Policy, ok bool, err error) {
+func gatewaySetup(f *attackFlags, pol *policy.Policy, o *rlverify.AttackOptions) (ok bool, err error) {
 	entry, lerr := catalog.Lookup(f.limiter, "")
 	if lerr != nil || entry.Gateway == nil {
 		if f.honest {
-			return nil, nil, false, usageErr("--honest applies to gateway limiters (nginx/…, haproxy/…, gubernator/…), not %s", f.limiter)
+			return false, usageErr("--honest applies to gateway limiters (nginx/…, haproxy/…, gubernator/…), not %s", f.limiter)
 		}
-		return nil, nil, false, nil
+		return false, nil
 	}
 	if f.env != "embedded" {
-		return nil, nil, true, usageErr("--limiter %s runs as its own %s; --env %s does not apply", entry.Name, gatewayForm(entry.Gateway), f.env)
+		return true, usageErr("--limiter %s runs as its own %s; --env %s does not apply", entry.Name, gatewayForm(entry.Gateway), f.env)
 	}
 	if f.store != "" || f.redisURL != "" || f.regions > 1 {
-		return nil, nil, true, usageErr("--limiter %s keeps its state in its own %s: --store, --redis and --regions do not apply", entry.Name, gatewayForm(entry.Gateway))
+		return true, usageErr("--limiter %s keeps its state in its own %s: --store, --redis and --regions do not apply", entry.Name, gatewayForm(entry.Gateway))
 	}
 	declared := pol.WithAlgorithm(entry.Algorithm)
-	configured, err := enforcedPolicy(f, declared, entry.Algorithm, run)
-	if err != nil {
-		return nil, nil, true, err
+	configured := declared
+	if f.limiterPolicy != "" {
+		lp, err := loadPolicy(f.limiterPolicy)
+		if err != nil {
+			return true, err
+		}
+		o.Notes = append(o.Notes, fmt.Sprintf("the reference limiter enforces %s, not the declared %s", lp.Source, declared.Source))
+		configured = lp.WithAlgorithm(entry.Algorithm)
 	}
 	honest, deviations, err := gateway.Honest(*entry.Gateway, configured)
 	if err != nil {
-		return nil, nil, true, usageWrap(err)
+		return true, usageWrap(err)
 	}
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return nil, nil, true, runErr(fmt.Errorf("--out: %w", err))
+		return true, runErr(fmt.Errorf("--out: %w", err))
 	}
 	file := filepath.Join(f.out, honestPolicyFile)
 	text, err := yaml.Marshal(honest)
 	if err != nil {
-		return nil, nil, true, runErr(fmt.Errorf("honest policy: %w", err))
+		return true, runErr(fmt.Errorf("honest policy: %w", err))
 	}
 	header := fmt.Sprintf("# What %s really enforces when configured from policy %s (see docs/compare.md).\n", entry.Name, pol.Name)
 	if err := os.WriteFile(file, append([]byte(header), text...), 0o644); err != nil {
-		return nil, nil, true, runErr(fmt.Errorf("honest policy: %w", err))
+		return true, runErr(fmt.Errorf("honest policy: %w", err))
 	}
-	judged = declared
+	judged := declared
 	if f.honest {
 		judged = honest
-		run.Notes = append(run.Notes, fmt.Sprintf("judged against %s's honest policy (%s), not the declared one", entry.Name, file))
+		o.Notes = append(o.Notes, fmt.Sprintf("judged against %s's honest policy (%s), not the declared one", entry.Name, file))
 	} else if len(deviations) > 0 {
-		run.Notes = append(run.Notes, fmt.Sprintf("the policy %s really enforces is in %s: rlverify check --history %s --policy %s", entry.Name, file, filepath.Join(f.out, "history.jsonl"), file))
+		o.Notes = append(o.Notes, fmt.Sprintf("the policy %s really enforces is in %s: rlverify check --history %s --policy %s", entry.Name, file, filepath.Join(f.out, "history.jsonl"), file))
 	}
-	spec.Policy, spec.Limiter, spec.Store = configured, entry.Name, entry.Store
-	run.Limiter, run.Target, run.Env = entry.Name, entry.Name, entry.Gateway.Kind
-	return gateway.Environment{Gateway: *entry.Gateway, KeepConfigs: f.out}, judged, true, nil
+	o.Env, o.RecordedEnv = rlverify.EnvGateway, entry.Gateway.Kind
+	o.Environment = gateway.Environment{Gateway: *entry.Gateway, KeepConfigs: f.out}
+	o.LimiterPolicy, o.JudgedPolicy = configured, judged
+	o.Limiter, o.Store = entry.Name, entry.Store
+	return true, nil
 }
 
 func gatewayForm(g *catalog.Gateway) string {
@@ -83,4 +90,4 @@ func gatewayForm(g *catalog.Gateway) string {
 
 // unavailable reports an implementation that cannot run on this machine (a
 // gateway whose program is not installed, no Docker): compare skips it.
-func unavailable(err error) bool { return errors.Is(err, targets.ErrUnavailable) }
+func unavailable(err error) bool { return errors.Is(err, envs.ErrUnavailable) }

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rlverify/rlverify/targets/gateway"
+	"github.com/rlverify/rlverify/envs/gateway"
 )
 
 // needGateway skips (locally) or fails (CI=true) when nginx or haproxy is

@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/importers"
-	"github.com/rlverify/rlverify/targets"
 )
 
 func importCmd() *cobra.Command {
@@ -84,8 +84,8 @@ func parseInstances(flags []string) ([]importers.Instance, error) {
 	for _, f := range flags {
 		host, n, ok := strings.Cut(f, "=")
 		i, err := strconv.Atoi(n)
-		if !ok || host == "" || err != nil || i < 0 || i >= targets.MaxInstances {
-			return nil, fmt.Errorf("--instance %q: want HOST=N with host[:port] as in the URLs and 0 ≤ N < %d, e.g. 127.0.0.1:8080=0", f, targets.MaxInstances)
+		if !ok || host == "" || err != nil || i < 0 || i >= envs.MaxInstances {
+			return nil, fmt.Errorf("--instance %q: want HOST=N with host[:port] as in the URLs and 0 ≤ N < %d, e.g. 127.0.0.1:8080=0", f, envs.MaxInstances)
 		}
 		out = append(out, importers.Instance{Host: host, Index: i})
 	}

@@ -2,16 +2,14 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify"
+	"github.com/rlverify/rlverify/envs/gateway"
 	"github.com/rlverify/rlverify/limiters/catalog"
-	"github.com/rlverify/rlverify/policies"
 	"github.com/rlverify/rlverify/policy"
-	"github.com/rlverify/rlverify/targets/gateway"
 )
 
 func limitersCmd() *cobra.Command {
@@ -56,27 +54,8 @@ func mapping(l policy.Limit) string {
 	return fmt.Sprintf("N=%d W=%s", l.Count, l.Window)
 }
 
-// loadPolicy reads the policy in file, or the shipped policy of that name
-// (see policies/), or the built-in default when file is empty or "default".
+// loadPolicy reads a policy file or shipped policy (rlverify.LoadPolicy).
 func loadPolicy(file string) (*policy.Policy, error) {
-	if file == "" || file == "default" {
-		return policy.Default(), nil
-	}
-	if !strings.ContainsAny(file, `/\`) && !strings.HasSuffix(file, ".yaml") && !strings.HasSuffix(file, ".yml") {
-		if b, ok := policies.Get(file); ok {
-			p, err := policy.Parse("builtin:"+file, b)
-			if err != nil {
-				return nil, usageWrap(err)
-			}
-			return p, nil
-		}
-		if _, err := os.Stat(file); err != nil {
-			return nil, usageErr("no policy file %q and no shipped policy of that name (shipped: %s)", file, strings.Join(policies.Names(), ", "))
-		}
-	}
-	p, err := policy.Load(file)
-	if err != nil {
-		return nil, usageWrap(err)
-	}
-	return p, nil
+	p, err := rlverify.LoadPolicy(file)
+	return p, fromLib(err)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/checks"
 )
 
@@ -20,10 +21,10 @@ func TestMutationMatrix(t *testing.T) {
 		t.Skip("runs real attacks (about two minutes)")
 	}
 	covered := map[string]bool{}
-	for _, row := range mutationMatrix {
+	for _, row := range rlverify.MutationMatrix {
 		covered[row.Root] = true
 		t.Run(fmt.Sprintf("%s/%s/%s", row.Root, row.Plan, strings.ReplaceAll(row.Bad, "/", "-")), func(t *testing.T) {
-			r := runMatrixRow(context.Background(), row, t.TempDir())
+			r := rlverify.RunMatrixRow(context.Background(), row, t.TempDir())
 			require.NoError(t, r.Err)
 			require.Empty(t, r.Problems())
 		})

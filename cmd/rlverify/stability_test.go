@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -82,7 +83,7 @@ func TestStabilityOfTheDiagnosis(t *testing.T) {
 		t.Run(pick.plan+"/"+strings.ReplaceAll(pick.bad, "/", "-"), func(t *testing.T) {
 			var bad []string
 			for i := range stabilityRuns {
-				r := runMatrixRow(context.Background(), row, t.TempDir())
+				r := rlverify.RunMatrixRow(context.Background(), row, t.TempDir())
 				if r.Err != nil {
 					bad = append(bad, fmt.Sprintf("run %d: %v", i+1, r.Err))
 					continue
@@ -97,13 +98,13 @@ func TestStabilityOfTheDiagnosis(t *testing.T) {
 }
 
 // matrixRowFor is the first row of the matrix for plan and faulty limiter.
-func matrixRowFor(plan, bad string) (matrixRow, bool) {
-	for _, r := range mutationMatrix {
+func matrixRowFor(plan, bad string) (rlverify.MatrixRow, bool) {
+	for _, r := range rlverify.MutationMatrix {
 		if r.Plan == plan && r.Bad == bad {
 			return r, true
 		}
 	}
-	return matrixRow{}, false
+	return rlverify.MatrixRow{}, false
 }
 
 // notPassing lists d's checks that neither passed nor skipped.

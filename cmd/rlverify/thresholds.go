@@ -6,10 +6,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rlverify/rlverify/attacks"
-	"github.com/rlverify/rlverify/checks"
-	"github.com/rlverify/rlverify/history"
-	"github.com/rlverify/rlverify/policy"
-	"github.com/rlverify/rlverify/reports"
 	"github.com/rlverify/rlverify/thresholds"
 )
 
@@ -32,15 +28,14 @@ func parseThresholds(specs []string) ([]thresholds.Threshold, error) {
 	return out, nil
 }
 
-// planThresholds are an attack's thresholds: the plan's, then the command
-// line's; each phase they name must be the plan's, and every --fail-on
-// threshold:KEY must name one of them.
+// planThresholds are an attack's command-line thresholds (the library adds
+// the plan's own): each phase they name must be the plan's, and every
+// --fail-on threshold:KEY must name one of the plan's or these.
 func planThresholds(plan *attacks.Plan, f *attackFlags) ([]thresholds.Threshold, error) {
 	cli, err := parseThresholds(f.thresholds)
 	if err != nil {
 		return nil, err
 	}
-	ts := append(plan.PlanThresholds(), cli...)
 	var phases []string
 	for _, ph := range plan.Phases {
 		phases = append(phases, ph.Name)
@@ -52,25 +47,5 @@ func planThresholds(plan *attacks.Plan, f *attackFlags) ([]thresholds.Threshold,
 	if err != nil {
 		return nil, err
 	}
-	return ts, fo.checkThresholds(ts)
-}
-
-// judgeThresholds evaluates ts on h into doc. A threshold naming a phase
-// that a complete history does not have is a usage error (a typo); on an
-// interrupted history the phase may just not have run: unknown.
-func judgeThresholds(doc *reports.Document, h *history.History, pol *policy.Policy, ts []thresholds.Threshold) error {
-	if len(ts) == 0 {
-		return nil
-	}
-	if !h.Interrupted() {
-		var phases []string
-		for _, ph := range h.Phases {
-			phases = append(phases, ph.Name)
-		}
-		if err := thresholds.CheckPhases(ts, phases); err != nil {
-			return usageWrap(err)
-		}
-	}
-	doc.SetThresholds(thresholds.Evaluate(h, func(e *history.Event) history.Outcome { return checks.Outcome(pol, e) }, ts))
-	return nil
+	return cli, fo.checkThresholds(append(plan.PlanThresholds(), cli...))
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rlverify/rlverify/targets/redisproc"
+	"github.com/rlverify/rlverify/envs/redisproc"
 )
 
 // startRedis starts a real redis-server on a free loopback port for the

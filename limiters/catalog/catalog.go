@@ -79,12 +79,12 @@ type Entry struct {
 	Description string
 	// Gateway, when set, marks an implementation that is not a limiter
 	// inside the reference service but a gateway process or cluster started
-	// by targets/gateway; New then only returns an error.
+	// by envs/gateway; New then only returns an error.
 	Gateway *Gateway
 	New     func(limits []policy.Limit, env Env) (limiters.Limiter, error)
 }
 
-// Gateway says which gateway an entry runs and how targets/gateway starts
+// Gateway says which gateway an entry runs and how envs/gateway starts
 // it.
 type Gateway struct {
 	// Kind is the gateway family: "nginx", "haproxy" or "gubernator".

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlverify/rlverify/envs/redisproc"
 	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/policy"
-	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 func TestEveryEntryBuildsAndDecides(t *testing.T) {
@@ -41,7 +41,7 @@ func TestEveryEntryBuildsAndDecides(t *testing.T) {
 		}
 		if e.Gateway != nil {
 			// Gateways run as their own processes or cluster
-			// (targets/gateway); the reference service cannot hold them.
+			// (envs/gateway); the reference service cannot hold them.
 			if _, err := e.New(limits, env); err == nil || e.Gateway.Kind == "" || e.Gateway.Docs == "" {
 				t.Errorf("%s: a gateway entry builds in process or lacks its kind or documentation", id)
 			}

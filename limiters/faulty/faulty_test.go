@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlverify/rlverify/envs/redisproc"
 	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/policy"
-	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify/envs/redisproc"
 	"github.com/rlverify/rlverify/internal/testsvc"
-	"github.com/rlverify/rlverify/targets/redisproc"
 )
 
 // start runs the command in process until the test ends and returns the

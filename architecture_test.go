@@ -1,0 +1,145 @@
+package rlverify_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/rlverify/rlverify"
+
+// allowed is docs/architecture.md's direction of imports: each package of
+// the module and the packages of the module it may import. A package that
+// is not here fails the test until it is placed (in the doc and here).
+// The test and tool helpers (helpers) may import anything below cmd.
+var allowed = map[string][]string{
+	// leaves
+	"policies": nil, "history": nil, "headers": nil, "limitread": nil,
+	"policy/yamlx": {"limitread"}, "policy": {"policy/yamlx", "limitread"},
+	"envs/redisproc": nil, "internal/faultproxy": nil, "internal/human": nil,
+	"thresholds": {"history", "internal/human"},
+	// algorithms and stores
+	"limiters":            {"policy"},
+	"limiters/faulty":     {"limiters", "policy"},
+	"limiters/thirdparty": {"limiters", "policy"},
+	"limiters/catalog":    {"limiters", "limiters/faulty", "limiters/thirdparty", "policy"},
+	"checks":              {"history", "policy", "headers"},
+	"attacks":             {"history", "policy", "policy/yamlx", "headers", "thresholds"},
+	"importers":           {"history", "policy", "headers"},
+	"reports":             {"checks", "history", "policy", "thresholds", "internal/human", "limitread"},
+	"service":             {"limiters", "limiters/catalog", "policy", "headers", "history", "internal/faultproxy", "limitread"},
+	"envs":                {"service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/faultproxy"},
+	"envs/docker":         {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc"},
+	"envs/gateway":        {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc"},
+	"":                    {"attacks", "checks", "envs", "history", "importers", "limiters/catalog", "policies", "policy", "reports", "service", "thresholds"},
+	"rlverifytest":        {"", "attacks", "checks", "policy", "reports"},
+	"compose":             nil,
+	"deploy/kubernetes":   nil,
+}
+
+// helpers are packages only tests, benchmarks and tools import.
+var helpers = []string{"internal/envtest", "internal/testsvc", "internal/matrix", "internal/bench"}
+
+// cliOnly are modules only commands (cmd/…) may import.
+var cliOnly = []string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/vbauerster/mpb"}
+
+// dockerOnly are modules only envs/docker (and the CLI, through it) may
+// pull in.
+var dockerOnly = []string{"github.com/testcontainers/", "github.com/moby/", "github.com/docker/"}
+
+// pure packages judge data: no network, no files, no processes (time is
+// used for durations; the clock is never read — see DESIGN.md).
+var pure = map[string][]string{
+	"checks": {"net", "net/http", "os", "os/exec", "io/fs"},
+}
+
+type listed struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func goList(t *testing.T, args ...string) []listed {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	out, err := exec.Command("go", append([]string{"list", "-json"}, args...)...).Output()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, ee.Stderr)
+	}
+	require.NoError(t, err)
+	var pkgs []listed
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func rel(path string) (string, bool) {
+	if path == module {
+		return "", true
+	}
+	r, ok := strings.CutPrefix(path, module+"/")
+	return r, ok
+}
+
+func TestImportsFollowTheArchitecture(t *testing.T) {
+	for _, p := range goList(t, "./...") {
+		name, _ := rel(p.ImportPath)
+		cmd := strings.HasPrefix(name, "cmd/") || strings.Contains(name, "/cmd/")
+		for _, imp := range p.Imports {
+			if !cmd && slices.ContainsFunc(cliOnly, func(m string) bool { return strings.HasPrefix(imp, m) }) {
+				t.Errorf("%s imports %s: only commands read flags", p.ImportPath, imp)
+			}
+			if name != "envs/docker" && !cmd && slices.ContainsFunc(dockerOnly, func(m string) bool { return strings.HasPrefix(imp, m) }) {
+				t.Errorf("%s imports %s: Docker belongs to envs/docker", p.ImportPath, imp)
+			}
+		}
+		if cmd || slices.Contains(helpers, name) {
+			continue // commands and helpers may import anything below cmd
+		}
+		for _, imp := range p.Imports {
+			if slices.Contains(pure[name], imp) {
+				t.Errorf("%s imports %s: it must stay pure", p.ImportPath, imp)
+			}
+		}
+		allow, known := allowed[name]
+		if !known {
+			t.Errorf("package %q is not in docs/architecture.md's direction of imports (add it there and to this test's table)", p.ImportPath)
+			continue
+		}
+		for _, imp := range p.Imports {
+			r, ours := rel(imp)
+			if ours && !slices.Contains(allow, r) {
+				t.Errorf("%s imports %s, against docs/architecture.md (it may import: %s)", p.ImportPath, imp, strings.Join(allow, ", "))
+			}
+		}
+	}
+}
+
+func TestTheLibraryPullsInNoDocker(t *testing.T) {
+	for _, p := range goList(t, "-deps=false", ".", "./rlverifytest") {
+		deps := goList(t, "-deps", p.ImportPath)
+		for _, d := range deps {
+			if slices.ContainsFunc(dockerOnly, func(m string) bool { return strings.HasPrefix(d.ImportPath, m) }) {
+				t.Errorf("%s depends on %s: importing the library must not pull in Docker", p.ImportPath, d.ImportPath)
+			}
+		}
+	}
+}

@@ -1,0 +1,560 @@
+package rlverify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/limiters/catalog"
+	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/service"
+	"github.com/rlverify/rlverify/thresholds"
+)
+
+// Environment names of AttackOptions.Env.
+const (
+	EnvEmbedded = "embedded"
+	EnvLocal    = "local"
+	EnvDocker   = "docker"
+	EnvExternal = "external"
+	// EnvGateway runs a gateway limiter (nginx, HAProxy, gubernator): the
+	// Environment comes from envs/gateway, already configured.
+	EnvGateway = "gateway"
+)
+
+// The environments' injectors and downstream readers are what the engine
+// takes (attacks declares the interfaces, envs implements them).
+var (
+	_ attacks.FaultInjector = envs.FaultInjector(nil)
+	_ attacks.SinkReader    = envs.SinkReader(nil)
+)
+
+// DefaultLimiter is the reference limiter Attack runs when none is named.
+const DefaultLimiter = "token-bucket"
+
+// AttackOptions configure one attack. Plan is required; the zero value of
+// every other field means its default.
+type AttackOptions struct {
+	// Plan is the attack plan (attacks.Load reads a built-in or a file).
+	Plan *attacks.Plan
+	// Policy is the declared policy, what the limiter promises (default:
+	// the plan's policy, else the built-in one).
+	Policy *policy.Policy
+	// LimiterPolicy, when set, is what the reference limiter enforces
+	// instead of Policy (a limiter configured unlike its promise).
+	LimiterPolicy *policy.Policy
+	// JudgedPolicy, when set, is what the run is judged against instead of
+	// Policy (a gateway's policy in its family, or its honest policy).
+	JudgedPolicy *policy.Policy
+
+	// Env is where the limiter runs: EnvEmbedded (default), EnvLocal,
+	// EnvDocker, EnvExternal or EnvGateway. Targets or Handler imply
+	// EnvExternal.
+	Env string
+	// Environment starts the stack for EnvDocker (docker.Docker) and
+	// EnvGateway (gateway.Environment); for EnvExternal it may be an
+	// envs.External carrying fault injection and a downstream reader.
+	Environment envs.Environment
+	// RecordedEnv, when set, is the environment name the history records
+	// (a gateway's kind).
+	RecordedEnv string
+	// Limiter is the reference limiter's catalog name (DefaultLimiter).
+	Limiter string
+	// Store is its state store, catalog.Memory or catalog.Redis (default:
+	// Redis when the plan needs shared state).
+	Store string
+	// RedisURL is an existing Redis to use instead of starting one.
+	RedisURL string
+	// RedisCluster > 0 runs a Redis Cluster of that many nodes (EnvLocal).
+	RedisCluster int
+	// Instances is the number of limiter instances (default: the plan's
+	// minimum, else 1).
+	Instances int
+	// Targets are the base URLs of your own instances.
+	Targets []string
+	// Handler is your own limiter, served on 127.0.0.1 for the run.
+	Handler http.Handler
+	// AllowRemote allows targets and a Redis outside loopback (only
+	// services you own).
+	AllowRemote bool
+	// Regions > 1 runs the reference token bucket in that many regions
+	// (embedded and docker; default: the plan's), sharing the quota as
+	// RegionMode says (service.RegionReplicated when empty).
+	Regions       int
+	RegionMode    string
+	RegionSync    time.Duration
+	RegionLatency time.Duration
+
+	// Request is the shape of the requests (method, headers, body,
+	// identity) over the plan's; Keys are real API keys by tier.
+	Request attacks.Request
+	Keys    *attacks.KeyFile
+	// KeepKeys sends the plan's keys unchanged (they are redacted).
+	KeepKeys bool
+	// Checks chooses the checks (default: the plan's, else all).
+	Checks checks.Options
+	// Thresholds are pass/fail criteria on the history besides the plan's
+	// own, which are always evaluated.
+	Thresholds []thresholds.Threshold
+
+	// Run bounds and engine settings (attacks.Options; defaults there).
+	MaxRequests    int64
+	MaxDuration    time.Duration
+	Timeout        time.Duration
+	MaxHeaderBytes int64
+	MaxHeaders     int
+	// Shard (0-based) of Shards runs a share of the plan.
+	Shard, Shards int
+	Seed          int64
+	// RunID tags keys so runs never share limiter state (random when
+	// empty; derived from plan and seed when sharded).
+	RunID string
+	// StartAt, when set, is the instant the shards start together.
+	StartAt time.Time
+
+	// HistoryFile is where the history is recorded and read back from to
+	// judge it; a temporary file, removed afterwards, when empty.
+	HistoryFile string
+	// HistoryCopy, when set, receives a copy of the history as it is
+	// recorded; a failing copy does not fail the run.
+	HistoryCopy io.Writer
+	// OnEvent receives every request's event as it completes, from the
+	// engine's goroutines one at a time; it must not block for long.
+	OnEvent func(history.Event)
+	// Progress is called after every phase and every ~250ms;
+	// ProgressDone once the engine has finished.
+	Progress     func(attacks.Progress)
+	ProgressDone func()
+	// Log receives progress lines (environment start-up, shard waits);
+	// Warn receives what went wrong without failing the run. Either may be
+	// nil.
+	Log, Warn func(format string, args ...any)
+	// Notes are facts for the report, added to the run's own.
+	Notes []string
+}
+
+// Attack runs one plan and judges its history. It is Prepare followed by
+// Prepared.Run.
+func Attack(ctx context.Context, o AttackOptions) (*Outcome, error) {
+	p, err := Prepare(o)
+	if err != nil {
+		return nil, err
+	}
+	return p.Run(ctx)
+}
+
+// Prepared is an attack whose options are checked and whose environment
+// is chosen, not yet started. Its RunID and HistoryFile may still be set
+// (the command names the run's folder between the two steps).
+type Prepared struct {
+	o        AttackOptions
+	env      envs.Environment
+	spec     envs.Spec
+	declared *policy.Policy
+	run      history.Run
+	defPath  string
+	// thresholds are the plan's and the caller's.
+	thresholds []thresholds.Threshold
+	// RunID is the tag of the run's keys ("" draws one at Run).
+	RunID string
+	// HistoryFile is where the history goes (see AttackOptions).
+	HistoryFile string
+}
+
+// Prepare checks o and chooses the environment.
+func Prepare(o AttackOptions) (*Prepared, error) {
+	if o.Plan == nil {
+		return nil, optionErr("attack: --plan is required (see rlverify plans)")
+	}
+	plan := o.Plan
+	pol := o.Policy
+	if pol == nil {
+		var err error
+		if pol, err = LoadPolicy(plan.Policy); err != nil {
+			return nil, err
+		}
+	}
+	if o.Limiter == "" {
+		o.Limiter = DefaultLimiter
+	}
+	if o.Env == "" {
+		o.Env = EnvEmbedded
+	}
+	if o.RegionMode == "" {
+		o.RegionMode = service.RegionReplicated
+	}
+	if o.Shards == 0 {
+		o.Shards = 1
+	}
+	if o.Handler != nil {
+		if len(o.Targets) > 0 {
+			return nil, optionErr("attack: give Handler or Targets, not both")
+		}
+		o.Env = EnvExternal
+	}
+	if len(o.Targets) > 0 {
+		o.Env = EnvExternal
+	}
+	instances := o.Instances
+	if instances == 0 {
+		instances = plan.MinInstances()
+	} else if o.Env == EnvEmbedded && instances < plan.MinInstances() {
+		return nil, optionErr("--instances %d: plan %s needs at least %d", instances, plan.Name, plan.MinInstances())
+	}
+	if o.Regions == 0 && (o.Env == EnvEmbedded || o.Env == EnvDocker) {
+		o.Regions = plan.Regions
+	}
+	runID := o.RunID
+	if runID == "" && o.Shards > 1 {
+		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", plan.Name, o.Seed)))
+		runID = hex.EncodeToString(sum[:3])
+	}
+	if instances < 1 || instances > envs.MaxInstances {
+		return nil, optionErr("--instances %d: want 1 … %d", instances, envs.MaxInstances)
+	}
+	if o.MaxHeaderBytes < 0 || o.MaxHeaders < 0 {
+		return nil, optionErr("--max-header-bytes %d, --max-headers %d: both must be at least 1", o.MaxHeaderBytes, o.MaxHeaders)
+	}
+	p := &Prepared{o: o, RunID: runID, HistoryFile: o.HistoryFile, defPath: attacks.DefaultPath, declared: pol,
+		thresholds: append(plan.PlanThresholds(), o.Thresholds...)}
+	p.run = history.Run{Env: o.Env, Policy: pol.Source, Notes: append([]string(nil), o.Notes...)}
+	if o.RecordedEnv != "" {
+		p.run.Env = o.RecordedEnv
+	}
+	p.spec = envs.Spec{Instances: instances, RedisURL: o.RedisURL, Log: o.Log}
+	regions := func() *envs.RegionSpec {
+		return &envs.RegionSpec{Regions: o.Regions, Mode: o.RegionMode, Sync: o.RegionSync, Latency: o.RegionLatency}
+	}
+	switch o.Env {
+	case EnvGateway:
+		if o.Environment == nil {
+			return nil, optionErr("attack: the gateway environment needs its Environment (envs/gateway)")
+		}
+		// The gateway's own policy, limiter and store, as configured.
+		p.spec.Policy, p.spec.Limiter, p.spec.Store = o.LimiterPolicy, o.Limiter, o.Store
+		if p.spec.Policy == nil {
+			p.spec.Policy = pol
+		}
+		if o.JudgedPolicy != nil {
+			p.declared = o.JudgedPolicy
+		}
+		p.run.Limiter, p.run.Target = o.Limiter, o.Limiter
+		p.env = o.Environment
+	case EnvEmbedded:
+		store := o.Store
+		if store == "" && (plan.NeedsRedis() || o.Regions > 1) {
+			store = catalog.Redis
+		}
+		if o.Regions > 1 {
+			p.spec.Regions = regions()
+		}
+		entry, err := catalog.Lookup(o.Limiter, store)
+		if err != nil && o.Store == "" && o.Regions <= 1 {
+			// The plan wants shared state but this limiter keeps its state
+			// in memory only: run it as deployed, each instance on its own.
+			if e2, err2 := catalog.Lookup(o.Limiter, catalog.Memory); err2 == nil {
+				entry, err = e2, nil
+				p.run.Notes = append(p.run.Notes, fmt.Sprintf("%s has no shared store: each instance keeps its own state in memory", entry.Name))
+			}
+		}
+		if err != nil {
+			return nil, optionWrap(err)
+		}
+		p.reference(entry, pol, entry.Store)
+		p.env = envs.Embedded{}
+	case EnvLocal, EnvDocker:
+		entry, err := catalog.Lookup(o.Limiter, catalog.Redis)
+		if err != nil {
+			return nil, optionWrap(err)
+		}
+		p.reference(entry, pol, catalog.Redis)
+		p.spec.RedisCluster = o.RedisCluster
+		if o.Regions > 1 {
+			if o.Env == EnvLocal {
+				return nil, optionErr("--regions runs on the embedded and docker environments")
+			}
+			p.spec.Regions = regions()
+		}
+		if o.Env == EnvLocal {
+			p.env = envs.Local{Cluster: o.RedisCluster}
+		} else {
+			if o.RedisURL != "" || o.RedisCluster > 0 {
+				return nil, optionErr("--env docker starts its own Redis container: --redis and --redis-cluster do not apply")
+			}
+			if o.Environment == nil {
+				return nil, optionErr("attack: --env docker needs the docker environment (envs/docker: docker.Docker{})")
+			}
+			p.env = o.Environment
+		}
+	case EnvExternal:
+		if o.Handler == nil {
+			if len(o.Targets) == 0 {
+				return nil, optionErr("--env external needs at least one --target URL")
+			}
+			if err := CheckTargets(o.Targets, o.AllowRemote); err != nil {
+				return nil, optionWrap(err)
+			}
+			p.run.Target = strings.Join(o.Targets, " ")
+		}
+		p.spec.Policy, p.spec.Targets = pol, o.Targets
+		p.defPath = "" // the target URL's own path, else /
+		p.env = o.Environment
+		if p.env == nil {
+			p.env = envs.External{}
+		}
+	default:
+		return nil, optionErr("--env %q: want embedded, local, docker or external", o.Env)
+	}
+	return p, nil
+}
+
+// reference sets up a reference limiter from the catalog: the declared
+// policy in its family, and what it enforces.
+func (p *Prepared) reference(entry catalog.Entry, pol *policy.Policy, store string) {
+	p.declared = pol.WithAlgorithm(entry.Algorithm)
+	p.spec.Policy, p.spec.Limiter, p.spec.Store = p.declared, entry.Name, store
+	p.spec.Entry = &entry
+	if lp := p.o.LimiterPolicy; lp != nil {
+		p.run.Notes = append(p.run.Notes, fmt.Sprintf("the reference limiter enforces %s, not the declared %s", lp.Source, p.declared.Source))
+		p.spec.Policy = lp.WithAlgorithm(entry.Algorithm)
+	}
+	p.run.Limiter, p.run.Target = entry.Name, entry.Name
+}
+
+// Declared is the policy the run is judged against.
+func (p *Prepared) Declared() *policy.Policy { return p.declared }
+
+// EnvName is the environment the run starts.
+func (p *Prepared) EnvName() string { return p.env.Name() }
+
+// Run starts the environment, runs the plan, tears the environment down
+// and judges the history, read back once from HistoryFile.
+func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
+	o, plan := p.o, p.o.Plan
+	if o.Handler != nil {
+		url, stop, err := service.ServeLoopback(o.Handler)
+		if err != nil {
+			return nil, fmt.Errorf("serve the handler: %w", err)
+		}
+		defer stop()
+		p.spec.Targets = []string{url}
+		p.run.Target = url
+	}
+	histFile, temp := p.HistoryFile, false
+	if histFile == "" {
+		f, err := os.CreateTemp("", "rlverify-history-*.jsonl")
+		if err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		histFile, temp = f.Name(), true
+		f.Close()
+		defer os.Remove(histFile)
+	}
+	f, err := os.Create(histFile)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	var hw io.Writer = f
+	if o.HistoryCopy != nil {
+		hw = &teeFile{File: f, copy: o.HistoryCopy}
+	}
+	w := history.NewWriter(hw)
+	if o.OnEvent != nil {
+		w.OnEvent(o.OnEvent)
+	}
+	defer w.Close()
+
+	stack, err := p.env.Start(ctx, p.spec)
+	if err != nil {
+		return nil, fmt.Errorf("start %s environment: %w", p.env.Name(), err)
+	}
+	defer stack.Close()
+	for _, ph := range plan.Phases {
+		if ph.Kind == attacks.KindFault && ph.Action == "inject" && (stack.Faults == nil || !stack.Faults.Supports(ph.Fault)) {
+			return nil, fmt.Errorf("plan %s injects %s, which the %s environment cannot do with this store (see docs/environments.md)", plan.Name, ph.Fault, p.env.Name())
+		}
+	}
+	run := p.run
+	run.Instances = stack.Instances
+	run.Store = stack.StoreDesc
+	run.Notes = append(run.Notes, stack.Notes...)
+	if b, err := json.Marshal(p.declared); err == nil {
+		run.Declared = b
+	}
+	eo := attacks.Options{
+		Instances: stack.Instances, Policy: p.declared, Writer: w,
+		Faults: stack.Faults, Sink: stack.Sink,
+		MaxRequests: o.MaxRequests, MaxDuration: o.MaxDuration, Timeout: o.Timeout,
+		MaxHeaderBytes: o.MaxHeaderBytes, MaxHeaders: o.MaxHeaders,
+		Shard: o.Shard, Shards: o.Shards, Seed: o.Seed, Progress: o.Progress,
+		RunID: p.RunID, KeepKeys: o.KeepKeys,
+		Request: o.Request, DefaultPath: p.defPath, Keys: o.Keys, StartAt: o.StartAt,
+		MaxProbeWait: ProbeCap(p.declared),
+	}
+	eng, err := attacks.New(eo)
+	if err != nil {
+		return nil, optionWrap(err)
+	}
+	if !o.StartAt.IsZero() && o.Log != nil {
+		o.Log("rlverify: waiting until %s (in %s) to start with the other shards",
+			o.StartAt.UTC().Format(time.RFC3339Nano), time.Until(o.StartAt).Round(time.Millisecond))
+	}
+	sum, runE := eng.Run(ctx, plan, run)
+	var pe *attacks.PrepareError
+	if errors.As(runE, &pe) {
+		return nil, optionWrap(pe)
+	}
+	if o.ProgressDone != nil {
+		o.ProgressDone()
+	}
+	closeErr := w.Close()
+	if err := stack.Close(); err != nil {
+		p.warn("rlverify: tearing down the %s environment: %v", p.env.Name(), err)
+	}
+	if closeErr != nil {
+		// The history on disk is incomplete: no verdict is drawn from it.
+		if runE != nil {
+			return nil, fmt.Errorf("%w (history %s is incomplete)", runE, histFile)
+		}
+		return nil, fmt.Errorf("%w (history %s is incomplete)", closeErr, histFile)
+	}
+	if runE != nil {
+		p.warn("rlverify: the run stopped early: %v", runE)
+	}
+	co := o.Checks
+	if len(co.Only) == 0 {
+		co.Only = plan.Checks
+	}
+	h, err := ReadHistories([]string{histFile}, nil)
+	if err != nil {
+		return nil, err
+	}
+	out, err := judge(h, p.declared, co, p.thresholds)
+	if err != nil {
+		return nil, err
+	}
+	kept := histFile
+	if temp {
+		kept = "a temporary file, removed"
+	}
+	if sum.Requests > 0 && allUnreachable(h) {
+		why, n := commonestErr(h)
+		err := fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, kept)
+		if h.End != nil && h.End.Interrupted && strings.HasPrefix(h.End.Reason, "interrupted") {
+			// A signal ended the run: that, not the target, is why the
+			// requests in flight got no answer.
+			return nil, &InterruptedError{Err: err}
+		}
+		return nil, err
+	}
+	out.HistoryFile, out.Stopped = p.HistoryFile, runE
+	if temp {
+		out.HistoryFile = ""
+	}
+	return out, nil
+}
+
+func (p *Prepared) warn(format string, args ...any) {
+	if p.o.Warn != nil {
+		p.o.Warn(format, args...)
+	}
+}
+
+// teeFile writes to its file and copies what it wrote to another writer;
+// a failing copy (a reader that went away) does not fail the file.
+type teeFile struct {
+	*os.File
+	copy    io.Writer
+	copyErr error
+}
+
+func (t *teeFile) Write(b []byte) (int, error) {
+	n, err := t.File.Write(b)
+	if t.copyErr == nil && n > 0 {
+		_, t.copyErr = t.copy.Write(b[:n])
+	}
+	return n, err
+}
+
+func allUnreachable(h *history.History) bool {
+	if len(h.Events) == 0 {
+		return false
+	}
+	for i := range h.Events {
+		if h.Events[i].Status != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// commonestErr is the error most requests of h got, and how many got it.
+func commonestErr(h *history.History) (string, int) {
+	n := map[string]int{}
+	best := ""
+	for i := range h.Events {
+		e := h.Events[i].Err
+		if e == "" {
+			e = "no status"
+		}
+		n[e]++
+		if n[e] > n[best] || (n[e] == n[best] && e < best) {
+			best = e
+		}
+	}
+	return best, n[best]
+}
+
+// CheckTargets refuses targets outside loopback unless allowRemote.
+func CheckTargets(urls []string, allowRemote bool) error {
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--target %q: want an http(s) base URL such as http://127.0.0.1:8080", raw)
+		}
+		if allowRemote {
+			continue
+		}
+		host := u.Hostname()
+		if host == "localhost" {
+			continue
+		}
+		ip := net.ParseIP(host)
+		if ip == nil || !ip.IsLoopback() {
+			return fmt.Errorf("--target %s is not a loopback address; pass --allow-remote to attack it (only services you own)", raw)
+		}
+	}
+	return nil
+}
+
+// ProbeCap is how long a probe or a retrying client honours advice: twice
+// the longest a single request ever has to wait under the policy (1/r for
+// buckets, W for windows) plus the whole second advice is rounded up to.
+// Longer advice is itself a finding (the key's state is wrong), not a wait.
+func ProbeCap(p *policy.Policy) time.Duration {
+	var w time.Duration
+	for _, t := range p.Tiers {
+		for _, l := range t.Limits {
+			d := l.W()
+			if l.Algorithm.Bucketed() {
+				d = time.Duration(float64(time.Second) / l.R())
+			}
+			w = max(w, d)
+		}
+	}
+	return 2*w + time.Second
+}

@@ -1,0 +1,211 @@
+package rlverify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/importers"
+	"github.com/rlverify/rlverify/policies"
+	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/reports"
+	"github.com/rlverify/rlverify/thresholds"
+)
+
+// Stdin is the history name that means CheckOptions.Stdin.
+const Stdin = "-"
+
+// CheckOptions say which histories to judge and how.
+type CheckOptions struct {
+	// Histories are history files (JSON lines), merged as shards of one
+	// run; Stdin ("-", at most once) reads Stdin.
+	Histories []string
+	Stdin     io.Reader
+	// History is a history already in memory, judged instead of Histories.
+	History *history.History
+	// Policy is the declared policy; nil judges against the one the
+	// history declares.
+	Policy *policy.Policy
+	// Checks chooses and tunes the checks (all that apply when zero).
+	Checks checks.Options
+	// Thresholds are extra pass/fail criteria on the history.
+	Thresholds []thresholds.Threshold
+}
+
+// Outcome is a judged run.
+type Outcome struct {
+	// Document is the result document every report renders.
+	Document *reports.Document
+	// Results are the checks' verdicts with their evidence.
+	Results []checks.Result
+	// History is what was judged.
+	History *history.History
+	// HistoryFile is where an attack recorded the history ("" for Check).
+	HistoryFile string
+	// Stopped is why an attack's plan stopped before its end (nil when it
+	// ran whole): what was recorded is judged, but the run is not the
+	// proof the plan promises.
+	Stopped error
+}
+
+// Failed lists the checks whose verdict is FAIL.
+func (o *Outcome) Failed() []checks.Result {
+	var out []checks.Result
+	for _, r := range o.Results {
+		if r.Verdict == checks.Fail {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Check judges recorded histories.
+func Check(_ context.Context, o CheckOptions) (*Outcome, error) {
+	h := o.History
+	if h == nil {
+		var err error
+		if h, err = ReadHistories(o.Histories, o.Stdin); err != nil {
+			return nil, err
+		}
+	}
+	return judge(h, o.Policy, o.Checks, o.Thresholds)
+}
+
+// judge checks h against pol (nil: the policy h declares) and ts.
+func judge(h *history.History, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold) (*Outcome, error) {
+	if pol == nil {
+		var err error
+		if pol, err = HistoryPolicy(h); err != nil {
+			return nil, err
+		}
+	}
+	pol = judgeable(h, pol)
+	rs := checks.Judge(h, pol, o)
+	doc := reports.Build(h, pol, rs)
+	if err := judgeThresholds(doc, h, pol, ts); err != nil {
+		return nil, err
+	}
+	return &Outcome{Document: doc, Results: rs, History: h}, nil
+}
+
+// ReadHistories reads the histories to judge (Stdin reads stdin), gives an
+// imported one without an end record the end it implies (an import is not
+// a run cut off), and merges them.
+func ReadHistories(files []string, stdin io.Reader) (*history.History, error) {
+	n := 0
+	for _, f := range files {
+		if f == Stdin {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, optionErr("--history - (standard input) can be given once, not %d times", n)
+	}
+	var hs []*history.History
+	for _, file := range files {
+		var h *history.History
+		var err error
+		if file == Stdin {
+			h, err = history.Read("stdin", stdin)
+		} else {
+			h, err = history.ReadFile(file)
+		}
+		if err != nil {
+			return nil, optionWrap(err)
+		}
+		importers.Complete(h)
+		hs = append(hs, h)
+	}
+	h, err := history.Merge(hs...)
+	if err != nil {
+		return nil, optionWrap(err)
+	}
+	return h, nil
+}
+
+// HistoryPolicy is the policy h declares: the one recorded in its header
+// ("declared"), else the shipped policy or the file its "policy" names.
+func HistoryPolicy(h *history.History) (*policy.Policy, error) {
+	if len(h.Run.Declared) > 0 {
+		var p policy.Policy
+		if err := json.Unmarshal(h.Run.Declared, &p); err != nil {
+			return nil, optionWrap(fmt.Errorf("the history's declared policy: %w", err))
+		}
+		if err := p.Validate(); err != nil {
+			return nil, optionWrap(fmt.Errorf("the history's declared policy: %w", err))
+		}
+		return &p, nil
+	}
+	name := h.Run.Policy
+	if name == "" {
+		return nil, optionErr("the history does not carry its policy: give --policy FILE")
+	}
+	p, err := LoadPolicy(strings.TrimPrefix(name, "builtin:"))
+	if err != nil {
+		return nil, optionErr("the history's run header names policy %q: %v; give --policy FILE", name, err)
+	}
+	return p, nil
+}
+
+// judgeable is pol as it can be judged on h (an import from a format
+// without response headers cannot show them), with the reason noted once.
+func judgeable(h *history.History, pol *policy.Policy) *policy.Policy {
+	pol, notes := importers.Judgeable(pol, h.Run)
+	for _, n := range notes {
+		if !slices.Contains(h.Run.Notes, n) {
+			h.Run.Notes = append(h.Run.Notes, n)
+		}
+	}
+	return pol
+}
+
+// judgeThresholds evaluates ts on h into doc. A threshold naming a phase
+// that a complete history does not have is an option error (a typo); on an
+// interrupted history the phase may just not have run: unknown.
+func judgeThresholds(doc *reports.Document, h *history.History, pol *policy.Policy, ts []thresholds.Threshold) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	if !h.Interrupted() {
+		var phases []string
+		for _, ph := range h.Phases {
+			phases = append(phases, ph.Name)
+		}
+		if err := thresholds.CheckPhases(ts, phases); err != nil {
+			return optionWrap(err)
+		}
+	}
+	doc.SetThresholds(thresholds.Evaluate(h, func(e *history.Event) history.Outcome { return checks.Outcome(pol, e) }, ts))
+	return nil
+}
+
+// LoadPolicy reads the policy in file, or the shipped policy of that name
+// (see policies/), or the built-in default when file is empty or "default".
+func LoadPolicy(file string) (*policy.Policy, error) {
+	if file == "" || file == "default" {
+		return policy.Default(), nil
+	}
+	if !strings.ContainsAny(file, `/\`) && !strings.HasSuffix(file, ".yaml") && !strings.HasSuffix(file, ".yml") {
+		if b, ok := policies.Get(file); ok {
+			p, err := policy.Parse("builtin:"+file, b)
+			if err != nil {
+				return nil, optionWrap(err)
+			}
+			return p, nil
+		}
+		if _, err := os.Stat(file); err != nil {
+			return nil, optionErr("no policy file %q and no shipped policy of that name (shipped: %s)", file, strings.Join(policies.Names(), ", "))
+		}
+	}
+	p, err := policy.Load(file)
+	if err != nil {
+		return nil, optionWrap(err)
+	}
+	return p, nil
+}

@@ -1,0 +1,149 @@
+// Package envs starts the stacks rlverify attacks: the embedded (in
+// process), local (redis-server child processes) and external (the user's
+// own instances) environments, their fault injection (store faults through
+// internal/faultproxy, the store proxy on Toxiproxy, fault hooks),
+// multi-region stacks, state-store start-up and the downstream readers
+// (JSON counter, Prometheus metric, a remote sink). Docker lives in
+// envs/docker so that only users of --env docker pull in testcontainers.
+//
+// envs imports service, limiters, policy and history; never attacks,
+// checks, reports or the rlverify library. Its FaultInjector and
+// SinkReader have the method sets of the interfaces attacks declares.
+package envs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/limiters/catalog"
+	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/service"
+)
+
+// Spec says what stack to start.
+type Spec struct {
+	// Policy is the declared policy the instances enforce.
+	Policy *policy.Policy
+	// Limiter is the catalog name of the limiter implementation.
+	Limiter string
+	// Entry, when set, is Limiter's catalog entry for Store, already
+	// looked up (the environment then does not look it up again).
+	Entry *catalog.Entry
+	// Store is "memory" or "redis".
+	Store string
+	// RedisURL points at an existing Redis instead of starting one.
+	RedisURL string
+	// RedisCluster > 0 starts a cluster of that many nodes (local env).
+	RedisCluster int
+	// Instances is the number of service instances (default 1).
+	Instances int
+	// Targets are the base URLs of external instances (external env).
+	Targets []string
+	// Skews gives instance i a clock offset of Skews[i] (every environment
+	// but external; faulty/instance-clock trusts it).
+	Skews []time.Duration
+	// Regions, when set, starts a multi-region stack (embedded and docker).
+	Regions *RegionSpec
+	// Log receives progress lines about the environment (may be nil).
+	Log func(format string, args ...any)
+}
+
+// Fault kinds an injector may support: the store's, and the two the
+// service's control endpoint takes. They are the names plans use
+// (attacks.FaultKinds).
+const (
+	FaultStoreDown = "store-down"
+	FaultStoreSlow = "store-slow"
+	FaultClockSkew = service.FaultClockSkew
+	FaultRulesDown = service.FaultRulesDown
+)
+
+// Fault parameters that choose how a store fails.
+const (
+	// StoreDownReset: store-down with TCP resets instead of closed
+	// connections (docker: the Redis container is killed, not stopped).
+	StoreDownReset = "reset"
+	// StoreDownPartition: store-down as a network partition, the store
+	// alive and keeping its state but unreachable (docker: the Redis
+	// container leaves the stack's network; the fault proxy stalls).
+	StoreDownPartition = "partition"
+	// StoreSlowStall: store-slow where nothing gets through at all, so
+	// every call runs into its timeout (docker's store-slow always is).
+	StoreSlowStall = "stall"
+)
+
+// FaultInjector breaks and mends parts of a running stack.
+type FaultInjector interface {
+	// Inject starts a fault; param is its size (latency for store-slow,
+	// skew for clock-skew, empty otherwise).
+	Inject(ctx context.Context, kind, param string) error
+	// Clear ends the fault of that kind.
+	Clear(ctx context.Context, kind string) error
+	// Supports reports whether kind can be injected.
+	Supports(kind string) bool
+}
+
+// SinkReader reads what reached the downstream: per request key, plus one
+// record with Key "*" for the aggregate. Counts may be cumulative (a
+// service's own counter) or since start (the sink): the engine reads once
+// before the run and subtracts that reading. Offsets (First, Last) are from
+// start. An unreachable or malformed source is an error, never nothing.
+type SinkReader interface {
+	Read(ctx context.Context, start time.Time) ([]history.Sink, error)
+	// Describe names the source for notes and messages.
+	Describe() string
+}
+
+// CatalogEntry is spec's catalog entry for store: Entry when it is the one,
+// else looked up.
+func (spec Spec) CatalogEntry(store string) (catalog.Entry, error) {
+	if spec.Entry != nil && spec.Entry.Name == spec.Limiter && spec.Entry.Store == store {
+		return *spec.Entry, nil
+	}
+	return catalog.Lookup(spec.Limiter, store)
+}
+
+// Stack is a started environment.
+type Stack struct {
+	// Env is the environment's name.
+	Env string
+	// Instances are the base URLs to attack, one per instance.
+	Instances []string
+	// Sink is nil when downstream arrivals cannot be observed.
+	Sink SinkReader
+	// Faults is nil when the environment cannot inject faults.
+	Faults FaultInjector
+	// Notes are facts for the report ("redis: in-process emulation").
+	Notes []string
+	// StoreDesc describes the state store ("memory", "redis 127.0.0.1:6379").
+	StoreDesc string
+	closers   []func() error
+}
+
+// OnClose registers f to run (in reverse order) when the stack closes.
+func (s *Stack) OnClose(f func() error) { s.closers = append(s.closers, f) }
+
+// Close tears everything down, always running every closer, and returns the
+// first error.
+func (s *Stack) Close() error {
+	var first error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](); err != nil && first == nil {
+			first = err
+		}
+	}
+	s.closers = nil
+	return first
+}
+
+// Environment starts stacks.
+type Environment interface {
+	Name() string
+	Start(ctx context.Context, spec Spec) (*Stack, error)
+}
+
+// ErrUnavailable wraps errors of an environment that cannot run here (no
+// Docker, no redis-server).
+var ErrUnavailable = fmt.Errorf("environment unavailable")

@@ -1,0 +1,111 @@
+package envs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+)
+
+// External is the user's own running instances. Nothing of theirs is
+// started: Start checks that every instance accepts connections, starts the
+// store proxies rlverify runs for them, connects to their Toxiproxy, and
+// wires their fault hooks and downstream source.
+type External struct {
+	// Downstream reads what reached their downstream (a sink, a JSON
+	// counter, a Prometheus metric); nil when not observed.
+	Downstream SinkReader
+	// StoreProxies are Toxiproxy proxies to run in this process: the user
+	// points their service's store address at each Listen.
+	StoreProxies []ProxySpec
+	// Toxiproxy is the API URL of an existing Toxiproxy server, and
+	// ToxiproxyProxies the proxies of it to break.
+	Toxiproxy        string
+	ToxiproxyProxies []string
+	// Hooks are commands run at faults' starts and ends, within
+	// HookTimeout.
+	Hooks       []Hook
+	HookTimeout time.Duration
+}
+
+// Name implements Environment.
+func (External) Name() string { return "external" }
+
+// Start implements Environment.
+func (x External) Start(ctx context.Context, spec Spec) (*Stack, error) {
+	if len(spec.Targets) == 0 {
+		return nil, errors.New("external: no --target given")
+	}
+	st := &Stack{Env: "external", StoreDesc: "the target's own"}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = st.Close()
+		}
+	}()
+	for _, raw := range spec.Targets {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("external: target %q is not a URL", raw)
+		}
+		host := u.Host
+		if u.Port() == "" {
+			if u.Scheme == "https" {
+				host = net.JoinHostPort(u.Hostname(), "443")
+			} else {
+				host = net.JoinHostPort(u.Hostname(), "80")
+			}
+		}
+		d := net.Dialer{Timeout: 3 * time.Second}
+		conn, err := d.DialContext(ctx, "tcp", host)
+		if err != nil {
+			return nil, fmt.Errorf("external: target %s is unreachable: %w", raw, err)
+		}
+		conn.Close()
+		st.Instances = append(st.Instances, trimSlash(raw))
+	}
+	var router Router
+	if len(x.Hooks) > 0 {
+		router = append(router, NewHooks(x.Hooks, x.HookTimeout))
+		for _, h := range x.Hooks {
+			st.Notes = append(st.Notes, fmt.Sprintf("fault hook: on %s %s run %q", h.Action, h.Kind, h.Command))
+		}
+	}
+	if len(x.StoreProxies) > 0 {
+		sp, err := StartStoreProxy(x.StoreProxies)
+		if err != nil {
+			return nil, err
+		}
+		st.OnClose(sp.Close)
+		router = append(router, sp)
+		for _, p := range x.StoreProxies {
+			st.Notes = append(st.Notes, fmt.Sprintf("store proxy (Toxiproxy) on %s in front of %s: store faults act on it", p.Listen, p.Upstream))
+		}
+	}
+	if x.Toxiproxy != "" {
+		tp, err := ConnectToxiproxy(x.Toxiproxy, x.ToxiproxyProxies)
+		if err != nil {
+			return nil, err
+		}
+		router = append(router, tp)
+		st.Notes = append(st.Notes, fmt.Sprintf("store faults through Toxiproxy %s, proxies %v", x.Toxiproxy, x.ToxiproxyProxies))
+	}
+	if len(router) > 0 {
+		st.Faults = router
+	}
+	if x.Downstream != nil {
+		st.Sink = x.Downstream
+		st.Notes = append(st.Notes, "downstream arrivals read from "+x.Downstream.Describe())
+	}
+	ok = true
+	return st, nil
+}
+
+func trimSlash(s string) string {
+	for len(s) > 0 && s[len(s)-1] == '/' {
+		s = s[:len(s)-1]
+	}
+	return s
+}

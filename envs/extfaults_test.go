@@ -1,0 +1,161 @@
+package envs
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	tpclient "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/envs/redisproc"
+)
+
+// echoStore answers every line with itself, like a tiny store.
+func echoStore(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// roundTrip sends one line through addr and reports how long the echo took,
+// or the error.
+func roundTrip(addr string, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	p, err := redisproc.FreePort()
+	require.NoError(t, err)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+}
+
+// faultsBehave checks every store fault of inj on a proxy at addr.
+func faultsBehave(t *testing.T, inj FaultInjector, addr string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := roundTrip(addr, time.Second)
+	require.NoError(t, err, "the proxy passes traffic")
+
+	require.NoError(t, inj.Inject(ctx, FaultStoreDown, ""))
+	_, err = roundTrip(addr, 300*time.Millisecond)
+	require.Error(t, err, "store-down refuses")
+	require.NoError(t, inj.Clear(ctx, FaultStoreDown))
+	require.Eventually(t, func() bool { _, err := roundTrip(addr, time.Second); return err == nil }, 5*time.Second, 50*time.Millisecond)
+
+	require.NoError(t, inj.Inject(ctx, FaultStoreSlow, "200ms"))
+	d, err := roundTrip(addr, 2*time.Second)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, d, 200*time.Millisecond, "store-slow adds its latency")
+	require.NoError(t, inj.Clear(ctx, FaultStoreSlow))
+
+	require.NoError(t, inj.Inject(ctx, FaultStoreSlow, StoreSlowStall))
+	_, err = roundTrip(addr, 300*time.Millisecond)
+	require.Error(t, err, "a stall passes nothing")
+	require.NoError(t, inj.Clear(ctx, FaultStoreSlow))
+
+	require.NoError(t, inj.Inject(ctx, FaultStoreDown, StoreDownReset))
+	_, err = roundTrip(addr, 500*time.Millisecond)
+	require.Error(t, err, "reset")
+	require.NoError(t, inj.Clear(ctx, FaultStoreDown))
+	require.Eventually(t, func() bool { _, err := roundTrip(addr, time.Second); return err == nil }, 5*time.Second, 50*time.Millisecond)
+}
+
+func TestStoreProxyFaults(t *testing.T) {
+	up := echoStore(t)
+	listen := freeAddr(t)
+	sp, err := StartStoreProxy([]ProxySpec{{Listen: listen, Upstream: up}})
+	require.NoError(t, err)
+	defer sp.Close()
+	faultsBehave(t, sp, listen)
+
+	_, err = StartStoreProxy([]ProxySpec{{Listen: listen, Upstream: up}})
+	require.ErrorContains(t, err, "cannot listen on "+listen)
+}
+
+// A real Toxiproxy server (its API server, in process), driven through its
+// HTTP API as a user's would be.
+func TestToxiproxyAPIFaults(t *testing.T) {
+	up := echoStore(t)
+	apiAddr := freeAddr(t)
+	host, port, _ := net.SplitHostPort(apiAddr)
+	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	go server.Listen(host, port)
+	api := "http://" + apiAddr
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(api + "/version")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, 5*time.Second, 20*time.Millisecond)
+	listen := freeAddr(t)
+	_, err := tpclient.NewClient(api).CreateProxy("redis", listen, up)
+	require.NoError(t, err)
+
+	_, err = ConnectToxiproxy(api, []string{"nope"})
+	require.ErrorContains(t, err, `has no proxy "nope" (it has: redis)`)
+	_, err = ConnectToxiproxy("http://"+freeAddr(t), []string{"redis"})
+	require.ErrorContains(t, err, "is unreachable")
+
+	tp, err := ConnectToxiproxy(api, []string{"redis"})
+	require.NoError(t, err)
+	faultsBehave(t, tp, listen)
+}
+
+func TestHooksRunTheUsersCommands(t *testing.T) {
+	dir := t.TempDir()
+	h := NewHooks([]Hook{
+		{Kind: FaultStoreDown, Action: "inject", Command: fmt.Sprintf("echo down $RLVERIFY_FAULT_PARAM > %s/state", dir)},
+		{Kind: FaultStoreDown, Action: "clear", Command: fmt.Sprintf("echo up > %s/state; cat %s/state", dir, dir)},
+	}, time.Second)
+	ctx := context.Background()
+	require.True(t, h.Supports(FaultStoreDown))
+	require.False(t, h.Supports(FaultStoreSlow))
+	require.NoError(t, h.Inject(ctx, FaultStoreDown, "reset"))
+	require.NoError(t, h.Clear(ctx, FaultStoreDown))
+	rec, ok := h.LastHook(FaultStoreDown, "clear")
+	require.True(t, ok)
+	require.Equal(t, "up", strings.TrimSpace(rec.Output))
+	require.Equal(t, 0, rec.Exit)
+
+	slow := NewHooks([]Hook{{Kind: FaultStoreDown, Action: "inject", Command: "sleep 5"}}, 100*time.Millisecond)
+	start := time.Now()
+	err := slow.Inject(ctx, FaultStoreDown, "")
+	require.ErrorContains(t, err, "did not finish within 100ms")
+	require.Less(t, time.Since(start), 3*time.Second, "a hanging command is killed at its timeout")
+}

@@ -1,0 +1,307 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rlverify/rlverify/headers"
+	"github.com/rlverify/rlverify/limiters"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// Forwarder passes an admitted request on to the downstream.
+type Forwarder interface {
+	Forward(ctx context.Context, key string) error
+}
+
+// Service is the reference rate-limited HTTP service. Identity comes from the
+// policy's identity header (X-API-Key by default); the tier from the key's
+// prefix; the decision from the tier's limiter. Admitted requests are
+// forwarded downstream and answered 200; denied ones 429 with Retry-After and
+// the declared rate-limit headers.
+//
+// Key normalisation follows the policy's identity declaration (the built-in
+// policies: trimmed and case-folded, so "Free-A " and "free-a" share one
+// quota; at most 200 bytes of printable ASCII).
+type Service struct {
+	Policy *policy.Policy
+	// Limiters holds one limiter per tier name.
+	Limiters map[string]limiters.Limiter
+	// Downstream receives admitted requests (may be nil).
+	Downstream Forwarder
+	// Now is the instance clock; time.Now when nil.
+	Now func() time.Time
+	// TrustXFF takes the identity from X-Forwarded-For when present, from
+	// any peer. It is the defect of faulty/trust-xff; never set it otherwise.
+	TrustXFF bool
+	// Global, when set, is the policy's aggregate guard across all keys
+	// (policy.Global), decided before the key's own limits: a request it
+	// refuses consumes nothing from its key and is answered 429 with
+	// X-RateLimit-Scope: global.
+	Global limiters.Limiter
+	// Rules, when set, can become unreadable (a fault); the service then
+	// applies its conservative defaults.
+	Rules *RuleSource
+	// ForwardRejected forwards denied requests downstream as well. It is the
+	// defect of faulty/forward-rejected; never set it otherwise.
+	ForwardRejected bool
+	// Metrics, when set, records every decision.
+	Metrics *Metrics
+	// Name identifies the instance in responses (X-RL-Instance).
+	Name string
+}
+
+// ScopeHeader names the limit that refused a request when it is not the
+// key's own ("global" for the aggregate guard).
+const ScopeHeader = headers.Scope
+
+// FallbackHeader tells the client that the limiter's failure mode, not its
+// store, made the decision (value: open, closed, local or queue). rlverify
+// records it and judges such decisions by the declared failure mode.
+const FallbackHeader = headers.Fallback
+
+// MaxKeyLen bounds an accepted API key when the policy declares no
+// identity.max_length.
+const MaxKeyLen = 200
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// errIdentity is a request whose key the service refuses to read.
+type errIdentity struct {
+	status int
+	msg    string
+}
+
+// identity reads the caller's key where the policy's identity says it
+// travels and normalises it as declared: surrounding white space trimmed
+// (when declared), case folded (when declared case-insensitive), a repeated
+// identity resolved (first, last or refused), a key beyond max_length
+// refused or cut. Keys must be printable ASCII.
+func (s *Service) identity(r *http.Request) (string, *errIdentity) {
+	id := &s.Policy.Identity
+	var vals []string
+	switch id.In {
+	case policy.InQuery:
+		vals = r.URL.Query()[id.Name]
+	case policy.InCookie:
+		for _, c := range r.Cookies() {
+			if c.Name == id.Name {
+				vals = append(vals, c.Value)
+			}
+		}
+	default:
+		for _, v := range r.Header.Values(id.Name) {
+			if id.In == policy.InBearer {
+				scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
+				if !ok || !strings.EqualFold(scheme, "Bearer") {
+					return "", &errIdentity{http.StatusUnauthorized, "want Authorization: Bearer KEY"}
+				}
+				v = tok
+			}
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) == 0 {
+		return "", &errIdentity{http.StatusUnauthorized, "missing API key in " + id.Describe()}
+	}
+	raw := vals[0]
+	if len(vals) > 1 {
+		switch id.Repeated {
+		case policy.RepeatedRejected:
+			return "", &errIdentity{http.StatusBadRequest, "the API key is given more than once"}
+		case policy.RepeatedLast:
+			raw = vals[len(vals)-1]
+		}
+	}
+	k := raw
+	if id.Trimmed() {
+		k = strings.TrimSpace(k)
+	}
+	if id.CaseFolded() {
+		k = strings.ToLower(k)
+	}
+	maxLen := id.MaxLength
+	if maxLen == 0 {
+		maxLen = MaxKeyLen
+	}
+	if len(k) > maxLen {
+		if id.TooLong != policy.TooLongCut || id.MaxLength == 0 {
+			return "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
+		}
+		k = k[:maxLen]
+	}
+	if k == "" {
+		return "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
+		}
+	}
+	return k, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.Name != "" {
+		w.Header().Set("X-RL-Instance", s.Name)
+	}
+	switch r.URL.Path {
+	case "/healthz":
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("ok\n"))
+		return
+	case "/metrics":
+		if s.Metrics != nil {
+			s.Metrics.ServeHTTP(w, r)
+			return
+		}
+	}
+	key, ierr := s.identity(r)
+	if ierr != nil {
+		http.Error(w, ierr.msg, ierr.status)
+		return
+	}
+	pol, lims, fallback := s.Policy, s.Limiters, ""
+	if s.Rules.Down() {
+		if s.Rules.RejectWhenDown {
+			headers.SetRetryAfter(w.Header(), time.Second)
+			http.Error(w, "rate-limit rules unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		pol, lims, fallback = s.Rules.Fallback, s.Rules.Limiters, FallbackRules
+	}
+	tier, ok := pol.TierFor(key)
+	if !ok {
+		http.Error(w, "no tier for this API key", http.StatusForbidden)
+		return
+	}
+	identity := key
+	if xff := r.Header.Get("X-Forwarded-For"); xff != "" && (s.TrustXFF || s.trustedPeer(r.RemoteAddr)) {
+		first, _, _ := strings.Cut(xff, ",")
+		// Only a well-formed address may become part of the store key.
+		if ip := net.ParseIP(strings.TrimSpace(first)); ip != nil {
+			identity = key + "@" + ip.String()
+		}
+	}
+	lim := lims[tier.Name]
+	if lim == nil {
+		http.Error(w, "no limiter for tier "+tier.Name, http.StatusInternalServerError)
+		return
+	}
+	if s.Global != nil && pol.Global != nil {
+		gd, err := s.Global.Allow(r.Context(), s.now(), "rl:{global}:"+pol.Action+":"+pol.Version, 1)
+		if err == nil && !gd.Allowed {
+			w.Header().Set(ScopeHeader, "global")
+			headers.SetRetryAfter(w.Header(), gd.RetryAfter)
+			http.Error(w, "global rate limit", http.StatusTooManyRequests)
+			return
+		}
+	}
+	start := time.Now()
+	d, err := lim.Allow(r.Context(), s.now(), pol.LimitKey(tier, identity, 0), 1)
+	if fallback != "" && d.Fallback == "" {
+		d.Fallback = fallback
+	}
+	s.Metrics.observe(tier.Name, d, err, time.Since(start))
+	if err != nil {
+		// A limiter that has no failure mode of its own: fail closed, loudly.
+		headers.SetRetryAfter(w.Header(), time.Second)
+		http.Error(w, "rate limiter store unavailable: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if err := s.writeHeaders(w, tier, d); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if d.Fallback != "" {
+		w.Header().Set(FallbackHeader, d.Fallback)
+	}
+	if !d.Allowed {
+		status := http.StatusTooManyRequests
+		if d.Fallback == limiters.FallbackClosed || d.Fallback == limiters.FallbackQueue {
+			status = http.StatusServiceUnavailable
+		}
+		if !d.OmitRetryAfter {
+			headers.SetRetryAfter(w.Header(), d.RetryAfter)
+		}
+		if s.ForwardRejected && s.Downstream != nil {
+			_ = s.Downstream.Forward(r.Context(), key)
+		}
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	if s.Downstream != nil {
+		if err := s.Downstream.Forward(r.Context(), key); err != nil {
+			http.Error(w, "downstream: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+func (s *Service) trustedPeer(remote string) bool {
+	if len(s.Policy.Identity.TrustedProxies) == 0 {
+		return false
+	}
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	for _, c := range s.Policy.Identity.TrustedProxies {
+		if _, n, err := net.ParseCIDR(c); err == nil && ip != nil && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeHeaders sends the rate-limit fields the policy declares for the
+// tier's limit that decided d (the one whose N is d.Limit, else the first),
+// in the declared RateLimit generation, through headers.Writer.
+func (s *Service) writeHeaders(w http.ResponseWriter, tier *policy.Tier, d limiters.Decision) error {
+	lim := tier.Limits[0]
+	for _, l := range tier.Limits {
+		if l.Count == d.Limit {
+			lim = l
+			break
+		}
+	}
+	hp := s.Policy.Headers
+	hw := headers.Writer{Generation: headers.Generation(hp.RateLimit), XRateLimit: hp.XRateLimit, XReset: headers.ResetForm(hp.XReset)}
+	q := headers.Quota{Policy: tier.Name, Limit: lim.Count, Window: lim.W(), Remaining: d.Remaining, Reset: d.ResetAfter}
+	if err := hw.Write(w.Header(), q, s.now()); err != nil {
+		return fmt.Errorf("tier %s: %w", tier.Name, err)
+	}
+	return nil
+}
+
+// Server wraps h in an http.Server with the timeouts a public service
+// needs: slow clients cannot hold connections open forever.
+func Server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           http.MaxBytesHandler(h, 1<<20),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// errClosed reports a listener closed on purpose.
+func errClosed(err error) bool {
+	return err == nil || errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed)
+}
