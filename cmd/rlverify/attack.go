@@ -72,6 +72,8 @@ type attackFlags struct {
 	limiterBinary string
 	noPull        bool
 
+	// gw is set by gatewaySetup for a gateway limiter.
+	gw *gatewayRun
 	// force writes into a run folder that holds files; exactOut writes
 	// into out itself (a plan of an audit, a column of a comparison).
 	force, exactOut bool
@@ -212,6 +214,16 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	dir, runID, err := f.runFolder(prep.RunID, o.Shard, o.Shards)
 	if err != nil {
 		return nil, err
+	}
+	if f.gw != nil {
+		// A gateway's honest policy and configurations go into the run's
+		// folder, known only now.
+		if err := f.placeGateway(dir, &o); err != nil {
+			return nil, err
+		}
+		if prep, err = rlverify.Prepare(o); err != nil {
+			return nil, fromLib(err)
+		}
 	}
 	prep.RunID = runID
 	prep.HistoryFile = f.historyFile(dir)

@@ -118,11 +118,23 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 			pf.plan = plan
 			pf.out, pf.exactOut = pdir, true
 			pf.quiet = true
+			if pf.policyFile == "" {
+				// Every plan is judged against the declared policy, the
+				// built-in one here: a plan's own policy (retry-after's
+				// slow refill, tiers' seed tiers) is not what the audited
+				// service enforces.
+				pf.policyFile = "default"
+			}
 			o, _, err := pf.options(io.Discard, stderr)
 			if err != nil {
 				return o, err
 			}
 			o.HistoryFile = pf.historyFile(pdir)
+			if pf.gw != nil {
+				if err := pf.placeGateway(pdir, &o); err != nil {
+					return o, err
+				}
+			}
 			return o, nil
 		},
 		OnPlan: func(_, pdir string, out *rlverify.Outcome) error {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -215,4 +219,32 @@ func TestAuditUsageErrors(t *testing.T) {
 	_, stderr, code = rl(t, "audit", "--target", "http://127.0.0.1:1", "--quiet", "--out", t.TempDir(), "--format", "pdf")
 	require.Equal(t, ExitUsage, code)
 	require.Contains(t, stderr, "--format")
+}
+
+// An audit without --policy judges every plan against the built-in policy
+// that `rlverify serve` enforces, not against a plan's own (retry-after's
+// slow refill, tiers' seed tiers): our reference service passes it.
+func TestAuditOfTheReferenceServiceUsesTheDeclaredPolicyForEveryPlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- Run(ctx, []string{"serve", "--addr", addr}, io.Discard, io.Discard) }()
+	t.Cleanup(func() { cancel(); <-served })
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "rlverify serve listens")
+
+	out, stderr, code := rl(t, "audit", "--target", "http://"+addr, "--plans", "retry-after,precision", "--out", t.TempDir(), "--quiet")
+	require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
+	require.Regexp(t, `(?m)^  retry-after +PASS +\d+ requests`, out, "the plan ran and passed")
 }

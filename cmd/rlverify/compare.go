@@ -132,6 +132,11 @@ error and decision latency. Each run's history and reports are kept in
 					return fmt.Errorf("compare: %s: %w", im.name, err)
 				}
 				o.HistoryFile = f.historyFile(f.out)
+				if f.gw != nil {
+					if err := f.placeGateway(f.out, &o); err != nil {
+						return err
+					}
+				}
 				co.Columns = append(co.Columns, rlverify.CompareColumn{Name: im.name, Attack: o})
 			}
 			cmp, err := rlverify.Compare(c.Context(), co)

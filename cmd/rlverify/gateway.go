@@ -55,30 +55,51 @@ func gatewaySetup(f *attackFlags, pol *policy.Policy, o *rlverify.AttackOptions)
 	if err != nil {
 		return true, usageWrap(err)
 	}
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return true, runErr(fmt.Errorf("--out: %w", err))
-	}
-	file := filepath.Join(f.out, honestPolicyFile)
 	text, err := yaml.Marshal(honest)
 	if err != nil {
 		return true, runErr(fmt.Errorf("honest policy: %w", err))
 	}
 	header := fmt.Sprintf("# What %s really enforces when configured from policy %s (see docs/compare.md).\n", entry.Name, pol.Name)
-	if err := os.WriteFile(file, append([]byte(header), text...), 0o644); err != nil {
-		return true, runErr(fmt.Errorf("honest policy: %w", err))
-	}
+	// The run's folder is chosen after the options: placeGateway writes
+	// the honest policy and the generated configurations into it.
+	f.gw = &gatewayRun{name: entry.Name, honest: append([]byte(header), text...), deviations: len(deviations) > 0}
 	judged := declared
 	if f.honest {
 		judged = honest
-		o.Notes = append(o.Notes, fmt.Sprintf("judged against %s's honest policy (%s), not the declared one", entry.Name, file))
-	} else if len(deviations) > 0 {
-		o.Notes = append(o.Notes, fmt.Sprintf("the policy %s really enforces is in %s: rlverify check --history %s --policy %s", entry.Name, file, filepath.Join(f.out, "history.jsonl"), file))
 	}
 	o.Env, o.RecordedEnv = rlverify.EnvGateway, entry.Gateway.Kind
-	o.Environment = gateway.Environment{Gateway: *entry.Gateway, KeepConfigs: f.out}
+	o.Environment = gateway.Environment{Gateway: *entry.Gateway}
 	o.LimiterPolicy, o.JudgedPolicy = configured, judged
 	o.Limiter, o.Store = entry.Name, entry.Store
 	return true, nil
+}
+
+// gatewayRun is what a gateway run writes beside its history.
+type gatewayRun struct {
+	name       string
+	honest     []byte // the honest policy, as YAML with a header
+	deviations bool   // the honest policy differs from the declared one
+}
+
+// placeGateway writes the honest policy into the run's folder dir, has the
+// generated configurations kept there and says where they are.
+func (f *attackFlags) placeGateway(dir string, o *rlverify.AttackOptions) error {
+	g := f.gw
+	file := filepath.Join(dir, honestPolicyFile)
+	if err := os.WriteFile(file, g.honest, 0o644); err != nil {
+		return runErr(fmt.Errorf("honest policy: %w", err))
+	}
+	if env, ok := o.Environment.(gateway.Environment); ok {
+		env.KeepConfigs = dir
+		o.Environment = env
+	}
+	switch {
+	case f.honest:
+		o.Notes = append(o.Notes, fmt.Sprintf("judged against %s's honest policy (%s), not the declared one", g.name, file))
+	case g.deviations:
+		o.Notes = append(o.Notes, fmt.Sprintf("the policy %s really enforces is in %s: rlverify check --history %s --policy %s", g.name, file, f.historyFile(dir), file))
+	}
+	return nil
 }
 
 func gatewayForm(g *catalog.Gateway) string {

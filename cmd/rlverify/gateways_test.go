@@ -41,7 +41,7 @@ func attackDoc(t *testing.T, args ...string) (map[string]string, string) {
 	dir := t.TempDir()
 	out, stderr, code := rl(t, append([]string{"attack", "--format", "json", "--out", dir, "--quiet"}, args...)...)
 	require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
-	return verdicts(decodeDoc(t, out)), dir
+	return verdicts(decodeDoc(t, out)), filepath.Join(dir, "latest")
 }
 
 // checkHonest judges the history in dir against the honest policy the run
@@ -89,7 +89,7 @@ func TestCompareGatewaysConcurrentBurst(t *testing.T) {
 		requireVerdicts(t, verdicts(*col.Document), want[col.Name], col.Name)
 	}
 	for _, name := range []string{"nginx_limit-req/nginx-0.conf", "nginx_limit-req/honest-policy.yaml", "haproxy_stick-table/haproxy-0.cfg"} {
-		_, err := os.Stat(filepath.Join(dir, name))
+		_, err := os.Stat(filepath.Join(dir, "latest", name))
 		assert.NoError(t, err, "%s is kept beside the run", name)
 	}
 }
@@ -217,7 +217,12 @@ func TestGatewayInterruptLeavesNothing(t *testing.T) {
 			// Wait until requests flow, then Ctrl-C the way a terminal does:
 			// to rlverify's whole process group.
 			require.Eventually(t, func() bool {
-				st, err := os.Stat(filepath.Join(out, "history.jsonl"))
+				// The run writes into its own folder under out.
+				files, _ := filepath.Glob(filepath.Join(out, "*", "history.jsonl"))
+				if len(files) == 0 {
+					return false
+				}
+				st, err := os.Stat(files[0])
 				return err == nil && st.Size() > 4096
 			}, 30*time.Second, 50*time.Millisecond, "the run starts")
 			if strings.HasPrefix(limiter, "nginx") || strings.HasPrefix(limiter, "haproxy") {
