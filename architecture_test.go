@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 	// leaves
 	"policies": nil, "history": nil, "headers": nil, "limitread": nil,
 	"policy/yamlx": {"limitread"}, "policy": {"policy/yamlx", "limitread"},
-	"envs/redisproc": nil, "internal/faultproxy": nil, "internal/human": nil,
+	"envs/redisproc": {"internal/childproc"}, "internal/faultproxy": nil, "internal/human": nil, "internal/childproc": nil,
 	"thresholds": {"history", "internal/human"},
 	// algorithms and stores
 	"limiters":            {"policy"},
@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"service":             {"limiters", "limiters/catalog", "policy", "headers", "history", "internal/faultproxy", "limitread"},
 	"envs":                {"service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/faultproxy"},
 	"envs/docker":         {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc"},
-	"envs/gateway":        {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc"},
+	"envs/gateway":        {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/childproc"},
 	"":                    {"attacks", "checks", "envs", "history", "importers", "limiters/catalog", "policies", "policy", "reports", "service", "thresholds"},
 	"rlverifytest":        {"", "attacks", "checks", "policy", "reports"},
 	"compose":             nil,

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rlverify/rlverify/internal/childproc"
 )
 
 // StartTimeout bounds the wait for a child gateway to accept connections.
@@ -40,7 +42,7 @@ func startChild(ctx context.Context, name, prog string, args []string, addr stri
 	cmd := exec.Command(prog, args...)
 	out := &capped{}
 	cmd.Stdout, cmd.Stderr = out, out
-	setProcAttr(cmd)
+	childproc.SetProcAttr(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("gateway: start %s (%s): %w", name, prog, err)
 	}
@@ -79,7 +81,7 @@ func (c *child) stop() error {
 		select {
 		case <-c.done:
 			err = fmt.Errorf("gateway: %s had exited before the end of the run: %s", c.name, c.output())
-			killGroup(c.cmd)
+			childproc.KillGroup(c.cmd)
 			return
 		default:
 		}
@@ -89,7 +91,7 @@ func (c *child) stop() error {
 		case <-time.After(stopGrace):
 		}
 		// Workers that outlive their master, or a child that ignored SIGTERM.
-		killGroup(c.cmd)
+		childproc.KillGroup(c.cmd)
 		<-c.done
 	})
 	return err

@@ -23,6 +23,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rlverify/rlverify/internal/childproc"
 )
 
 // Binaries looked up on PATH.
@@ -86,7 +88,7 @@ func (s *Server) start() error {
 	cmd := exec.Command(ServerBin, args...)
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = &lockedWriter{w: out}, &lockedWriter{w: out}
-	setProcAttr(cmd)
+	childproc.SetProcAttr(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redisproc: start %s: %w", ServerBin, err)
 	}
@@ -123,7 +125,7 @@ func (s *Server) Stop() {
 	if cmd == nil {
 		return
 	}
-	killGroup(cmd)
+	childproc.KillGroup(cmd)
 	<-done
 }
 
@@ -209,7 +211,7 @@ func StartCluster(n int) (*Cluster, error) {
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	cmd := exec.CommandContext(ctx, CLIBin, args...)
-	setProcAttr(cmd)
+	childproc.SetProcAttr(cmd)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		c.Stop()
 		return nil, fmt.Errorf("redisproc: redis-cli --cluster create: %w: %s", err, lastLines(string(out), 10))
