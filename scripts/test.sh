@@ -34,6 +34,6 @@ go test -race -count=1 -timeout 20m $units
 echo "test: fuzz" >&2
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 echo "test: go test (end to end)" >&2
-go test -count=1 -p 1 -timeout 20m $integration
+go test -count=1 -p 1 -timeout 30m $integration
 echo "test: examples module (the library as a user imports it)" >&2
 (cd examples && go vet ./... && go test -count=1 ./...)
