@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +21,17 @@ import (
 // stabilityRuns is how often each stability case runs (issues 16 and 17:
 // the same right verdict 10 runs out of 10).
 const stabilityRuns = 10
+
+// diagnosisRuns is how often each diagnosis row repeats: 5 in CI, where the
+// whole matrix also runs once (TestMutationMatrix) and CI time is bounded;
+// RLVERIFY_STABILITY_RUNS=10 for the full count (issue 16's ten runs were
+// taken with rlverify selftest ×10; see docs/reliability.md).
+func diagnosisRuns() int {
+	if n, err := strconv.Atoi(os.Getenv("RLVERIFY_STABILITY_RUNS")); err == nil && n > 0 {
+		return n
+	}
+	return 5
+}
 
 // cpuHog keeps one core busy in another process for the rest of the test,
 // as a neighbour on a shared CI runner does.
@@ -82,7 +95,7 @@ func TestStabilityOfTheDiagnosis(t *testing.T) {
 		require.True(t, ok, "no matrix row %s/%s", pick.plan, pick.bad)
 		t.Run(pick.plan+"/"+strings.ReplaceAll(pick.bad, "/", "-"), func(t *testing.T) {
 			var bad []string
-			for i := range stabilityRuns {
+			for i := range diagnosisRuns() {
 				r := rlverify.RunMatrixRow(context.Background(), row, t.TempDir())
 				if r.Err != nil {
 					bad = append(bad, fmt.Sprintf("run %d: %v", i+1, r.Err))
