@@ -94,15 +94,7 @@ func lookupPath(doc any, path string) (any, error) {
 		}
 		next, ok := m[part]
 		if !ok {
-			keys := make([]string, 0, len(m))
-			for k := range m {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			if len(keys) > 10 {
-				keys = append(keys[:10], "…")
-			}
-			return nil, fmt.Errorf("path %s matches nothing: no %q (there: %s)", path, part, strings.Join(keys, ", "))
+			return nil, fmt.Errorf("path %s matches nothing: no %q (there: %s)", path, part, someNames(m))
 		}
 		cur = next
 	}
@@ -176,15 +168,7 @@ func (p *PromCounter) Read(ctx context.Context, _ time.Time) ([]history.Sink, er
 		return []history.Sink{{Key: "*"}}, nil
 	}
 	if !ok {
-		names := make([]string, 0, len(fams))
-		for n := range fams {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		if len(names) > 10 {
-			names = append(names[:10], "…")
-		}
-		return nil, fmt.Errorf("downstream %s: no metric %s after requests were sent (there: %s)", p.URL, p.Metric, strings.Join(names, ", "))
+		return nil, fmt.Errorf("downstream %s: no metric %s after requests were sent (there: %s)", p.URL, p.Metric, someNames(fams))
 	}
 	per := map[string]int64{}
 	var total int64
@@ -271,4 +255,18 @@ func (r *RemoteSink) Read(ctx context.Context, start time.Time) ([]history.Sink,
 		return nil, fmt.Errorf("sink %s: this is not an rlverify sink's stats: %w", r.URL, err)
 	}
 	return out, nil
+}
+
+// someNames lists the first ten of m's keys in order, for an error that
+// says what was there instead.
+func someNames[V any](m map[string]V) string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) > 10 {
+		names = append(names[:10], "…")
+	}
+	return strings.Join(names, ", ")
 }
