@@ -403,18 +403,6 @@ func (d *Data) Stable() map[[3]string]string {
 	return out
 }
 
-// SortedKeys returns m's keys sorted (for stable test output).
-func SortedKeys(m map[[3]string]string) [][3]string {
-	keys := make([][3]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		return strings.Join(keys[i][:], "\x00") < strings.Join(keys[j][:], "\x00")
-	})
-	return keys
-}
-
 // Differences lists the stable cells of t (the committed matrix) whose
 // verdict in got (a fresh run of the same plan) is another one, as
 // "plan / implementation / check: committed → got". Unstable cells, and
