@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/internal/human"
 	"github.com/rlverify/rlverify/policy"
@@ -33,37 +32,44 @@ type KeyStats struct {
 // MaxKeyStats bounds the keys listed (the busiest first).
 const MaxKeyStats = 20
 
-func keyStats(h *history.History, p *policy.Policy) []KeyStats {
+func keyStats(h *history.History, p *policy.Policy, oc []history.Outcome, g keyGroups) []KeyStats {
 	type acc struct {
 		KeyStats
 		first, last int64
 		n           int64
+		at          int // the key's first event (bypass variants aside)
 	}
-	by := map[string]*acc{}
 	var order []*acc
-	for i := range h.Events {
-		e := &h.Events[i]
-		if e.Variant != "" {
-			continue
-		}
-		a := by[e.Key]
-		if a == nil {
-			a = &acc{KeyStats: KeyStats{Key: e.Key, Tier: e.Tier}, first: e.Sent, last: e.Recv}
-			by[e.Key] = a
-			order = append(order, a)
-		}
-		a.n++
-		a.first, a.last = min(a.first, e.Sent), max(a.last, e.Recv)
-		switch checks.Outcome(p, e) {
-		case history.Admitted:
-			a.Admitted++
-		case history.Rejected:
-			a.Rejected++
-		default:
-			a.Errors++
+	for k := range g.keys {
+		var a *acc
+		for _, i := range g.idx[k] {
+			e := &h.Events[i]
+			if e.Variant != "" {
+				continue
+			}
+			if a == nil {
+				a = &acc{KeyStats: KeyStats{Key: e.Key, Tier: e.Tier}, first: e.Sent, last: e.Recv, at: i}
+				order = append(order, a)
+			}
+			a.n++
+			a.first, a.last = min(a.first, e.Sent), max(a.last, e.Recv)
+			switch oc[i] {
+			case history.Admitted:
+				a.Admitted++
+			case history.Rejected:
+				a.Rejected++
+			default:
+				a.Errors++
+			}
 		}
 	}
-	sort.SliceStable(order, func(i, j int) bool { return order[i].n > order[j].n })
+	// The busiest first; among equals, the first seen.
+	sort.Slice(order, func(i, j int) bool {
+		if order[i].n != order[j].n {
+			return order[i].n > order[j].n
+		}
+		return order[i].at < order[j].at
+	})
 	if len(order) > MaxKeyStats {
 		order = order[:MaxKeyStats]
 	}

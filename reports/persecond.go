@@ -26,7 +26,7 @@ const MaxSeconds = 600
 // perSecond tabulates a history that has fault windows, second by second,
 // so a reader sees the outage and the failure mode's answer in it. It is
 // nil for runs without faults or longer than MaxSeconds.
-func perSecond(h *history.History, elapsed int64, outcome func(*history.Event) history.Outcome) []Second {
+func perSecond(h *history.History, elapsed int64, oc []history.Outcome) []Second {
 	if len(h.Faults) == 0 || elapsed <= 0 || elapsed > int64(MaxSeconds)*int64(time.Second) {
 		return nil
 	}
@@ -41,7 +41,7 @@ func perSecond(h *history.History, elapsed int64, outcome func(*history.Event) h
 		if s < 0 || s >= n {
 			continue
 		}
-		switch outcome(e) {
+		switch oc[i] {
 		case history.Admitted:
 			out[s].Admitted++
 		case history.Rejected:

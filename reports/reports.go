@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 
@@ -108,6 +107,16 @@ func outcomeBy(p *policy.Policy) func(*history.Event) history.Outcome {
 	return func(e *history.Event) history.Outcome { return checks.Outcome(p, e) }
 }
 
+// outcomes classifies every event of h under p's response contract, once
+// for the document's many passes.
+func outcomes(h *history.History, p *policy.Policy) []history.Outcome {
+	oc := make([]history.Outcome, len(h.Events))
+	for i := range h.Events {
+		oc[i] = checks.Outcome(p, &h.Events[i])
+	}
+	return oc
+}
+
 // Build assembles the document for a judged history. It reads h and p and
 // keeps rs as given; it does not modify any of them.
 func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
@@ -135,26 +144,24 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 	if h.End != nil {
 		d.Elapsed = h.End.Elapsed
 	}
+	oc := outcomes(h, p)
 	var lats []int64
 	for i := range h.Events {
 		e := &h.Events[i]
 		if h.End == nil {
 			d.Elapsed = max(d.Elapsed, e.Recv)
 		}
-		if o := checks.Outcome(p, e); o == history.Admitted || o == history.Rejected {
+		if o := oc[i]; o == history.Admitted || o == history.Rejected {
 			lats = append(lats, e.Recv-e.Sent)
 		}
 	}
 	if len(lats) > 0 {
-		slices.Sort(lats)
-		d.Latency = &Latency{
-			Decisions: int64(len(lats)),
-			P50:       rank(lats, 0.50), P90: rank(lats, 0.90), P99: rank(lats, 0.99),
-			Max: lats[len(lats)-1],
-		}
+		r := ranks(lats, 0.50, 0.90, 0.99, 1)
+		d.Latency = &Latency{Decisions: int64(len(lats)), P50: r[0], P90: r[1], P99: r[2], Max: r[3]}
 	}
-	d.Timeline = buildTimeline(h, p)
-	d.PerSecond = perSecond(h, d.Elapsed, outcomeBy(p))
+	groups := groupByKey(h)
+	d.Timeline = buildTimeline(h, p, oc, groups)
+	d.PerSecond = perSecond(h, d.Elapsed, oc)
 	_, d.Errors = checks.Errors(h, p)
 	d.Defects = checks.Defects(rs)
 	for _, r := range rs {
@@ -162,15 +169,9 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 			d.NotVerified = append(d.NotVerified, Unverified{Check: r.Name, Reason: r.Summary})
 		}
 	}
-	d.Keys = keyStats(h, p)
+	d.Keys = keyStats(h, p, oc, groups)
 	d.Footprint = footprint(h.Samples)
 	return d
-}
-
-// rank is the nearest-rank percentile q of sorted s (non-empty).
-func rank(s []int64, q float64) int64 {
-	i := int(float64(len(s))*q+0.999999999) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
 
 // Renderer writes a document in one format. Every renderer in Formats also

@@ -369,14 +369,14 @@ func TestTimelineLimits(t *testing.T) {
 			h.Events = append(h.Events, history.Event{ID: id, Key: fmt.Sprintf("paid-%02d", k), Instance: i % 12, Sent: at, Recv: at + 1e6, Status: 200})
 		}
 	}
-	tl := buildTimeline(h, p)
+	tl := buildTimeline(h, p, outcomes(h, p), groupByKey(h))
 	require.LessOrEqual(t, tl.Buckets, MaxTimelineBuckets)
 	require.Len(t, tl.Keys, MaxTimelineKeys)
 	require.Equal(t, 10, tl.OmittedKeys)
 	require.Equal(t, "paid-29", tl.Keys[0].Key)
 	require.Len(t, tl.Keys[0].Instances, MaxTimelineInstances)
 	require.Equal(t, 4, tl.Keys[0].OmittedInstances)
-	require.Nil(t, buildTimeline(&history.History{}, p))
+	require.Nil(t, buildTimeline(&history.History{}, p, nil, keyGroups{}))
 }
 
 func TestLevelSims(t *testing.T) {

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -103,7 +104,9 @@ func (t *Timeline) Bucket(off int64) int {
 	return int(min(max(i, 0), int64(t.Buckets-1)))
 }
 
-func buildTimeline(h *history.History, p *policy.Policy) *Timeline {
+// buildTimeline draws h under p; oc holds each event's outcome, g its
+// events by key.
+func buildTimeline(h *history.History, p *policy.Policy, oc []history.Outcome, g keyGroups) *Timeline {
 	if len(h.Events) == 0 {
 		return nil
 	}
@@ -135,24 +138,19 @@ func buildTimeline(h *history.History, p *policy.Policy) *Timeline {
 		width = niceWidth(width + 1)
 	}
 	t := &Timeline{Start: start, Width: width, Buckets: int(n)}
-	outcome := outcomeBy(p)
-	t.Traffic = buildTraffic(h, lo, hi, outcome)
+	t.Traffic = buildTraffic(h, lo, hi, oc)
 
 	// Group events by key, busiest first.
-	byKey := map[string][]int{}
-	for i := range h.Events {
-		byKey[h.Events[i].Key] = append(byKey[h.Events[i].Key], i)
-	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
+	keys := make([]int, len(g.keys)) // indices into g
+	for k := range keys {
+		keys[k] = k
 	}
 	sort.Slice(keys, func(a, b int) bool {
-		na, nb := len(byKey[keys[a]]), len(byKey[keys[b]])
+		na, nb := len(g.idx[keys[a]]), len(g.idx[keys[b]])
 		if na != nb {
 			return na > nb
 		}
-		return keys[a] < keys[b]
+		return g.keys[keys[a]] < g.keys[keys[b]]
 	})
 	if len(keys) > MaxTimelineKeys {
 		t.OmittedKeys = len(keys) - MaxTimelineKeys
@@ -162,16 +160,10 @@ func buildTimeline(h *history.History, p *policy.Policy) *Timeline {
 	if !h.Run.Start.IsZero() {
 		epoch = h.Run.Start.UnixNano()
 	}
-	for _, k := range keys {
-		idx := byKey[k]
+	for _, gk := range keys {
+		k, idx := g.keys[gk], slices.Clone(g.idx[gk])
 		// In send order (ids break ties), so the simulation is causal.
-		sort.SliceStable(idx, func(a, b int) bool {
-			ea, eb := &h.Events[idx[a]], &h.Events[idx[b]]
-			if ea.Sent != eb.Sent {
-				return ea.Sent < eb.Sent
-			}
-			return ea.ID < eb.ID
-		})
+		sendOrder(h, idx)
 		kt := KeyTimeline{Key: k, Requests: int64(len(idx)), FirstSent: h.Events[idx[0]].Sent}
 		kt.Tier = h.Events[idx[0]].Tier
 		if tier, ok := p.TierFor(k); ok && len(tier.Limits) > 0 {
@@ -181,7 +173,7 @@ func buildTimeline(h *history.History, p *policy.Policy) *Timeline {
 				kt.Tier = tier.Name
 			}
 		}
-		kt.All = t.series(h, idx, -1, outcome)
+		kt.All = t.series(h, idx, -1, oc)
 		perInst := map[int][]int{}
 		for _, i := range idx {
 			perInst[h.Events[i].Instance] = append(perInst[h.Events[i].Instance], i)
@@ -204,12 +196,12 @@ func buildTimeline(h *history.History, p *policy.Policy) *Timeline {
 			}
 			slices.Sort(insts)
 			for _, in := range insts {
-				kt.Instances = append(kt.Instances, t.series(h, perInst[in], in, outcome))
+				kt.Instances = append(kt.Instances, t.series(h, perInst[in], in, oc))
 			}
 		}
 		if kt.Limit != nil {
 			kt.Envelope = t.envelope(*kt.Limit, kt.FirstSent, epoch)
-			kt.Level = t.level(h, idx, *kt.Limit, epoch, outcome, storeFaults(h, p))
+			kt.Level = t.level(h, idx, *kt.Limit, epoch, oc, storeFaults(h, p))
 		}
 		t.Keys = append(t.Keys, kt)
 	}
@@ -230,32 +222,105 @@ func niceWidth(w int64) int64 {
 	}
 }
 
-func (t *Timeline) series(h *history.History, idx []int, inst int, outcome func(*history.Event) history.Outcome) Series {
+func (t *Timeline) series(h *history.History, idx []int, inst int, oc []history.Outcome) Series {
 	s := Series{
 		Instance: inst, Requests: int64(len(idx)),
 		Admitted: make([]int, t.Buckets), Rejected: make([]int, t.Buckets), Errors: make([]int, t.Buckets),
 		LatencyP50: make([]int64, t.Buckets), LatencyP99: make([]int64, t.Buckets),
 	}
-	lats := map[int][]int64{}
-	for _, i := range idx {
-		e := &h.Events[i]
-		b := t.Bucket(e.Sent)
-		switch outcome(e) {
+	bs := make([]int32, len(idx)) // the bucket of each idx
+	for j, i := range idx {
+		b := t.Bucket(h.Events[i].Sent)
+		bs[j] = int32(b)
+		switch oc[i] {
 		case history.Admitted:
 			s.Admitted[b]++
-			lats[b] = append(lats[b], e.Recv-e.Sent)
 		case history.Rejected:
 			s.Rejected[b]++
-			lats[b] = append(lats[b], e.Recv-e.Sent)
 		default:
 			s.Errors[b]++
 		}
 	}
-	for b, l := range lats {
-		slices.Sort(l)
-		s.LatencyP50[b], s.LatencyP99[b] = rank(l, 0.50), rank(l, 0.99)
+	// The decisions' latencies laid out bucket by bucket (a counting sort),
+	// then two percentiles selected from each.
+	at := make([]int, t.Buckets+1)
+	for b := range t.Buckets {
+		at[b+1] = at[b] + s.Admitted[b] + s.Rejected[b]
+	}
+	lats := make([]int64, at[t.Buckets])
+	next := slices.Clone(at[:t.Buckets])
+	for j, i := range idx {
+		if o := oc[i]; o == history.Admitted || o == history.Rejected {
+			e, b := &h.Events[i], bs[j]
+			lats[next[b]] = e.Recv - e.Sent
+			next[b]++
+		}
+	}
+	for b := range t.Buckets {
+		if l := lats[at[b]:at[b+1]]; len(l) > 0 {
+			r := ranks(l, 0.50, 0.99)
+			s.LatencyP50[b], s.LatencyP99[b] = r[0], r[1]
+		}
 	}
 	return s
+}
+
+// keyGroups are the indices of a history's events by key: keys[k] in the
+// order of its first event, idx[k] its events in history order.
+type keyGroups struct {
+	keys []string
+	idx  [][]int
+}
+
+// groupByKey groups h's events by key. The lists share one array, filled
+// by a counting sort: appending to one slice per key cost more than the
+// rest of the timeline.
+func groupByKey(h *history.History) keyGroups {
+	id := map[string]int{}
+	of := make([]int32, len(h.Events))
+	var g keyGroups
+	var count []int
+	for i := range h.Events {
+		k, ok := id[h.Events[i].Key]
+		if !ok {
+			k = len(count)
+			id[h.Events[i].Key] = k
+			g.keys = append(g.keys, h.Events[i].Key)
+			count = append(count, 0)
+		}
+		of[i] = int32(k)
+		count[k]++
+	}
+	at := make([]int, len(count)+1)
+	for k, c := range count {
+		at[k+1] = at[k] + c
+	}
+	all := make([]int, len(h.Events))
+	next := slices.Clone(at[:len(count)])
+	for i, k := range of {
+		all[next[k]] = i
+		next[k]++
+	}
+	g.idx = make([][]int, len(count))
+	for k := range count {
+		g.idx[k] = all[at[k]:at[k+1]:at[k+1]]
+	}
+	return g
+}
+
+// sendOrder sorts idx (indices of h's events) by send time, ids breaking
+// ties, stably; a history is mostly in that order already.
+func sendOrder(h *history.History, idx []int) {
+	bySend := func(a, b int) int {
+		ea, eb := &h.Events[a], &h.Events[b]
+		if c := cmp.Compare(ea.Sent, eb.Sent); c != 0 {
+			return c
+		}
+		return cmp.Compare(ea.ID, eb.ID)
+	}
+	if !slices.IsSortedFunc(idx, bySend) {
+		slices.SortStableFunc(idx, bySend)
+	}
 }
 
 // envelope is the cumulative allowance of l from first to each bucket end.
@@ -406,7 +471,7 @@ func storeFaults(h *history.History, p *policy.Policy) [][2]int64 {
 
 // level simulates l on the admitted send times of idx (in send order),
 // leaving out admissions inside the store fault windows.
-func (t *Timeline) level(h *history.History, idx []int, l policy.Limit, epoch int64, outcome func(*history.Event) history.Outcome, faults [][2]int64) []float64 {
+func (t *Timeline) level(h *history.History, idx []int, l policy.Limit, epoch int64, oc []history.Outcome, faults [][2]int64) []float64 {
 	inFault := func(at int64) bool {
 		for _, w := range faults {
 			if at >= w[0] && at <= w[1] {
@@ -423,7 +488,7 @@ func (t *Timeline) level(h *history.History, idx []int, l policy.Limit, epoch in
 		low, took := math.Inf(1), false
 		for ; j < len(idx) && (h.Events[idx[j]].Sent < end || b == t.Buckets-1); j++ {
 			e := &h.Events[idx[j]]
-			if outcome(e) != history.Admitted || inFault(e.Sent) {
+			if oc[idx[j]] != history.Admitted || inFault(e.Sent) {
 				continue
 			}
 			sim.take(e.Sent)

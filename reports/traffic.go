@@ -3,7 +3,6 @@ package reports
 import (
 	"math"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/rlverify/rlverify/history"
@@ -116,7 +115,7 @@ func trafficWidth(span int64) int64 {
 }
 
 // buildTraffic bins every event of h over [lo, hi] (ns offsets).
-func buildTraffic(h *history.History, lo, hi int64, outcome func(*history.Event) history.Outcome) *Traffic {
+func buildTraffic(h *history.History, lo, hi int64, oc []history.Outcome) *Traffic {
 	width := trafficWidth(hi - lo)
 	start := lo / width * width
 	n := int((hi-start)/width) + 1
@@ -134,13 +133,7 @@ func buildTraffic(h *history.History, lo, hi int64, outcome func(*history.Event)
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		ea, eb := &h.Events[order[a]], &h.Events[order[b]]
-		if ea.Sent != eb.Sent {
-			return ea.Sent < eb.Sent
-		}
-		return ea.ID < eb.ID
-	})
+	sendOrder(h, order)
 	var opKeys map[string]int
 	if len(h.Events) <= MaxLaneOps {
 		tr.Ops, opKeys = &Ops{}, map[string]int{}
@@ -150,7 +143,7 @@ func buildTraffic(h *history.History, lo, hi int64, outcome func(*history.Event)
 		byInst[e.Instance] = append(byInst[e.Instance], i)
 		if tr.Ops != nil {
 			letter := byte('e')
-			switch outcome(e) {
+			switch oc[i] {
 			case history.Admitted:
 				letter = 'a'
 			case history.Rejected:
@@ -159,14 +152,14 @@ func buildTraffic(h *history.History, lo, hi int64, outcome func(*history.Event)
 			tr.Ops.add(e, letter, opKeys)
 		}
 	}
-	tr.All = grid.series(h, order, -1, outcome)
+	tr.All = grid.series(h, order, -1, oc)
 	insts := make([]int, 0, len(byInst))
 	for in := range byInst {
 		insts = append(insts, in)
 	}
 	slices.Sort(insts)
 	for _, in := range insts {
-		tr.Instances = append(tr.Instances, grid.series(h, byInst[in], in, outcome))
+		tr.Instances = append(tr.Instances, grid.series(h, byInst[in], in, oc))
 	}
 	return tr
 }
