@@ -246,9 +246,17 @@ func (s *lineState) reserve(need int, window int64) {
 		estimate = max(estimate, int(float64(need)*float64(s.size)/float64(s.consumed+window)))
 	}
 	grown := make([]Event, len(h.Events), max(need, min(estimate, 4*len(h.Events))))
-	copy(grown, h.Events)
+	// In steps: the copy of a slice of hundreds of megabytes cannot be
+	// preempted, and a garbage collection waiting for it spun in preemption
+	// signals for a third of the read (pprof, 10^6 events).
+	for at := 0; at < len(grown); at += copyStep {
+		copy(grown[at:min(at+copyStep, len(grown))], h.Events[at:])
+	}
 	h.Events = grown
 }
+
+// copyStep is how many events reserve moves at once (about 5 MB).
+const copyStep = 1 << 14
 
 // take appends the n decoded events at all[from:] to h.Events, as lines;
 // false when that ends the read (s.err).
