@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -412,11 +413,33 @@ func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Polic
 // against pol (nil: the policy the history declares) and ts, and builds the
 // result document.
 func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold) (*reports.Document, []checks.Result, *history.History, error) {
-	out, err := rlverify.Check(context.Background(), rlverify.CheckOptions{Histories: files, Stdin: stdin, Policy: pol, Checks: o, Thresholds: ts})
+	restore := pauseGC()
+	h, err := rlverify.ReadHistories(files, stdin)
+	restore()
+	if err != nil {
+		return nil, nil, nil, fromLib(err)
+	}
+	out, err := rlverify.Check(context.Background(), rlverify.CheckOptions{History: h, Policy: pol, Checks: o, Thresholds: ts})
 	if err != nil {
 		return nil, nil, nil, fromLib(err)
 	}
 	return out.Document, out.Results, out.History, nil
+}
+
+// pauseGC turns the garbage collector off until restore is called, unless
+// the user set GOGC. Reading a history allocates almost only what it keeps
+// (the events, and the slices they outgrow: at most as much again), so a
+// collection during the read frees next to nothing (gctrace on 10^6 events:
+// 783 → 723 MB) while it marks every event read so far; on a 2-core VM the
+// collections made `rlverify check` of 10^6 events take 3.4–7.4 s instead of
+// 1.7 s, for 8% less peak memory (894 MB instead of 969 MB). A GOMEMLIMIT
+// the user set still bounds the heap.
+func pauseGC() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	old := debug.SetGCPercent(-1)
+	return func() { debug.SetGCPercent(old) }
 }
 
 // conclude renders doc and returns the exit the verdicts call for.
