@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -30,6 +31,21 @@ type scaleResult struct {
 }
 
 // scaleChild is the child's side of scaleRun.
+// genFile is `rlbench gen FILE EVENTS KEYS`: the synthetic history the
+// checks rows judge, written to FILE (its policy is bench.PolicyYAML), for
+// profiling `rlverify check` by hand.
+func genFile(args []string) error {
+	if len(args) != 3 {
+		return fmt.Errorf("usage: rlbench gen FILE EVENTS KEYS")
+	}
+	n, err1 := strconv.Atoi(args[1])
+	keys, err2 := strconv.Atoi(args[2])
+	if err := errors.Join(err1, err2); err != nil || n <= 0 || keys <= 0 {
+		return fmt.Errorf("rlbench gen: EVENTS and KEYS must be positive whole numbers, not %q and %q", args[1], args[2])
+	}
+	return writeHistory(args[0], bench.Generate(n, keys))
+}
+
 func scaleChild(args []string) error {
 	if len(args) != 2 {
 		return fmt.Errorf("usage: rlbench scale EVENTS KEYS")
