@@ -30,7 +30,6 @@ type scaleResult struct {
 	Peak      int64   // the child's peak RSS (VmHWM), bytes
 }
 
-// scaleChild is the child's side of scaleRun.
 // genFile is `rlbench gen FILE EVENTS KEYS`: the synthetic history the
 // checks rows judge, written to FILE (its policy is bench.PolicyYAML), for
 // profiling `rlverify check` by hand.
@@ -46,6 +45,7 @@ func genFile(args []string) error {
 	return writeHistory(args[0], bench.Generate(n, keys))
 }
 
+// scaleChild is the child's side of scaleRun.
 func scaleChild(args []string) error {
 	if len(args) != 2 {
 		return fmt.Errorf("usage: rlbench scale EVENTS KEYS")
