@@ -226,6 +226,7 @@ func TestGolden(t *testing.T) {
 		{"retry-after-bad", "retry-after"},
 		{"instances-bad", "instances"},
 		{"fail-mode-bad", "fail-mode"},
+		{"headers-bad", "headers"},
 	} {
 		t.Run(c.fixture, func(t *testing.T) {
 			h, p, _, _ := loadFixture(t, filepath.Join("testdata", c.fixture+".jsonl"))
@@ -250,4 +251,19 @@ func TestMergeOrder(t *testing.T) {
 	assert.Equal(t, Unknown, Merge(Unknown, Pass))
 	assert.Equal(t, Pass, Merge(Skip, Pass))
 	assert.True(t, slices.Contains([]Verdict{Pass}, Overall([]Result{{Verdict: Skip}})))
+}
+
+// TestMissingHeadersAreMarked: the evidence of a response without a
+// declared header names CauseMissingHeader (the diagnosis never explains
+// it away); a present header with a wrong value does not.
+func TestMissingHeadersAreMarked(t *testing.T) {
+	h, p, _, _ := loadFixture(t, filepath.Join("testdata", "headers-bad.jsonl"))
+	r := Run(h, p, Options{Only: []string{"headers"}})[0]
+	require.Equal(t, Fail, r.Verdict)
+	causes := map[uint64]string{}
+	for _, e := range r.Evidence {
+		causes[e.RequestIDs[0]] = e.Cause
+	}
+	// Request 2 has no RateLimit field; 1, 3 and 4 have wrong ones.
+	assert.Equal(t, map[uint64]string{1: "", 2: CauseMissingHeader, 3: "", 4: ""}, causes)
 }

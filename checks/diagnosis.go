@@ -49,6 +49,10 @@ const (
 	// CauseSelfInflicted: the key's own refused requests consumed (a bucket
 	// in debt): every symptom of the key's state is explained by it.
 	CauseSelfInflicted = "self-inflicted"
+	// CauseMissingHeader: a header the policy declares is absent. No
+	// overrun, shared quota or per-instance state takes a header away, so
+	// no other check's defect explains it: it is a defect of its own.
+	CauseMissingHeader = "missing-header"
 )
 
 func hasCause(r *Result, cause string) bool {
@@ -89,9 +93,13 @@ func Diagnose(rs []Result, horizon int64) []Result {
 }
 
 // explainsAll reports whether every evidence item of r shares a request or
-// a key and interval with some evidence of root.
+// a key and interval with some evidence of root (and none is a missing
+// header).
 func explainsAll(root, r *Result, horizon int64) bool {
 	for _, e := range r.Evidence {
+		if e.Cause == CauseMissingHeader {
+			return false
+		}
 		ok := false
 		for _, f := range root.Evidence {
 			if sharesEvidence(f, e, horizon) {

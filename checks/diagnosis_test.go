@@ -51,6 +51,19 @@ func TestDiagnoseLinksViolationsThatShareEvidence(t *testing.T) {
 			fail("instances", Evidence{Key: "k", From: 0, To: 10}),
 			fail("oversell", Evidence{Key: "k", From: 0, To: 10}),
 		}, map[string]string{"instances": "oversell"}, []string{"oversell"}},
+		{"a missing header is a defect of its own, even on an overrun's requests", []Result{
+			fail("oversell", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{1, 2, 3}}),
+			fail("headers", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{2}, Cause: CauseMissingHeader}),
+			fail("retry-after", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{3}, Cause: CauseMissingHeader}),
+		}, nil, []string{"oversell", "headers", "retry-after"}},
+		{"a wrong header value on an overrun's request is the overrun's", []Result{
+			fail("oversell", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{1, 2, 3}}),
+			fail("headers", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{2}}),
+		}, map[string]string{"headers": "oversell"}, []string{"oversell"}},
+		{"one missing header among wrong values keeps the check a defect", []Result{
+			fail("oversell", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{1, 2, 3}}),
+			fail("headers", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{2}}, Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{3}, Cause: CauseMissingHeader}),
+		}, nil, []string{"oversell", "headers"}},
 		{"the evidence gate is never a defect", []Result{
 			{Name: EvidenceCheck, Verdict: Pass},
 			fail("headers", Evidence{Key: "k", From: 0, To: 1}),

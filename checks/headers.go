@@ -72,8 +72,12 @@ func checkHeaders(ix *index) Result {
 			probs = ix.checkXRateLimit(e, r, g.tier, gMaxW[gi], probs)
 		}
 		if len(probs) > 0 {
-			col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, RequestIDs: []uint64{e.ID}, TotalIDs: 1,
-				Message: fmt.Sprintf("request %d (status %d): %s", e.ID, e.Status, strings.Join(probs, "; "))})
+			ev := Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, RequestIDs: []uint64{e.ID}, TotalIDs: 1,
+				Message: fmt.Sprintf("request %d (status %d): %s", e.ID, e.Status, strings.Join(probs, "; "))}
+			if slices.ContainsFunc(probs, func(p string) bool { return strings.HasSuffix(p, " is missing") }) {
+				ev.Cause = CauseMissingHeader
+			}
+			col.add(ev)
 		}
 	}
 	figs["responses_checked"] = float64(checked)

@@ -74,12 +74,16 @@ func checkRetryAfter(ix *index) Result {
 				col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, Bound: bound, Observed: obs,
 					RequestIDs: idl, TotalIDs: len(idl), Message: fmt.Sprintf(format, args...)})
 			}
+			noAdvice := func(e *history.Event) {
+				missing++
+				col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, RequestIDs: []uint64{e.ID}, TotalIDs: 1,
+					Message: fmt.Sprintf("request %d of key %s got %d without Retry-After", e.ID, g.key, e.Status), Cause: CauseMissingHeader})
+			}
 			var d time.Duration
 			var recv int64
 			switch {
 			case r.ra == raMissing:
-				missing++
-				bad(0, 0, []uint64{ev().ID}, "request %d of key %s got %d without Retry-After", ev().ID, g.key, ev().Status)
+				noAdvice(ev())
 				continue
 			case r.ra >= raBase && r.hi != r.lo:
 				// hi = Recv + slack unless it was clamped to lo.
@@ -87,8 +91,7 @@ func checkRetryAfter(ix *index) Result {
 			default:
 				e := ev()
 				if e.RetryAfter == "" {
-					missing++
-					bad(0, 0, []uint64{e.ID}, "request %d of key %s got %d without Retry-After", e.ID, g.key, e.Status)
+					noAdvice(e)
 					continue
 				}
 				var err error
