@@ -27,6 +27,12 @@ const (
 	ululeDoc      = "https://pkg.go.dev/github.com/ulule/limiter/v3#Context"
 )
 
+// nginx's small overshoots: the clock it decides with.
+const (
+	nginxCachedClock  = "nginx decides with its cached clock, read once per batch of kernel events: a request read later in the same batch is stamped with the earlier time, on a loaded machine tens of milliseconds before it was sent, and the bucket counts refill from before the request existed."
+	nginxSameEnvelope = " The honest policy has the same envelope: a real, small overshoot of the declared promise, not a translation error."
+)
+
 // explanations by implementation (a name, or a family prefix ending in /),
 // then plan ("" for any), then check.
 var explanations = map[string]map[string]map[string]Explanation{
@@ -34,7 +40,9 @@ var explanations = map[string]map[string]map[string]Explanation{
 		"evidence": {"slow-refill (K=5, a token every 3 s) makes nginx delay a burst's excess up to 12 s, past the 5 s per-request timeout (--timeout): those requests got no response and the run is unknown. Delaying limiters need --timeout above (K−1)/r.", nginxLimitReq},
 	}},
 	"nginx/limit-req": {"overload": {
-		"oversell": {"nginx decides with its cached clock, read once per batch of kernel events: a request read later in the same batch is stamped with the earlier time, on a loaded machine tens of milliseconds before it was sent, and the bucket counts refill from before the request existed. A tenth of a request over 2.4 s at 5/s is 20 ms of such lag; the other run passed (unstable). The honest policy has the same envelope: a real, small overshoot of the declared promise, not a translation error.", nginxTimer},
+		"oversell": {nginxCachedClock + " A tenth of a request over 2.4 s at 5/s is 20 ms of such lag; the other run passed (unstable)." + nginxSameEnvelope, nginxTimer},
+	}, "similar-keys": {
+		"oversell": {nginxCachedClock + " 18 admitted in 1.6 s where 17.9 fit: a tenth of a request at 5/s is 20 ms of such lag; the other run passed (unstable)." + nginxSameEnvelope, nginxTimer},
 	}},
 	"nginx/": {"bypass": {
 		"downstream": {"The case variant's second bucket reaches the upstream too: more arrivals than one envelope allows.", nginxZone},
