@@ -8,7 +8,6 @@ import (
 
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/checks"
-	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/internal/bench"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
@@ -21,7 +20,9 @@ import (
 func BenchmarkCheckFile(b *testing.B) {
 	const n = 1_000_000
 	file := filepath.Join(b.TempDir(), "history.jsonl")
-	writeBenchHistory(b, file, bench.Generate(n, 10_000))
+	if err := bench.WriteHistory(file, bench.Generate(n, 10_000)); err != nil {
+		b.Fatal(err)
+	}
 	pol, err := policy.Parse("bench-policy.yaml", []byte(bench.PolicyYAML))
 	if err != nil {
 		b.Fatal(err)
@@ -41,28 +42,6 @@ func BenchmarkCheckFile(b *testing.B) {
 		}
 	}
 	b.ReportMetric(n*float64(b.N)/b.Elapsed().Seconds(), "events/s")
-}
-
-func writeBenchHistory(b *testing.B, file string, h *history.History) {
-	b.Helper()
-	w, err := history.Create(file)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := w.WriteRun(h.Run); err != nil {
-		b.Fatal(err)
-	}
-	for i := range h.Events {
-		if err := w.WriteEvent(&h.Events[i]); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := w.WriteEnd(history.End{Requests: int64(len(h.Events))}); err != nil {
-		b.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		b.Fatal(err)
-	}
 }
 
 // BenchmarkBuild is the result document of a judged 10^6-event history

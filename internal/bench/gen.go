@@ -90,3 +90,24 @@ func Generate(n, keys int) *history.History {
 	h.End = &history.End{T: history.TypeEnd, Elapsed: t, Requests: int64(n)}
 	return h
 }
+
+// WriteHistory writes h to file as the engine would (run header, events,
+// end record).
+func WriteHistory(file string, h *history.History) error {
+	w, err := history.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := w.WriteRun(h.Run); err != nil {
+		return err
+	}
+	for i := range h.Events {
+		if err := w.WriteEvent(&h.Events[i]); err != nil {
+			return err
+		}
+	}
+	if err := w.WriteEnd(*h.End); err != nil {
+		return err
+	}
+	return w.Close()
+}

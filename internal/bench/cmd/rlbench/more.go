@@ -42,7 +42,7 @@ func genFile(args []string) error {
 	if err := errors.Join(err1, err2); err != nil || n <= 0 || keys <= 0 {
 		return fmt.Errorf("rlbench gen: EVENTS and KEYS must be positive whole numbers, not %q and %q", args[1], args[2])
 	}
-	return writeHistory(args[0], bench.Generate(n, keys))
+	return bench.WriteHistory(args[0], bench.Generate(n, keys))
 }
 
 // scaleChild is the child's side of scaleRun.
@@ -162,7 +162,7 @@ func (c *config) checkMemory(ctx context.Context, t *bench.Table) error {
 	if err := os.WriteFile(pfile, []byte(bench.PolicyYAML), 0o644); err != nil {
 		return err
 	}
-	if err := writeHistory(file, bench.Generate(n, 1)); err != nil {
+	if err := bench.WriteHistory(file, bench.Generate(n, 1)); err != nil {
 		return err
 	}
 	defer os.Remove(file)

@@ -247,7 +247,7 @@ func (c *config) checks(ctx context.Context, t *bench.Table) error {
 	if err := os.WriteFile(pfile, []byte(bench.PolicyYAML), 0o644); err != nil {
 		return err
 	}
-	if err := writeHistory(file, h); err != nil {
+	if err := bench.WriteHistory(file, h); err != nil {
 		return err
 	}
 	defer os.Remove(file)
@@ -297,25 +297,6 @@ func eventSize() int { return int(unsafe.Sizeof(history.Event{})) }
 func bucket(k int64, r float64) []policy.Limit {
 	return []policy.Limit{{Algorithm: policy.TokenBucket, Capacity: k, Rate: policy.Rate(r), Count: k,
 		Window: policy.Duration(time.Duration(float64(k) / r * float64(time.Second)))}}
-}
-
-func writeHistory(file string, h *history.History) error {
-	w, err := history.Create(file)
-	if err != nil {
-		return err
-	}
-	if err := w.WriteRun(h.Run); err != nil {
-		return err
-	}
-	for i := range h.Events {
-		if err := w.WriteEvent(&h.Events[i]); err != nil {
-			return err
-		}
-	}
-	if err := w.WriteEnd(*h.End); err != nil {
-		return err
-	}
-	return w.Close()
 }
 
 // stdDecode decodes the event lines of file the way history.Read did before
