@@ -428,12 +428,13 @@ func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Opti
 
 // pauseGC turns the garbage collector off until restore is called, unless
 // the user set GOGC. Reading a history allocates almost only what it keeps
-// (the events, and the slices they outgrow: at most as much again), so a
-// collection during the read frees next to nothing (gctrace on 10^6 events:
-// 783 → 723 MB) while it marks every event read so far; on a 2-core VM the
-// collections made `rlverify check` of 10^6 events take 3.4–7.4 s instead of
-// 1.7 s, for 8% less peak memory (894 MB instead of 969 MB). A GOMEMLIMIT
-// the user set still bounds the heap.
+// (the events, and the slices they outgrow: at most as much again, also
+// when stdin is read for a whole attack), so a collection during the read
+// frees next to nothing (gctrace on 10^6 events: 783 → 723 MB) while it
+// marks every event read so far. On a 2-core VM those collections made
+// `rlverify check` of 10^6 events take 5.4–6.3 s instead of 1.4–1.6 s, with
+// a higher peak (964 MB instead of 715 MB). A GOMEMLIMIT the user set still
+// bounds the heap.
 func pauseGC() (restore func()) {
 	if os.Getenv("GOGC") != "" {
 		return func() {}
