@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rlverify/rlverify/envs/redisproc"
@@ -169,4 +170,27 @@ func checkOf(t *testing.T, out, check string) (string, string) {
 	}
 	t.Fatalf("no %s check in %s", check, out)
 	return "", ""
+}
+
+// TestExternalPlanWithItsOwnPolicyNeedsTheServicesPolicy: a plan whose own
+// policy describes the reference service (retry-after's slow refill, tiers'
+// seeds, …) is refused against --target without --policy, naming the flag;
+// with the service's policy it runs.
+func TestExternalPlanWithItsOwnPolicyNeedsTheServicesPolicy(t *testing.T) {
+	url, stop := testsvc.Serve(mustWindowed(t))
+	defer stop()
+	for _, plan := range []string{"retry-after", "tiers", "global-guard", "multi-instance-20", "regions"} {
+		t.Run(plan, func(t *testing.T) {
+			_, stderr, code := rl(t, "attack", "--plan", plan, "--target", url+"/search/x", "--out", t.TempDir(), "--quiet")
+			assert.Equal(t, ExitUsage, code, stderr)
+			assert.Contains(t, stderr, "plan "+plan+" judges against its own policy")
+			assert.Contains(t, stderr, "--policy FILE")
+		})
+	}
+	pol, err := testsvc.PolicyYAML("windowed")
+	require.NoError(t, err)
+	_, stderr, code := rl(t, "attack", "--plan", "retry-after", "--target", url+"/search/x", "--policy", writeFile(t, "windowed.yaml", string(pol)),
+		"--max-requests", "20", "--max-duration", "3s", "--out", t.TempDir(), "--quiet", "--fail-on", "none")
+	assert.NotEqual(t, ExitUsage, code, stderr)
+	assert.NotContains(t, stderr, "judges against its own policy")
 }
