@@ -70,14 +70,18 @@ func checkRetryAfter(ix *index) Result {
 				}
 				return e
 			}
+			evidence := func(bound, obs float64, idl []uint64, format string, args ...any) Evidence {
+				return Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, Bound: bound, Observed: obs,
+					RequestIDs: idl, TotalIDs: len(idl), Message: fmt.Sprintf(format, args...)}
+			}
 			bad := func(bound, obs float64, idl []uint64, format string, args ...any) {
-				col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, Bound: bound, Observed: obs,
-					RequestIDs: idl, TotalIDs: len(idl), Message: fmt.Sprintf(format, args...)})
+				col.add(evidence(bound, obs, idl, format, args...))
 			}
 			noAdvice := func(e *history.Event) {
 				missing++
-				col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, RequestIDs: []uint64{e.ID}, TotalIDs: 1,
-					Message: fmt.Sprintf("request %d of key %s got %d without Retry-After", e.ID, g.key, e.Status), Cause: CauseMissingHeader})
+				m := evidence(0, 0, []uint64{e.ID}, "request %d of key %s got %d without Retry-After", e.ID, g.key, e.Status)
+				m.Cause = CauseMissingHeader
+				col.add(m)
 			}
 			var d time.Duration
 			var recv int64

@@ -12,9 +12,6 @@ func rankIndex(n int, q float64) int {
 	return min(max(i, 0), n-1)
 }
 
-// rank is the nearest-rank percentile q of sorted s (non-empty).
-func rank(s []int64, q float64) int64 { return s[rankIndex(len(s), q)] }
-
 // ranks returns the nearest-rank percentiles qs (ascending) of s
 // (non-empty), reordering s. A selection is linear where the sort it
 // replaces was n log n: the report's latency percentiles were a tenth of

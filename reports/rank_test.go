@@ -8,6 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
+// rank is the nearest-rank percentile q of sorted s (non-empty): the
+// oracle ranks is held to.
+func rank(s []int64, q float64) int64 { return s[rankIndex(len(s), q)] }
+
 // TestRanksAgreeWithSorting: the selection gives what sorting and taking
 // the nearest rank gives, on shapes that break naive quickselects.
 func TestRanksAgreeWithSorting(t *testing.T) {
