@@ -51,8 +51,10 @@ const DefaultLimiter = "token-bucket"
 type AttackOptions struct {
 	// Plan is the attack plan (attacks.Load reads a built-in or a file).
 	Plan *attacks.Plan
-	// Policy is the declared policy, what the limiter promises (default:
-	// the plan's policy, else the built-in one).
+	// Policy is the declared policy, what the limiter promises (default,
+	// for a limiter rlverify starts: the plan's policy, else the built-in
+	// one). Against your own service (Targets, Handler) it is required:
+	// Prepare refuses a run without it (MissingPolicyError).
 	Policy *policy.Policy
 	// LimiterPolicy, when set, is what the reference limiter enforces
 	// instead of Policy (a limiter configured unlike its promise).
@@ -179,6 +181,9 @@ type Prepared struct {
 func Prepare(o AttackOptions) (*Prepared, error) {
 	if o.Plan == nil {
 		return nil, optionErr("attack: --plan is required (see rlverify plans)")
+	}
+	if err := requireDeclaredPolicy(o); err != nil {
+		return nil, err
 	}
 	plan := o.Plan
 	pol := o.Policy

@@ -1,6 +1,9 @@
 package rlverify
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // OptionError is an error in what the caller asked for: a bad plan,
 // policy, history, option or combination of options. The command maps it
@@ -30,3 +33,47 @@ type InterruptedError struct{ Err error }
 
 func (e *InterruptedError) Error() string { return "run interrupted: " + e.Err.Error() }
 func (e *InterruptedError) Unwrap() error { return e.Err }
+
+// MissingPolicyError is an attack or audit on a service rlverify did not
+// start (Targets, Handler, EnvExternal) with no declared policy. rlverify's
+// own policy describes its reference service: a verdict against it would
+// judge someone else's service against a promise it never made. It comes
+// wrapped in an OptionError (a usage error, exit code 2).
+type MissingPolicyError struct {
+	// Target names the service (its URLs, or "an http.Handler").
+	Target string
+	// Plan is the plan that would have lent its own policy ("" for none).
+	Plan string
+}
+
+func (e *MissingPolicyError) Error() string {
+	lent := "rlverify's reference policy"
+	if e.Plan != "" {
+		lent = "plan " + e.Plan + "'s own policy"
+	}
+	return fmt.Sprintf("no declared policy for %s (AttackOptions.Policy, --policy FILE): it would be judged against %s, which describes rlverify's reference service, not yours; pass --policy FILE, or run `rlverify discover --target URL` to measure one and write it", e.Target, lent)
+}
+
+// requireDeclaredPolicy refuses a run against a service rlverify did not
+// start when no policy is declared (see MissingPolicyError). It is the one
+// home of the "never a borrowed policy" rule for Prepare and Audit.
+func requireDeclaredPolicy(o AttackOptions) error {
+	external := o.Env == EnvExternal || len(o.Targets) > 0 || o.Handler != nil
+	if !external || o.Policy != nil || o.JudgedPolicy != nil {
+		return nil
+	}
+	target := "an http.Handler"
+	if len(o.Targets) > 0 {
+		target = strings.Join(o.Targets, " ")
+	}
+	e := &MissingPolicyError{Target: target}
+	if o.Plan != nil && o.Plan.Policy != "" {
+		e.Plan = o.Plan.Name
+	}
+	return &OptionError{Err: e}
+}
+
+// CheckDeclaredPolicy is the rule Prepare applies, for callers that want to
+// refuse early (before reading keys files or starting anything): nil unless o
+// targets a service rlverify did not start without declaring its policy.
+func CheckDeclaredPolicy(o AttackOptions) error { return requireDeclaredPolicy(o) }

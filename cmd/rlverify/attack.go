@@ -330,11 +330,12 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	if len(f.targetURLs) > 0 {
 		f.env = "external"
 	}
-	if f.env == "external" && f.policyFile == "" && plan.Policy != "" {
-		// The plan's policy describes how its reference service is set up
-		// (retry-after's slow refill, tiers' seeds): a verdict against it
-		// says nothing about a service configured otherwise.
-		return none, usageErr("attack: plan %s judges against its own policy (%s), which describes rlverify's reference service; against --target give your service's declared policy: --policy FILE (rlverify audit measures what a service does)", plan.Name, plan.Policy)
+	if f.policyFile == "" {
+		// Never a borrowed policy: the library refuses your own service
+		// without a declared one; ask it before reading keys or shapes.
+		if err := rlverify.CheckDeclaredPolicy(rlverify.AttackOptions{Plan: plan, Env: f.env, Targets: f.targetURLs}); err != nil {
+			return none, fromLib(err)
+		}
 	}
 	if f.regions == 0 && (f.env == "embedded" || f.env == "docker") {
 		f.regions = plan.Regions

@@ -1,0 +1,517 @@
+package discover
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// run is a maximal stretch of admitted probes in send order, with what
+// bounds the instant the quota freed before it.
+type run struct {
+	first, last obs
+	n           int
+	// before is the last refused probe before it (zero when none).
+	before obs
+	// closed: a refusal ended it (its length is the whole quota freed).
+	closed bool
+}
+
+// runs splits a trickle into runs of admitted probes.
+func runs(tr []obs, cl classifier) []run {
+	var out []run
+	var cur *run
+	var lastRefused obs
+	for _, o := range tr {
+		switch {
+		case cl.admitted_(o.status):
+			if cur == nil {
+				out = append(out, run{first: o, before: lastRefused})
+				cur = &out[len(out)-1]
+			}
+			cur.last = o
+			cur.n++
+		case cl.refused_(o.status):
+			if cur != nil {
+				cur.closed = true
+			}
+			cur = nil
+			lastRefused = o
+		}
+	}
+	return out
+}
+
+// freedAt is when the quota freed before r: between the refusal before it
+// and the first admission's response (midpoint, half-width).
+func (r run) freedAt() (time.Time, time.Duration) {
+	lo := r.before.sent
+	if lo.IsZero() {
+		lo = r.first.sent
+	}
+	hi := r.first.recv
+	half := hi.Sub(lo) / 2
+	return lo.Add(half), half
+}
+
+func medianLen(rs []run) int {
+	if len(rs) == 0 {
+		return 0
+	}
+	ns := make([]int, len(rs))
+	for i, r := range rs {
+		ns[i] = r.n
+	}
+	sort.Ints(ns)
+	return ns[len(ns)/2]
+}
+
+// capacityProbe bursts fresh keys, growing the burst until some are
+// refused. It returns the burst's outcome and its key.
+func (p *prober) capacityProbe(ctx context.Context, tier string, deadline time.Time, cl classifier, res *Result, t *Tier) ([]obs, string, error) {
+	n := 8
+	for {
+		k, kf := p.key(ctx, tier)
+		os, err := p.step(ctx, kf, burst(k, n)...)
+		if err != nil {
+			return nil, "", err
+		}
+		if len(os) == 0 {
+			return nil, "", fmt.Errorf("discover: the capacity probe of tier %s sent nothing", tier)
+		}
+		if count(os, cl.admitted_) == 0 {
+			return nil, "", fmt.Errorf("%w (status %d%s): check the request shape (--method, --header, --body), the identity (--identity) and the keys, or say which statuses mean admitted (--admitted)",
+				ErrNothingAdmitted, os[0].status, errNote(os[0]))
+		}
+		seen := map[int]bool{}
+		for _, o := range os {
+			if !seen[o.status] {
+				seen[o.status] = true
+				switch {
+				case cl.admitted_(o.status):
+					res.Admitted = appendNew(res.Admitted, o.status)
+				case cl.refused_(o.status):
+					res.Refused = appendNew(res.Refused, o.status)
+				default:
+					t.Notes = append(t.Notes, fmt.Sprintf("status %d is neither admitted nor refused (%s)", o.status, errNote(o)))
+				}
+			}
+		}
+		if count(os, cl.refused_) > 0 {
+			res.StatusEvidence = fmt.Sprintf("a burst of %d on a fresh key: %d answered %v, then %v", n, count(os, cl.admitted_), res.Admitted, res.Refused)
+			return os, k, nil
+		}
+		next := min(n*4, maxProbeBurst)
+		need := time.Duration(float64(next)/maxRate*float64(time.Second)) + time.Second
+		if n >= maxProbeBurst || time.Until(deadline) < 3*need {
+			t.Capacity = Number{Value: float64(count(os, cl.admitted_)), Low: float64(count(os, cl.admitted_)), High: math.Inf(1),
+				Evidence: fmt.Sprintf("a burst of %d on a fresh key was admitted whole; a bigger one does not fit the budget: capacity ≥ %d, not pinned (raise --budget)", n, n)}
+			return os, k, nil
+		}
+		n = next
+	}
+}
+
+func errNote(o obs) string {
+	if o.ev.Err != "" {
+		return ": " + o.ev.Err
+	}
+	return ""
+}
+
+func appendNew(s []int, v int) []int {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+// tier measures one tier.
+func (p *prober) tier(ctx context.Context, name string, deadline time.Time, res *Result) (Tier, error) {
+	t := Tier{Name: name}
+	cl := classifier{p.o.Admitted, p.o.Rejected}
+	capObs, key, err := p.capacityProbe(ctx, name, deadline, cl, res, &t)
+	if err != nil {
+		return t, err
+	}
+	a := count(capObs, cl.admitted_)
+	if t.Capacity.Evidence != "" { // not pinned: nothing refused
+		return t, nil
+	}
+	t0 := capObs[0].sent
+	var lastAdm, firstRef obs
+	for _, o := range capObs {
+		if cl.admitted_(o.status) {
+			lastAdm = o
+		} else if cl.refused_(o.status) && firstRef.sent.IsZero() {
+			firstRef = o
+		}
+	}
+	span := lastAdm.recv.Sub(t0)
+	p.log("discover: tier %s: a burst of %d admitted %d (in %s)", name, len(capObs), a, fmtS(span))
+
+	// The trickle: probes on the exhausted key, faster than it refills,
+	// until the pattern of admissions shows the family.
+	q := math.Min(math.Max(4*float64(a), 10), maxRate/2)
+	chunk := time.Second
+	var tr []obs
+	kf := p.sameKey(name)
+	for {
+		os, err := p.step(ctx, kf, trickle(key, q, chunk))
+		if err != nil {
+			return t, err
+		}
+		tr = append(tr, os...)
+		if ctx.Err() != nil {
+			return t, ctx.Err()
+		}
+		adm := count(os, cl.admitted_)
+		if len(os) >= 5 && float64(adm) >= 0.8*float64(len(os)) && q < maxRate/2 {
+			q = math.Min(q*4, maxRate/2) // slower than the refill: speed up
+			continue
+		}
+		rs := runs(tr, cl)
+		long := 0
+		for _, r := range rs {
+			if r.n >= 3 || (a < 3 && r.n >= a) {
+				long++
+			}
+		}
+		if (len(rs) >= 6 && medianLen(rs) <= 2) || (long >= 2 && a >= 3) {
+			break
+		}
+		if time.Until(deadline) < max(chunk*3, 4*time.Second) {
+			break
+		}
+		chunk = min(chunk*2, 4*time.Second)
+	}
+	rs := runs(tr, cl)
+	trSpan := tr[len(tr)-1].sent.Sub(tr[0].sent)
+	switch {
+	case len(rs) == 0:
+		return p.silent(ctx, name, deadline, cl, t, a, trSpan, q)
+	case medianLen(rs) <= 2 || a < 3:
+		return p.bucketLike(ctx, name, deadline, cl, t, a, span, firstRef, rs, q)
+	default:
+		return p.windowLike(ctx, name, deadline, cl, t, a, t0, rs, q)
+	}
+}
+
+// sameKey is the keys file of the last key handed out (the same key again).
+func (p *prober) sameKey(tier string) *attacks.KeyFile {
+	if p.o.Keys == nil {
+		return nil
+	}
+	keys := p.o.Keys.ByTier[tier]
+	k := keys[(p.used[tier]-1)%len(keys)]
+	return oneKey(p.o.Keys.Source, tier, k)
+}
+
+// bucketLike: admissions one at a time, spaced by the refill.
+func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time, cl classifier, t Tier, a int, span time.Duration, firstRef obs, rs []run, q float64) (Tier, error) {
+	m := 0
+	for _, r := range rs {
+		m += r.n
+	}
+	first, last := rs[0].first.sent, rs[len(rs)-1].last.sent
+	quant := time.Duration(float64(time.Second) / q)
+	rt := Number{Value: math.NaN()}
+	if m >= 2 && last.Sub(first) > 0 {
+		s := last.Sub(first).Seconds()
+		rt = Number{Value: float64(m-1) / s, Low: float64(m-1) / (s + 2*quant.Seconds()), High: float64(m-1) / math.Max(s-2*quant.Seconds(), 1e-3), Pinned: true,
+			Evidence: fmt.Sprintf("%d admissions one at a time over %s while probing at %.0f/s", m, fmtS(last.Sub(first)), q)}
+	}
+	d1 := first.Sub(firstRef.sent)
+	if !math.IsNaN(rt.Value) && d1.Seconds() > 3/rt.Value+0.15 && m >= 4 {
+		// Freed only after a wait much longer than one refill interval,
+		// then steadily: the previous window's weight fading (a sliding
+		// counter), not a bucket.
+		n := float64(a)
+		w := n / rt.Value
+		t.Family = policy.SlidingCounter
+		t.FamilyEvidence = fmt.Sprintf("after the burst nothing was admitted for %s (%.1f× the steady interval %s), then one at a time at %.3g/s: a window's weight fading", fmtS(d1), d1.Seconds()*rt.Value, fmtS(time.Duration(float64(time.Second)/rt.Value)), rt.Value)
+		t.Capacity = Number{Value: n, Low: n, High: n, Pinned: true, Evidence: fmt.Sprintf("a burst on a fresh key admitted %d", a)}
+		t.Window = Number{Value: w, Low: n / rt.High, High: n / rt.Low, Pinned: true, Evidence: "N / the steady rate"}
+		t.Rate = rt
+		freed := first.UnixNano()
+		wn := int64(w * 1e9)
+		if wn > 0 {
+			off := time.Duration(freed % wn)
+			if off < 2*quant+50*time.Millisecond || off > time.Duration(wn)-50*time.Millisecond {
+				t.Anchor, t.AnchorEvidence = policy.AnchorEpoch, fmt.Sprintf("admissions resumed %s after a multiple of W in Unix time", fmtS(off))
+			} else {
+				t.Anchor, t.AnchorEvidence = policy.AnchorFirst, fmt.Sprintf("admissions resumed %s after a multiple of W in Unix time, not at an edge", fmtS(off))
+			}
+		}
+		return p.scope(ctx, name, deadline, cl, t, a)
+	}
+	// The quiet refill: exhaust a fresh key, wait, count what came back.
+	r0 := rt.Value
+	if math.IsNaN(r0) {
+		r0 = 1
+	}
+	// Wait for fewer tokens than K−1, so the bucket's cap cannot hide the
+	// refill.
+	tokens := math.Min(8, math.Max(float64(a)-1.5, 1))
+	dq := time.Duration(math.Min(math.Max(tokens/r0, 0.3), 5) * float64(time.Second))
+	if left := time.Until(deadline) / 3; dq > left {
+		dq = max(left, 200*time.Millisecond)
+	}
+	nq := int(math.Ceil(r0*dq.Seconds()*2)) + 4
+	k, kf := p.key(ctx, name)
+	os, err := p.step(ctx, kf, append(append(burst(k, a+max(2, a/4)), idle(dq)), burst(k, nq)...)...)
+	if err != nil {
+		return t, err
+	}
+	ex, back := splitAt(os, a+max(2, a/4))
+	var lastAdm obs
+	for _, o := range ex {
+		if cl.admitted_(o.status) {
+			lastAdm = o
+		}
+	}
+	aq := count(back, cl.admitted_)
+	rq := Number{Value: math.NaN()}
+	if len(back) > 0 && !lastAdm.sent.IsZero() {
+		dHi := back[len(back)-1].recv.Sub(lastAdm.sent).Seconds()
+		dLo := math.Max(back[0].sent.Sub(lastAdm.recv).Seconds(), 1e-3)
+		rq = Number{Value: float64(aq) / ((dHi + dLo) / 2), Low: math.Max(float64(aq)-1, 0) / dHi, High: float64(aq+1) / dLo, Pinned: aq < nq,
+			Evidence: fmt.Sprintf("a fresh key, exhausted, left alone %s, then admitted %d of a burst of %d", fmtS(dq), aq, nq)}
+	}
+	t.Family = policy.TokenBucket
+	t.FamilyEvidence = fmt.Sprintf("after the burst, admissions came back one at a time (%d runs, median length %d) from %s after exhaustion: a bucket refilling token by token", len(rs), medianLen(rs), fmtS(d1))
+	r := rq
+	switch {
+	case math.IsNaN(rt.Value):
+		r = rq
+	case math.IsNaN(rq.Value):
+		r = rt
+	case rt.High < rq.Low*0.8:
+		yes := true
+		t.RefusedCost = &yes
+		t.RefusedEvidence = fmt.Sprintf("probed while empty it refilled at %.3g/s, left alone at %.3g/s: refused requests use up tokens", rt.Value, rq.Value)
+	default:
+		// Both agree: the trickle is the finer measurement.
+		r = rt
+		r.Evidence += fmt.Sprintf("; a quiet refill agrees (%.3g/s: %s)", rq.Value, rq.Evidence)
+		r.Low, r.High = math.Max(rt.Low, rq.Low), math.Min(rt.High, rq.High)
+		if r.Low > r.High {
+			r.Low, r.High = math.Min(rt.Low, rq.Low), math.Max(rt.High, rq.High)
+		}
+		no := false
+		t.RefusedCost = &no
+		t.RefusedEvidence = fmt.Sprintf("probed while empty (each probe refused but one per refill) it refilled as fast as left alone (%.3g/s vs %.3g/s): refusals cost nothing", rt.Value, rq.Value)
+	}
+	t.Rate = r
+	k0 := float64(a) - r.Value*span.Seconds()
+	t.Capacity = Number{Value: math.Max(1, math.Round(k0)), Low: math.Max(1, math.Ceil(float64(a)-r.High*span.Seconds()-1e-9)), High: float64(a), Pinned: true,
+		Evidence: fmt.Sprintf("a burst on a fresh key admitted %d in %s, of which ≈%.1f refilled meanwhile", a, fmtS(span), r.Value*span.Seconds())}
+	if t.Capacity.Low > t.Capacity.Value {
+		t.Capacity.Low = t.Capacity.Value
+	}
+	t.Window = Number{Value: t.Capacity.Value / r.Value, Low: t.Capacity.Low / r.High, High: t.Capacity.High / r.Low, Pinned: true, Evidence: "K / r"}
+	p.refill = max(p.refill, time.Duration(t.Window.High*float64(time.Second)))
+	return p.scope(ctx, name, deadline, cl, t, a)
+}
+
+// splitAt splits a step's outcome into the first n sent and the rest.
+func splitAt(os []obs, n int) ([]obs, []obs) {
+	if n > len(os) {
+		n = len(os)
+	}
+	return os[:n], os[n:]
+}
+
+// windowLike: the quota came back all at once, a run of admissions.
+func (p *prober) windowLike(ctx context.Context, name string, deadline time.Time, cl classifier, t Tier, a int, t0 time.Time, rs []run, q float64) (Tier, error) {
+	var full []run
+	for _, r := range rs {
+		if r.n >= 2 {
+			full = append(full, r)
+		}
+	}
+	n := a
+	var sizes []int
+	for _, r := range full {
+		if r.closed {
+			sizes = append(sizes, r.n)
+		}
+	}
+	if len(sizes) > 0 {
+		sort.Ints(sizes)
+		n = sizes[len(sizes)/2]
+	}
+	t.Capacity = Number{Value: float64(n), Low: float64(n), High: float64(n), Pinned: true,
+		Evidence: fmt.Sprintf("a burst on a fresh key admitted %d; each time the quota came back while probing, %v in a row were admitted", a, sizes)}
+	if n != a {
+		t.Capacity.Low, t.Capacity.High = float64(min(n, a)), float64(max(n, a))
+		t.Capacity.Evidence += " (they differ: a window edge may have fallen inside the burst)"
+	}
+	e1, h1 := full[0].freedAt()
+	var w Number
+	if len(full) >= 2 {
+		e2, h2 := full[1].freedAt()
+		d := e2.Sub(e1)
+		w = Number{Value: d.Seconds(), Low: (d - h1 - h2).Seconds(), High: (d + h1 + h2).Seconds(), Pinned: true,
+			Evidence: fmt.Sprintf("the quota came back at once twice, %s apart (probing at %.0f/s)", fmtS(d), q)}
+	} else {
+		d := e1.Sub(t0)
+		w = Number{Value: d.Seconds(), Low: (d - h1).Seconds(), High: (d + h1).Seconds(), Pinned: false,
+			Evidence: fmt.Sprintf("the quota came back once, %s after the first request; a second reset did not fit the budget, so W is that delay if windows open at a key's first request, else unknown", fmtS(d))}
+	}
+	t.Window = w
+	t.Rate = Number{Value: float64(n) / w.Value, Low: float64(n) / math.Max(w.High, 1e-3), High: float64(n) / math.Max(w.Low, 1e-3), Pinned: w.Pinned, Evidence: "N / W"}
+	// Anchoring: at multiples of W in Unix time, or W after the key's first request.
+	tol := time.Duration((w.High-w.Low)/2*float64(time.Second)) + h1 + 30*time.Millisecond
+	wd := time.Duration(w.Value * float64(time.Second))
+	epoch := true
+	for _, r := range full {
+		e, h := r.freedAt()
+		if wd <= 0 || distToMultiple(e, wd) > tol+h {
+			epoch = false
+		}
+	}
+	firstAnch := absDur(e1.Sub(t0)-wd) <= tol
+	switch {
+	case epoch && !firstAnch:
+		t.Family, t.Anchor = policy.FixedWindow, policy.AnchorEpoch
+		t.FamilyEvidence = fmt.Sprintf("the quota came back whole (%d in a row) at once", n)
+		t.AnchorEvidence = fmt.Sprintf("each reset fell on a multiple of W in Unix time (within %s), not W after the key's first request", fmtS(tol))
+		t.RefusedEvidence = "a fixed window's refusals within a spent window change nothing observable"
+	default:
+		if epoch && firstAnch {
+			t.Notes = append(t.Notes, "the key's first request fell on a window edge: epoch alignment and anchoring at the first request could not be told apart")
+		}
+		return p.splitTest(ctx, name, deadline, cl, t, n, wd)
+	}
+	return p.scope(ctx, name, deadline, cl, t, a)
+}
+
+// splitTest tells a fixed window anchored at a key's first request from a
+// sliding log: half the quota at 0, the rest at W/2, a burst at 1.25·W.
+// The fixed window has reset (all N come back); the log freed only the
+// first half.
+func (p *prober) splitTest(ctx context.Context, name string, deadline time.Time, cl classifier, t Tier, n int, w time.Duration) (Tier, error) {
+	h := max(1, n/2)
+	if time.Until(deadline) < w*3/2+time.Second {
+		t.Family = policy.FixedWindow
+		t.Anchor = policy.AnchorFirst
+		t.FamilyEvidence = "the quota came back whole at once; fixed window or sliding log could not be told apart within the budget (assumed fixed window)"
+		t.Notes = append(t.Notes, "family not pinned: raise --budget to tell a fixed window from a sliding log")
+		return p.scope(ctx, name, deadline, cl, t, n)
+	}
+	k, kf := p.key(ctx, name)
+	ph := append(burst(k, h), idle(w/2))
+	ph = append(ph, burst(k, n-h)...)
+	ph = append(ph, idle(w*3/4))
+	ph = append(ph, burst(k, n)...)
+	os, err := p.step(ctx, kf, ph...)
+	if err != nil {
+		return t, err
+	}
+	_, last := splitAt(os, n)
+	a3 := count(last, cl.admitted_)
+	ev := fmt.Sprintf("%d requests at 0, %d at W/2, then a burst of %d at 1.25·W admitted %d", h, n-h, n, a3)
+	no := false
+	if math.Abs(float64(a3-n)) <= math.Abs(float64(a3-h)) {
+		t.Family, t.Anchor = policy.FixedWindow, policy.AnchorFirst
+		t.FamilyEvidence = fmt.Sprintf("the quota came back whole at once, and %s (all, not only the first half): a fixed window", ev)
+		t.AnchorEvidence = "each window opened with the key's first request after the last one closed, not on multiples of W in Unix time"
+		t.RefusedEvidence = "a fixed window's refusals within a spent window change nothing observable"
+	} else {
+		t.Family = policy.SlidingLog
+		t.FamilyEvidence = fmt.Sprintf("%s (the first half only, as old requests aged out): a sliding log", ev)
+		t.RefusedCost = &no
+		t.RefusedEvidence = "probes refused while the log was full did not delay its freeing: refusals are not logged"
+	}
+	return p.scope(ctx, name, deadline, cl, t, n)
+}
+
+// silent: probing an exhausted key got nothing back. Either refusals cost
+// (each one pushes the next admission out) or the window is longer than
+// the probing lasted; a quiet key tells which.
+func (p *prober) silent(ctx context.Context, name string, deadline time.Time, cl classifier, t Tier, a int, probed time.Duration, q float64) (Tier, error) {
+	dq := probed
+	if left := time.Until(deadline) / 2; dq > left {
+		dq = max(left, 200*time.Millisecond)
+	}
+	k, kf := p.key(ctx, name)
+	ex := a + max(2, a/4)
+	os, err := p.step(ctx, kf, append(append(burst(k, ex), idle(dq)), burst(k, a+2)...)...)
+	if err != nil {
+		return t, err
+	}
+	_, back := splitAt(os, ex)
+	aq := count(back, cl.admitted_)
+	t.Capacity = Number{Value: float64(a), Low: float64(a), High: float64(a), Pinned: true, Evidence: fmt.Sprintf("a burst on a fresh key admitted %d", a)}
+	if aq == 0 {
+		t.Notes = append(t.Notes, fmt.Sprintf("nothing came back within %s, probed or left alone: the refill interval or window is longer than the budget allowed to watch (raise --budget)", fmtS(probed)))
+		t.Window = Number{Value: probed.Seconds(), Low: probed.Seconds(), High: math.Inf(1), Evidence: fmt.Sprintf("no admission within %s after the quota was spent: W ≥ %s, not pinned", fmtS(probed), fmtS(probed))}
+		return t, nil
+	}
+	yes := true
+	t.RefusedCost = &yes
+	t.RefusedEvidence = fmt.Sprintf("probed at %.0f/s for %s after the quota was spent nothing was admitted, while a key left alone as long got %d back: refused requests use up the quota", q, fmtS(probed), aq)
+	rq := float64(aq) / dq.Seconds()
+	if aq >= a {
+		t.Family = policy.FixedWindow
+		t.FamilyEvidence = "the whole quota came back to a key left alone; the shape of the refill could not be watched (every probe costs)"
+		t.Window = Number{Value: dq.Seconds(), Low: 0, High: dq.Seconds(), Evidence: fmt.Sprintf("the quota came back within %s", fmtS(dq))}
+		t.Notes = append(t.Notes, "family and W not pinned: refusals cost, so probing an empty key shows nothing")
+	} else {
+		t.Family = policy.TokenBucket
+		t.FamilyEvidence = fmt.Sprintf("a key left alone %s got %d of %d back: a partial refill, as a bucket's", fmtS(dq), aq, a)
+		t.Rate = Number{Value: rq, Low: math.Max(float64(aq-1), 0) / dq.Seconds(), High: float64(aq+1) / dq.Seconds(), Pinned: true, Evidence: fmt.Sprintf("%d came back in %s left alone", aq, fmtS(dq))}
+		t.Window = Number{Value: float64(a) / rq, Low: float64(a) / t.Rate.High, High: float64(a) / math.Max(t.Rate.Low, 1e-6), Pinned: true, Evidence: "K / r"}
+	}
+	return p.scope(ctx, name, deadline, cl, t, a)
+}
+
+// scope: with several instances, does a key spent on one still have its
+// quota on another?
+func (p *prober) scope(ctx context.Context, name string, deadline time.Time, cl classifier, t Tier, a int) (Tier, error) {
+	if len(p.o.Targets) < 2 {
+		t.ScopeEvidence = "one instance given: scope not measured (give every --target of the deployment)"
+		return t, nil
+	}
+	if time.Until(deadline) < time.Second {
+		t.ScopeEvidence = "no time left in the budget to measure the scope"
+		return t, nil
+	}
+	k, kf := p.key(ctx, name)
+	m := min(a, 50)
+	ex := a + max(2, a/4)
+	os, err := p.step(ctx, kf, append(pinned(burst(k, ex), 0), pinned(burst(k, m), 1)...)...)
+	if err != nil {
+		return t, err
+	}
+	_, other := splitAt(os, ex)
+	got := count(other, cl.admitted_)
+	if float64(got) >= 0.7*float64(m) {
+		t.Scope = policy.ScopeInstance
+		t.ScopeEvidence = fmt.Sprintf("a key spent on instance 1 still got %d of %d admitted at once on instance 2: each instance keeps its own quota", got, m)
+	} else {
+		t.Scope = policy.ScopeCluster
+		t.ScopeEvidence = fmt.Sprintf("a key spent on instance 1 got %d of %d admitted on instance 2 right after: one quota shared by the instances", got, m)
+	}
+	return t, nil
+}
+
+func distToMultiple(t time.Time, w time.Duration) time.Duration {
+	off := time.Duration(t.UnixNano() % int64(w))
+	return min(off, w-off)
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
