@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/discover"
 	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
@@ -140,7 +141,25 @@ type AuditOptions struct {
 	Log func(format string, args ...any)
 	// OnPlan, when set, is called with each judged plan and its folder.
 	OnPlan func(plan, dir string, out *Outcome) error
+	// Discover, when set, lets an audit of your own service (Attack.Targets
+	// or Handler) without a declared policy (Attack.Policy nil) discover
+	// the policy first: its Targets and Request default to Attack's. The
+	// audit then judges only what needs no promise and says so (see
+	// NeedsPromise). Without it, such an audit is a MissingPolicyError.
+	Discover *discover.Options
+	// OnDiscovered, when set, receives the discovered policy before the
+	// first plan runs (the command saves it beside the plans' folders); an
+	// error ends the audit.
+	OnDiscovered func(*Discovery) error
 }
+
+// NeedsPromise are the properties whose verdict needs the service's own
+// declared policy: is K right, is the refill fast enough, does the failure
+// mode match. Against a discovered policy they are measured, not judged.
+// The others (headers against behaviour, Retry-After honoured, remaining
+// falling, keys isolated, instances sharing a quota, identity spellings)
+// are properties of the service itself and are judged either way.
+var NeedsPromise = []string{"oversell", "under-admission", "fail-mode", "downstream", checks.CalibrationCheck, "regions"}
 
 // AuditPlanNames are the audit's plans, in the order they run.
 func AuditPlanNames() []string {
@@ -171,6 +190,32 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		base.Limiter = DefaultLimiter
 	}
 	pol := base.Policy
+	var disc *Discovery
+	if pol == nil && base.Env == EnvExternal {
+		if o.Discover == nil {
+			return nil, requireDeclaredPolicy(base)
+		}
+		if base.Handler != nil {
+			return nil, optionErr("audit: discovery probes URLs; serve the handler and give its URL, or declare its policy")
+		}
+		do := *o.Discover
+		if len(do.Targets) == 0 {
+			do.Targets = base.Targets
+		}
+		if do.Request.Method == "" && do.Request.Body == "" && len(do.Request.Headers) == 0 {
+			do.Request = base.Request
+		}
+		d, err := Discover(ctx, DiscoverOptions{Options: do, AllowRemote: base.AllowRemote})
+		if err != nil {
+			return nil, fmt.Errorf("audit: discovering the policy: %w", err)
+		}
+		disc, pol, base.Policy = d, d.Policy, d.Policy
+		if o.OnDiscovered != nil {
+			if err := o.OnDiscovered(d); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if pol == nil {
 		pol = policy.Default()
 	}
@@ -232,6 +277,9 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		if err != nil {
 			return nil, fmt.Errorf("audit: plan %s: %w", ap.name, err)
 		}
+		if disc != nil && ao.Policy == nil {
+			ao.Policy = disc.Policy
+		}
 		out, err := Attack(ctx, ao)
 		var oe *OptionError
 		switch {
@@ -252,7 +300,11 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		}
 		cols = append(cols, col)
 	}
-	return reports.BuildAudit(target, PolicySummary(pol), cols), nil
+	a := reports.BuildAudit(target, PolicySummary(pol), cols)
+	if disc != nil {
+		a.NotDeclared(NeedsPromise, discover.Summary(disc.Result))
+	}
+	return a, nil
 }
 
 // auditAttack is plan's attack: forPlan's, else base with the plan.

@@ -211,3 +211,46 @@ func orNone(s, def string) string {
 	}
 	return s
 }
+
+// Describe is t in one line: family and numbers with their ranges.
+func Describe(t Tier) string {
+	var parts []string
+	fam := string(t.Family)
+	if fam == "" {
+		fam = "family not pinned"
+	}
+	parts = append(parts, fam)
+	if t.Family.Bucketed() {
+		parts = append(parts, "K="+t.Capacity.Range(), "r="+t.Rate.Range()+"/s")
+	} else {
+		parts = append(parts, "N="+t.Capacity.Range(), "W="+t.Window.Range()+"s")
+		if t.Anchor != "" {
+			parts = append(parts, "anchor "+t.Anchor)
+		}
+	}
+	if t.RefusedCost != nil {
+		parts = append(parts, map[bool]string{true: "refusals cost", false: "refusals free"}[*t.RefusedCost])
+	}
+	if t.Scope != "" {
+		parts = append(parts, "scope "+t.Scope)
+	}
+	for _, n := range []Number{t.Capacity, t.Rate, t.Window} {
+		if n.Evidence != "" && !n.Pinned {
+			parts = append(parts, "(not all pinned: see the file)")
+			break
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Summary is r in a few lines: one per tier, then the headers.
+func Summary(r *Result) []string {
+	var out []string
+	for _, t := range r.Tiers {
+		out = append(out, fmt.Sprintf("tier %s: %s", t.Name, Describe(t)))
+	}
+	for _, d := range r.Headers.Disagree {
+		out = append(out, "headers contradict the behaviour: "+d)
+	}
+	return out
+}

@@ -30,6 +30,41 @@ type Audit struct {
 	// Measured are the limiter's parameters as the precision plan measured
 	// them, beside the declared ones.
 	Measured []checks.Measurement `json:"measured,omitempty"`
+	// Discovered, when set, says the policy was discovered, not declared,
+	// and what discovery measured (see NotDeclared).
+	Discovered []string `json:"discovered,omitempty"`
+}
+
+// DiscoveredNote heads every report of an audit whose policy was
+// discovered, not declared.
+const DiscoveredNote = "policy discovered, not declared: properties that need the service's own promise are measured, not judged"
+
+// NotJudged prefixes the summary of a property measured against a
+// discovered policy.
+const NotJudged = "measured, not judged: declare a policy to judge"
+
+// NotDeclared marks a as judged against a discovered policy (found, lines
+// saying what discovery measured): the properties names (those that need
+// the service's own promise) keep their measurements but no verdict.
+func (a *Audit) NotDeclared(names []string, found []string) {
+	a.Discovered = append([]string{DiscoveredNote}, found...)
+	a.Verdict = checks.Skip
+	for i := range a.Properties {
+		p := &a.Properties[i]
+		for _, n := range names {
+			if p.Name == n && p.Verdict != checks.Skip {
+				p.Summary = NotJudged + " (" + strings.ToLower(string(p.Verdict)) + " against the discovered policy: " + p.Summary + ")"
+				p.Verdict, p.Evidence = checks.Skip, nil
+			}
+		}
+		a.Verdict = checks.Merge(a.Verdict, p.Verdict)
+	}
+	for i := range a.Measured {
+		a.Measured[i].Verdict = checks.Skip
+	}
+	if a.Verdict == checks.Skip {
+		a.Verdict = checks.Unknown
+	}
 }
 
 // Property is one check's verdict over every plan of an audit.
@@ -191,6 +226,9 @@ func auditTextPrintable(w io.Writer, a *Audit, t Text) error {
 	for _, l := range a.Policy.Limits {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
+	for _, l := range a.Discovered {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
 	b.WriteString("\n")
 	tw := newTable(&b)
 	fmt.Fprintln(tw, "PROPERTY\tVERDICT\tDECIDED BY\tSUMMARY")
@@ -241,6 +279,12 @@ func auditTextPrintable(w io.Writer, a *Audit, t Text) error {
 func auditMarkdown(w io.Writer, a *Audit) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## rlverify audit: %s — %s\n\nPolicy `%s`.\n\n", badge(a.Verdict), mdText(a.Target), mdText(a.Policy.Name))
+	for _, l := range a.Discovered {
+		fmt.Fprintf(&b, "> %s\n", mdText(l))
+	}
+	if len(a.Discovered) > 0 {
+		b.WriteString("\n")
+	}
 	b.WriteString("| Property | Verdict | Decided by | Summary |\n|---|---|---|---|\n")
 	for _, p := range a.Properties {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(p.Name), badge(p.Verdict), mdCell(strings.Join(p.DecidedBy, ", ")), mdCell(p.Summary))
@@ -265,6 +309,9 @@ func auditMarkdown(w io.Writer, a *Audit) error {
 
 func auditJUnit(w io.Writer, a *Audit) error {
 	s := junitSuite{Name: "audit " + a.Target, Time: "0"}
+	if len(a.Discovered) > 0 {
+		s.Name += " (" + DiscoveredNote + ")"
+	}
 	for _, p := range a.Properties {
 		c := junitCase{Name: p.Name, Classname: "rlverify.audit", Time: "0"}
 		msg := p.Summary
@@ -293,6 +340,9 @@ func auditHTML(w io.Writer, a *Audit) error {
 	var b strings.Builder
 	b.WriteString("<!doctype html><html><head><meta charset=\"utf-8\"><title>rlverify audit</title><style>body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}.fail{color:#b00;font-weight:bold}.pass{color:#070}.unknown{color:#a60}.skip{color:#777}</style></head><body>")
 	fmt.Fprintf(&b, "<h1>rlverify audit: <span class=%q>%s</span></h1><p>%s · policy %s</p>", string(a.Verdict), strings.ToUpper(string(a.Verdict)), xmlText(a.Target), xmlText(a.Policy.Name))
+	for _, l := range a.Discovered {
+		fmt.Fprintf(&b, "<p><b>%s</b></p>", xmlText(l))
+	}
 	b.WriteString("<table><tr><th>Property</th><th>Verdict</th><th>Decided by</th><th>Summary</th></tr>")
 	for _, p := range a.Properties {
 		fmt.Fprintf(&b, "<tr><td>%s</td><td class=%q>%s</td><td>%s</td><td>%s</td></tr>", xmlText(p.Name), string(p.Verdict), strings.ToUpper(string(p.Verdict)), xmlText(strings.Join(p.DecidedBy, ", ")), xmlText(p.Summary))
