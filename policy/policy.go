@@ -211,7 +211,7 @@ var defaultYAML []byte
 // DefaultYAML returns the text of the built-in default policy.
 func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
 
-// Default returns the built-in policy for quick runs: free keys (prefix
+// Default returns the built-in policy, what the reference limiter enforces when none is declared: free keys (prefix
 // "free-") get a bucket of 10 refilled at 5/s, paid keys ("paid-") 100 at 50/s.
 func Default() *Policy {
 	p, err := Parse("builtin:default", defaultYAML)

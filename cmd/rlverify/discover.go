@@ -160,4 +160,3 @@ func writeFileAtomic(file string, b []byte) error {
 	}
 	return os.Rename(tmp.Name(), file)
 }
-
