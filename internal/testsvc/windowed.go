@@ -49,7 +49,7 @@ type Windowed struct {
 
 // NewWindowed builds a windowed instance.
 func NewWindowed(cfg WindowedConfig) (*Windowed, error) {
-	g, err := newGate("windowed", cfg.Common, QuirkFoldCase)
+	g, err := newGate("windowed", cfg.Common, QuirkFoldCase, QuirkPerPath)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,11 @@ func (s *Windowed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.g.now()
 	var closes time.Time
-	d := step(s.store, "windowed:"+id.limiter, s.g.q.Racy, func(win fixedWindow, seen bool) (fixedWindow, decision) {
+	limKey := "windowed:" + id.limiter
+	if s.g.q.PerPath {
+		limKey += "|" + r.URL.Path // one window per route: the quirk
+	}
+	d := step(s.store, limKey, s.g.q.Racy, func(win fixedWindow, seen bool) (fixedWindow, decision) {
 		win, d := s.hit(win, seen, now)
 		closes = win.opened.Add(s.effectiveWindow())
 		return win, d
