@@ -130,6 +130,10 @@ type Result struct {
 	InvalidKey        int
 	StatusEvidence    string
 	Identity          policy.Identity
+	// PathPrefix, when set, is a prefix every path under which shares the
+	// key's quota (a spent key was refused on a sibling path too).
+	PathPrefix     string
+	PathEvidence   string
 	Tiers             []Tier
 	Headers           Headers
 	// Requests sent, Elapsed time, and the Estimate given at the start.
@@ -224,6 +228,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		res.Tiers = append(res.Tiers, tr)
 	}
+	if len(res.Tiers) > 0 && res.Tiers[0].Capacity.Pinned {
+		p.pathScope(ctx, res)
+	}
 	if o.Keys != nil {
 		p.invalidKey(ctx, res)
 		prefixes(res.Tiers, o.Keys)
@@ -292,6 +299,11 @@ func oneKey(source, tier, k string) *attacks.KeyFile {
 // step runs phases as one plan through the engine and returns every
 // probe's outcome in send order.
 func (p *prober) step(ctx context.Context, kf *attacks.KeyFile, phases ...attacks.Phase) ([]obs, error) {
+	return p.stepAt(ctx, p.o.Targets, kf, phases...)
+}
+
+// stepAt is step against other URLs (a sibling path of the target's).
+func (p *prober) stepAt(ctx context.Context, targets []string, kf *attacks.KeyFile, phases ...attacks.Phase) ([]obs, error) {
 	plan := &attacks.Plan{Name: "discover", Phases: phases}
 	if err := plan.Validate(); err != nil {
 		return nil, fmt.Errorf("discover: probe plan: %w", err)
@@ -305,7 +317,7 @@ func (p *prober) step(ctx context.Context, kf *attacks.KeyFile, phases ...attack
 		mu.Unlock()
 	})
 	eng, err := attacks.New(attacks.Options{
-		Instances: p.o.Targets, Policy: p.probePol, Writer: w, RunID: p.runID, Seed: int64(p.seq),
+		Instances: targets, Policy: p.probePol, Writer: w, RunID: p.runID, Seed: int64(p.seq),
 		Request: p.o.Request, Keys: kf, Timeout: p.o.Timeout, MaxRequests: maxProbeBurst + 10_000,
 		MaxDuration: time.Until(p.deadline) + 5*time.Second,
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -294,5 +295,45 @@ func prefixes(ts []Tier, kf *attacks.KeyFile) {
 		} else {
 			ts[i].Notes = append(ts[i].Notes, "its keys share no prefix that tells them from other tiers' keys: key_prefix left empty, set it by hand")
 		}
+	}
+}
+
+// pathScope asks for a sibling of the target's path (another path under its
+// directory) with a key spent on the target: still refused means one quota
+// for every path under the directory; admitted, one per path.
+func (p *prober) pathScope(ctx context.Context, res *Result) {
+	u, err := url.Parse(p.o.Targets[0])
+	if err != nil {
+		return
+	}
+	dir := u.Path[:strings.LastIndex(u.Path, "/")+1]
+	if dir == "" {
+		dir = "/"
+	}
+	sib := *u
+	sib.Path = dir + policy.SiblingPath
+	if sib.Path == u.Path {
+		sib.Path += "-2"
+	}
+	t := res.Tiers[0]
+	a := int(t.Capacity.High)
+	cl := classifier{p.o.Admitted, p.o.Rejected}
+	k, kf := p.key(ctx, t.Name)
+	ex := a + max(2, a/4)
+	if _, err := p.step(ctx, kf, burst(k, ex)...); err != nil {
+		return
+	}
+	os, err := p.stepAt(ctx, []string{sib.String()}, kf, attacks.Phase{Kind: attacks.KindBurst, Key: k, Requests: 1})
+	if err != nil || len(os) == 0 {
+		return
+	}
+	switch st := os[0].status; {
+	case cl.refused_(st):
+		res.PathPrefix = dir
+		res.PathEvidence = fmt.Sprintf("a key spent on %s was refused (%d) on %s too: one quota for every path under %s", u.Path, st, sib.Path, dir)
+	case cl.admitted_(st):
+		res.PathEvidence = fmt.Sprintf("a key spent on %s was admitted (%d) on %s: each path has its own quota (or the sibling is not limited)", u.Path, st, sib.Path)
+	default:
+		res.PathEvidence = fmt.Sprintf("%s answered %d: no sibling route to compare, path scope not measured", sib.Path, st)
 	}
 }

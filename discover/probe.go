@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/rlverify/rlverify/attacks"
@@ -225,32 +226,37 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 	rt := Number{Value: math.NaN()}
 	if m >= 2 && last.Sub(first) > 0 {
 		s := last.Sub(first).Seconds()
-		rt = Number{Value: float64(m-1) / s, Low: float64(m-1) / (s + 2*quant.Seconds()), High: float64(m-1) / math.Max(s-2*quant.Seconds(), 1e-3), Pinned: true,
+		// m admissions span m−1 intervals, give or take one at either end
+		// (a fraction of a token, a window's edge), each instant known to
+		// one probe interval.
+		rt = Number{Value: float64(m-1) / s, Low: float64(m-2) / (s + 2*quant.Seconds()), High: float64(m) / math.Max(s-2*quant.Seconds(), 1e-3), Pinned: true,
 			Evidence: fmt.Sprintf("%d admissions one at a time over %s while probing at %.0f/s", m, fmtS(last.Sub(first)), q)}
 	}
 	d1 := first.Sub(firstRef.sent)
-	if !math.IsNaN(rt.Value) && d1.Seconds() > 3/rt.Value+0.15 && m >= 4 {
-		// Freed only after a wait much longer than one refill interval,
-		// then steadily: the previous window's weight fading (a sliding
-		// counter), not a bucket.
-		n := float64(a)
-		w := n / rt.Value
-		t.Family = policy.SlidingCounter
-		t.FamilyEvidence = fmt.Sprintf("after the burst nothing was admitted for %s (%.1f× the steady interval %s), then one at a time at %.3g/s: a window's weight fading", fmtS(d1), d1.Seconds()*rt.Value, fmtS(time.Duration(float64(time.Second)/rt.Value)), rt.Value)
-		t.Capacity = Number{Value: n, Low: n, High: n, Pinned: true, Evidence: fmt.Sprintf("a burst on a fresh key admitted %d", a)}
-		t.Window = Number{Value: w, Low: n / rt.High, High: n / rt.Low, Pinned: true, Evidence: "N / the steady rate"}
-		t.Rate = rt
-		freed := first.UnixNano()
-		wn := int64(w * 1e9)
-		if wn > 0 {
-			off := time.Duration(freed % wn)
-			if off < 2*quant+50*time.Millisecond || off > time.Duration(wn)-50*time.Millisecond {
-				t.Anchor, t.AnchorEvidence = policy.AnchorEpoch, fmt.Sprintf("admissions resumed %s after a multiple of W in Unix time", fmtS(off))
-			} else {
-				t.Anchor, t.AnchorEvidence = policy.AnchorFirst, fmt.Sprintf("admissions resumed %s after a multiple of W in Unix time, not at an edge", fmtS(off))
+	// One at a time is a bucket refilling, or a sliding counter's previous
+	// window fading: a key spent right after a round window's edge in Unix
+	// time gets nothing back from a counter before the next edge.
+	var edgeNote string
+	if !math.IsNaN(rt.Value) && m >= 4 && a >= 4 {
+		wr := Number{Low: float64(a) / rt.High, High: float64(a) / math.Max(rt.Low, 1e-6), Pinned: true}
+		if wc, ok := snapEpoch(wr, nil, 0); ok && time.Until(deadline) > 2*wc+2*time.Second {
+			counter, ev, err := p.edgeTest(ctx, name, cl, a, wc, rt.Value)
+			if err != nil {
+				return t, err
 			}
+			if counter {
+				n := float64(a)
+				t.Family = policy.SlidingCounter
+				t.FamilyEvidence = fmt.Sprintf("admissions came back one at a time (at %.3g/s), but %s: a sliding counter, the previous window's weight fading", rt.Value, ev)
+				t.Capacity = Number{Value: n, Low: n, High: n, Pinned: true, Evidence: fmt.Sprintf("a burst on a fresh key admitted %d", a)}
+				t.Window = Number{Value: wc.Seconds(), Low: wc.Seconds(), High: wc.Seconds(), Pinned: true,
+					Evidence: fmt.Sprintf("the round window within N / the steady rate (%s … %s s) whose edge the quota waited for", fmtF(wr.Low), fmtF(wr.High))}
+				t.Rate = Number{Value: n / wc.Seconds(), Low: n / wc.Seconds(), High: n / wc.Seconds(), Pinned: true, Evidence: "N / W"}
+				t.Anchor, t.AnchorEvidence = policy.AnchorEpoch, fmt.Sprintf("nothing came back before the next multiple of %s in Unix time", wc)
+				return p.scope(ctx, name, deadline, cl, t, a)
+			}
+			edgeNote = "; " + ev
 		}
-		return p.scope(ctx, name, deadline, cl, t, a)
 	}
 	// The quiet refill: exhaust a fresh key, wait, count what came back.
 	r0 := rt.Value
@@ -286,7 +292,7 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 			Evidence: fmt.Sprintf("a fresh key, exhausted, left alone %s, then admitted %d of a burst of %d", fmtS(dq), aq, nq)}
 	}
 	t.Family = policy.TokenBucket
-	t.FamilyEvidence = fmt.Sprintf("after the burst, admissions came back one at a time (%d runs, median length %d) from %s after exhaustion: a bucket refilling token by token", len(rs), medianLen(rs), fmtS(d1))
+	t.FamilyEvidence = fmt.Sprintf("after the burst, admissions came back one at a time (%d runs, median length %d) from %s after exhaustion: a bucket refilling token by token%s", len(rs), medianLen(rs), fmtS(d1), edgeNote)
 	r := rq
 	switch {
 	case math.IsNaN(rt.Value):
@@ -368,30 +374,36 @@ func (p *prober) windowLike(ctx context.Context, name string, deadline time.Time
 	}
 	t.Window = w
 	t.Rate = Number{Value: float64(n) / w.Value, Low: float64(n) / math.Max(w.High, 1e-3), High: float64(n) / math.Max(w.Low, 1e-3), Pinned: w.Pinned, Evidence: "N / W"}
-	// Anchoring: at multiples of W in Unix time, or W after the key's first request.
-	tol := time.Duration((w.High-w.Low)/2*float64(time.Second)) + h1 + 30*time.Millisecond
-	wd := time.Duration(w.Value * float64(time.Second))
-	epoch := true
+	// Anchoring: resets at multiples of a round W in Unix time (epoch), or
+	// W after the key's first request. A key whose first request fell on
+	// an edge fits both: a key started mid-window tells them apart.
+	tol := 2*time.Duration(float64(time.Second)/q) + 40*time.Millisecond
+	var edges []time.Time
 	for _, r := range full {
-		e, h := r.freedAt()
-		if wd <= 0 || distToMultiple(e, wd) > tol+h {
-			epoch = false
+		e, _ := r.freedAt()
+		edges = append(edges, e)
+	}
+	wd := time.Duration(w.Value * float64(time.Second))
+	if ws, ok := snapEpoch(w, edges, tol); ok {
+		anchor, ev, err := p.anchorProbe(ctx, name, deadline, cl, n, ws, q)
+		if err != nil {
+			return t, err
+		}
+		if anchor == policy.AnchorEpoch {
+			t.Window = Number{Value: ws.Seconds(), Low: ws.Seconds(), High: ws.Seconds(), Pinned: true,
+				Evidence: fmt.Sprintf("the round window within %s … %s s whose Unix-time multiples every reset fell on", fmtF(w.Low), fmtF(w.High))}
+			t.Rate = Number{Value: float64(n) / ws.Seconds(), Low: float64(n) / ws.Seconds(), High: float64(n) / ws.Seconds(), Pinned: true, Evidence: "N / W"}
+			t.Family, t.Anchor = policy.FixedWindow, policy.AnchorEpoch
+			t.FamilyEvidence = fmt.Sprintf("the quota came back whole (%d in a row) at once, at multiples of W in Unix time", n)
+			t.AnchorEvidence = ev
+			t.RefusedEvidence = "a fixed window's refusals within a spent window change nothing observable"
+			return p.scope(ctx, name, deadline, cl, t, a)
+		}
+		if anchor == "" {
+			t.Notes = append(t.Notes, ev)
 		}
 	}
-	firstAnch := absDur(e1.Sub(t0)-wd) <= tol
-	switch {
-	case epoch && !firstAnch:
-		t.Family, t.Anchor = policy.FixedWindow, policy.AnchorEpoch
-		t.FamilyEvidence = fmt.Sprintf("the quota came back whole (%d in a row) at once", n)
-		t.AnchorEvidence = fmt.Sprintf("each reset fell on a multiple of W in Unix time (within %s), not W after the key's first request", fmtS(tol))
-		t.RefusedEvidence = "a fixed window's refusals within a spent window change nothing observable"
-	default:
-		if epoch && firstAnch {
-			t.Notes = append(t.Notes, "the key's first request fell on a window edge: epoch alignment and anchoring at the first request could not be told apart")
-		}
-		return p.splitTest(ctx, name, deadline, cl, t, n, wd)
-	}
-	return p.scope(ctx, name, deadline, cl, t, a)
+	return p.splitTest(ctx, name, deadline, cl, t, n, wd)
 }
 
 // splitTest tells a fixed window anchored at a key's first request from a
@@ -514,4 +526,91 @@ func absDur(d time.Duration) time.Duration {
 		return -d
 	}
 	return d
+}
+
+// snapEpoch looks for a round window (whole seconds, then tenths, then
+// hundredths) within n's range whose multiples in Unix time every instant
+// lies on (within tol); steps finer than 4·tol are not tried (anything
+// would fit).
+func snapEpoch(n Number, instants []time.Time, tol time.Duration) (time.Duration, bool) {
+	if !n.Pinned || math.IsInf(n.High, 0) || n.High <= 0 {
+		return 0, false
+	}
+	for _, step := range []time.Duration{time.Second, 100 * time.Millisecond, 10 * time.Millisecond} {
+		if step < 4*tol {
+			break
+		}
+		lo := time.Duration(math.Ceil(n.Low*float64(time.Second)/float64(step))) * step
+		for c, i := max(lo, step), 0; c.Seconds() <= n.High && i < 1000; c, i = c+step, i+1 {
+			ok := true
+			for _, e := range instants {
+				if distToMultiple(e, c) > tol {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				return c, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// anchorProbe starts a fresh key in the middle of an epoch window of w and
+// watches when its spent quota comes back: w/2 later (epoch-aligned) or w
+// later (opened by the key's first request).
+func (p *prober) anchorProbe(ctx context.Context, name string, deadline time.Time, cl classifier, n int, w time.Duration, q float64) (string, string, error) {
+	if time.Until(deadline) < w*2+time.Second {
+		return "", "no time left to tell epoch alignment from anchoring at a key's first request (raise --budget)", nil
+	}
+	// Wait until the middle of a window.
+	now := time.Now()
+	off := time.Duration(now.UnixNano() % int64(w))
+	wait := (w/2 - off + w) % w
+	sleep(ctx, wait)
+	k, kf := p.key(ctx, name)
+	ph := append(burst(k, n+max(2, n/4)), trickle(k, q, w*3/4+w/4+200*time.Millisecond))
+	os, err := p.step(ctx, kf, ph...)
+	if err != nil {
+		return "", "", err
+	}
+	t0 := os[0].sent
+	rs := runs(os[n+max(2, n/4):], cl)
+	for _, r := range rs {
+		e, _ := r.freedAt()
+		d := e.Sub(t0)
+		switch {
+		case absDur(d-w/2) < w/4:
+			return policy.AnchorEpoch, fmt.Sprintf("a key first used mid-window got its quota back %s later, at the next multiple of W = %s in Unix time, not W after its first request", fmtS(d), w), nil
+		case absDur(d-w) < w/4:
+			return policy.AnchorFirst, fmt.Sprintf("a key first used mid-window got its quota back %s later, W after its first request", fmtS(d)), nil
+		}
+	}
+	return "", "a key first used mid-window did not get its quota back when either anchoring predicts: anchoring not pinned", nil
+}
+
+func fmtF(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
+
+// edgeTest spends a fresh key just after a multiple of w in Unix time and
+// asks again at 0.6·w: a bucket refilling at r has given ≈0.55·w·r back, a
+// sliding counter over epoch windows of w nothing (its previous window
+// weighs in only from the next edge).
+func (p *prober) edgeTest(ctx context.Context, name string, cl classifier, a int, w time.Duration, r float64) (bool, string, error) {
+	off := time.Duration(time.Now().UnixNano() % int64(w))
+	sleep(ctx, (w+w/20-off)%w)
+	k, kf := p.key(ctx, name)
+	ex := a + max(2, a/4)
+	d := w * 11 / 20
+	os, err := p.step(ctx, kf, append(append(burst(k, ex), idle(d)), burst(k, a)...)...)
+	if err != nil {
+		return false, "", err
+	}
+	_, back := splitAt(os, ex)
+	aq := count(back, cl.admitted_)
+	expect := r * d.Seconds()
+	if float64(aq) <= 0.25*expect {
+		return true, fmt.Sprintf("a key spent just after a multiple of %s in Unix time got %d back %s later, where a bucket refilling at %.3g/s gives ≈%.1f", w, aq, fmtS(d), r, expect), nil
+	}
+	return false, fmt.Sprintf("a key spent just after a multiple of %s in Unix time got %d back %s later (≈%.1f expected of a bucket): not a counter waiting for the window's edge", w, aq, fmtS(d), expect), nil
 }

@@ -112,6 +112,12 @@ func Policy(r *Result) ([]byte, *policy.Policy, error) {
 	if r.Identity.Name != "" {
 		w("  name: %s\n", yamlStr(r.Identity.Name))
 	}
+	if r.PathEvidence != "" {
+		c("  ", "paths: "+r.PathEvidence)
+	}
+	if r.PathPrefix != "" {
+		w("  path_prefix: %s\n  path_variants: [sibling]\n", yamlStr(r.PathPrefix))
+	}
 	if len(r.Admitted) > 0 || len(r.Refused) > 0 {
 		c("", "statuses: "+r.StatusEvidence)
 		if r.InvalidKey != 0 {
