@@ -132,10 +132,10 @@ type Result struct {
 	Identity          policy.Identity
 	// PathPrefix, when set, is a prefix every path under which shares the
 	// key's quota (a spent key was refused on a sibling path too).
-	PathPrefix     string
-	PathEvidence   string
-	Tiers             []Tier
-	Headers           Headers
+	PathPrefix   string
+	PathEvidence string
+	Tiers        []Tier
+	Headers      Headers
 	// Requests sent, Elapsed time, and the Estimate given at the start.
 	Requests int
 	Elapsed  time.Duration
