@@ -163,6 +163,7 @@ func (p *prober) tier(ctx context.Context, name string, deadline time.Time, res 
 	q := math.Min(math.Max(4*float64(a), 10), maxRate/2)
 	chunk := time.Second
 	var tr []obs
+	quietTried := false
 	kf := p.sameKey(name)
 	for {
 		os, err := p.step(ctx, kf, trickle(key, q, chunk))
@@ -190,6 +191,20 @@ func (p *prober) tier(ctx context.Context, name string, deadline time.Time, res 
 		}
 		if time.Until(deadline) < max(chunk*3, 4*time.Second) {
 			break
+		}
+		// Silent for a while: a quiet key shows early whether refusals
+		// cost (then probing longer shows nothing).
+		if len(rs) == 0 && !quietTried {
+			if silence := tr[len(tr)-1].sent.Sub(tr[0].sent); silence >= max(4*time.Second, p.o.Budget/6) {
+				quietTried = true
+				aq, err := p.quiet(ctx, name, cl, a, silence)
+				if err != nil {
+					return t, err
+				}
+				if aq > 0 {
+					return p.scope(ctx, name, deadline, cl, costly(t, a, silence, q, aq, silence), a)
+				}
+			}
 		}
 		chunk = min(chunk*2, 4*time.Second)
 	}
@@ -454,36 +469,50 @@ func (p *prober) silent(ctx context.Context, name string, deadline time.Time, cl
 	if left := time.Until(deadline) / 2; dq > left {
 		dq = max(left, 200*time.Millisecond)
 	}
-	k, kf := p.key(ctx, name)
-	ex := a + max(2, a/4)
-	os, err := p.step(ctx, kf, append(append(burst(k, ex), idle(dq)), burst(k, a+2)...)...)
+	aq, err := p.quiet(ctx, name, cl, a, dq)
 	if err != nil {
 		return t, err
 	}
-	_, back := splitAt(os, ex)
-	aq := count(back, cl.admitted_)
 	t.Capacity = Number{Value: float64(a), Low: float64(a), High: float64(a), Pinned: true, Evidence: fmt.Sprintf("a burst on a fresh key admitted %d", a)}
 	if aq == 0 {
 		t.Notes = append(t.Notes, fmt.Sprintf("nothing came back within %s, probed or left alone: the refill interval or window is longer than the budget allowed to watch (raise --budget)", fmtS(probed)))
 		t.Window = Number{Value: probed.Seconds(), Low: probed.Seconds(), High: math.Inf(1), Evidence: fmt.Sprintf("no admission within %s after the quota was spent: W ≥ %s, not pinned", fmtS(probed), fmtS(probed))}
 		return t, nil
 	}
+	return p.scope(ctx, name, deadline, cl, costly(t, a, probed, q, aq, dq), a)
+}
+
+// quiet spends a fresh key, leaves it alone for d and counts what came back.
+func (p *prober) quiet(ctx context.Context, name string, cl classifier, a int, d time.Duration) (int, error) {
+	k, kf := p.key(ctx, name)
+	ex := a + max(2, a/4)
+	os, err := p.step(ctx, kf, append(append(burst(k, ex), idle(d)), burst(k, a+2)...)...)
+	if err != nil {
+		return 0, err
+	}
+	_, back := splitAt(os, ex)
+	return count(back, cl.admitted_), nil
+}
+
+// costly is t for a limiter whose refusals cost: a spent key probed for
+// probed got nothing while one left alone for dq got aq of a back.
+func costly(t Tier, a int, probed time.Duration, q float64, aq int, dq time.Duration) Tier {
+	t.Capacity = Number{Value: float64(a), Low: float64(a), High: float64(a), Pinned: true, Evidence: fmt.Sprintf("a burst on a fresh key admitted %d", a)}
 	yes := true
 	t.RefusedCost = &yes
-	t.RefusedEvidence = fmt.Sprintf("probed at %.0f/s for %s after the quota was spent nothing was admitted, while a key left alone as long got %d back: refused requests use up the quota", q, fmtS(probed), aq)
-	rq := float64(aq) / dq.Seconds()
+	t.RefusedEvidence = fmt.Sprintf("probed at %.0f/s for %s after the quota was spent nothing was admitted, while a key left alone %s got %d back: refused requests use up the quota", q, fmtS(probed), fmtS(dq), aq)
+	// Every probe of a spent key costs, so its refill cannot be watched:
+	// the family is left open rather than guessed.
+	t.FamilyEvidence = fmt.Sprintf("not pinned: every refused probe costs, so the refill of a spent key cannot be watched; a key left alone %s got %d of %d back", fmtS(dq), aq, a)
+	t.Notes = append(t.Notes, "family not pinned: refused requests cost, so probing a spent key shows nothing; declare the family your limiter documents")
 	if aq >= a {
-		t.Family = policy.FixedWindow
-		t.FamilyEvidence = "the whole quota came back to a key left alone; the shape of the refill could not be watched (every probe costs)"
-		t.Window = Number{Value: dq.Seconds(), Low: 0, High: dq.Seconds(), Evidence: fmt.Sprintf("the quota came back within %s", fmtS(dq))}
-		t.Notes = append(t.Notes, "family and W not pinned: refusals cost, so probing an empty key shows nothing")
+		t.Window = Number{Value: dq.Seconds(), Low: 0, High: dq.Seconds(), Evidence: fmt.Sprintf("the whole quota came back within %s left alone: W ≤ %s, not pinned", fmtS(dq), fmtS(dq))}
 	} else {
-		t.Family = policy.TokenBucket
-		t.FamilyEvidence = fmt.Sprintf("a key left alone %s got %d of %d back: a partial refill, as a bucket's", fmtS(dq), aq, a)
-		t.Rate = Number{Value: rq, Low: math.Max(float64(aq-1), 0) / dq.Seconds(), High: float64(aq+1) / dq.Seconds(), Pinned: true, Evidence: fmt.Sprintf("%d came back in %s left alone", aq, fmtS(dq))}
-		t.Window = Number{Value: float64(a) / rq, Low: float64(a) / t.Rate.High, High: float64(a) / math.Max(t.Rate.Low, 1e-6), Pinned: true, Evidence: "K / r"}
+		rq := float64(aq) / dq.Seconds()
+		t.Rate = Number{Value: rq, Low: math.Max(float64(aq-1), 0) / dq.Seconds(), High: float64(aq+1) / dq.Seconds(), Evidence: fmt.Sprintf("%d came back in %s left alone (not pinned: the refill's shape is unknown)", aq, fmtS(dq))}
+		t.Window = Number{Value: float64(a) / rq, Low: float64(a) / t.Rate.High, High: float64(a) / math.Max(t.Rate.Low, 1e-6), Evidence: "K / r, not pinned"}
 	}
-	return p.scope(ctx, name, deadline, cl, t, a)
+	return t
 }
 
 // scope: with several instances, does a key spent on one still have its
