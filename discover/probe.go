@@ -48,6 +48,31 @@ func runs(tr []obs, cl classifier) []run {
 	return out
 }
 
+// merged joins runs split by at most two refusals when together they are
+// no longer than the quota: on a busy machine a probe sent a moment
+// earlier can be decided a moment later, inside a window's run.
+func merged(rs []run, tr []obs, cl classifier, quota int) []run {
+	if len(rs) < 2 {
+		return rs
+	}
+	out := []run{rs[0]}
+	for _, r := range rs[1:] {
+		last := &out[len(out)-1]
+		between := 0
+		for _, o := range tr {
+			if o.sent.After(last.last.sent) && o.sent.Before(r.first.sent) && cl.refused_(o.status) {
+				between++
+			}
+		}
+		if between <= 2 && last.n+r.n <= quota && last.n > 1 && r.n > 1 {
+			last.last, last.n, last.closed = r.last, last.n+r.n, r.closed
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 // freedAt is when the quota freed before r: between the refusal before it
 // and the first admission's response (midpoint, half-width).
 func (r run) freedAt() (time.Time, time.Duration) {
@@ -208,7 +233,7 @@ func (p *prober) tier(ctx context.Context, name string, deadline time.Time, res 
 		}
 		chunk = min(chunk*2, 4*time.Second)
 	}
-	rs := runs(tr, cl)
+	rs := merged(runs(tr, cl), tr, cl, a)
 	trSpan := tr[len(tr)-1].sent.Sub(tr[0].sent)
 	switch {
 	case len(rs) == 0:
@@ -244,7 +269,13 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 		// m admissions span m−1 intervals, give or take one at either end
 		// (a fraction of a token, a window's edge), each instant known to
 		// one probe interval.
-		rt = Number{Value: float64(m-1) / s, Low: float64(m-2) / (s + 2*quant.Seconds()), High: float64(m) / math.Max(s-2*quant.Seconds(), 1e-3), Pinned: true,
+		// The first and last instants are known to the gap between the
+		// refusal before each and its response (wider when the machine is
+		// busy), at least one probe interval.
+		_, hf := rs[0].freedAt()
+		_, hl := rs[len(rs)-1].freedAt()
+		u := (max(hf, quant/2) + max(hl, quant/2)).Seconds() * 2
+		rt = Number{Value: float64(m-1) / s, Low: float64(m-2) / (s + u), High: float64(m) / math.Max(s-u, 1e-3), Pinned: true,
 			Evidence: fmt.Sprintf("%d admissions one at a time over %s while probing at %.0f/s", m, fmtS(last.Sub(first)), q)}
 	}
 	d1 := first.Sub(firstRef.sent)
@@ -253,7 +284,7 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 	// time gets nothing back from a counter before the next edge.
 	var edgeNote string
 	if !math.IsNaN(rt.Value) && m >= 4 && a >= 4 {
-		wr := Number{Low: float64(a) / rt.High, High: float64(a) / math.Max(rt.Low, 1e-6), Pinned: true}
+		wr := Number{Value: float64(a) / rt.Value, Low: float64(a) / rt.High, High: float64(a) / math.Max(rt.Low, 1e-6), Pinned: true}
 		if wc, ok := snapEpoch(wr, nil, 0); ok && time.Until(deadline) > 2*wc+2*time.Second {
 			counter, ev, err := p.edgeTest(ctx, name, cl, a, wc, rt.Value)
 			if err != nil {
@@ -380,7 +411,14 @@ func (p *prober) windowLike(ctx context.Context, name string, deadline time.Time
 	if len(full) >= 2 {
 		e2, h2 := full[1].freedAt()
 		d := e2.Sub(e1)
-		w = Number{Value: d.Seconds(), Low: (d - h1 - h2).Seconds(), High: (d + h1 + h2).Seconds(), Pinned: true,
+		// A window opened (or a log entry made) by the first admission
+		// after the reset frees W after that admission, which came up to
+		// g after the reset: W lies in [d − g − h1 − h2, d + h1 + h2].
+		g := full[0].first.recv.Sub(full[0].before.sent)
+		if full[0].before.sent.IsZero() {
+			g = 0
+		}
+		w = Number{Value: (d - g/2).Seconds(), Low: (d - g - h1 - h2).Seconds(), High: (d + h1 + h2).Seconds(), Pinned: true,
 			Evidence: fmt.Sprintf("the quota came back at once twice, %s apart (probing at %.0f/s)", fmtS(d), q)}
 	} else {
 		d := e1.Sub(t0)
@@ -569,7 +607,11 @@ func snapEpoch(n Number, instants []time.Time, tol time.Duration) (time.Duration
 		if step < 4*tol {
 			break
 		}
+		// Of the round values within the range that fit, the one closest
+		// to the estimate.
 		lo := time.Duration(math.Ceil(n.Low*float64(time.Second)/float64(step))) * step
+		best, found := time.Duration(0), false
+		v := time.Duration(n.Value * float64(time.Second))
 		for c, i := max(lo, step), 0; c.Seconds() <= n.High && i < 1000; c, i = c+step, i+1 {
 			ok := true
 			for _, e := range instants {
@@ -578,9 +620,12 @@ func snapEpoch(n Number, instants []time.Time, tol time.Duration) (time.Duration
 					break
 				}
 			}
-			if ok {
-				return c, true
+			if ok && (!found || absDur(c-v) < absDur(best-v)) {
+				best, found = c, true
 			}
+		}
+		if found {
+			return best, true
 		}
 	}
 	return 0, false

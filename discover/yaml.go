@@ -49,13 +49,31 @@ func Policy(r *Result) ([]byte, *policy.Policy, error) {
 			} else {
 				c(ind, fmt.Sprintf("r = %s/s%s: %s", rate.Range(), pinnedNote(rate), rate.Evidence))
 			}
-			w(ind+"rate: %s/s\n", strconv.FormatFloat(sig(rate.Value), 'g', -1, 64))
+			// Written as K per the roundest window within the measured
+			// range (limits are configured as round periods: 5 per 2s).
+			rv := sig(rate.Value)
+			if rate.Pinned && rate.Low > 0 {
+				k := float64(atLeast1(capN.Value))
+				if wr, ok := roundest(k/rate.Value, k/rate.High, k/rate.Low); ok {
+					rv = k / wr
+					if wr != k/rate.Value {
+						c(ind, fmt.Sprintf("written as %g per %s, the roundest window within the range", k, durationOf(wr)))
+					}
+				}
+			}
+			w(ind+"rate: %s/s\n", strconv.FormatFloat(rv, 'g', 6, 64))
 		} else {
 			c(ind, fmt.Sprintf("N = %s%s: %s", capN.Range(), pinnedNote(capN), capN.Evidence))
 			w(ind+"limit: %d\n", atLeast1(capN.Value))
 			win := t.Window
 			c(ind, fmt.Sprintf("W = %s s%s: %s", win.Range(), pinnedNote(win), win.Evidence))
-			w(ind+"window: %s\n", durationOf(win.Value))
+			wv := win.Value
+			if win.Pinned {
+				if wr, ok := roundest(win.Value, win.Low, win.High); ok {
+					wv = wr
+				}
+			}
+			w(ind+"window: %s\n", durationOf(wv))
 			if t.Anchor != "" {
 				c(ind, "anchor: "+t.AnchorEvidence)
 				w(ind+"anchor: %s\n", t.Anchor)
@@ -259,4 +277,19 @@ func Summary(r *Result) []string {
 		out = append(out, "headers contradict the behaviour: "+d)
 	}
 	return out
+}
+
+// roundest is v rounded to the coarsest of 1s, 100ms, 10ms and 1ms that
+// stays within [lo, hi] (seconds).
+func roundest(v, lo, hi float64) (float64, bool) {
+	if math.IsNaN(v) || math.IsInf(hi, 0) || v <= 0 {
+		return v, false
+	}
+	for _, step := range []float64{1, 0.1, 0.01, 0.001} {
+		c := math.Round(v/step) * step
+		if c > 0 && c >= lo-1e-9 && c <= hi+1e-9 {
+			return c, true
+		}
+	}
+	return v, false
 }
