@@ -318,7 +318,6 @@ func checkTable(t *testing.T, rows []row) {
 	assert.Equal(t, stable(committed), stable(got), "docs/discover.md's table: go test ./discover -run TestDiscoverServicesWeDidNotWrite -update")
 }
 
-
 // TestDiscoverStability runs every service's discovery RLVERIFY_DISCOVER_RUNS
 // times (all services at once, as the table test does), optionally beside
 // RLVERIFY_DISCOVER_HOG busy-looping processes, and fails unless every run
