@@ -216,6 +216,26 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 			}
 		}
 	}
+	var beside *Discovery
+	if disc == nil && pol != nil && base.Env == EnvExternal && base.Handler == nil && o.Discover != nil {
+		// Declared and Discover set: discover too, and put each declared
+		// number beside the discovered one.
+		do := *o.Discover
+		if len(do.Targets) == 0 {
+			do.Targets = base.Targets
+		}
+		if do.Request.Method == "" && do.Request.Body == "" && len(do.Request.Headers) == 0 {
+			do.Request = base.Request
+		}
+		if do.Identity.In == "" {
+			do.Identity = policy.Identity{In: pol.Identity.In, Name: pol.Identity.Name}
+		}
+		d, err := Discover(ctx, DiscoverOptions{Options: do, AllowRemote: base.AllowRemote})
+		if err != nil {
+			return nil, fmt.Errorf("audit: discovering the policy to compare with the declared one: %w", err)
+		}
+		beside = d
+	}
 	if pol == nil {
 		pol = policy.Default()
 	}
@@ -304,7 +324,39 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	if disc != nil {
 		a.NotDeclared(NeedsPromise, discover.Summary(disc.Result))
 	}
+	if beside != nil {
+		besideDeclared(a, discover.Compare(pol, beside.Result))
+	}
 	return a, nil
+}
+
+// DiscoveredProperty is the audit property that puts the declared policy
+// beside the discovered one.
+const DiscoveredProperty = "declared-vs-discovered"
+
+// besideDeclared adds each declared number beside the discovered one to a
+// (its measured table) and a property that fails, with the evidence, when a
+// declared value lies outside what discovery measured.
+func besideDeclared(a *reports.Audit, cs []discover.Comparison) {
+	p := reports.Property{Name: DiscoveredProperty, Verdict: checks.Pass, DecidedBy: []string{"discover"}}
+	bad := 0
+	for _, c := range cs {
+		v := checks.Pass
+		if c.Mismatch {
+			v = checks.Fail
+			bad++
+			p.Evidence = append(p.Evidence, reports.PlanEvidence{Plan: "discover", Evidence: checks.Evidence{Message: c.String()}})
+		}
+		a.Measured = append(a.Measured, checks.Measurement{Name: "discovered " + c.Name, Declared: c.Declared, Measured: c.Discovered, Verdict: v})
+	}
+	if bad > 0 {
+		p.Verdict = checks.Fail
+		p.Summary = fmt.Sprintf("%d of %d declared values lie outside what discovery measured", bad, len(cs))
+	} else {
+		p.Summary = fmt.Sprintf("every one of %d declared values lies within what discovery measured", len(cs))
+	}
+	a.Properties = append(a.Properties, p)
+	a.Verdict = checks.Merge(a.Verdict, p.Verdict)
 }
 
 // auditAttack is plan's attack: forPlan's, else base with the plan.

@@ -136,6 +136,9 @@ func retryRounding(all []obs, adm, ref func(int) bool, h *Headers) string {
 			var lastRef obs = o
 			var next *obs
 			for j := i + 1; j < len(os); j++ {
+				if !os[j].sent.After(o.recv) {
+					continue // in flight with o (a burst): its order says nothing
+				}
 				if adm(os[j].status) {
 					next = &os[j]
 					break
@@ -158,6 +161,7 @@ func retryRounding(all []obs, adm, ref func(int) bool, h *Headers) string {
 				}
 			case d > needHi+1100*time.Millisecond: // delay-seconds round up by < 1s
 				long++
+
 			case d >= needHi:
 				up++
 			}

@@ -332,7 +332,12 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	}
 	if f.policyFile == "" {
 		// Never a borrowed policy: the library refuses your own service
-		// without a declared one; ask it before reading keys or shapes.
+		// without a declared one (after a target it would refuse anyway).
+		if len(f.targetURLs) > 0 {
+			if err := rlverify.CheckTargets(f.targetURLs, f.allowRemote); err != nil {
+				return none, usageWrap(err)
+			}
+		}
 		if err := rlverify.CheckDeclaredPolicy(rlverify.AttackOptions{Plan: plan, Env: f.env, Targets: f.targetURLs}); err != nil {
 			return none, fromLib(err)
 		}

@@ -23,6 +23,7 @@ func auditCmd() *cobra.Command {
 	var f attackFlags
 	var only []string
 	var budget time.Duration
+	var alsoDiscover bool
 	c := &cobra.Command{
 		Use:   "audit [--target URL …] [--policy FILE]",
 		Short: "Check a limiter against its policy: every applicable plan, one verdict per property",
@@ -44,13 +45,14 @@ fails does not stop the others; each plan's history is kept in
   rlverify audit --limiter token-bucket`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runAudit(c.Context(), &f, only, budget, c.OutOrStdout(), c.ErrOrStderr())
+			return runAudit(c.Context(), &f, only, budget, alsoDiscover, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fl := c.Flags()
 	fl.StringSliceVar(&only, "plans", nil, "run only these of the audit's plans")
 	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to audit in the embedded environment (without --target)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default with --limiter: the built-in policy; with --target: discovered first, and only what needs no promise is judged)")
+	fl.BoolVar(&alsoDiscover, "discover", false, "with --target and --policy: discover the policy too and show each declared number beside the discovered one (a declared value outside the measured range fails declared-vs-discovered)")
 	fl.DurationVar(&budget, "discover-budget", discover.DefaultBudget, "with --target and no --policy: the longest the discovery of the policy may take")
 	fl.StringVar(&f.out, "out", "rlverify-audit", outHelp("each plan's folder (PLAN/history.jsonl …) and the audit's reports"))
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
@@ -71,7 +73,7 @@ fails does not stop the others; each plan's history is kept in
 	return c
 }
 
-func runAudit(ctx context.Context, f *attackFlags, only []string, budget time.Duration, stdout, stderr io.Writer) error {
+func runAudit(ctx context.Context, f *attackFlags, only []string, budget time.Duration, alsoDiscover bool, stdout, stderr io.Writer) error {
 	fo, err := parseFailOn(f.failOn)
 	if err == nil {
 		err = fo.checkThresholds(nil) // an audit has no thresholds
@@ -93,6 +95,9 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, budget time.Du
 		f.env = "external"
 	}
 	discovering := f.env == "external" && f.policyFile == ""
+	if alsoDiscover && (f.env != "external" || discovering) {
+		return usageErr("audit: --discover puts a declared policy beside the discovered one: give --target and --policy (without --policy the audit discovers anyway)")
+	}
 	var pol *policy.Policy
 	if !discovering {
 		if pol, err = loadPolicy(f.policyFile); err != nil {
@@ -104,13 +109,16 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, budget time.Du
 	}
 	base := rlverify.AttackOptions{Policy: pol, Env: f.env, Limiter: f.limiter, Targets: f.targetURLs, AllowRemote: f.allowRemote}
 	var disc *discover.Options
-	if discovering {
+	if discovering || (alsoDiscover && f.env == "external") {
 		df := discoverFlags{targets: f.targetURLs, allowRemote: f.allowRemote, budget: budget, timeout: f.timeout, quiet: f.quiet, shape: f.shape}
 		do, err := df.options(stderr)
 		if err != nil {
 			return err
 		}
 		disc = &do.Options
+		if !discovering && f.shape.identity == "" {
+			disc.Identity = policy.Identity{} // the declared policy's
+		}
 		if req, err := f.shape.request(); err == nil {
 			base.Request = req
 		}

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/internal/testsvc"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
@@ -84,4 +86,52 @@ func TestAuditWithoutPolicyDiscoversFirst(t *testing.T) {
 	}
 	_, err = policy.Load(filepath.Join(out, "latest", "discovered-policy.yaml"))
 	require.NoError(t, err, "the discovered policy is kept beside the plans")
+}
+
+// TestAuditPutsDeclaredBesideDiscovered: with --policy and --discover the
+// audit shows each declared number beside the discovered one; the honest
+// policy passes, a policy declaring 12 per window where the service allows
+// 10 fails declared-vs-discovered with the evidence.
+func TestAuditPutsDeclaredBesideDiscovered(t *testing.T) {
+	url, stop := testsvc.Serve(mustWindowed(t))
+	defer stop()
+	honest, err := testsvc.PolicyYAML("windowed")
+	require.NoError(t, err)
+	lying := strings.Replace(string(honest), "limit: 10", "limit: 12", 1)
+	require.NotEqual(t, string(honest), lying)
+	for _, c := range []struct {
+		name, policy, want string
+	}{{"honest", string(honest), "pass"}, {"lying", lying, "fail"}} {
+		t.Run(c.name, func(t *testing.T) {
+			out := t.TempDir()
+			_, stderr, _ := rl(t, "audit", "--target", url+"/search/x", "--policy", writeFile(t, "p.yaml", c.policy), "--discover",
+				"--discover-budget", "30s", "--plans", "concurrent-burst", "--out", out, "--quiet", "--format", "text")
+			b, err := os.ReadFile(filepath.Join(out, "latest", "audit.json"))
+			require.NoError(t, err, stderr)
+			var a reports.Audit
+			require.NoError(t, json.Unmarshal(b, &a))
+			var got *reports.Property
+			for i := range a.Properties {
+				if a.Properties[i].Name == rlverify.DiscoveredProperty {
+					got = &a.Properties[i]
+				}
+			}
+			require.NotNil(t, got, "the audit has a %s property", rlverify.DiscoveredProperty)
+			assert.Equal(t, c.want, string(got.Verdict), "%s %v", got.Summary, got.Evidence)
+			if c.want == "fail" {
+				require.NotEmpty(t, got.Evidence)
+				assert.Contains(t, got.Evidence[0].Message, "K/N: declared 12")
+			}
+		})
+	}
+}
+
+// TestCompareNeverBorrowsAPolicyForATarget: a compare column that is your
+// own service needs the declared policy too.
+func TestCompareNeverBorrowsAPolicyForATarget(t *testing.T) {
+	url, stop := testsvc.Serve(mustWindowed(t))
+	defer stop()
+	_, stderr, code := rl(t, "compare", "--plan", "concurrent-burst", "--limiter", "token-bucket", "--target", "mine="+url+"/search/x", "--out", t.TempDir())
+	assert.Equal(t, ExitUsage, code, stderr)
+	assert.Contains(t, stderr, "--policy FILE")
 }

@@ -117,7 +117,7 @@ func TestExternalFaultErrorsAreClear(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer busy.Close()
-	base := []string{"attack", "--target", url + "/search/x", "--out", t.TempDir(), "--quiet"}
+	base := []string{"attack", "--policy", "default", "--target", url + "/search/x", "--out", t.TempDir(), "--quiet"}
 	for _, tc := range []struct {
 		args []string
 		code int
