@@ -402,9 +402,15 @@ func (p *prober) windowLike(ctx context.Context, name string, deadline time.Time
 	}
 	t.Capacity = Number{Value: float64(n), Low: float64(n), High: float64(n), Pinned: true,
 		Evidence: fmt.Sprintf("a burst on a fresh key admitted %d; each time the quota came back while probing, %v in a row were admitted", a, sizes)}
-	if n != a {
-		t.Capacity.Low, t.Capacity.High = float64(min(n, a)), float64(max(n, a))
-		t.Capacity.Evidence += " (they differ: a window edge may have fallen inside the burst)"
+	if n < a {
+		// The burst's quota came back in pieces: the burst was decided
+		// over a while (a busy machine) and a log frees it as it ages.
+		t.Capacity.Evidence += fmt.Sprintf(" (fewer than the burst's %d: it came back in pieces, as a log frees requests decided at different times)", a)
+		n = a
+		t.Capacity.Value, t.Capacity.Low, t.Capacity.High = float64(a), float64(a), float64(a)
+	} else if n > a {
+		t.Capacity.Low, t.Capacity.High = float64(a), float64(n)
+		t.Capacity.Evidence += " (more than the burst's: a window edge may have fallen inside the burst)"
 	}
 	e1, h1 := full[0].freedAt()
 	var w Number
@@ -620,7 +626,14 @@ func snapEpoch(n Number, instants []time.Time, tol time.Duration) (time.Duration
 					break
 				}
 			}
-			if ok && (!found || absDur(c-v) < absDur(best-v)) {
+			// Edges W apart fit every divisor of W too, never more than
+			// W: with two edges or more the largest fitting value is W.
+			// Without them, the closest to the estimate.
+			better := !found || absDur(c-v) < absDur(best-v)
+			if len(instants) >= 2 {
+				better = !found || c > best
+			}
+			if ok && better {
 				best, found = c, true
 			}
 		}
