@@ -436,11 +436,16 @@ func (p *prober) windowLike(ctx context.Context, name string, deadline time.Time
 	// Anchoring: resets at multiples of a round W in Unix time (epoch), or
 	// W after the key's first request. A key whose first request fell on
 	// an edge fits both: a key started mid-window tells them apart.
-	tol := 2*time.Duration(float64(time.Second)/q) + 40*time.Millisecond
-	var edges []time.Time
+	tol := 30 * time.Millisecond
+	// Each reset is known only within [the refusal before, the first
+	// admission's response]: an edge fits W when a multiple of W lies there.
+	var edges [][2]time.Time
 	for _, r := range full {
-		e, _ := r.freedAt()
-		edges = append(edges, e)
+		lo := r.before.sent
+		if lo.IsZero() {
+			lo = r.first.sent
+		}
+		edges = append(edges, [2]time.Time{lo, r.first.recv})
 	}
 	wd := time.Duration(w.Value * float64(time.Second))
 	if ws, ok := snapEpoch(w, edges, tol); ok {
@@ -460,6 +465,11 @@ func (p *prober) windowLike(ctx context.Context, name string, deadline time.Time
 		}
 		if anchor == "" {
 			t.Notes = append(t.Notes, ev)
+			t, err := p.splitTest(ctx, name, deadline, cl, t, n, wd)
+			if t.Family == policy.FixedWindow {
+				t.Anchor, t.AnchorEvidence = "", ev
+			}
+			return t, err
 		}
 	}
 	return p.splitTest(ctx, name, deadline, cl, t, n, wd)
@@ -605,7 +615,7 @@ func absDur(d time.Duration) time.Duration {
 // hundredths) within n's range whose multiples in Unix time every instant
 // lies on (within tol); steps finer than 4·tol are not tried (anything
 // would fit).
-func snapEpoch(n Number, instants []time.Time, tol time.Duration) (time.Duration, bool) {
+func snapEpoch(n Number, instants [][2]time.Time, tol time.Duration) (time.Duration, bool) {
 	if !n.Pinned || math.IsInf(n.High, 0) || n.High <= 0 {
 		return 0, false
 	}
@@ -613,6 +623,8 @@ func snapEpoch(n Number, instants []time.Time, tol time.Duration) (time.Duration
 		if step < 4*tol {
 			break
 		}
+		// A vague edge fits more windows; the anchor probe that follows
+		// a fit checks it.
 		// Of the round values within the range that fit, the one closest
 		// to the estimate.
 		lo := time.Duration(math.Ceil(n.Low*float64(time.Second)/float64(step))) * step
@@ -621,7 +633,7 @@ func snapEpoch(n Number, instants []time.Time, tol time.Duration) (time.Duration
 		for c, i := max(lo, step), 0; c.Seconds() <= n.High && i < 1000; c, i = c+step, i+1 {
 			ok := true
 			for _, e := range instants {
-				if distToMultiple(e, c) > tol {
+				if !multipleWithin(e[0].Add(-tol), e[1].Add(tol), c) {
 					ok = false
 					break
 				}
@@ -662,16 +674,29 @@ func (p *prober) anchorProbe(ctx context.Context, name string, deadline time.Tim
 	if err != nil {
 		return "", "", err
 	}
+	// The two predictions, from when the burst really went out: the next
+	// multiple of w in Unix time (epoch), or w after the key's first
+	// request (first). The reset is known to lie between the refusal
+	// before the quota came back and the first admission's response.
 	t0 := os[0].sent
-	rs := runs(os[n+max(2, n/4):], cl)
-	for _, r := range rs {
-		e, _ := r.freedAt()
-		d := e.Sub(t0)
+	epochAt := time.Unix(0, (t0.UnixNano()/int64(w)+1)*int64(w))
+	firstLo, firstHi := t0.Add(w), os[0].recv.Add(w)
+	const tol = 30 * time.Millisecond
+	for _, r := range runs(os[n+max(2, n/4):], cl) {
+		lo := r.before.sent
+		if lo.IsZero() {
+			lo = r.first.sent
+		}
+		lo, hi := lo.Add(-tol), r.first.recv.Add(tol)
+		isEpoch := !epochAt.Before(lo) && !epochAt.After(hi)
+		isFirst := !firstHi.Before(lo) && !firstLo.After(hi)
 		switch {
-		case absDur(d-w/2) < w/4:
-			return policy.AnchorEpoch, fmt.Sprintf("a key first used mid-window got its quota back %s later, at the next multiple of W = %s in Unix time, not W after its first request", fmtS(d), w), nil
-		case absDur(d-w) < w/4:
-			return policy.AnchorFirst, fmt.Sprintf("a key first used mid-window got its quota back %s later, W after its first request", fmtS(d)), nil
+		case isEpoch && !isFirst:
+			return policy.AnchorEpoch, fmt.Sprintf("a key first used %s into a window got its quota back at the next multiple of W = %s in Unix time, not W after its first request", fmtS(t0.Sub(epochAt.Add(-w))), w), nil
+		case isFirst && !isEpoch:
+			return policy.AnchorFirst, fmt.Sprintf("a key first used %s into a window of Unix time got its quota back W after its first request, not at the next multiple of W", fmtS(t0.Sub(epochAt.Add(-w)))), nil
+		case isFirst && isEpoch:
+			return "", "a key's quota came back where both anchorings predict (a busy machine blurred the instants): anchoring not pinned", nil
 		}
 	}
 	return "", "a key first used mid-window did not get its quota back when either anchoring predicts: anchoring not pinned", nil
@@ -700,4 +725,10 @@ func (p *prober) edgeTest(ctx context.Context, name string, cl classifier, a int
 		return true, fmt.Sprintf("a key spent just after a multiple of %s in Unix time got %d back %s later, where a bucket refilling at %.3g/s gives ≈%.1f", w, aq, fmtS(d), r, expect), nil
 	}
 	return false, fmt.Sprintf("a key spent just after a multiple of %s in Unix time got %d back %s later (≈%.1f expected of a bucket): not a counter waiting for the window's edge", w, aq, fmtS(d), expect), nil
+}
+
+// multipleWithin reports whether a multiple of w in Unix time lies in [lo, hi].
+func multipleWithin(lo, hi time.Time, w time.Duration) bool {
+	k := hi.UnixNano() / int64(w) * int64(w)
+	return k >= lo.UnixNano()
 }

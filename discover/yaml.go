@@ -77,6 +77,8 @@ func Policy(r *Result) ([]byte, *policy.Policy, error) {
 			if t.Anchor != "" {
 				c(ind, "anchor: "+t.AnchorEvidence)
 				w(ind+"anchor: %s\n", t.Anchor)
+			} else if fam == policy.FixedWindow || fam == policy.SlidingCounter {
+				c(ind, "anchor NOT PINNED (epoch or first: declare yours): "+t.AnchorEvidence)
 			}
 		}
 		if t.RefusedCost != nil {
