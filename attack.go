@@ -229,6 +229,9 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 	if o.MaxHeaderBytes < 0 || o.MaxHeaders < 0 {
 		return nil, optionErr("--max-header-bytes %d, --max-headers %d: both must be at least 1", o.MaxHeaderBytes, o.MaxHeaders)
 	}
+	if o.MaxHeaderBytes > attacks.MaxHeaderBytesCeiling || o.MaxHeaders > attacks.MaxHeadersCeiling {
+		return nil, optionErr("--max-header-bytes %d, --max-headers %d: want at most %d bytes and %d fields", o.MaxHeaderBytes, o.MaxHeaders, attacks.MaxHeaderBytesCeiling, attacks.MaxHeadersCeiling)
+	}
 	p := &Prepared{o: o, RunID: runID, HistoryFile: o.HistoryFile, defPath: attacks.DefaultPath, declared: pol,
 		thresholds: append(plan.PlanThresholds(), o.Thresholds...)}
 	p.run = history.Run{Env: o.Env, Policy: pol.Source, Notes: append([]string(nil), o.Notes...)}

@@ -67,6 +67,9 @@ func (o *Outcome) Failed() []checks.Result {
 
 // Check judges recorded histories.
 func Check(_ context.Context, o CheckOptions) (*Outcome, error) {
+	if err := checks.ValidateSlack(o.Checks.Slack); err != nil {
+		return nil, optionErr("%w", err)
+	}
 	h := o.History
 	if h == nil {
 		var err error
