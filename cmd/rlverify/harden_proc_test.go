@@ -1,11 +1,16 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/internal/testsvc"
 )
 
 // Issue 26, item 13: numbers past what the run can hold are usage errors
@@ -36,5 +41,58 @@ func TestReliabilityOverflowsAreUsageErrors(t *testing.T) {
 			require.Equal(t, ExitUsage, code, stderr)
 			require.Contains(t, stderr, tc.want)
 		})
+	}
+}
+
+// readmeCommand returns the README's `rlverify …` command line that
+// contains every one of parts, split into arguments (README commands quote
+// nothing they need split differently), without the leading "rlverify".
+func readmeCommand(t *testing.T, parts ...string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	var found []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		ok := strings.HasPrefix(line, "rlverify ")
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			found = append(found, line)
+		}
+	}
+	require.Len(t, found, 1, "README.md: want exactly one command line with %q", parts)
+	return strings.Fields(found[0])[1:]
+}
+
+// Issue 26, item 17: the README's `compare --target NAME=URL` exited 2
+// ("--hook-timeout 0s: want a positive duration": attack's external flags
+// and their defaults were never registered on compare). This runs the
+// README's command as written — only the address is the test service's —
+// against a service rlverify did not write. It declares no policy, so the
+// service is judged against the default one it does not speak: its column
+// must be there, hold what the service answered, and be UNKNOWN, not PASS.
+func TestReadmeCompareTargetCommand(t *testing.T) {
+	args := readmeCommand(t, "compare", "--target mine=")
+	sessions, err := testsvc.NewSessions(testsvc.SessionsConfig{})
+	require.NoError(t, err)
+	url, stop := testsvc.Serve(sessions)
+	t.Cleanup(stop)
+	for i, a := range args {
+		args[i] = strings.ReplaceAll(a, "http://127.0.0.1:8080", url)
+	}
+	require.Contains(t, args, "mine="+url)
+	t.Chdir(t.TempDir()) // the README's command writes ./rlverify-compare
+	stdout, stderr, code := rl(t, args...)
+	require.NotEqual(t, ExitUsage, code, stderr)
+	require.Equal(t, ExitFail, code, "an UNKNOWN column fails --fail-on's default; stderr:\n%s", stderr)
+	require.Regexp(t, `(?m)^\s+token-bucket\s+mine$`, stdout)
+	require.Regexp(t, `(?m)^verdict\s+PASS\s+UNKNOWN$`, stdout)
+	h, err := history.ReadFile(filepath.Join("rlverify-compare", "latest", "mine", "history.jsonl"))
+	require.NoError(t, err)
+	require.NotEmpty(t, h.Events)
+	for _, e := range h.Events {
+		require.Equal(t, http.StatusNotFound, e.Status, "the service answered every request (404: / is not under %s)", testsvc.SessionsPrefix)
 	}
 }
