@@ -96,3 +96,21 @@ func TestReadmeCompareTargetCommand(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, e.Status, "the service answered every request (404: / is not under %s)", testsvc.SessionsPrefix)
 	}
 }
+
+// Issue 26, item 14: a failing clear hook exits 3 as docs/environments.md
+// says, even when a check failed on what was recorded (it exited 1: the
+// service may be left in the fault); a hook that leaves a process in the
+// background does not stop the run ("WaitDelay expired").
+func TestReliabilityFaultHooks(t *testing.T) {
+	url, stop := testsvc.Serve(mustWindowed(t))
+	defer stop()
+	base := []string{"attack", "--target", url + "/search/x", "--plan", "store-outage", "--out", t.TempDir()}
+	_, stderr, code := rl(t, append(base, "--quiet", "--on-inject", "store-down=true", "--on-clear", "store-down=echo clear failed >&2; exit 5")...)
+	require.Equal(t, ExitRun, code, stderr)
+	require.Contains(t, stderr, `clear hook for store-down failed (exit status 5): "echo clear failed >&2; exit 5" (output: clear failed)`)
+
+	_, stderr, _ = rl(t, append(base, "--on-inject", "store-down=sleep 2 &", "--on-clear", "store-down=true")...)
+	require.NotContains(t, stderr, "WaitDelay")
+	require.NotContains(t, stderr, "did not complete")
+	require.Contains(t, stderr, `inject hook for store-down left a process running in the background (its output is not kept): "sleep 2 &"`)
+}
