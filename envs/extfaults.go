@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/internal/childproc"
+	"github.com/rlverify/rlverify/internal/faultproxy"
 	"github.com/rlverify/rlverify/policy"
 )
 
@@ -40,6 +41,24 @@ func ParseProxySpec(s string) (ProxySpec, error) {
 		}
 	}
 	return ProxySpec{Listen: l, Upstream: u}, nil
+}
+
+// CheckProxySpecs refuses store proxies whose upstream is a store proxy's
+// own listen address, itself or another's (names resolved, 0.0.0.0 taken
+// as every local address): each connection would be forwarded back into
+// rlverify, for ever, at full CPU (`--store-proxy A=A` did that).
+func CheckProxySpecs(specs []ProxySpec) error {
+	for _, s := range specs {
+		for _, other := range specs {
+			if faultproxy.SameEndpoint(other.Listen, s.Upstream) {
+				if other == s {
+					return fmt.Errorf("--store-proxy %s=%s: the upstream is the proxy's own listen address: it would forward to itself; give your store's address as UPSTREAM", s.Listen, s.Upstream)
+				}
+				return fmt.Errorf("--store-proxy %s=%s: the upstream is the listen address of --store-proxy %s=%s: the proxies would forward to each other; give your store's address as UPSTREAM", s.Listen, s.Upstream, other.Listen, other.Upstream)
+			}
+		}
+	}
+	return nil
 }
 
 // Names of the toxics rlverify adds, so it removes only its own.
@@ -87,6 +106,9 @@ type StoreProxy struct {
 
 // StartStoreProxy listens on every spec's Listen address.
 func StartStoreProxy(specs []ProxySpec) (*StoreProxy, error) {
+	if err := CheckProxySpecs(specs); err != nil {
+		return nil, err
+	}
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	sp := &StoreProxy{added: map[string]string{}}
 	for i, s := range specs {

@@ -114,3 +114,29 @@ func TestReliabilityFaultHooks(t *testing.T) {
 	require.NotContains(t, stderr, "did not complete")
 	require.Contains(t, stderr, `inject hook for store-down left a process running in the background (its output is not kept): "sleep 2 &"`)
 }
+
+// Issue 26, item 15: a store proxy whose upstream is its own listen
+// address, or another store proxy's, is a usage error (it spun at 100% CPU
+// for the rest of the run).
+func TestReliabilityStoreProxyToItself(t *testing.T) {
+	url, stop := testsvc.Serve(mustWindowed(t))
+	defer stop()
+	for _, tc := range []struct {
+		proxies []string
+		want    string
+	}{
+		{[]string{"127.0.0.1:16390=127.0.0.1:16390"}, "--store-proxy 127.0.0.1:16390=127.0.0.1:16390: the upstream is the proxy's own listen address: it would forward to itself"},
+		{[]string{"localhost:16390=127.0.0.1:16390"}, "the upstream is the proxy's own listen address"},
+		{[]string{"127.0.0.1:16390=127.0.0.1:16391", "127.0.0.1:16391=127.0.0.1:16390"}, "the proxies would forward to each other"},
+	} {
+		t.Run(strings.Join(tc.proxies, " "), func(t *testing.T) {
+			args := []string{"attack", "--target", url + "/search/x", "--plan", "store-outage", "--quiet", "--out", t.TempDir()}
+			for _, p := range tc.proxies {
+				args = append(args, "--store-proxy", p)
+			}
+			_, stderr, code := rl(t, args...)
+			require.Equal(t, ExitUsage, code, stderr)
+			require.Contains(t, stderr, tc.want)
+		})
+	}
+}
