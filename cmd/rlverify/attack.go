@@ -410,8 +410,8 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 // judge reads histories back (from disk; "-" from stdin), checks them and
 // reports: the live run and `rlverify check` share this path, so they give
 // the same verdicts.
-func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
-	doc, rs, h, err := evaluate(files, stdin, pol, o, ts)
+func judge(ctx context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
+	doc, rs, h, err := evaluate(ctx, files, stdin, pol, o, ts)
 	if err != nil {
 		return err
 	}
@@ -420,15 +420,16 @@ func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Polic
 
 // evaluate reads histories (merging shards; "-" is stdin), judges them
 // against pol (nil: the policy the history declares) and ts, and builds the
-// result document.
-func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold) (*reports.Document, []checks.Result, *history.History, error) {
+// result document. When ctx ends (Ctrl-C, SIGTERM) it returns at once: exit
+// 130.
+func evaluate(ctx context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold) (*reports.Document, []checks.Result, *history.History, error) {
 	restore := pauseGC()
-	h, err := rlverify.ReadHistories(files, stdin)
+	h, err := rlverify.Interruptible(ctx, func() (*history.History, error) { return rlverify.ReadHistories(files, stdin) })
 	restore()
 	if err != nil {
 		return nil, nil, nil, fromLib(err)
 	}
-	out, err := rlverify.Check(context.Background(), rlverify.CheckOptions{History: h, Policy: pol, Checks: o, Thresholds: ts})
+	out, err := rlverify.Check(ctx, rlverify.CheckOptions{History: h, Policy: pol, Checks: o, Thresholds: ts})
 	if err != nil {
 		return nil, nil, nil, fromLib(err)
 	}

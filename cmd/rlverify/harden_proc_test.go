@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -137,6 +142,39 @@ func TestReliabilityStoreProxyToItself(t *testing.T) {
 			_, stderr, code := rl(t, args...)
 			require.Equal(t, ExitUsage, code, stderr)
 			require.Contains(t, stderr, tc.want)
+		})
+	}
+}
+
+// Issue 26, item 16: check honours SIGINT and SIGTERM while it reads and
+// judges (a 3.6 M-event check ran 22 s past Ctrl-C). Its standard input
+// here is a history that never ends, so without the fix check waits for ever.
+func TestReliabilityCheckStopsOnASignal(t *testing.T) {
+	header := strings.SplitAfter(string(sampleHistory(t)), "\n")[0]
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(rlverifyBinary(t), "check", "--history", "-")
+			stdin, err := cmd.StdinPipe()
+			require.NoError(t, err)
+			defer stdin.Close()
+			var stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			require.NoError(t, cmd.Start())
+			t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+			_, err = io.WriteString(stdin, header)
+			require.NoError(t, err)
+			time.Sleep(300 * time.Millisecond)
+			require.NoError(t, cmd.Process.Signal(sig))
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("check did not stop within 10s of %v; stderr:\n%s", sig, stderr.String())
+			}
+			require.Equal(t, ExitInterrupted, cmd.ProcessState.ExitCode(), stderr.String())
+			require.Contains(t, stderr.String(), "interrupted")
 		})
 	}
 }
