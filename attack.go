@@ -373,7 +373,12 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 	}
 	var hw io.Writer = f
 	if o.HistoryCopy != nil {
-		hw = &teeFile{File: f, copy: o.HistoryCopy}
+		// The copy's reader may go away (`--history - | head`): the run
+		// then stops as if interrupted, and the file gets the rest.
+		var stopCopy context.CancelCauseFunc
+		ctx, stopCopy = context.WithCancelCause(ctx)
+		defer stopCopy(nil)
+		hw = &teeFile{File: f, copy: o.HistoryCopy, stop: stopCopy}
 	}
 	w := history.NewWriter(hw)
 	if o.OnEvent != nil {
@@ -417,6 +422,9 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 			o.StartAt.UTC().Format(time.RFC3339Nano), time.Until(o.StartAt).Round(time.Millisecond))
 	}
 	sum, runE := eng.Run(ctx, plan, run)
+	if cause := context.Cause(ctx); errors.Is(cause, ErrHistoryCopy) && runE == nil {
+		runE = cause
+	}
 	var pe *attacks.PrepareError
 	if errors.As(runE, &pe) {
 		return nil, optionWrap(pe)
@@ -483,12 +491,21 @@ type teeFile struct {
 	*os.File
 	copy    io.Writer
 	copyErr error
+	// stop ends the run when the copy cannot be written.
+	stop context.CancelCauseFunc
 }
+
+// ErrHistoryCopy is why a run stopped when AttackOptions.HistoryCopy could
+// not be written (its reader went away: `attack --history - | head`); the
+// history file is complete, with its end record.
+var ErrHistoryCopy = errors.New("the copy of the history cannot be written (did its reader go away?)")
 
 func (t *teeFile) Write(b []byte) (int, error) {
 	n, err := t.File.Write(b)
 	if t.copyErr == nil && n > 0 {
-		_, t.copyErr = t.copy.Write(b[:n])
+		if _, t.copyErr = t.copy.Write(b[:n]); t.copyErr != nil && t.stop != nil {
+			t.stop(fmt.Errorf("%w: %v", ErrHistoryCopy, t.copyErr))
+		}
 	}
 	return n, err
 }

@@ -258,6 +258,10 @@ func (f *attackFlags) options(stdout, stderr io.Writer) (o rlverify.AttackOption
 		// --history - | check --history -` works) and stdout carries
 		// nothing else: the reports go to DIR only.
 		o.HistoryCopy, report = stdout, io.Discard
+		// A reader that goes away (`| head`) must not kill rlverify with
+		// SIGPIPE before the history file gets its end record: the write
+		// fails with EPIPE instead and the run stops (rlverify.ErrHistoryCopy).
+		catchSIGPIPE()
 	}
 	return o, report, err
 }

@@ -178,3 +178,37 @@ func TestReliabilityCheckStopsOnASignal(t *testing.T) {
 		})
 	}
 }
+
+// Issue 26, item 16: `attack --history - | head` died silently from
+// SIGPIPE, leaving a history with no end record. The run now stops when
+// its reader goes away: the history file is complete (end record, reason),
+// the reports are in --out, stderr says why, exit 3.
+func TestReliabilityHistoryReaderGoesAway(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(rlverifyBinary(t), "attack", "--plan", "overload", "--max-duration", "20s", "--history", "-", "--out", dir)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	line := make([]byte, 1)
+	_, err = stdout.Read(line) // the run header has begun: `head -c 1`
+	require.NoError(t, err)
+	require.NoError(t, stdout.Close())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("attack did not stop within 15s of its reader going away; stderr:\n%s", stderr.String())
+	}
+	require.Equal(t, ExitRun, cmd.ProcessState.ExitCode(), "not killed by SIGPIPE; stderr:\n%s", stderr.String())
+	require.Contains(t, stderr.String(), "the copy of the history cannot be written (did its reader go away?)")
+	h, err := history.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
+	require.NoError(t, err)
+	require.NotNil(t, h.End, "the history file has its end record")
+	require.True(t, h.End.Interrupted)
+	require.Contains(t, h.End.Reason, "broken pipe")
+	require.FileExists(t, filepath.Join(dir, "latest", "result.json"))
+}
