@@ -277,6 +277,11 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 		if err != nil {
 			return nil, optionWrap(err)
 		}
+		if o.RedisURL != "" && entry.Store != catalog.Redis {
+			// It would be silently unused: the user believes the run
+			// exercised their Redis.
+			return nil, optionErr("--redis %s does not apply: %s keeps its state in memory in this run (store %s); give --store redis to use that Redis", o.RedisURL, entry.Name, entry.Store)
+		}
 		p.reference(entry, pol, entry.Store)
 		p.env = envs.Embedded{}
 	case EnvLocal, EnvDocker:
@@ -293,6 +298,9 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 			p.spec.Regions = regions()
 		}
 		if o.Env == EnvLocal {
+			if o.RedisURL != "" {
+				return nil, optionErr("--env local starts its own redis-server processes: --redis %s does not apply (use --env embedded --store redis --redis URL)", o.RedisURL)
+			}
 			p.env = envs.Local{Cluster: o.RedisCluster}
 		} else {
 			if o.RedisURL != "" || o.RedisCluster > 0 {
@@ -304,6 +312,9 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 			p.env = o.Environment
 		}
 	case EnvExternal:
+		if o.RedisURL != "" {
+			return nil, optionErr("--redis %s does not apply to --env external: your service uses its own store (to break it, see --store-proxy)", o.RedisURL)
+		}
 		if o.Handler == nil {
 			if len(o.Targets) == 0 {
 				return nil, optionErr("--env external needs at least one --target URL")

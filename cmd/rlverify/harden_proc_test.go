@@ -212,3 +212,33 @@ func TestReliabilityHistoryReaderGoesAway(t *testing.T) {
 	require.Contains(t, h.End.Reason, "broken pipe")
 	require.FileExists(t, filepath.Join(dir, "latest", "result.json"))
 }
+
+// Issue 26, item 16: --redis where no Redis of the user's is used was
+// ignored silently (the user believed the run exercised their Redis); it is
+// a usage error naming why, as it already was for --env docker.
+func TestReliabilityRedisThatWouldBeIgnored(t *testing.T) {
+	url, stop := testsvc.Serve(mustWindowed(t))
+	defer stop()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"memory store by default", nil, "--redis redis://127.0.0.1:1 does not apply: token-bucket keeps its state in memory in this run (store memory); give --store redis"},
+		{"--store memory", []string{"--store", "memory"}, "does not apply: token-bucket keeps its state in memory"},
+		{"--env local", []string{"--env", "local"}, "--env local starts its own redis-server processes: --redis redis://127.0.0.1:1 does not apply"},
+		{"--target", []string{"--target", url + "/search/x"}, "--redis redis://127.0.0.1:1 does not apply to --env external"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"attack", "--plan", "concurrent-burst", "--redis", "127.0.0.1:1", "--quiet", "--out", t.TempDir()}, tc.args...)
+			_, stderr, code := rl(t, args...)
+			require.Equal(t, ExitUsage, code, stderr)
+			require.Contains(t, stderr, tc.want)
+		})
+	}
+	// With --store redis it is used: port 1 answers nothing, so the run
+	// cannot be done.
+	_, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--redis", "127.0.0.1:1", "--store", "redis", "--quiet", "--out", t.TempDir())
+	require.Equal(t, ExitRun, code, stderr)
+	require.Contains(t, stderr, "redis at 127.0.0.1:1")
+}
