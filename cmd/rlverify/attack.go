@@ -120,7 +120,7 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 	fl.StringVar(&f.plan, "plan", "", "built-in plan name or plan file (see rlverify plans)")
 	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to attack in the embedded environment (see rlverify limiters)")
 	fl.StringVar(&f.store, "store", "", "state store of the reference limiter: memory or redis (default: redis when the plan needs it)")
-	newRedisFlag(fl, &f.redisURL, false, "use this Redis (redis://HOST:PORT[/DB]) instead of starting one")
+	newRedisFlag(fl, &f.redisURL, false, "use this Redis (redis://HOST:PORT[/DB]) instead of starting one (embedded env with the redis store; elsewhere a usage error)")
 	fl.IntVar(&f.instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
 	fl.StringVar(&f.out, "out", "rlverify-out", outHelp("history.jsonl, result.json and the reports"))
