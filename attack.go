@@ -533,21 +533,29 @@ func allUnreachable(h *history.History) bool {
 	return true
 }
 
-// commonestErr is the error most requests of h got, and how many got it.
+// commonestErr is the error most requests of h got, and how many got it:
+// messages are grouped by checks.ErrorKind (a local port, an address or a
+// key in a URL differ from request to request), and the first message of
+// the largest group is the example, verbatim.
 func commonestErr(h *history.History) (string, int) {
 	n := map[string]int{}
+	example := map[string]string{}
 	best := ""
 	for i := range h.Events {
 		e := h.Events[i].Err
 		if e == "" {
 			e = "no status"
 		}
-		n[e]++
-		if n[e] > n[best] || (n[e] == n[best] && e < best) {
-			best = e
+		k := checks.ErrorKind(e)
+		if _, ok := example[k]; !ok {
+			example[k] = e
+		}
+		n[k]++
+		if n[k] > n[best] || (n[k] == n[best] && k < best) {
+			best = k
 		}
 	}
-	return best, n[best]
+	return example[best], n[best]
 }
 
 // CheckTargets refuses targets outside loopback unless allowRemote.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/internal/testsvc"
 )
@@ -110,9 +111,19 @@ func TestReliabilityFaultHooks(t *testing.T) {
 	url, stop := testsvc.Serve(mustWindowed(t))
 	defer stop()
 	base := []string{"attack", "--target", url + "/search/x", "--plan", "store-outage", "--out", t.TempDir()}
-	_, stderr, code := rl(t, append(base, "--quiet", "--on-inject", "store-down=true", "--on-clear", "store-down=echo clear failed >&2; exit 5")...)
-	require.Equal(t, ExitRun, code, stderr)
-	require.Contains(t, stderr, `clear hook for store-down failed (exit status 5): "echo clear failed >&2; exit 5" (output: clear failed)`)
+	// The real binary, so that main's printing of the error is what is
+	// checked too (item 18: the hook's colours must reach the terminal
+	// escaped).
+	cmd := exec.Command(rlverifyBinary(t), append(base, "--quiet", "--on-inject", "store-down=true", "--on-clear", `store-down=printf '\033[31mclear failed' >&2; exit 5`)...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	stderr := errb.String()
+	require.Equal(t, ExitRun, ee.ExitCode(), stderr)
+	require.Contains(t, stderr, `clear hook for store-down failed (exit status 5): "printf '\\033[31mclear failed' >&2; exit 5" (output: \x1b[31mclear failed)`)
+	require.NotContains(t, stderr, "\x1b", "no raw ESC reaches the terminal")
 
 	_, stderr, _ = rl(t, append(base, "--on-inject", "store-down=sleep 2 &", "--on-clear", "store-down=true")...)
 	require.NotContains(t, stderr, "WaitDelay")
@@ -241,4 +252,36 @@ func TestReliabilityRedisThatWouldBeIgnored(t *testing.T) {
 	_, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--redis", "127.0.0.1:1", "--store", "redis", "--quiet", "--out", t.TempDir())
 	require.Equal(t, ExitRun, code, stderr)
 	require.Contains(t, stderr, "redis at 127.0.0.1:1")
+}
+
+// Issue 26, item 18: names from a plan holding control characters are
+// refused where the plan is read, and whatever reaches standard error goes
+// through one writer that shows control characters escaped.
+func TestReliabilityTerminalEscapes(t *testing.T) {
+	for _, tc := range []struct{ name, plan, want string }{
+		{"ANSI escape in a phase name", "name: p\nphases:\n  - name: \"ph\\x1b[31mRED\"\n    kind: burst\n    key: free-k\n    requests: 5\n",
+			`bad.yaml:3: phases.0.name: name "ph\x1b[31mRED" holds a control character (U+001B)`},
+		{"newline in a phase name", "name: p\nphases:\n  - name: \"ph\\nfake line\"\n    kind: burst\n    key: free-k\n    requests: 5\n",
+			`name "ph\nfake line" holds a control character (U+000A)`},
+		{"BEL in the plan name", "name: \"p\\a\"\nphases:\n  - kind: burst\n    key: free-k\n    requests: 5\n",
+			`bad.yaml:1: name: name "p\a" holds a control character (U+0007)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "bad.yaml")
+			require.NoError(t, os.WriteFile(file, []byte(tc.plan), 0o600))
+			_, stderr, code := rl(t, "attack", "--plan", file, "--quiet", "--out", t.TempDir())
+			require.Equal(t, ExitUsage, code, stderr)
+			require.Contains(t, stderr, tc.want)
+		})
+	}
+
+	var b bytes.Buffer
+	w := safeStderr(&b)
+	require.Equal(t, w, safeStderr(w), "wrapped once")
+	_, err := io.WriteString(w, "phase ph\x1b[31mRED\r\x07 took 1s\n\tsecond line\n")
+	require.NoError(t, err)
+	require.Equal(t, "phase ph\\x1b[31mRED\\x0d\\x07 took 1s\n\tsecond line\n", b.String())
+	require.Equal(t, `ph\x1b[31mRED\nfake line\t"q"`, oneLine("ph\x1b[31mRED\nfake line\t\"q\""))
+	require.Equal(t, "free 10/s — ünïcode", oneLine("free 10/s — ünïcode"))
+	require.Contains(t, phaseLine(attacks.Progress{Phase: "ph\nfake", Phases: 1}), `phase 1/1 ph\nfake`)
 }
