@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -58,8 +59,13 @@ func readmeCommand(t *testing.T, parts ...string) []string {
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	require.NoError(t, err)
 	var found []string
-	for _, line := range strings.Split(string(b), "\n") {
+	// A command continued with a trailing backslash is one line.
+	text := strings.ReplaceAll(string(b), "\\\n", " ")
+	for _, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
+		if i := strings.Index(line, "  #"); i > 0 {
+			line = strings.TrimSpace(line[:i]) // a trailing comment
+		}
 		ok := strings.HasPrefix(line, "rlverify ")
 		for _, p := range parts {
 			ok = ok && strings.Contains(line, p)
@@ -69,7 +75,11 @@ func readmeCommand(t *testing.T, parts ...string) []string {
 		}
 	}
 	require.Len(t, found, 1, "README.md: want exactly one command line with %q", parts)
-	return strings.Fields(found[0])[1:]
+	args := strings.Fields(found[0])[1:]
+	for i, a := range args {
+		args[i] = strings.Trim(a, "'") // shell quoting; no README argument holds a space
+	}
+	return args
 }
 
 // Issue 26, item 17: the README's `compare --target NAME=URL` exited 2
@@ -284,4 +294,36 @@ func TestReliabilityTerminalEscapes(t *testing.T) {
 	require.Equal(t, `ph\x1b[31mRED\nfake line\t"q"`, oneLine("ph\x1b[31mRED\nfake line\t\"q\""))
 	require.Equal(t, "free 10/s — ünïcode", oneLine("free 10/s — ünïcode"))
 	require.Contains(t, phaseLine(attacks.Progress{Phase: "ph\nfake", Phases: 1}), `phase 1/1 ph\nfake`)
+}
+
+// The README's commands whose flags issue 26 items 13 and 16 touched
+// (--threshold limits, --clock-skew bounds), run as written.
+func TestReadmeThresholdAndClockSkewCommands(t *testing.T) {
+	t.Run("thresholds", func(t *testing.T) {
+		args := readmeCommand(t, "--plan overload --threshold")
+		require.Equal(t, []string{"attack", "--plan", "overload", "--threshold", "latency.p99<50ms", "--threshold", "errors<1%",
+			"--threshold", "phase.overload.admitted.rate<=8/s"}, args)
+		t.Chdir(t.TempDir())
+		stdout, stderr, code := rl(t, args...)
+		// The latency threshold may fail on a loaded machine: the command
+		// must run and judge every threshold either way.
+		require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
+		for _, th := range []string{"latency.p99<50ms", "errors<1%", "phase.overload.admitted.rate<=8/s"} {
+			require.Regexp(t, `(?m)^\s*`+regexp.QuoteMeta(th)+`\s+(PASS|FAIL)`, stdout)
+		}
+	})
+	t.Run("clock skew", func(t *testing.T) {
+		args := readmeCommand(t, "--clock-skew 5ms")
+		a, b, pol := shardHistories(t)
+		dir := t.TempDir()
+		for src, dst := range map[string]string{a: "a.jsonl", b: "b.jsonl", pol: "p.yaml"} {
+			data, err := os.ReadFile(src)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, dst), data, 0o600))
+		}
+		t.Chdir(dir)
+		stdout, stderr, code := rl(t, args...)
+		require.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr)
+		require.Contains(t, stdout, "PASS")
+	})
 }
