@@ -195,8 +195,8 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted ||
 		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
 	// A fault command that failed may have left the service in the fault:
-	// exit 3 (docs/environments.md), even past a finding.
-	if r.runE != nil && ctx.Err() == nil && (noFinding || errors.Is(r.runE, envs.ErrHook)) {
+	// exit 3 (docs/environments.md), even past a finding or a signal.
+	if r.runE != nil && ((ctx.Err() == nil && noFinding) || errors.Is(r.runE, envs.ErrHook)) {
 		// The plan could not be carried out: what was recorded passed, but
 		// the run is not the proof the plan promises.
 		return runErr(fmt.Errorf("the plan did not complete (%v); verdicts above cover what was recorded, history in %s", r.runE, r.histFile))

@@ -135,6 +135,12 @@ func TestReliabilityFaultHooks(t *testing.T) {
 	require.Contains(t, stderr, `clear hook for store-down failed (exit status 5): "printf '\\033[31mclear failed' >&2; exit 5" (output: \x1b[31mclear failed)`)
 	require.NotContains(t, stderr, "\x1b", "no raw ESC reaches the terminal")
 
+	// Interrupted while the fault is on: the clear command run at the end
+	// of the run fails, and that is said and exits 3 (it was silent).
+	code, stderr, _ := interrupt(t, syscall.SIGINT, 3*time.Second, append(base, "--quiet", "--on-inject", "store-down=true", "--on-clear", "store-down=echo still down; exit 9")...)
+	require.Equal(t, ExitRun, code, stderr)
+	require.Contains(t, stderr, `clear store-down at the end of the run: fault command failed: clear hook for store-down failed (exit status 9): "echo still down; exit 9" (output: still down)`)
+
 	_, stderr, _ = rl(t, append(base, "--on-inject", "store-down=sleep 2 &", "--on-clear", "store-down=true")...)
 	require.NotContains(t, stderr, "WaitDelay")
 	require.NotContains(t, stderr, "did not complete")
