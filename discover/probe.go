@@ -402,29 +402,33 @@ func (p *prober) windowLike(ctx context.Context, name string, deadline time.Time
 	}
 	t.Capacity = Number{Value: float64(n), Low: float64(n), High: float64(n), Pinned: true,
 		Evidence: fmt.Sprintf("a burst on a fresh key admitted %d; each time the quota came back while probing, %v in a row were admitted", a, sizes)}
-	if n < a {
-		// The burst's quota came back in pieces: the burst was decided
-		// over a while (a busy machine) and a log frees it as it ages.
-		t.Capacity.Evidence += fmt.Sprintf(" (fewer than the burst's %d: it came back in pieces, as a log frees requests decided at different times)", a)
-		n = a
-		t.Capacity.Value, t.Capacity.Low, t.Capacity.High = float64(a), float64(a), float64(a)
-	} else if n > a {
-		t.Capacity.Low, t.Capacity.High = float64(a), float64(n)
-		t.Capacity.Evidence += " (more than the burst's: a window edge may have fallen inside the burst)"
+	if n != a {
+		t.Capacity.Low, t.Capacity.High = float64(min(n, a)), float64(max(n, a))
+		t.Capacity.Evidence += " (they differ: a window edge fell inside the burst, or a busy machine spread the burst's decisions)"
 	}
 	e1, h1 := full[0].freedAt()
 	var w Number
 	if len(full) >= 2 {
-		e2, h2 := full[1].freedAt()
+		e2, _ := full[1].freedAt()
 		d := e2.Sub(e1)
 		// A window opened (or a log entry made) by the first admission
 		// after the reset frees W after that admission, which came up to
 		// g after the reset: W lies in [d − g − h1 − h2, d + h1 + h2].
-		g := full[0].first.recv.Sub(full[0].before.sent)
-		if full[0].before.sent.IsZero() {
-			g = 0
+		// Epoch windows: W = e2 − e1; windows (or log entries) opened by
+		// the first admission after a reset: W = e2 − that admission.
+		// Either way W lies between these bounds, each instant known only
+		// between the refusal before it and the admission's response.
+		g1 := full[0]
+		before1 := g1.before.sent
+		if before1.IsZero() {
+			before1 = g1.first.sent
 		}
-		w = Number{Value: (d - g/2).Seconds(), Low: (d - g - h1 - h2).Seconds(), High: (d + h1 + h2).Seconds(), Pinned: true,
+		e2lo := full[1].before.sent
+		if e2lo.IsZero() {
+			e2lo = full[1].first.sent
+		}
+		lo, hi := e2lo.Sub(g1.first.recv), full[1].first.recv.Sub(before1)
+		w = Number{Value: (lo + hi).Seconds() / 2, Low: lo.Seconds(), High: hi.Seconds(), Pinned: true,
 			Evidence: fmt.Sprintf("the quota came back at once twice, %s apart (probing at %.0f/s)", fmtS(d), q)}
 	} else {
 		d := e1.Sub(t0)
