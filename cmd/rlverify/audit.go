@@ -38,6 +38,12 @@ fault method is given (--store-proxy, --toxiproxy, --on-inject). A plan that
 fails does not stop the others; each plan's history is kept in
 --out/AUDIT-ID/PLAN/ (--out/latest points at the newest audit).
 
+Against your own service without --policy, the policy is discovered first
+(as rlverify discover does, kept as discovered-policy.yaml), every report says
+"policy discovered, not declared", and what needs your promise (oversell,
+under-admission, fail-mode, …) is measured, not judged. With --policy,
+--discover puts each declared number beside the discovered one.
+
   rlverify audit --target http://127.0.0.1:8080 --policy my-policy.yaml
   rlverify audit --target http://127.0.0.1:8080 --policy p.yaml \
       --store-proxy 127.0.0.1:16379=127.0.0.1:6379 \
