@@ -284,7 +284,9 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 	// time gets nothing back from a counter before the next edge.
 	var edgeNote string
 	if !math.IsNaN(rt.Value) && m >= 4 && a >= 4 {
-		wr := Number{Value: float64(a) / rt.Value, Low: float64(a) / rt.High, High: float64(a) / math.Max(rt.Low, 1e-6), Pinned: true}
+		// ±10%: a counter's steady rate is N/W only on average over a
+		// window (its edges add or hold back one admission).
+		wr := Number{Value: float64(a) / rt.Value, Low: 0.9 * float64(a) / rt.High, High: 1.1 * float64(a) / math.Max(rt.Low, 1e-6), Pinned: true}
 		if wc, ok := snapEpoch(wr, nil, 0); ok && time.Until(deadline) > 2*wc+2*time.Second {
 			counter, ev, err := p.edgeTest(ctx, name, cl, a, wc, rt.Value)
 			if err != nil {
@@ -296,7 +298,7 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 				t.FamilyEvidence = fmt.Sprintf("admissions came back one at a time (at %.3g/s), but %s: a sliding counter, the previous window's weight fading", rt.Value, ev)
 				t.Capacity = Number{Value: n, Low: n, High: n, Pinned: true, Evidence: fmt.Sprintf("a burst on a fresh key admitted %d", a)}
 				t.Window = Number{Value: wc.Seconds(), Low: wc.Seconds(), High: wc.Seconds(), Pinned: true,
-					Evidence: fmt.Sprintf("the round window within N / the steady rate (%s … %s s) whose edge the quota waited for", fmtF(wr.Low), fmtF(wr.High))}
+					Evidence: fmt.Sprintf("the round window within N / the steady rate ±10%% for a counter's edges (%s … %s s) whose edge the quota waited for", fmtF(wr.Low), fmtF(wr.High))}
 				t.Rate = Number{Value: n / wc.Seconds(), Low: n / wc.Seconds(), High: n / wc.Seconds(), Pinned: true, Evidence: "N / W"}
 				t.Anchor, t.AnchorEvidence = policy.AnchorEpoch, fmt.Sprintf("nothing came back before the next multiple of %s in Unix time", wc)
 				return p.scope(ctx, name, deadline, cl, t, a)
@@ -423,11 +425,21 @@ func (p *prober) windowLike(ctx context.Context, name string, deadline time.Time
 		if before1.IsZero() {
 			before1 = g1.first.sent
 		}
-		e2lo := full[1].before.sent
-		if e2lo.IsZero() {
-			e2lo = full[1].first.sent
+		// The second reset is the first admission after the first run
+		// ended (a log frees one entry at a time: that admission may stand
+		// alone before the run).
+		next := full[1]
+		for i, r := range rs {
+			if r.first.sent.Equal(g1.first.sent) && i+1 < len(rs) {
+				next = rs[i+1]
+				break
+			}
 		}
-		lo, hi := e2lo.Sub(g1.first.recv), full[1].first.recv.Sub(before1)
+		e2lo := next.before.sent
+		if e2lo.IsZero() {
+			e2lo = next.first.sent
+		}
+		lo, hi := e2lo.Sub(g1.first.recv), next.first.recv.Sub(before1)
 		w = Number{Value: (lo + hi).Seconds() / 2, Low: lo.Seconds(), High: hi.Seconds(), Pinned: true,
 			Evidence: fmt.Sprintf("the quota came back at once twice, %s apart (probing at %.0f/s)", fmtS(d), q)}
 	} else {
