@@ -22,11 +22,23 @@ const (
 	// check's defect (Result.ExplainedBy): a symptom, not a cause. It
 	// merges above Pass and below Unknown; the defect itself fails.
 	Explained Verdict = "explained"
+	// Interrupted and Incomplete are verdicts of a whole run, never of one
+	// check: a signal or a kill cut the run (Interrupted), or a step of the
+	// plan could not be carried out, such as a fault that never happened
+	// (Incomplete). The checks judged only part of what the plan promised,
+	// so neither is ever shown as a pass; both merge below Fail (a
+	// violation in what was recorded is proven whatever came after).
+	Interrupted Verdict = "interrupted"
+	Incomplete  Verdict = "incomplete"
 )
 
 func (v Verdict) rank() int {
 	switch v {
 	case Fail:
+		return 6
+	case Interrupted:
+		return 5
+	case Incomplete:
 		return 4
 	case Unknown:
 		return 3
@@ -38,7 +50,8 @@ func (v Verdict) rank() int {
 	return 0
 }
 
-// Merge returns the more severe verdict: fail > unknown > explained > pass > skip.
+// Merge returns the more severe verdict: fail > interrupted > incomplete >
+// unknown > explained > pass > skip.
 func Merge(a, b Verdict) Verdict {
 	if b.rank() > a.rank() {
 		return b

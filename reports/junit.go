@@ -166,6 +166,14 @@ func junitSuiteOf(d *Document, name string) junitSuite {
 		s.Cases = append(s.Cases, tc)
 	}
 	junitThresholds(&s, d, classname)
+	if d.Verdict == checks.Interrupted || d.Verdict == checks.Incomplete {
+		// A cut run is an error of its own, so a CI that counts failures
+		// and errors never shows it green.
+		s.Errors++
+		s.Tests++
+		s.Cases = append(s.Cases, junitCase{Name: "run " + string(d.Verdict), Classname: classname, Time: "0.000",
+			Error: &junitProblem{Message: d.Reason, Type: string(d.Verdict), Text: Headline(d) + "\n"}})
+	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "requests %s\n", statsLine(d.Stats))
 	for _, l := range d.Policy.Limits {

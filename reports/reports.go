@@ -78,6 +78,14 @@ type Document struct {
 	Thresholds []thresholds.Result `json:"thresholds,omitempty"`
 }
 
+// MarkCut records that the run did not carry out its whole plan, and why:
+// its verdict becomes v (checks.Interrupted or checks.Incomplete) unless a
+// check failed, so no format shows a cut run as a pass.
+func (d *Document) MarkCut(v checks.Verdict, reason string) {
+	d.Interrupted, d.Reason = true, reason
+	d.Verdict = checks.Merge(d.Verdict, v)
+}
+
 // Unverified is a property a run did not verify.
 type Unverified struct {
 	Check  string `json:"check"`
@@ -130,9 +138,13 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 		Checks:    rs,
 		Truncated: h.Truncated,
 	}
-	if h.End == nil {
-		d.Interrupted, d.Reason = true, "the history has no end record (the run was killed or is still going)"
-	} else if h.End.Interrupted {
+	switch c, why := h.Completion(); {
+	case c == history.CutBySignal:
+		d.MarkCut(checks.Interrupted, why)
+	case c == history.CutShort:
+		d.MarkCut(checks.Incomplete, why)
+	case h.End.Interrupted:
+		// Stopped at a bound the user chose: complete for what was asked.
 		d.Interrupted, d.Reason = true, h.End.Reason
 	}
 	d.Policy = PolicySummary{Name: p.Name, Source: p.Source, FailMode: p.Failure.Mode}

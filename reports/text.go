@@ -27,7 +27,7 @@ func (t Text) paint(v checks.Verdict) string {
 		return "\x1b[32m" + s + "\x1b[0m"
 	case checks.Fail:
 		return "\x1b[31;1m" + s + "\x1b[0m"
-	case checks.Unknown:
+	case checks.Unknown, checks.Interrupted, checks.Incomplete:
 		return "\x1b[33m" + s + "\x1b[0m"
 	}
 	return "\x1b[2m" + s + "\x1b[0m"
@@ -374,6 +374,11 @@ func rateLine(ph history.Phase) string {
 // Headline is the verdict in words: the defect (the first of them, and how
 // many), why nothing could be judged, or what passed.
 func Headline(d *Document) string {
+	switch d.Verdict {
+	case checks.Interrupted, checks.Incomplete:
+		// Never "N checks passed": the checks judged part of the plan.
+		return fmt.Sprintf("%s; the checks judged only what was recorded (%s)", d.Reason, recordedTally(d.Checks))
+	}
 	switch {
 	case len(d.Defects) == 1:
 		return "1 defect: " + checks.DefectLine(d.Defects[0])
@@ -390,4 +395,13 @@ func Headline(d *Document) string {
 		n[r.Verdict]++
 	}
 	return fmt.Sprintf("%d checks passed, %d had nothing to judge", n[checks.Pass], n[checks.Skip])
+}
+
+// recordedTally is what the checks of a cut run said, in a few words.
+func recordedTally(rs []checks.Result) string {
+	n := map[checks.Verdict]int{}
+	for _, r := range rs {
+		n[r.Verdict]++
+	}
+	return fmt.Sprintf("%d passed, %d unknown, %d had nothing to judge", n[checks.Pass]+n[checks.Explained], n[checks.Unknown], n[checks.Skip])
 }

@@ -191,7 +191,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	}
 	err = conclude(r.doc, r.results, r.hist, f.formats, r.dir, fo, r.report, stderr)
 	var ee *exitError
-	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted ||
+	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted || ee.code == ExitRun ||
 		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
 	if r.runE != nil && ctx.Err() == nil && noFinding {
 		// The plan could not be carried out: what was recorded passed, but
@@ -457,12 +457,21 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 	switch fails := append(fo.fails(rs), fo.thresholdFails(doc.Thresholds)...); {
 	case len(fails) > 0:
 		return &exitError{code: ExitFail, fails: fails}
-	case doc.Interrupted && (h.End == nil || strings.HasPrefix(h.End.Reason, "interrupted")):
-		// Interrupted by a signal, or killed (no end record): the verdicts
-		// cover only part of the plan. Runs stopped by --max-* bounds the
-		// user chose are complete for what they asked.
+	}
+	return cutExit(doc, stderr)
+}
+
+// cutExit is the exit of a run that did not carry out its whole plan (nil
+// for any other): 130 when a signal or a kill cut it, 3 when a step could
+// not be done. Runs stopped by --max-* bounds the user chose are complete
+// for what they asked.
+func cutExit(doc *reports.Document, stderr io.Writer) error {
+	switch doc.Verdict {
+	case checks.Interrupted:
 		fmt.Fprintln(stderr, "rlverify: run interrupted; verdicts cover what was recorded")
 		return &exitError{code: ExitInterrupted}
+	case checks.Incomplete:
+		return runErr(fmt.Errorf("the run is incomplete (%s); verdicts cover what was recorded", doc.Reason))
 	}
 	return nil
 }

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/internal/testsvc"
+	"github.com/rlverify/rlverify/reports"
+)
+
+// rlCtx runs the CLI in process under ctx (a cancelled ctx is what a
+// signal does to a run) and returns stdout, stderr and the exit code.
+func rlCtx(t *testing.T, ctx context.Context, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := Run(ctx, args, &out, &errb)
+	code := 0
+	if err != nil {
+		var ee *exitError
+		require.True(t, errors.As(err, &ee), "%v", err)
+		code = ee.code
+		if ee.err != nil {
+			errb.WriteString(ee.err.Error())
+		}
+	}
+	return out.String(), errb.String(), code
+}
+
+// requireCutEverywhere checks that every report in dir says the run was
+// cut (verdict v: interrupted or incomplete), that the first stdout line
+// says so, and that `report --in` exits code for it.
+func requireCutEverywhere(t *testing.T, dir, stdout, v string, code int) {
+	t.Helper()
+	up := strings.ToUpper(v)
+	first, _, _ := strings.Cut(stdout, "\n")
+	require.True(t, strings.HasPrefix(first, up+": "), "the headline says %s: %q", up, first)
+	require.NotContains(t, first, "checks passed")
+	raw, err := os.ReadFile(filepath.Join(dir, "result.json"))
+	require.NoError(t, err)
+	var doc reports.Document
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.Equal(t, v, string(doc.Verdict), "result.json verdict")
+	require.True(t, doc.Interrupted)
+	junit, err := os.ReadFile(filepath.Join(dir, "report.junit.xml"))
+	require.NoError(t, err)
+	var suites struct {
+		Suites []struct {
+			Failures int `xml:"failures,attr"`
+			Errors   int `xml:"errors,attr"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal(junit, &suites))
+	require.NotEmpty(t, suites.Suites)
+	require.Positive(t, suites.Suites[0].Failures+suites.Suites[0].Errors, "JUnit is not green: %s", junit)
+	require.Contains(t, string(junit), `type="`+v+`"`)
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "**Verdict: "+up+"**")
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	require.NoError(t, err)
+	require.Contains(t, string(html), `<span class="badge `+v+`">`+up+`</span>`)
+	text, err := os.ReadFile(filepath.Join(dir, "report.txt"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(text), up+": "), "report.txt: %.80s", text)
+	out, stderr, got := rl(t, "report", "--in", filepath.Join(dir, "result.json"))
+	require.Equal(t, code, got, "report --in of a %s run; stderr:\n%s", v, stderr)
+	require.True(t, strings.HasPrefix(out, up+": "), out)
+}
+
+// Issue 26 item 5: a run cut by a signal said PASS in its saved reports.
+func TestCutRunIsInterruptedInEveryFormat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	plan := writeFile(t, "long.yaml", longRatePlan)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	stdout, stderr, code := rlCtx(t, ctx, "attack", "--plan", plan, "--out", dir, "--quiet",
+		"--format", "text,json,junit,md,html")
+	require.Equal(t, ExitInterrupted, code, stderr)
+	requireCutEverywhere(t, filepath.Join(dir, "latest"), stdout, "interrupted", ExitInterrupted)
+}
+
+// Issue 26 item 5: a fault hook that timed out (the fault never happened)
+// left a run whose saved verdict was PASS.
+func TestRunWithAFaultThatNeverHappenedIsIncomplete(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	url, stopSvc := testsvc.Serve(mustWindowed(t))
+	defer stopSvc()
+	dir := t.TempDir()
+	stdout, stderr, code := rl(t, "attack", "--target", url+"/search/x", "--plan", "store-outage",
+		"--on-inject", "store-down=sleep 10", "--hook-timeout", "200ms", "--out", dir, "--quiet",
+		"--format", "text,json,junit,md,html")
+	require.Equal(t, ExitRun, code, stderr)
+	require.Contains(t, stderr, "did not finish within 200ms")
+	requireCutEverywhere(t, filepath.Join(dir, "latest"), stdout, "incomplete", ExitRun)
+}
+
+// Issue 26 item 5: an interrupted audit wrote "pass" with the plans that
+// never ran simply missing.
+func TestInterruptedAuditListsThePlansThatNeverRan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, stderr, code := rlCtx(t, ctx, "audit", "--out", dir, "--format", "json,junit")
+	require.Equal(t, ExitInterrupted, code, stderr)
+	raw, err := os.ReadFile(filepath.Join(dir, "latest", "audit.json"))
+	require.NoError(t, err, stderr)
+	var a reports.Audit
+	require.NoError(t, json.Unmarshal(raw, &a))
+	require.Equal(t, "interrupted", string(a.Verdict))
+	notRun := 0
+	for _, p := range a.Plans {
+		if strings.Contains(p.Why, "the audit was interrupted") {
+			notRun++
+			require.False(t, p.Ran, p.Plan)
+			require.Equal(t, "interrupted", string(p.Verdict), p.Plan)
+		}
+	}
+	require.Positive(t, notRun, "the plans after the interruption are listed as not run: %+v", a.Plans)
+	junit, err := os.ReadFile(filepath.Join(dir, "latest", "audit.junit.xml"))
+	require.NoError(t, err)
+	require.Contains(t, string(junit), `type="interrupted"`)
+}
