@@ -267,3 +267,26 @@ func TestMissingHeadersAreMarked(t *testing.T) {
 	// Request 2 has no RateLimit field; 1, 3 and 4 have wrong ones.
 	assert.Equal(t, map[uint64]string{1: "", 2: CauseMissingHeader, 3: "", 4: ""}, causes)
 }
+
+// Issue 26 item 7: a downstream counter that went backwards (a restart
+// reset it) passed as "saw 0 arrivals". Each fixture under
+// testdata/unknown/downstream-reset-* (downstream-ok-readings with its
+// counter reset) must give UNKNOWN naming the reset; the intact run still
+// passes and downstream-bad-* still fail (TestFixtures).
+func TestDownstreamCounterResetIsUnknown(t *testing.T) {
+	files, err := filepath.Glob("testdata/unknown/downstream-reset-*.jsonl")
+	require.NoError(t, err)
+	require.Len(t, files, 2)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			h, p, _, _ := loadFixture(t, file)
+			r := Run(h, p, Options{Only: []string{"downstream"}})[0]
+			require.Equal(t, Unknown, r.Verdict, dump(r))
+			require.Contains(t, r.Summary, "counter went backwards")
+			require.NotEmpty(t, r.Evidence)
+			require.Equal(t, "counter-reset", r.Evidence[0].Cause)
+			require.Contains(t, r.Evidence[0].Message, "a counter reset")
+			require.NotContains(t, r.Summary, "saw")
+		})
+	}
+}

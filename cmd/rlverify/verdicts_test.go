@@ -6,9 +6,14 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,4 +142,60 @@ func TestInterruptedAuditListsThePlansThatNeverRan(t *testing.T) {
 	junit, err := os.ReadFile(filepath.Join(dir, "latest", "audit.junit.xml"))
 	require.NoError(t, err)
 	require.Contains(t, string(junit), `type="interrupted"`)
+}
+
+// restartingCounters serves root's downstream counters (JSON and
+// Prometheus) as they are for the first two reads (the baseline and after
+// the burst), then as a service that restarted would: every count back at 0.
+func restartingCounters(t *testing.T, root string) string {
+	t.Helper()
+	var reads atomic.Int64
+	zeroNumbers := regexp.MustCompile(`(":\s*)\d+`)
+	zeroSamples := regexp.MustCompile(`(?m)^(upstream_forwarded_total\{[^}]*\}) \d+(\.\d+)?(e[+-]?\d+)?$`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, err := http.Get(root + r.URL.Path)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if reads.Add(1) > 2 {
+			if r.URL.Path == testsvc.UpstreamPath {
+				b = zeroNumbers.ReplaceAll(b, []byte("${1}0"))
+			} else {
+				b = zeroSamples.ReplaceAll(b, []byte("${1} 0"))
+			}
+		}
+		w.Header().Set("Content-Type", res.Header.Get("Content-Type"))
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Issue 26 item 7: a downstream counter that went backwards (a restart)
+// passed as "saw 0 arrivals", read as JSON or as Prometheus.
+func TestDownstreamCounterResetIsNotAPass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	for _, reader := range []string{"json", "prometheus"} {
+		t.Run(reader, func(t *testing.T) {
+			svc := testService(t, "windowed")
+			root := strings.TrimSuffix(svc[1], "/search/items")
+			counters := restartingCounters(t, root)
+			from := []string{"--downstream-json", counters + testsvc.UpstreamPath, "--downstream-by-key", "forwarded.by_key"}
+			if reader == "prometheus" {
+				from = []string{"--downstream-prometheus", counters + testsvc.MetricsPath, "--downstream-metric", testsvc.ForwardedMetric}
+			}
+			got, doc := serviceVerdicts(t, "concurrent-burst", append(svc, from...))
+			require.Equal(t, "unknown", got["downstream"], "%+v", doc.Checks)
+			for _, c := range doc.Checks {
+				if c.Name == "downstream" {
+					require.Contains(t, c.Summary, "counter went backwards")
+				}
+			}
+		})
+	}
 }
