@@ -30,10 +30,16 @@ const (
 	// violation in what was recorded is proven whatever came after).
 	Interrupted Verdict = "interrupted"
 	Incomplete  Verdict = "incomplete"
+	// Modified is the verdict of a history edited after the run (its end
+	// record's digest does not match): no verdict drawn from it stands,
+	// so it merges above Fail.
+	Modified Verdict = "modified"
 )
 
 func (v Verdict) rank() int {
 	switch v {
+	case Modified:
+		return 7
 	case Fail:
 		return 6
 	case Interrupted:
@@ -50,7 +56,7 @@ func (v Verdict) rank() int {
 	return 0
 }
 
-// Merge returns the more severe verdict: fail > interrupted > incomplete >
+// Merge returns the more severe verdict: modified > fail > interrupted > incomplete >
 // unknown > explained > pass > skip.
 func Merge(a, b Verdict) Verdict {
 	if b.rank() > a.rank() {
@@ -102,6 +108,13 @@ type Result struct {
 	// ExplainedBy names the check whose defect explains this check's
 	// violations (Verdict Explained).
 	ExplainedBy string `json:"explained_by,omitempty"`
+	// Slack names every allowance the check used beyond the exact
+	// arithmetic (clock_quantum, --clock-skew, tolerances); its summary
+	// names them too.
+	Slack []Slack `json:"slack,omitempty"`
+	// Warnings say where a slack is wider than the run's own timing
+	// uncertainty: the verdict may hold only because of it.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Options tune the checks.

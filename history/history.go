@@ -269,6 +269,11 @@ type End struct {
 	// intended time; Dropped those the engine could not send at all.
 	Late    int64 `json:"late,omitempty"`
 	Dropped int64 `json:"dropped,omitempty"`
+	// Digest is "crc32c:" and the CRC-32C of the file before this line and
+	// of this line without its digest field (see digest.go): a check that
+	// the history was not edited after the run. Written last; empty in
+	// histories from before digests and from importers.
+	Digest string `json:"digest,omitempty"`
 }
 
 // History is a whole run in memory.
@@ -287,6 +292,14 @@ type History struct {
 	// Source names where the history was read from (the file), for
 	// messages; empty for a history built in memory or merged.
 	Source string
+	// Integrity is what the end record's digest says about the file as
+	// read ("" for a history built in memory). A merge is Modified when
+	// any shard is, naming it in ModifiedShards.
+	Integrity      Integrity
+	ModifiedShards []string
+	// MissingShards names the shards of the run's split (e.g. "2/3") that
+	// were not given: the history covers part of the run.
+	MissingShards []string
 }
 
 // Stats counts outcomes.

@@ -166,7 +166,7 @@ func junitSuiteOf(d *Document, name string) junitSuite {
 		s.Cases = append(s.Cases, tc)
 	}
 	junitThresholds(&s, d, classname)
-	if d.Verdict == checks.Interrupted || d.Verdict == checks.Incomplete {
+	if d.Verdict == checks.Interrupted || d.Verdict == checks.Incomplete || d.Verdict == checks.Modified {
 		// A cut run is an error of its own, so a CI that counts failures
 		// and errors never shows it green.
 		s.Errors++
@@ -184,6 +184,9 @@ func junitSuiteOf(d *Document, name string) junitSuite {
 	}
 	if d.Interrupted {
 		fmt.Fprintf(&out, "INTERRUPTED: %s\n", d.Reason)
+	}
+	for _, w := range d.Warnings {
+		fmt.Fprintf(&out, "WARNING: %s\n", w)
 	}
 	s.SystemOut = out.String()
 	return s

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -76,6 +77,13 @@ type Document struct {
 	// Thresholds are the run's pass/fail criteria judged (see
 	// SetThresholds); their verdicts are merged into Verdict.
 	Thresholds []thresholds.Result `json:"thresholds,omitempty"`
+	// Integrity is what the history's digest said: intact, modified,
+	// no-digest (older or imported histories), no-end (a cut run); empty
+	// for a history built in memory.
+	Integrity string `json:"integrity,omitempty"`
+	// Warnings are the checks' warnings (a slack wider than the run's own
+	// timing uncertainty), shown right under the verdict in every format.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // MarkCut records that the run did not carry out its whole plan, and why:
@@ -138,6 +146,17 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 		Checks:    rs,
 		Truncated: h.Truncated,
 	}
+	if len(h.MissingShards) > 0 {
+		d.MarkCut(checks.Incomplete, fmt.Sprintf("shard %s of the run is missing (give every shard's history: --history A --history B …)", strings.Join(h.MissingShards, ", ")))
+	}
+	d.Integrity = string(h.Integrity)
+	switch h.Integrity {
+	case history.Modified:
+		d.Verdict = checks.Modified
+		d.Warnings = append(d.Warnings, fmt.Sprintf("%s (%s): the verdicts below judge an edited record", h.IntegrityNote(), strings.Join(h.ModifiedShards, ", ")))
+	case history.NoDigest:
+		d.Run.Notes = append(slices.Clip(d.Run.Notes), h.IntegrityNote())
+	}
 	switch c, why := h.Completion(); {
 	case c == history.CutBySignal:
 		d.MarkCut(checks.Interrupted, why)
@@ -180,6 +199,7 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 		if r.Verdict == checks.Skip {
 			d.NotVerified = append(d.NotVerified, Unverified{Check: r.Name, Reason: r.Summary})
 		}
+		d.Warnings = append(d.Warnings, r.Warnings...)
 	}
 	d.Keys = keyStats(h, p, oc, groups)
 	d.Footprint = footprint(h.Samples)

@@ -25,7 +25,7 @@ func (t Text) paint(v checks.Verdict) string {
 	switch v {
 	case checks.Pass:
 		return "\x1b[32m" + s + "\x1b[0m"
-	case checks.Fail:
+	case checks.Fail, checks.Modified:
 		return "\x1b[31;1m" + s + "\x1b[0m"
 	case checks.Unknown, checks.Interrupted, checks.Incomplete:
 		return "\x1b[33m" + s + "\x1b[0m"
@@ -45,6 +45,9 @@ func (t Text) Render(w io.Writer, d *Document) error {
 func (t Text) render(w io.Writer, d *Document) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s\n", t.paint(d.Verdict), Headline(d))
+	for _, w := range d.Warnings {
+		fmt.Fprintf(&b, "WARNING: %s\n", w)
+	}
 	fmt.Fprintf(&b, "rlverify: plan %s", orDash(d.Run.Plan))
 	if d.Run.Limiter != "" {
 		fmt.Fprintf(&b, " · limiter %s", d.Run.Limiter)
@@ -375,6 +378,8 @@ func rateLine(ph history.Phase) string {
 // many), why nothing could be judged, or what passed.
 func Headline(d *Document) string {
 	switch d.Verdict {
+	case checks.Modified:
+		return fmt.Sprintf("the history was modified after the run (its digest does not match): no verdict drawn from it stands (%s)", recordedTally(d.Checks))
 	case checks.Interrupted, checks.Incomplete:
 		// Never "N checks passed": the checks judged part of the plan.
 		return fmt.Sprintf("%s; the checks judged only what was recorded (%s)", d.Reason, recordedTally(d.Checks))

@@ -454,6 +454,9 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
 	}
+	if doc.Verdict == checks.Modified {
+		return cutExit(doc, stderr)
+	}
 	switch fails := append(fo.fails(rs), fo.thresholdFails(doc.Thresholds)...); {
 	case len(fails) > 0:
 		return &exitError{code: ExitFail, fails: fails}
@@ -463,10 +466,13 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 
 // cutExit is the exit of a run that did not carry out its whole plan (nil
 // for any other): 130 when a signal or a kill cut it, 3 when a step could
-// not be done. Runs stopped by --max-* bounds the user chose are complete
+// not be done; and 2 for a history modified after the run. Runs stopped by --max-* bounds the user chose are complete
 // for what they asked.
 func cutExit(doc *reports.Document, stderr io.Writer) error {
 	switch doc.Verdict {
+	case checks.Modified:
+		// A history error (exit 2), whatever the checks said of it.
+		return usageErr("the history was modified after the run (its end record's digest does not match); no verdict drawn from it stands: see docs/history.md")
 	case checks.Interrupted:
 		fmt.Fprintln(stderr, "rlverify: run interrupted; verdicts cover what was recorded")
 		return &exitError{code: ExitInterrupted}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/internal/testsvc"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -196,6 +197,64 @@ func TestDownstreamCounterResetIsNotAPass(t *testing.T) {
 					require.Contains(t, c.Summary, "counter went backwards")
 				}
 			}
+		})
+	}
+}
+
+// Issue 26 item 8: clock_quantum 10s turned a racy bucket's oversell (100
+// admitted where 10 fit) into a PASS with no mention, from a policy file
+// or from a history header edited to say so. The slack is now named in
+// the check's summary and JSON, and the report warns under its verdict.
+func TestSlackIsNamedAndAWideOneWarns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	dir := t.TempDir()
+	_, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--limiter", "faulty/racy-token-bucket", "--out", dir, "--quiet")
+	require.Equal(t, ExitFail, code, stderr)
+	hist := filepath.Join(dir, "latest", "history.jsonl")
+	raw, err := os.ReadFile(hist)
+	require.NoError(t, err)
+	def, err := os.ReadFile(filepath.Join("..", "..", "policies", "faster-refill.yaml"))
+	require.NoError(t, err)
+	wide := writeFile(t, "wide.yaml", strings.Replace(string(def), "rate: 5.5/s", "rate: 5/s", 1)+"clock_quantum: 10s\n")
+	// The forged header: the declared policy the history carries, edited.
+	header, rest, _ := bytes.Cut(raw, []byte("\n"))
+	var run map[string]any
+	require.NoError(t, json.Unmarshal(header, &run))
+	declared := run["declared"].(map[string]any)
+	declared["clock_quantum"] = int64(10 * time.Second)
+	header, err = json.Marshal(run)
+	require.NoError(t, err)
+	forged := writeFile(t, "forged.jsonl", string(header)+"\n"+string(rest))
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"policy file", []string{"check", "--history", hist, "--policy", wide}},
+		{"forged header", []string{"check", "--history", forged}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stderr, _ := rl(t, append(tc.args, "--format", "json")...)
+			var doc reports.Document
+			require.NoError(t, json.Unmarshal([]byte(out), &doc), stderr)
+			var oversell *checks.Result
+			for i := range doc.Checks {
+				if doc.Checks[i].Name == "oversell" {
+					oversell = &doc.Checks[i]
+				}
+			}
+			require.NotNil(t, oversell)
+			require.Contains(t, oversell.Summary, "clock_quantum 10s", "the summary names the slack")
+			require.NotEmpty(t, oversell.Slack)
+			require.Equal(t, "clock_quantum", oversell.Slack[0].Name)
+			require.Equal(t, int64(10*time.Second), oversell.Slack[0].Ns)
+			require.NotEmpty(t, oversell.Warnings)
+			require.Contains(t, doc.Warnings[0], "oversell: clock_quantum 10s is wider than this run's own timing uncertainty")
+			text, _, _ := rl(t, tc.args...)
+			lines := strings.SplitN(text, "\n", 3)
+			require.Len(t, lines, 3)
+			require.True(t, strings.HasPrefix(lines[1], "WARNING: oversell: clock_quantum 10s"), "the warning is in the headline area: %q", lines[:2])
 		})
 	}
 }
