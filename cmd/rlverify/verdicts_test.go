@@ -258,3 +258,65 @@ func TestSlackIsNamedAndAWideOneWarns(t *testing.T) {
 		})
 	}
 }
+
+// Issue 26 item 9: a history edited after the run (admitted events
+// deleted, checks_off added to the declared policy, recv widened) was
+// judged like the run's own record; one shard checked alone passed as the
+// whole run.
+func TestCheckTellsAModifiedHistoryAndMissingShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	dir := t.TempDir()
+	_, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--limiter", "faulty/racy-token-bucket", "--out", dir, "--quiet")
+	require.Equal(t, ExitFail, code, stderr)
+	hist := filepath.Join(dir, "latest", "history.jsonl")
+	raw, err := os.ReadFile(hist)
+	require.NoError(t, err)
+	out, stderr, code := rl(t, "check", "--history", hist, "--format", "json")
+	require.Equal(t, ExitFail, code, stderr)
+	require.Equal(t, "intact", decodeDoc(t, out).Integrity, "the run's own history")
+
+	lines := strings.SplitAfter(string(raw), "\n")
+	var kept []string
+	admitted := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, `{"t":"e",`) && strings.Contains(l, `"status":200`) {
+			if admitted++; admitted > 10 {
+				continue // the oversold admissions, deleted
+			}
+		}
+		kept = append(kept, l)
+	}
+	var header map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &header))
+	header["declared"].(map[string]any)["checks_off"] = []string{"oversell"}
+	hb, err := json.Marshal(header)
+	require.NoError(t, err)
+	for _, tc := range []struct{ name, content string }{
+		{"admitted events deleted", strings.Join(kept, "")},
+		{"checks_off added to the declared policy", string(hb) + "\n" + strings.Join(lines[1:], "")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := writeFile(t, "edited.jsonl", tc.content)
+			out, stderr, code := rl(t, "check", "--history", file)
+			require.Equal(t, ExitUsage, code, stderr)
+			require.True(t, strings.HasPrefix(out, "MODIFIED: the history was modified after the run"), out)
+			require.Contains(t, out, "WARNING: the history was modified after the run")
+			require.Contains(t, stderr, "digest does not match")
+			out, _, _ = rl(t, "check", "--history", file, "--format", "json")
+			doc := decodeDoc(t, out)
+			require.Equal(t, "modified", string(doc.Verdict))
+			require.Equal(t, "modified", doc.Integrity)
+		})
+	}
+
+	a, b, pol := shardHistories(t)
+	for _, shard := range []struct{ file, missing string }{{a, "2/2"}, {b, "1/2"}} {
+		out, stderr, code := rl(t, "check", "--history", shard.file, "--policy", pol)
+		require.Equal(t, ExitRun, code, stderr)
+		require.True(t, strings.HasPrefix(out, "INCOMPLETE: shard "+shard.missing+" of the run is missing"), out)
+	}
+	_, stderr, code = rl(t, "check", "--history", a, "--history", b, "--policy", pol)
+	require.Equal(t, ExitPass, code, "both shards: the whole run; stderr:\n%s", stderr)
+}
