@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/envs/redisproc"
 	"github.com/rlverify/rlverify/internal/testsvc"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -319,4 +320,42 @@ func TestCheckTellsAModifiedHistoryAndMissingShards(t *testing.T) {
 	}
 	_, stderr, code = rl(t, "check", "--history", a, "--history", b, "--policy", pol)
 	require.Equal(t, ExitPass, code, "both shards: the whole run; stderr:\n%s", stderr)
+}
+
+// Issue 26 item 6 (and issue 27): a fault that never took effect gave a
+// false FAIL: a hook that succeeds and does nothing, or a store proxy no
+// traffic goes through, against a correct service. The same service with a
+// real outage still passes and one that breaks its declared mode still
+// fails (TestStoreProxyFaultsAServiceWeDidNotStart,
+// TestFaultHooksStopAndStartTheServicesRedis).
+func TestAFaultThatNeverTookEffectIsUnknown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	if err := redisproc.Available(); err != nil {
+		t.Skip(err)
+	}
+	rs, err := redisproc.Start()
+	require.NoError(t, err)
+	defer rs.Stop()
+	for _, tc := range []struct {
+		name  string
+		fault []string
+		why   string
+	}{
+		{"a hook that does nothing", []string{"--on-inject", "store-down=true"}, "the fault hook ran but no behaviour changed"},
+		{"a store proxy the service does not use", []string{"--store-proxy", freeAddr(t) + "=" + rs.Addr}, "the fault's injection but no behaviour changed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The service talks to Redis directly, never through the proxy.
+			args := append(append([]string{"attack", "--plan", "store-outage", "--out", t.TempDir(), "--quiet", "--fail-on", "none", "--format", "json"},
+				tc.fault...), redisBucketBehind(t, rs.Addr, "redisbucket")...)
+			out, stderr, code := rl(t, args...)
+			require.Equal(t, ExitPass, code, "stderr:\n%s", stderr)
+			v, sum := checkOf(t, out, "fail-mode")
+			require.Equal(t, "unknown", v, sum)
+			require.Contains(t, sum, tc.why)
+			require.Contains(t, sum, "the fault may never have happened")
+		})
+	}
 }
