@@ -18,7 +18,8 @@ import (
 // never went down). So in an external run a store fault counts only when
 // the service's behaviour observably changed during it, against the same
 // span before the fault (after it, when nothing came before): the shares
-// of admitted, rejected and failed requests, or the decision latency.
+// of admitted, rejected and failed requests or of a status (a fail-closed
+// service answers 503 where it answered 429), or the decision latency.
 
 // Thresholds of an observable change.
 const (
@@ -33,11 +34,14 @@ const (
 // spanStats are the outcomes of the requests decided within a span.
 type spanStats struct {
 	n, adm, rej, errs int
-	lats              []int64
+	// status counts the requests by HTTP status (0: no response): a
+	// fail-closed service answers 503 where it answered 429.
+	status map[int]int
+	lats   []int64
 }
 
 func (ix *index) spanStats(from, to int64) spanStats {
-	var s spanStats
+	s := spanStats{status: map[int]int{}}
 	if to <= from {
 		return s
 	}
@@ -48,6 +52,7 @@ func (ix *index) spanStats(from, to int64) spanStats {
 				continue
 			}
 			s.n++
+			s.status[e.Status]++
 			switch r.out {
 			case history.Admitted:
 				s.adm++
@@ -101,6 +106,19 @@ func (ix *index) faultTookEffect(fault history.Fault, from, to int64) (bool, str
 	}{{"admitted", during.adm, ref.adm}, {"rejected", during.rej, ref.rej}, {"failed", during.errs, ref.errs}} {
 		if d, r := share(c.dk, during.n), share(c.rk, ref.n); math.Abs(d-r) >= effectShare {
 			return true, fmt.Sprintf("%.0f%% %s during the fault, %.0f%% %s it", d*100, c.what, r*100, where)
+		}
+	}
+	codes := make([]int, 0, len(during.status)+len(ref.status))
+	for c := range during.status {
+		codes = append(codes, c)
+	}
+	for c := range ref.status {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	for _, c := range slices.Compact(codes) {
+		if d, r := share(during.status[c], during.n), share(ref.status[c], ref.n); math.Abs(d-r) >= effectShare {
+			return true, fmt.Sprintf("%.0f%% status %d during the fault, %.0f%% %s it", d*100, c, r*100, where)
 		}
 	}
 	if md, mr := during.median(), ref.median(); md >= 2*mr && time.Duration(md-mr) >= effectLatency {

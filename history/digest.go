@@ -29,7 +29,7 @@ const (
 	// run (or damaged).
 	Modified Integrity = "modified"
 	// NoDigest: an end record without a digest (written by an rlverify
-	// before digests, or by an importer): nothing can be said.
+	// from before digests, or by hand): nothing can be said.
 	NoDigest Integrity = "no-digest"
 	// NoEnd: no end record (a run killed or still going): nothing to check
 	// against.
@@ -141,7 +141,7 @@ func (h *History) IntegrityNote() string {
 	case Modified:
 		return fmt.Sprintf("the history was modified after the run: its end record's digest (%s) does not match its content", strings.TrimSpace(h.End.Digest))
 	case NoDigest:
-		return "the history's end record carries no digest (written before digests, or imported): edits cannot be detected"
+		return "the history's end record carries no digest (written by an rlverify from before digests, or by hand): edits cannot be detected"
 	}
 	return ""
 }

@@ -272,7 +272,7 @@ type End struct {
 	// Digest is "crc32c:" and the CRC-32C of the file before this line and
 	// of this line without its digest field (see digest.go): a check that
 	// the history was not edited after the run. Written last; empty in
-	// histories from before digests and from importers.
+	// histories from before digests.
 	Digest string `json:"digest,omitempty"`
 }
 

@@ -382,7 +382,11 @@ func Headline(d *Document) string {
 		return fmt.Sprintf("the history was modified after the run (its digest does not match): no verdict drawn from it stands (%s)", recordedTally(d.Checks))
 	case checks.Interrupted, checks.Incomplete:
 		// Never "N checks passed": the checks judged part of the plan.
-		return fmt.Sprintf("%s; the checks judged only what was recorded (%s)", d.Reason, recordedTally(d.Checks))
+		why := d.Reason
+		if d.Verdict == checks.Interrupted {
+			why = "the run was cut short (" + strings.TrimPrefix(why, history.ReasonSignal) + ")"
+		}
+		return fmt.Sprintf("%s; the checks judged only what was recorded (%s)", why, recordedTally(d.Checks))
 	}
 	switch {
 	case len(d.Defects) == 1:
