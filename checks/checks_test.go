@@ -316,3 +316,25 @@ func TestSlackIsNamed(t *testing.T) {
 	require.Contains(t, u.Summary, "tolerance.timing (default)", "the default timing tolerance is named too")
 	require.Empty(t, u.Warnings, "a default derived from the run's own latency does not warn")
 }
+
+// Issue 26 item 6: in an external run (a hook or proxy on someone else's
+// service) a store fault whose window shows no change of behaviour is not
+// evidence about the failure mode: UNKNOWN, where the old check said FAIL
+// ("fail-closed must reject"). The same run with the outage visible (503s
+// where 429s were) is judged, and passes.
+func TestFailModeNeedsAFaultThatTookEffect(t *testing.T) {
+	h, p, _, _ := loadFixture(t, "testdata/unknown/fail-mode-noeffect.jsonl")
+	r := Run(h, p, Options{Only: []string{"fail-mode"}})[0]
+	require.Equal(t, Unknown, r.Verdict, dump(r))
+	require.Contains(t, r.Summary, "the fault hook ran but no behaviour changed")
+	require.Contains(t, r.Summary, "the fault may never have happened")
+
+	h, p, _, _ = loadFixture(t, "testdata/unknown/fail-mode-effect.jsonl")
+	r = Run(h, p, Options{Only: []string{"fail-mode"}})[0]
+	require.Equal(t, Pass, r.Verdict, dump(r))
+
+	h, p, _, _ = loadFixture(t, "testdata/unknown/fail-mode-noeffect.jsonl")
+	h.Run.Env = "embedded" // a store rlverify runs: the fault is real
+	r = Run(h, p, Options{Only: []string{"fail-mode"}})[0]
+	require.Equal(t, Fail, r.Verdict, dump(r))
+}
