@@ -1,0 +1,415 @@
+package calibrate
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/importers"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// The formats Read understands.
+const (
+	// Combined is the nginx/Apache combined log format, optionally followed
+	// by more fields (quoted or bare) such as "$http_x_api_key".
+	Combined = "combined"
+	// JSON is one JSON object per line (nginx escape=json, Caddy, Envoy,
+	// most log shippers).
+	JSON = "json"
+	// History is an rlverify history (attack --history, import -o).
+	History = "history"
+)
+
+// Formats lists every format Read takes: the access-log formats, rlverify
+// histories and the importers' formats.
+func Formats() []string {
+	return append([]string{Combined, JSON, History}, importers.Formats()...)
+}
+
+// DefaultMaxDisorder is how far back in time a line may go, against the
+// latest line before it in the same file, and still be sorted into place.
+// Web servers write a line when the response ends, so lines are out of
+// request order by up to the slowest response.
+const DefaultMaxDisorder = time.Minute
+
+// maxListed bounds the malformed lines a Traffic lists one by one (all are
+// counted).
+const maxListed = 20
+
+// ReadOptions say how to read traffic. The zero value is not enough: a
+// format and, for access logs, where the key is must be given.
+type ReadOptions struct {
+	// Format is one of Formats().
+	Format string
+	// KeyField is where each request's key is. Combined: ip, user, or
+	// extraN (the N-th field after the user agent, from 1). JSON: a field
+	// name, dotted for nested objects (headers.x-api-key). vegeta and k6:
+	// the importers' key tag. HAR and histories: leave empty (the policy's
+	// identity, and the history's keys, say it).
+	KeyField string
+	// KeyRegex, instead of KeyField, takes the key from the first capture
+	// group of a regular expression matched against the raw line (combined
+	// and JSON): `Bearer ([A-Za-z0-9._-]+)`.
+	KeyRegex *regexp.Regexp
+	// TimeField, StatusField and RouteField name JSON fields (defaults
+	// time, status, path).
+	TimeField, StatusField, RouteField string
+	// TimeUnit is the unit of numeric JSON times: s (default), ms, us, ns.
+	TimeUnit string
+	// SkipMalformed skips lines that cannot be read (each is counted and
+	// the first 20 listed with their line numbers). Without it the first
+	// one is an error.
+	SkipMalformed bool
+	// MaxDisorder bounds how far back a line's time may go (default
+	// DefaultMaxDisorder); a line further back is an error: logs that are
+	// concatenated out of order must be given as separate files or sorted.
+	MaxDisorder time.Duration
+	// Policy is the identity the HAR importer reads keys with (default:
+	// the built-in policy).
+	Policy *policy.Policy
+}
+
+// Malformed is one line that could not be read.
+type Malformed struct {
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Reason string `json:"reason"`
+}
+
+// FileSummary says what was read from one input.
+type FileSummary struct {
+	Name      string `json:"name"`
+	Format    string `json:"format"`
+	Gzip      bool   `json:"gzip,omitempty"`
+	Lines     int    `json:"lines"`
+	Requests  int    `json:"requests"`
+	Malformed int    `json:"malformed"`
+	// Keyless counts requests without a key (an empty value or "-"): they
+	// are not replayed, since no per-key limit would see them as one key.
+	Keyless int `json:"keyless"`
+	// Reordered counts lines earlier than a line before them (within
+	// MaxDisorder), sorted into place.
+	Reordered int `json:"reordered"`
+}
+
+// Traffic is the arrivals of every key, held compactly: per key its
+// arrival times (Unix ns, ascending) and statuses. Build it with Read.
+type Traffic struct {
+	Files     []FileSummary `json:"files"`
+	Malformed []Malformed   `json:"malformed,omitempty"`
+
+	keys   []string
+	index  map[string]int32
+	times  [][]int64
+	status [][]uint16
+	routes map[string]int // requests per route (at most maxRoutes)
+}
+
+// maxRoutes bounds the distinct routes counted.
+const maxRoutes = 1000
+
+// Keys is the number of distinct keys.
+func (t *Traffic) Keys() int { return len(t.keys) }
+
+// Requests is the number of keyed requests.
+func (t *Traffic) Requests() int {
+	n := 0
+	for _, ts := range t.times {
+		n += len(ts)
+	}
+	return n
+}
+
+// Span returns the first and last arrival (Unix ns).
+func (t *Traffic) Span() (first, last int64) {
+	first, last = 1<<62, -1<<62
+	for _, ts := range t.times {
+		if len(ts) > 0 {
+			first, last = min(first, ts[0]), max(last, ts[len(ts)-1])
+		}
+	}
+	return first, last
+}
+
+// Input is one source of traffic.
+type Input struct {
+	// Name names it in messages ("access.log", "stdin").
+	Name string
+	R    io.Reader
+}
+
+// InputError is an error about the content of an input; its message names
+// the file and line.
+type InputError struct{ msg string }
+
+func (e *InputError) Error() string { return e.msg }
+
+func inputErr(format string, args ...any) error {
+	return &InputError{msg: fmt.Sprintf(format, args...)}
+}
+
+// Read reads every input in o.Format into one Traffic. A gzip stream
+// (recognised by its magic bytes, whatever the name) is decompressed as it
+// is read. Lines that cannot be read are an error naming the file and line,
+// or, with SkipMalformed, counted and listed; lines out of order by at most
+// MaxDisorder are sorted into place, further back is an error.
+func Read(inputs []Input, o ReadOptions) (*Traffic, error) {
+	if !slices.Contains(Formats(), o.Format) {
+		return nil, fmt.Errorf("calibrate: unknown format %q: want %s", o.Format, strings.Join(Formats(), ", "))
+	}
+	if o.MaxDisorder == 0 {
+		o.MaxDisorder = DefaultMaxDisorder
+	}
+	if o.MaxDisorder < 0 {
+		return nil, fmt.Errorf("calibrate: max disorder %s is negative", o.MaxDisorder)
+	}
+	if len(inputs) == 0 {
+		return nil, errors.New("calibrate: no traffic given")
+	}
+	var lp lineParser
+	switch o.Format {
+	case Combined, JSON:
+		var err error
+		if lp, err = newLineParser(&o); err != nil {
+			return nil, err
+		}
+	case History:
+		if o.KeyField != "" || o.KeyRegex != nil {
+			return nil, fmt.Errorf("calibrate: a history carries its keys: drop the key field %q", o.KeyField)
+		}
+	}
+	t := &Traffic{index: map[string]int32{}, routes: map[string]int{}}
+	for _, in := range inputs {
+		br := bufio.NewReaderSize(in.R, 1<<20)
+		fs := FileSummary{Name: in.Name, Format: o.Format}
+		var r io.Reader = br
+		if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+			zr, err := gzip.NewReader(br)
+			if err != nil {
+				return nil, inputErr("%s: gzip: %v", in.Name, err)
+			}
+			fs.Gzip = true
+			r = failFast{zr}
+		}
+		var err error
+		switch o.Format {
+		case Combined, JSON:
+			err = t.readLines(in.Name, r, lp, &o, &fs)
+		default:
+			err = t.readHistory(in.Name, r, &o, &fs)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if fs.Requests == 0 {
+			if fs.Keyless > 0 {
+				return nil, inputErr("%s: none of its %d requests has a key in %s (every value was empty or \"-\"): give the field or regex that holds the API key, bearer token or address", in.Name, fs.Keyless, o.keyWhere())
+			}
+			return nil, inputErr("%s: no requests in %d lines", in.Name, fs.Lines)
+		}
+		t.Files = append(t.Files, fs)
+	}
+	t.sortArrivals()
+	return t, nil
+}
+
+func (o *ReadOptions) keyWhere() string {
+	if o.KeyRegex != nil {
+		return fmt.Sprintf("the key regex %q", o.KeyRegex.String())
+	}
+	if o.KeyField == "" {
+		return "the policy's identity"
+	}
+	return fmt.Sprintf("the key field %q", o.KeyField)
+}
+
+// add records one arrival.
+func (t *Traffic) add(key []byte, at int64, status int, route []byte) {
+	i, ok := t.index[string(key)]
+	if !ok {
+		i = int32(len(t.keys))
+		k := string(key)
+		t.index[k] = i
+		t.keys = append(t.keys, k)
+		t.times = append(t.times, nil)
+		t.status = append(t.status, nil)
+	}
+	t.times[i] = append(t.times[i], at)
+	t.status[i] = append(t.status[i], uint16(min(max(status, 0), 65535)))
+	if len(route) > 0 {
+		if n, ok := t.routes[string(route)]; ok {
+			t.routes[string(route)] = n + 1
+		} else if len(t.routes) < maxRoutes {
+			t.routes[string(route)] = 1
+		}
+	}
+}
+
+// sortArrivals puts every key's arrivals in time order (stable: equal
+// times keep their order in the input).
+func (t *Traffic) sortArrivals() {
+	for i, ts := range t.times {
+		if slices.IsSorted(ts) {
+			continue
+		}
+		sort.Stable(byTime{ts, t.status[i]})
+	}
+}
+
+type byTime struct {
+	t []int64
+	s []uint16
+}
+
+func (b byTime) Len() int           { return len(b.t) }
+func (b byTime) Less(i, j int) bool { return b.t[i] < b.t[j] }
+func (b byTime) Swap(i, j int) {
+	b.t[i], b.t[j] = b.t[j], b.t[i]
+	b.s[i], b.s[j] = b.s[j], b.s[i]
+}
+
+func (t *Traffic) malformed(o *ReadOptions, fs *FileSummary, line int, reason string) error {
+	if !o.SkipMalformed {
+		return inputErr("%s:%d: %s (--skip-malformed skips such lines, counted and listed)", fs.Name, line, reason)
+	}
+	fs.Malformed++
+	if len(t.Malformed) < maxListed {
+		t.Malformed = append(t.Malformed, Malformed{File: fs.Name, Line: line, Reason: reason})
+	}
+	return nil
+}
+
+// readLines reads an access log line by line.
+func (t *Traffic) readLines(name string, r io.Reader, lp lineParser, o *ReadOptions, fs *FileSummary) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<20), 1<<20)
+	var latest int64
+	latestLine := 0
+	first := true
+	var rec parsed
+	for sc.Scan() {
+		fs.Lines++
+		b := sc.Bytes()
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		rec = parsed{}
+		if reason := lp.parse(b, &rec); reason != "" {
+			if other := looksLike(b); other != "" && other != o.Format {
+				reason += fmt.Sprintf("; the line looks like %s, not %s (mixed formats? give each file with its own --format run)", other, o.Format)
+				if first {
+					return inputErr("%s:%d: %s", name, fs.Lines, reason)
+				}
+			}
+			if err := t.malformed(o, fs, fs.Lines, reason); err != nil {
+				return err
+			}
+			continue
+		}
+		first = false
+		if len(rec.key) == 0 || (len(rec.key) == 1 && rec.key[0] == '-') {
+			fs.Keyless++
+			continue
+		}
+		if rec.at < latest-int64(o.MaxDisorder) {
+			return inputErr("%s:%d: time %s is %s before line %d's %s, more than the %s disorder allowed: sort the log, give rotated files separately, or raise --max-disorder",
+				name, fs.Lines, fmtTime(rec.at), time.Duration(latest-rec.at), latestLine, fmtTime(latest), o.MaxDisorder)
+		}
+		if rec.at < latest {
+			fs.Reordered++
+		} else {
+			latest, latestLine = rec.at, fs.Lines
+		}
+		t.add(rec.key, rec.at, rec.status, rec.route)
+		fs.Requests++
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return inputErr("%s:%d: a line longer than 1 MiB", name, fs.Lines+1)
+		}
+		return inputErr("%s: after line %d: %v", name, fs.Lines, err)
+	}
+	return nil
+}
+
+// readHistory reads an rlverify history, or another tool's results through
+// importers, and takes each request's key, send time and status.
+func (t *Traffic) readHistory(name string, r io.Reader, o *ReadOptions, fs *FileSummary) error {
+	var h *history.History
+	if o.Format == History {
+		var err error
+		if h, err = history.Read(name, r); err != nil {
+			return err
+		}
+	} else {
+		p := o.Policy
+		if p == nil {
+			p = policy.Default()
+		}
+		var buf bytes.Buffer
+		w := history.NewWriter(&buf)
+		if _, err := importers.Import(o.Format, r, w, importers.Options{Policy: p, KeyTag: o.KeyField, Name: name}); err != nil {
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		var err error
+		if h, err = history.Read(name, &buf); err != nil {
+			return err
+		}
+	}
+	start := h.Run.Start.UnixNano()
+	for i := range h.Events {
+		e := &h.Events[i]
+		fs.Lines++
+		if e.Key == "" {
+			fs.Keyless++
+			continue
+		}
+		t.add([]byte(e.Key), start+e.Sent, e.Status, []byte(e.Path))
+		fs.Requests++
+	}
+	return nil
+}
+
+// looksLike names the format a line that failed to parse seems to be in.
+func looksLike(b []byte) string {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.HasPrefix(b, []byte(`{"t":"run"`)) || bytes.HasPrefix(b, []byte(`{"t":"e"`)):
+		return History
+	case len(b) > 0 && b[0] == '{':
+		return JSON
+	case combinedShape.Match(b):
+		return Combined
+	}
+	return ""
+}
+
+var combinedShape = regexp.MustCompile(`^\S+ \S+ \S+ \[[^\]]+\] "`)
+
+func fmtTime(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
+
+// failFast drops the bytes of a read that ends in an error other than EOF:
+// a truncated gzip stream is reported as such, not as a malformed last
+// line.
+type failFast struct{ r io.Reader }
+
+func (f failFast) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err != nil && err != io.EOF {
+		return 0, err
+	}
+	return n, err
+}
