@@ -34,8 +34,16 @@ type scaleResult struct {
 // checks rows judge, written to FILE (its policy is bench.PolicyYAML), for
 // profiling `rlverify check` by hand.
 func genFile(args []string) error {
+	if len(args) == 4 && args[0] == "access-log" {
+		n, err1 := strconv.Atoi(args[2])
+		keys, err2 := strconv.Atoi(args[3])
+		if err := errors.Join(err1, err2); err != nil || n <= 0 || keys <= 0 {
+			return fmt.Errorf("rlbench gen access-log: LINES and KEYS must be positive whole numbers, not %q and %q", args[2], args[3])
+		}
+		return writeAccessLog(args[1], bench.AccessLogOptions{Lines: n, Keys: keys, PerSecond: 50, Seed: 1, Scraper: true})
+	}
 	if len(args) != 3 {
-		return fmt.Errorf("usage: rlbench gen FILE EVENTS KEYS")
+		return fmt.Errorf("usage: rlbench gen FILE EVENTS KEYS, or rlbench gen access-log FILE LINES KEYS")
 	}
 	n, err1 := strconv.Atoi(args[1])
 	keys, err2 := strconv.Atoi(args[2])
@@ -280,4 +288,17 @@ func lastLines(s string, n int) string {
 		lines = append(lines, sc.Text())
 	}
 	return strings.Join(lines[max(0, len(lines)-n):], " / ")
+}
+
+// writeAccessLog writes bench.AccessLog to file.
+func writeAccessLog(file string, o bench.AccessLogOptions) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := bench.AccessLog(f, o); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
