@@ -145,10 +145,11 @@ type Recommended struct {
 	Value    string `json:"value"`
 	// Limit is the recommended limit, both views filled; zero when not
 	// Found.
-	Limit   policy.Limit `json:"numbers"`
-	Found   bool         `json:"found"`
-	Why     string       `json:"why,omitempty"`
-	Refused Outcome      `json:"refused"`
+	Limit policy.Limit `json:"numbers"`
+	Found bool         `json:"found"`
+	// Why says why nothing was found, or what limits a found value.
+	Why     string  `json:"why,omitempty"`
+	Refused Outcome `json:"refused"`
 	// Replays is how many replays the search ran (keys that cannot be
 	// refused are skipped in each).
 	Replays int `json:"replays"`
@@ -292,7 +293,7 @@ func Calibrate(t *Traffic, o Options) (*Report, error) {
 				r.Notes = append(r.Notes, fmt.Sprintf("tier %s, limit %s: anchor %q, counts %q, scope %q are replayed as the reference limiters decide (epoch-anchored windows, refused requests use up nothing, one quota for the key)", tier.Name, l.Name, l.Anchor, l.Counts, l.Scope))
 			}
 		}
-		tr, err := t.calibrateTier(tier, &groups[i], &o)
+		tr, err := t.calibrateTier(tier, &groups[i], &o, time.Duration(last-first))
 		if err != nil {
 			return nil, fmt.Errorf("calibrate: tier %s: %w", tier.Name, err)
 		}
@@ -354,7 +355,7 @@ func inFamily(l policy.Limit, a policy.Algorithm) policy.Limit {
 	return l
 }
 
-func (t *Traffic) calibrateTier(tier *policy.Tier, g *group, o *Options) (*TierReport, error) {
+func (t *Traffic) calibrateTier(tier *policy.Tier, g *group, o *Options, span time.Duration) (*TierReport, error) {
 	tr := &TierReport{Tier: tier.Name, Keys: len(g.keys), Legit: g.legitTotal, Abusive: g.abTotal, Declared: tier.Limits}
 	for _, k := range g.keys {
 		tr.Requests += len(t.times[k])
@@ -420,7 +421,7 @@ func (t *Traffic) calibrateTier(tier *policy.Tier, g *group, o *Options) (*TierR
 		tr.Timeline = t.timeline(g, tlIndex, o.TimelineMax, decided[tlIndex], tr.Compare, tlCols)
 	}
 
-	s := searcher{t: t, g: g, o: o}
+	s := searcher{t: t, g: g, o: o, span: span}
 	for _, l := range tier.Limits {
 		for _, a := range familiesOf(l.Algorithm) {
 			base := inFamily(l, a)

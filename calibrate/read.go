@@ -77,6 +77,10 @@ type ReadOptions struct {
 	// Policy is the identity the HAR importer reads keys with (default:
 	// the built-in policy).
 	Policy *policy.Policy
+	// Hosts, for vegeta, k6 and HAR, keeps only requests to these
+	// host[:port] (a browser's HAR also holds its CDN's requests, which
+	// carry no key); the importer counts the others as skipped.
+	Hosts []string
 }
 
 // Malformed is one line that could not be read.
@@ -358,7 +362,11 @@ func (t *Traffic) readHistory(name string, r io.Reader, o *ReadOptions, fs *File
 		}
 		var buf bytes.Buffer
 		w := history.NewWriter(&buf)
-		if _, err := importers.Import(o.Format, r, w, importers.Options{Policy: p, KeyTag: o.KeyField, Name: name}); err != nil {
+		io := importers.Options{Policy: p, KeyTag: o.KeyField, Name: name}
+		for i, h := range o.Hosts {
+			io.Instances = append(io.Instances, importers.Instance{Host: h, Index: i})
+		}
+		if _, err := importers.Import(o.Format, r, w, io); err != nil {
 			return err
 		}
 		if err := w.Flush(); err != nil {

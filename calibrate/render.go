@@ -122,6 +122,7 @@ func renderText(w io.Writer, r *Report) error {
 		fmt.Fprintln(w, "  recommended (each searched with the other parameter as declared):")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "    algorithm\tparameter\tdeclared\trecommended\trefused (legitimate)\trefused (abusive)\treplays")
+		star := ""
 		for _, rec := range t.Recommended {
 			val, ref, ab := rec.Value, Percent(rec.Refused.LegitShare), "-"
 			if !rec.Found {
@@ -129,9 +130,16 @@ func renderText(w io.Writer, r *Report) error {
 			} else if t.Abusive > 0 {
 				ab = Percent(rec.Refused.AbusiveShare)
 			}
+			if rec.Found && rec.Why != "" {
+				val += " *"
+				star = rec.Why
+			}
 			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\t%d\n", rec.Algorithm, rec.Param, rec.Declared, val, ref, ab, rec.Replays)
 		}
 		tw.Flush()
+		if star != "" {
+			fmt.Fprintf(w, "    * %s\n", safe(star))
+		}
 		fmt.Fprintln(w, "  the same traffic through each algorithm:")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "    limiter\tnumbers\trefused (legitimate)\trefused (abusive)\tdecided otherwise than declared")
@@ -213,6 +221,8 @@ func renderMarkdown(w io.Writer, r *Report) error {
 			val, ref, ab := rec.Value, Percent(rec.Refused.LegitShare), Percent(rec.Refused.AbusiveShare)
 			if !rec.Found {
 				val, ref, ab = "none", md(rec.Why), "–"
+			} else if rec.Why != "" {
+				val += " (" + rec.Why + ")"
 			}
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", rec.Algorithm, rec.Param, md(rec.Declared), md(val), ref, ab)
 		}
@@ -250,7 +260,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <h2>Tier {{.Tier}}</h2>
 <p>{{.Keys}} keys, {{.Requests}} requests ({{.Abusive}} abusive). The declared policy refuses {{.Refused.Legit}} legitimate requests ({{pct .Refused.LegitShare}}) and {{.Refused.Abusive}} abusive ({{pct .Refused.AbusiveShare}}).</p>
 <table><tr><th>algorithm</th><th>parameter</th><th>declared</th><th>recommended</th><th>refused (legitimate)</th><th>refused (abusive)</th></tr>
-{{range .Recommended}}<tr><td>{{.Algorithm}}</td><td>{{.Param}}</td><td>{{.Declared}}</td>{{if .Found}}<td>{{.Value}}</td><td>{{pct .Refused.LegitShare}}</td><td>{{pct .Refused.AbusiveShare}}</td>{{else}}<td>none</td><td colspan="2">{{.Why}}</td>{{end}}</tr>
+{{range .Recommended}}<tr><td>{{.Algorithm}}</td><td>{{.Param}}</td><td>{{.Declared}}</td>{{if .Found}}<td>{{.Value}}{{with .Why}} ({{.}}){{end}}</td><td>{{pct .Refused.LegitShare}}</td><td>{{pct .Refused.AbusiveShare}}</td>{{else}}<td>none</td><td colspan="2">{{.Why}}</td>{{end}}</tr>
 {{end}}</table>
 <table><tr><th>limiter</th><th>numbers</th><th>refused (legitimate)</th><th>refused (abusive)</th><th>decided otherwise</th></tr>
 {{range .Compare}}<tr><td>{{.Name}}</td><td>{{nums .}}</td><td>{{.Refused.Legit}} ({{pct .Refused.LegitShare}})</td><td>{{.Refused.Abusive}}</td><td>{{.Disagree}}</td></tr>

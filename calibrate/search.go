@@ -43,6 +43,9 @@ type searcher struct {
 	t *Traffic
 	g *group
 	o *Options
+	// span is the traffic's first to last arrival: a rate below one per
+	// span, or a window longer than it, is not grounded by this traffic.
+	span time.Duration
 }
 
 // meets reports whether a replay's refusals keep to the target.
@@ -197,7 +200,8 @@ func (s *searcher) rate(base policy.Limit) (Recommended, error) {
 	}
 	var idx []int // valid grid indexes, ordered from laxest to strictest
 	for i := 0; i < gridLen(base.Algorithm); i++ {
-		if _, _, ok := withRate(base, i); ok {
+		l, _, ok := withRate(base, i)
+		if ok && s.grounded(l) {
 			idx = append(idx, i)
 		}
 	}
@@ -238,7 +242,23 @@ func (s *searcher) rate(base policy.Limit) (Recommended, error) {
 		}
 	}
 	l, label, _ := withRate(base, idx[lo])
+	if lo == len(idx)-1 {
+		rec.Why = fmt.Sprintf("the strictest round rate or window the traffic's span of %s can ground: a longer record may allow less", s.span)
+	}
 	return s.finish(rec, l, label)
+}
+
+// grounded reports whether the traffic says anything about l's rate: at
+// least one refill per span (bucket families), a window no longer than
+// the span (window families).
+func (s *searcher) grounded(l policy.Limit) bool {
+	if s.span <= 0 {
+		return true
+	}
+	if l.Algorithm.Bucketed() {
+		return l.R()*s.span.Seconds() >= 1
+	}
+	return l.W() <= s.span
 }
 
 func paramOf(l policy.Limit) string {

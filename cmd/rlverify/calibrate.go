@@ -27,7 +27,7 @@ type calibrateFlags struct {
 	maxDisorder                                    time.Duration
 	policyFile, maxRefused, maxPerKey, timelineKey string
 	timelineRows                                   int
-	abusiveKeys, abusiveStatus                     []string
+	abusiveKeys, abusiveStatus, hosts              []string
 	compare, reports                               []string
 	writePolicy                                    string
 	force                                          bool
@@ -86,6 +86,7 @@ Examples:
 	fl.StringVar(&f.statusField, "status-field", "status", "json: the field with the response status")
 	fl.StringVar(&f.routeField, "route-field", "path", "json: the field with the request path")
 	fl.StringVar(&f.timeUnit, "time-unit", "s", "json: unit of numeric times: s, ms, us, ns")
+	fl.StringArrayVar(&f.hosts, "host", nil, "vegeta, k6, har: keep only requests to this host[:port] (repeat; a HAR's CDN requests carry no key)")
 	fl.BoolVar(&f.skipMalformed, "skip-malformed", false, "skip lines that cannot be read (counted, the first 20 listed) instead of stopping")
 	fl.DurationVar(&f.maxDisorder, "max-disorder", calibrate.DefaultMaxDisorder, "how far back a line's time may go and still be sorted into place")
 	fl.StringVar(&f.policyFile, "policy", "", "candidate policy YAML (default: the built-in policy)")
@@ -124,7 +125,7 @@ func runCalibrate(f *calibrateFlags, stdin io.Reader, stdout io.Writer) error {
 	}
 	o := rlverify.CalibrateOptions{Read: calibrate.ReadOptions{
 		Format: f.format, KeyField: f.keyField, TimeField: f.timeField, StatusField: f.statusField, RouteField: f.routeField,
-		TimeUnit: f.timeUnit, SkipMalformed: f.skipMalformed, MaxDisorder: f.maxDisorder,
+		TimeUnit: f.timeUnit, SkipMalformed: f.skipMalformed, MaxDisorder: f.maxDisorder, Hosts: f.hosts,
 	}}
 	if !slices.Contains(calibrate.Formats(), f.format) {
 		return usageErr("--format %q: want %s", f.format, strings.Join(calibrate.Formats(), ", "))

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/calibrate"
+	"github.com/rlverify/rlverify/policy"
+)
+
+const calData = "testdata/calibrate/"
+
+// TestCalibrateEachInputFormat: one golden report per input format, all
+// read through the same command.
+func TestCalibrateEachInputFormat(t *testing.T) {
+	imp := "../../importers/testdata/"
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"combined", []string{"--traffic", calData + "access.log", "--key-field", "extra1"}},
+		{"combined-gzip", []string{"--traffic", calData + "access.log.gz", "--key-field", "extra1"}},
+		{"combined-regex", []string{"--traffic", calData + "access.log", "--key-regex", `"((?:free|paid)-[a-z]+)"$`}},
+		{"json", []string{"--traffic", calData + "access.jsonl", "--format", "json", "--key-field", "headers.x-api-key", "--route-field", "request.path"}},
+		{"history", []string{"--traffic", imp + "vegeta-ok.golden.jsonl", "--format", "history"}},
+		{"vegeta", []string{"--traffic", imp + "vegeta-ok.json", "--format", "vegeta", "--policy", imp + "policy-query.yaml"}},
+		{"k6", []string{"--traffic", imp + "k6-ok.json", "--format", "k6", "--key-field", "key"}},
+		{"har", []string{"--traffic", imp + "har-ok.har", "--format", "har", "--policy", imp + "policy-har.yaml", "--host", "127.0.0.1:8080"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stderr, code := rl(t, append([]string{"calibrate", "--timeline-rows", "8"}, tc.args...)...)
+			require.Equal(t, ExitPass, code, stderr)
+			golden(t, "calibrate-"+tc.name+".golden", out)
+		})
+	}
+}
+
+func TestCalibrateReadsTheSameRequestsFromEveryAccessLogFormat(t *testing.T) {
+	var reps []calibrate.Report
+	for _, args := range [][]string{
+		{"--traffic", calData + "access.log", "--key-field", "extra1"},
+		{"--traffic", calData + "access.log.gz", "--key-field", "extra1"},
+		{"--traffic", calData + "access.jsonl", "--format", "json", "--key-field", "headers.x-api-key", "--route-field", "request.path"},
+	} {
+		out, stderr, code := rl(t, append([]string{"calibrate", "--report", "json"}, args...)...)
+		require.Equal(t, ExitPass, code, stderr)
+		var r calibrate.Report
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		require.Equal(t, 1, r.Files[0].Keyless, "the line without a key is counted")
+		r.Files = nil
+		reps = append(reps, r)
+	}
+	require.Equal(t, reps[0], reps[1])
+	require.Equal(t, reps[0], reps[2])
+}
+
+// TestCalibrateReproducesTheSeedsTable: a log of the seeds' 20 arrivals,
+// the seeds' token bucket declared and their sliding log compared: the
+// timeline is the seeds' table.
+func TestCalibrateReproducesTheSeedsTable(t *testing.T) {
+	out, stderr, code := rl(t, "calibrate", "--traffic", calData+"seeds.jsonl", "--format", "json", "--key-field", "api_key",
+		"--policy", calData+"seeds-policy.yaml", "--compare", "sliding-log:limit=5,window=1s")
+	require.Equal(t, ExitPass, code, stderr)
+	start := strings.Index(out, "  timeline of seed")
+	require.GreaterOrEqual(t, start, 0, out)
+	rows := strings.Split(strings.TrimSpace(out[start:]), "\n")[2:]
+	require.Len(t, rows, 20)
+	word := map[string]string{"IZIN": "ALLOW", "TOLAK": "DENY"}
+	for i, row := range seedTable {
+		f := strings.Fields(rows[i])
+		require.Len(t, f, 8, rows[i]) // t, declared, 5 families, the compared log
+		require.Equal(t, word[row.bucket], f[1], "token bucket at t=%s", f[0])
+		require.Equal(t, word[row.log], f[7], "sliding log at t=%s", f[0])
+	}
+	golden(t, "calibrate-seeds.golden", out)
+}
+
+func TestCalibrateWritesAPolicyThatLoadsAndNeverOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "recommended.yaml")
+	html := filepath.Join(dir, "calibrate.html")
+	args := []string{"calibrate", "--traffic", "../../examples/calibrate/access.log.gz", "--key-field", "extra1",
+		"--policy", "../../examples/calibrate/candidate.yaml", "--abusive-keys", "free-scraper",
+		"--report", "json", "--report", "html=" + html, "--write-policy", pol}
+	out, stderr, code := rl(t, args...)
+	require.Equal(t, ExitPass, code, stderr)
+	var r calibrate.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	p, err := policy.Load(pol)
+	require.NoError(t, err)
+	for _, tr := range r.Tiers {
+		tier, ok := p.Tier(tr.Tier)
+		require.True(t, ok)
+		require.Equal(t, tr.Recommended[0].Limit.Capacity, tier.Limits[0].Capacity, tr.Tier)
+		require.Equal(t, tr.Declared[0].Rate, tier.Limits[0].Rate, "the rate stays as declared")
+		require.LessOrEqual(t, tr.Recommended[0].Refused.LegitShare, 0.001)
+	}
+	page, err := os.ReadFile(html)
+	require.NoError(t, err)
+	require.Contains(t, string(page), "<svg")
+	require.Contains(t, string(page), "Timeline of free-")
+	for _, external := range []string{"src=", "<link", "@import", "url("} {
+		require.NotContains(t, string(page), external, "no external assets")
+	}
+	before, err := os.ReadFile(pol)
+	require.NoError(t, err)
+	_, stderr, code = rl(t, args...)
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, stderr, "already exists: give another file, or --force to replace it")
+	after, err := os.ReadFile(pol)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	_, stderr, code = rl(t, append(args, "--force")...)
+	require.Equal(t, ExitPass, code, stderr)
+}
+
+func TestCalibrateBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := writeFile(t, "bad.log", "192.0.2.1 - - [01/Dec/2026:09:00:00 +0000] \"GET / HTTP/1.1\" 200 1 \"-\" \"-\" \"free-a\"\nnot a log line\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no traffic", nil, "--traffic FILE is required"},
+		{"no key field", []string{"--traffic", calData + "access.log"}, "combined logs need where the key is"},
+		{"malformed line", []string{"--traffic", bad, "--key-field", "extra1"}, "bad.log:2: not a combined log line: no [time] after the user (--skip-malformed skips such lines, counted and listed)"},
+		{"mixed formats", []string{"--traffic", calData + "access.jsonl", "--key-field", "extra1"}, "access.jsonl:1: not a combined log line: no address field; the line looks like json, not combined"},
+		{"missing file", []string{"--traffic", filepath.Join(dir, "nope.log"), "--key-field", "ip"}, "no such file or directory"},
+		{"a directory", []string{"--traffic", dir, "--key-field", "ip"}, "is a directory, not a log file"},
+		{"bad target", []string{"--traffic", calData + "access.log", "--key-field", "ip", "--max-refused", "120%"}, `--max-refused "120%": want a share below 100%`},
+		{"bad report", []string{"--traffic", calData + "access.log", "--key-field", "ip", "--report", "pdf"}, `--report "pdf": want FORMAT or FORMAT=FILE`},
+		{"two to stdout", []string{"--traffic", calData + "access.log", "--key-field", "ip", "--report", "text", "--report", "json"}, "only one format can go to stdout"},
+		{"faulty compared", []string{"--traffic", calData + "access.log", "--key-field", "ip", "--compare", "faulty/uncapped-refill:capacity=5,rate=1"}, "calibrate replays the reference algorithms"},
+		{"no key matches a tier", []string{"--traffic", calData + "access.log", "--key-field", "ip", "--policy", "../../importers/testdata/policy-har.yaml"}, ""},
+		{"format unknown", []string{"--traffic", calData + "access.log", "--format", "w3c"}, `--format "w3c": want combined, json, history, vegeta, k6, har`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := rl(t, append([]string{"calibrate"}, tc.args...)...)
+			if tc.want == "" { // har-sample has a default tier: every key matches it
+				require.Equal(t, ExitPass, code, stderr)
+				return
+			}
+			require.Equal(t, ExitUsage, code, stderr)
+			require.Contains(t, stderr, tc.want)
+		})
+	}
+}
