@@ -370,9 +370,9 @@ func (t *Traffic) calibrateTier(tier *policy.Tier, g *group, o *Options, span ti
 	// worst keys and minutes, and the timeline.
 	decided := make([][]bool, len(g.keys))
 	for i, k := range g.keys {
-		decided[i] = make([]bool, len(t.times[k]))
+		decided[i] = allTrue(len(t.times[k]))
 	}
-	x, err := t.replay(g, alg, tier.Limits, nil, func(i, j int, ok bool) { decided[i][j] = ok })
+	x, err := t.replay(g, alg, tier.Limits, t.canRefuse(g, tier.Limits), func(i, j int, ok bool) { decided[i][j] = ok })
 	if err != nil {
 		return nil, err
 	}
@@ -397,10 +397,13 @@ func (t *Traffic) calibrateTier(tier *policy.Tier, g *group, o *Options, span ti
 	tlIndex := t.timelineKey(tr, g, o)
 	other := make([][]bool, len(g.keys))
 	for i := range other {
-		other[i] = make([]bool, len(decided[i]))
+		other[i] = allTrue(len(decided[i]))
 	}
 	for _, c := range cmps {
-		x, err := t.replay(g, c.limits[0].Algorithm, c.limits, nil, func(i, j int, ok bool) { other[i][j] = ok })
+		for i := range other {
+			fill(other[i], true)
+		}
+		x, err := t.replay(g, c.limits[0].Algorithm, c.limits, t.canRefuse(g, c.limits), func(i, j int, ok bool) { other[i][j] = ok })
 		if err != nil {
 			return nil, fmt.Errorf("comparing %s: %w", c.name, err)
 		}
@@ -578,4 +581,32 @@ func (t *Traffic) timeline(g *group, i, maxRows int, declared []bool, cmps []Com
 		tl.Rows = append(tl.Rows, row)
 	}
 	return tl
+}
+
+// canRefuse returns which keys of g limits can refuse anything: a key
+// whose admit-all threshold is within every limit is admitted whole, so
+// a replay may skip it (its decisions are all "admitted").
+func (t *Traffic) canRefuse(g *group, limits []policy.Limit) func(i int) bool {
+	need := make([]bool, len(g.keys))
+	for i, k := range g.keys {
+		for _, l := range limits {
+			if admitAll(l, t.times[k]) > l.Count {
+				need[i] = true
+				break
+			}
+		}
+	}
+	return func(i int) bool { return need[i] }
+}
+
+func allTrue(n int) []bool {
+	b := make([]bool, n)
+	fill(b, true)
+	return b
+}
+
+func fill(b []bool, v bool) {
+	for i := range b {
+		b[i] = v
+	}
 }

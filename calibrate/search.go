@@ -117,10 +117,10 @@ func (s *searcher) count(base policy.Limit) (Recommended, error) {
 	return s.finish(rec, l, fmt.Sprint(lo))
 }
 
-// finish replays the found limit over every key (abusive ones included)
-// for its outcome.
+// finish replays the found limit over every key that it can refuse
+// (abusive ones included) for its outcome.
 func (s *searcher) finish(rec Recommended, l policy.Limit, value string) (Recommended, error) {
-	x, err := s.t.replay(s.g, l.Algorithm, []policy.Limit{l}, nil, nil)
+	x, err := s.t.replay(s.g, l.Algorithm, []policy.Limit{l}, s.t.canRefuse(s.g, []policy.Limit{l}), nil)
 	if err != nil {
 		return rec, err
 	}
