@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -150,4 +154,84 @@ func TestCalibrateBadInput(t *testing.T) {
 			require.Contains(t, stderr, tc.want)
 		})
 	}
+}
+
+// readmeCommands returns the commands of the first sh block of README.md's
+// section titled heading, continuation lines joined.
+func readmeCommands(t *testing.T, heading string) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	doc := string(b)
+	start := strings.Index(doc, "\n"+heading+"\n")
+	require.GreaterOrEqual(t, start, 0, "README.md has %q", heading)
+	section := doc[start:]
+	open := strings.Index(section, "```sh\n")
+	require.GreaterOrEqual(t, open, 0)
+	block := section[open+len("```sh\n"):]
+	block = block[:strings.Index(block, "```")]
+	block = strings.ReplaceAll(block, "\\\n", " ")
+	var cmds []string
+	for _, l := range strings.Split(block, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			cmds = append(cmds, l)
+		}
+	}
+	return cmds
+}
+
+// TestReadmeChooseYourNumbers runs every command of the README's "Choose
+// your numbers": calibrate the example log, serve the recommended policy
+// (on a free port instead of 8080) and audit it.
+func TestReadmeChooseYourNumbers(t *testing.T) {
+	cmds := readmeCommands(t, "### Choose your numbers")
+	require.Len(t, cmds, 3)
+	examples, err := filepath.Abs("../../examples")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(examples, filepath.Join(dir, "examples")))
+	t.Chdir(dir)
+	addr := freeAddr(t)
+	for _, cmd := range cmds {
+		cmd = strings.ReplaceAll(cmd, "127.0.0.1:8080", addr)
+		args := strings.Fields(cmd)
+		require.Equal(t, "rlverify", args[0], cmd)
+		args = args[1:]
+		if args[len(args)-1] == "&" {
+			require.Equal(t, "serve", args[0])
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- Run(ctx, args[:len(args)-1], io.Discard, io.Discard) }()
+			t.Cleanup(func() { cancel(); <-done })
+			waitUp(t, addr)
+			continue
+		}
+		out, stderr, code := rl(t, args...)
+		require.Equal(t, ExitPass, code, "%s\nstdout:\n%s\nstderr:\n%s", cmd, out, stderr)
+		if args[0] == "calibrate" {
+			require.Contains(t, out, "refused by the declared policy: 650 of 2775 legitimate (23.42%)", "the README's figure")
+			require.Contains(t, out, "token-bucket     capacity   5         12")
+		}
+		if args[0] == "audit" {
+			require.Contains(t, out, "verdict: PASS")
+		}
+	}
+	p, err := policy.Load(filepath.Join(dir, "recommended.yaml"))
+	require.NoError(t, err)
+	free, _ := p.Tier("free")
+	require.Equal(t, int64(12), free.Limits[0].Capacity)
+	_, err = os.Stat(filepath.Join(dir, "calibrate.html"))
+	require.NoError(t, err)
+}
+
+func waitUp(t *testing.T, addr string) {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on %s", addr)
 }
