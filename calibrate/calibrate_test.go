@@ -202,14 +202,15 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 	}
 	tr, err := read(t, JSON, b.String(), ReadOptions{KeyField: "key", MaxDisorder: time.Hour})
 	require.NoError(t, err)
-	for _, target := range []float64{0.001, 0.02, 0.1} {
+	for _, tc := range []struct{ target, perKey float64 }{{0.001, 0}, {0.02, 0}, {0.1, 0}, {0.1, 0.05}} {
+		target := tc.target
 		for _, a := range policy.Algorithms {
 			base, err := normalized(policy.Limit{Algorithm: a, Capacity: 4, Rate: 2})
 			require.NoError(t, err)
 			base = inFamily(base, a)
 			p := onePolicy(t, fmt.Sprintf("{algorithm: %s, capacity: 4, rate: 2/s}", a))
 			statuses, _ := policy.ParseStatusSet("401")
-			o := Options{Policy: p, MaxRefused: target, AbusiveStatuses: statuses, AbusiveKeys: []string{"k3"}}
+			o := Options{Policy: p, MaxRefused: target, MaxRefusedPerKey: tc.perKey, AbusiveStatuses: statuses, AbusiveKeys: []string{"k3"}}
 			r, err := Calibrate(tr, o)
 			require.NoError(t, err)
 			g := groupAll(tr, &o)
@@ -234,7 +235,7 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 				}
 			}
 			require.NotNil(t, got)
-			require.Equal(t, fmt.Sprint(want), got.Value, "%s at %g", a, target)
+			require.Equal(t, fmt.Sprint(want), got.Value, "%s at %g (per key %g)", a, target, tc.perKey)
 			// The rate search: the strictest grid value meeting the target.
 			rec, err := s.rate(base)
 			require.NoError(t, err)

@@ -238,6 +238,27 @@ func renderMarkdown(w io.Writer, r *Report) error {
 				fmt.Fprintf(w, "| %s | %d | %s | %d | %d | %d from %s |\n", m.Start.Format("2006-01-02 15:04"), m.Refused, md(m.Key), m.KeyRefused, m.KeyRequests, m.PeakSecond, m.PeakAt.Format("15:04:05.000"))
 			}
 		}
+		if tl := t.Timeline; tl != nil && len(tl.Rows) > 0 {
+			fmt.Fprintf(w, "\nTimeline of %s from %s", md(tl.Key), tl.Start.Format("2006-01-02 15:04:05.000"))
+			if tl.Skipped > 0 {
+				fmt.Fprintf(w, " (%d earlier arrivals not shown)", tl.Skipped)
+			}
+			fmt.Fprint(w, ":\n\n| t (s) |")
+			for _, c := range tl.Columns {
+				fmt.Fprintf(w, " %s |", md(c))
+			}
+			fmt.Fprint(w, "\n| --- |"+strings.Repeat(" --- |", len(tl.Columns))+"\n")
+			for _, row := range tl.Rows {
+				fmt.Fprintf(w, "| %s |", strconv.FormatFloat(row.At, 'f', 3, 64))
+				for _, ok := range row.Allowed {
+					fmt.Fprintf(w, " %s |", word(ok))
+				}
+				fmt.Fprintln(w)
+			}
+			if tl.More > 0 {
+				fmt.Fprintf(w, "\n%d more arrivals not shown.\n", tl.More)
+			}
+		}
 	}
 	return nil
 }

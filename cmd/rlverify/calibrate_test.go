@@ -82,6 +82,12 @@ func TestCalibrateReproducesTheSeedsTable(t *testing.T) {
 		require.Equal(t, word[row.log], f[7], "sliding log at t=%s", f[0])
 	}
 	golden(t, "calibrate-seeds.golden", out)
+	for _, f := range []string{"md", "html"} {
+		out, stderr, code := rl(t, "calibrate", "--traffic", calData+"seeds.jsonl", "--format", "json", "--key-field", "api_key",
+			"--policy", calData+"seeds-policy.yaml", "--compare", "sliding-log:limit=5,window=1s", "--report", f)
+		require.Equal(t, ExitPass, code, stderr)
+		golden(t, "calibrate-seeds."+f+".golden", out)
+	}
 }
 
 func TestCalibrateWritesAPolicyThatLoadsAndNeverOverwrites(t *testing.T) {
