@@ -33,8 +33,10 @@ import (
 // Rate r at the declared K (and window W at the declared N): candidates are
 // the round numbers of a grid (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × 10^e
 // per minute; 1 ms … 1 day for windows), refusals fall as r grows (rise as
-// W grows), and a binary search over the grid replays only keys with more
-// than K (N) requests, which are the only ones that can be refused.
+// W grows), and a binary search over the grid replays, at each candidate,
+// only the keys whose one-pass threshold at that rate (window) is above K
+// (N): O(R) threshold passes plus the replays of the keys that can be
+// refused, per candidate, O(log grid) candidates.
 //
 // Monotony is what the binary search assumes; TestSearchMatchesBruteForce
 // checks every answer against replaying every candidate in turn.
@@ -115,6 +117,16 @@ func (s *searcher) count(base policy.Limit) (Recommended, error) {
 		return rec, nil
 	}
 	return s.finish(rec, l, fmt.Sprint(lo))
+}
+
+// above selects the keys whose admit-all threshold at l's rate (window)
+// is above l's capacity (count): the only keys l can refuse. It is called
+// from the replay's workers, one pass over each key's arrivals.
+func (s *searcher) above(l policy.Limit) func(i int) bool {
+	return func(i int) bool {
+		ts := s.t.times[s.g.keys[i]]
+		return int64(len(ts)) > l.Count && admitAll(l, ts) > l.Count
+	}
 }
 
 // finish replays the found limit over every key that it can refuse
@@ -208,11 +220,10 @@ func (s *searcher) rate(base policy.Limit) (Recommended, error) {
 	if bucket { // laxest = highest rate
 		sort.Sort(sort.Reverse(sort.IntSlice(idx)))
 	}
-	n := base.Count
 	ok := func(k int) (bool, error) {
 		l, _, _ := withRate(base, idx[k])
 		rec.Replays++
-		x, err := s.at(l, func(i int) bool { return int64(len(s.t.times[s.g.keys[i]])) > n })
+		x, err := s.at(l, s.above(l))
 		return s.meets(x), err
 	}
 	if len(idx) == 0 {
@@ -224,7 +235,7 @@ func (s *searcher) rate(base policy.Limit) (Recommended, error) {
 		return rec, err
 	}
 	if !good {
-		rec.Why = fmt.Sprintf("no %s meets the target at %s %d: the capacity itself is too small", name, paramOf(base), n)
+		rec.Why = fmt.Sprintf("no %s meets the target at %s %d: the capacity itself is too small", name, paramOf(base), base.Count)
 		return rec, nil
 	}
 	// Largest k (strictest) with ok(k); ok is true on a prefix.
@@ -302,7 +313,6 @@ func (s *searcher) countCurve(base policy.Limit) (Curve, error) {
 func (s *searcher) rateCurve(base policy.Limit) (Curve, error) {
 	_, name := paramNames(base.Algorithm)
 	c := Curve{Algorithm: base.Algorithm, Param: name}
-	n := base.Count
 	for i := 0; i < gridLen(base.Algorithm); i++ {
 		l, label, ok := withRate(base, i)
 		if !ok {
@@ -320,7 +330,7 @@ func (s *searcher) rateCurve(base policy.Limit) (Curve, error) {
 				continue
 			}
 		}
-		y, err := s.at(l, func(i int) bool { return int64(len(s.t.times[s.g.keys[i]])) > n })
+		y, err := s.at(l, s.above(l))
 		if err != nil {
 			return c, err
 		}
