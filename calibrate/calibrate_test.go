@@ -359,3 +359,24 @@ func TestGzipIsReadAsAStream(t *testing.T) {
 	require.True(t, tr.Files[0].Gzip)
 	require.Equal(t, 2*7*60, tr.Requests())
 }
+
+// TestKeysFromTheLogAreEscaped: a key is data; a terminal escape in it is
+// quoted in text and Markdown and escaped in HTML.
+func TestKeysFromTheLogAreEscaped(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 9; i++ {
+		fmt.Fprintf(&b, `{"time": 1700000000.%d, "key": "evil\u001b[31m|<b>"}`+"\n", i)
+	}
+	tr, err := read(t, JSON, b.String(), ReadOptions{KeyField: "key"})
+	require.NoError(t, err)
+	r, err := Calibrate(tr, Options{Policy: onePolicy(t, "{algorithm: token-bucket, capacity: 5, rate: 1/s}"), Curves: true})
+	require.NoError(t, err)
+	for _, f := range ReportFormats() {
+		var out bytes.Buffer
+		require.NoError(t, Render(&out, r, f))
+		require.NotContains(t, out.String(), "\x1b", f)
+		if f != FormatText { // markup is only markup in Markdown, HTML (and JSON read by a browser)
+			require.NotContains(t, out.String(), "<b>", f)
+		}
+	}
+}

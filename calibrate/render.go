@@ -266,7 +266,7 @@ func renderMarkdown(w io.Writer, r *Report) error {
 // ---------------------------------------------------------------- HTML
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"pct": Percent, "nums": numbers, "word": word,
+	"pct": Percent, "nums": numbers, "word": word, "s": safe,
 	"curve": curveSVG, "timeline": timelineSVG,
 	"ts": func(t interface{ Format(string) string }) string { return t.Format("2006-01-02 15:04:05") },
 }).Parse(`<!DOCTYPE html>
@@ -274,23 +274,23 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <style>body{font-family:sans-serif;margin:1.5em;max-width:70em}table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}svg{background:#fafafa;border:1px solid #ddd;margin:.5em 0}</style>
 </head><body>
 <h1>Calibration</h1>
-<p>{{.Requests}} requests, {{.Keys}} keys, {{ts .First}} … {{ts .Last}}. Policy {{.Policy}}; target: at most {{pct .MaxRefused}} of each tier's legitimate requests refused.</p>
-{{range .Notes}}<p>Note: {{.}}</p>{{end}}
-{{range .Malformed}}<p>Skipped {{.File}}:{{.Line}}: {{.Reason}}</p>{{end}}
+<p>{{.Requests}} requests, {{.Keys}} keys, {{ts .First}} … {{ts .Last}}. Policy {{s .Policy}}; target: at most {{pct .MaxRefused}} of each tier's legitimate requests refused.</p>
+{{range .Notes}}<p>Note: {{s .}}</p>{{end}}
+{{range .Malformed}}<p>Skipped {{s .File}}:{{.Line}}: {{s .Reason}}</p>{{end}}
 {{range .Tiers}}{{$t := .}}
-<h2>Tier {{.Tier}}</h2>
+<h2>Tier {{s .Tier}}</h2>
 <p>{{.Keys}} keys, {{.Requests}} requests ({{.Abusive}} abusive). The declared policy refuses {{.Refused.Legit}} legitimate requests ({{pct .Refused.LegitShare}}) and {{.Refused.Abusive}} abusive ({{pct .Refused.AbusiveShare}}).</p>
 <table><tr><th>algorithm</th><th>parameter</th><th>declared</th><th>recommended</th><th>refused (legitimate)</th><th>refused (abusive)</th></tr>
-{{range .Recommended}}<tr><td>{{.Algorithm}}</td><td>{{.Param}}</td><td>{{.Declared}}</td>{{if .Found}}<td>{{.Value}}{{with .Why}} ({{.}}){{end}}</td><td>{{pct .Refused.LegitShare}}</td><td>{{pct .Refused.AbusiveShare}}</td>{{else}}<td>none</td><td colspan="2">{{.Why}}</td>{{end}}</tr>
+{{range .Recommended}}<tr><td>{{.Algorithm}}</td><td>{{.Param}}</td><td>{{.Declared}}</td>{{if .Found}}<td>{{.Value}}{{with .Why}} ({{s .}}){{end}}</td><td>{{pct .Refused.LegitShare}}</td><td>{{pct .Refused.AbusiveShare}}</td>{{else}}<td>none</td><td colspan="2">{{s .Why}}</td>{{end}}</tr>
 {{end}}</table>
 <table><tr><th>limiter</th><th>numbers</th><th>refused (legitimate)</th><th>refused (abusive)</th><th>decided otherwise</th></tr>
-{{range .Compare}}<tr><td>{{.Name}}</td><td>{{nums .}}</td><td>{{.Refused.Legit}} ({{pct .Refused.LegitShare}})</td><td>{{.Refused.Abusive}}</td><td>{{.Disagree}}</td></tr>
+{{range .Compare}}<tr><td>{{s .Name}}</td><td>{{nums .}}</td><td>{{.Refused.Legit}} ({{pct .Refused.LegitShare}})</td><td>{{.Refused.Abusive}}</td><td>{{.Disagree}}</td></tr>
 {{end}}</table>
 {{if .Curves}}<h3>Refused share of legitimate requests</h3>{{curve .Curves "count"}}{{curve .Curves "rate"}}{{end}}
 {{if .WorstMinutes}}<h3>Worst minutes</h3><table><tr><th>minute</th><th>refused</th><th>key</th><th>its refused</th><th>its requests</th><th>its busiest second</th></tr>
-{{range .WorstMinutes}}<tr><td>{{ts .Start}}</td><td>{{.Refused}}</td><td>{{.Key}}</td><td>{{.KeyRefused}}</td><td>{{.KeyRequests}}</td><td>{{.PeakSecond}}</td></tr>
+{{range .WorstMinutes}}<tr><td>{{ts .Start}}</td><td>{{.Refused}}</td><td>{{s .Key}}</td><td>{{.KeyRefused}}</td><td>{{.KeyRequests}}</td><td>{{.PeakSecond}}</td></tr>
 {{end}}</table>{{end}}
-{{with .Timeline}}<h3>Timeline of {{.Key}}</h3>{{timeline .}}{{end}}
+{{with .Timeline}}<h3>Timeline of {{s .Key}}</h3>{{timeline .}}{{end}}
 {{end}}
 </body></html>
 `))
@@ -378,7 +378,7 @@ func timelineSVG(tl *Timeline) template.HTML {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" role="img"><title>arrivals of one key and each limiter's decisions</title>`, W, H)
 	for c, name := range tl.Columns {
 		y := row*float64(c) + 18
-		fmt.Fprintf(&b, `<text x="4" y="%.0f" font-size="11">%s</text>`, y, template.HTMLEscapeString(name))
+		fmt.Fprintf(&b, `<text x="4" y="%.0f" font-size="11">%s</text>`, y, template.HTMLEscapeString(safe(name)))
 		for _, r := range tl.Rows {
 			if r.Allowed[c] {
 				fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#057a55"/>`, x(r.At), y-4, x(r.At), y)
