@@ -386,7 +386,10 @@ func (t *Traffic) calibrateTier(tier *policy.Tier, g *group, o *Options, span ti
 	}
 	var cmps []cmp
 	for _, a := range policy.Algorithms {
-		l := inFamily(tier.Limits[0], a)
+		l := tier.Limits[0]
+		if a != l.Algorithm {
+			l = inFamily(l, a)
+		}
 		cmps = append(cmps, cmp{string(a), []policy.Limit{l}})
 	}
 	for _, l := range o.Compare {
@@ -400,6 +403,14 @@ func (t *Traffic) calibrateTier(tier *policy.Tier, g *group, o *Options, span ti
 		other[i] = allTrue(len(decided[i]))
 	}
 	for _, c := range cmps {
+		if len(tier.Limits) == 1 && c.limits[0] == tier.Limits[0] {
+			// The declared limit itself: its replay is done.
+			tr.Compare = append(tr.Compare, Comparison{Name: c.name, Limit: c.limits[0], Refused: tr.Refused})
+			if tlIndex >= 0 {
+				tlCols = append(tlCols, slices.Clone(decided[tlIndex]))
+			}
+			continue
+		}
 		for i := range other {
 			fill(other[i], true)
 		}

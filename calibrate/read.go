@@ -293,57 +293,145 @@ func (t *Traffic) malformed(o *ReadOptions, fs *FileSummary, line int, reason st
 	return nil
 }
 
-// readLines reads an access log line by line.
+// readLines reads an access log line by line. Parsing runs in a goroutine
+// of its own, a batch of lines ahead of the bookkeeping (order checks,
+// the key table, the per-key arrivals), so the two use both CPUs.
 func (t *Traffic) readLines(name string, r io.Reader, lp lineParser, o *ReadOptions, fs *FileSummary) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<20), 1<<20)
+	batches, free := make(chan *lineBatch, 2), make(chan *lineBatch, 4)
+	for i := 0; i < 4; i++ {
+		free <- &lineBatch{}
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go parseLines(r, lp, o.Format, batches, free, done)
 	var latest int64
 	latestLine := 0
 	first := true
-	var rec parsed
-	for sc.Scan() {
-		fs.Lines++
-		b := sc.Bytes()
-		if len(bytes.TrimSpace(b)) == 0 {
-			continue
-		}
-		rec = parsed{}
-		if reason := lp.parse(b, &rec); reason != "" {
-			if other := looksLike(b); other != "" && other != o.Format {
-				reason += fmt.Sprintf("; the line looks like %s, not %s (mixed formats? give each file with its own --format run)", other, o.Format)
-				if first {
-					return inputErr("%s:%d: %s", name, fs.Lines, reason)
+	for b := range batches {
+		for i := range b.items {
+			it := &b.items[i]
+			fs.Lines = it.line
+			if it.reason != "" {
+				if it.other && first {
+					return inputErr("%s:%d: %s", name, it.line, it.reason)
 				}
+				if err := t.malformed(o, fs, it.line, it.reason); err != nil {
+					return err
+				}
+				continue
 			}
-			if err := t.malformed(o, fs, fs.Lines, reason); err != nil {
-				return err
+			first = false
+			key := b.buf[it.key[0]:it.key[1]]
+			if len(key) == 0 || (len(key) == 1 && key[0] == '-') {
+				fs.Keyless++
+				continue
 			}
-			continue
+			if it.at < latest-int64(o.MaxDisorder) {
+				return inputErr("%s:%d: time %s is %s before line %d's %s, more than the %s disorder allowed: sort the log, give rotated files separately, or raise --max-disorder",
+					name, it.line, fmtTime(it.at), time.Duration(latest-it.at), latestLine, fmtTime(latest), o.MaxDisorder)
+			}
+			if it.at < latest {
+				fs.Reordered++
+			} else {
+				latest, latestLine = it.at, it.line
+			}
+			t.add(key, it.at, it.status, b.buf[it.route[0]:it.route[1]])
+			fs.Requests++
 		}
-		first = false
-		if len(rec.key) == 0 || (len(rec.key) == 1 && rec.key[0] == '-') {
-			fs.Keyless++
-			continue
+		fs.Lines = b.lines
+		if err := b.err; err != nil {
+			if errors.Is(err, bufio.ErrTooLong) {
+				return inputErr("%s:%d: a line longer than 1 MiB", name, fs.Lines+1)
+			}
+			return inputErr("%s: after line %d: %v", name, fs.Lines, err)
 		}
-		if rec.at < latest-int64(o.MaxDisorder) {
-			return inputErr("%s:%d: time %s is %s before line %d's %s, more than the %s disorder allowed: sort the log, give rotated files separately, or raise --max-disorder",
-				name, fs.Lines, fmtTime(rec.at), time.Duration(latest-rec.at), latestLine, fmtTime(latest), o.MaxDisorder)
-		}
-		if rec.at < latest {
-			fs.Reordered++
-		} else {
-			latest, latestLine = rec.at, fs.Lines
-		}
-		t.add(rec.key, rec.at, rec.status, rec.route)
-		fs.Requests++
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return inputErr("%s:%d: a line longer than 1 MiB", name, fs.Lines+1)
-		}
-		return inputErr("%s: after line %d: %v", name, fs.Lines, err)
+		free <- b
 	}
 	return nil
+}
+
+// lineBatch is parsed lines on their way from parseLines to readLines;
+// keys and routes are copied into buf.
+type lineBatch struct {
+	items []lineItem
+	buf   []byte
+	lines int   // lines read so far
+	err   error // the read error after the last item
+}
+
+type lineItem struct {
+	line int
+	// reason says why the line is malformed ("" when it is not); other
+	// that it looks like another format.
+	reason     string
+	other      bool
+	at         int64
+	status     int
+	key, route [2]int
+}
+
+const batchLines = 4096
+
+// parseLines scans r and parses every non-blank line, in order, into
+// batches; it stops when done is closed.
+func parseLines(r io.Reader, lp lineParser, format string, out chan<- *lineBatch, free chan *lineBatch, done <-chan struct{}) {
+	defer close(out)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<20), 1<<20)
+	var b *lineBatch
+	take := func() bool {
+		select {
+		case b = <-free:
+			b.items, b.buf, b.err = b.items[:0], b.buf[:0], nil
+			return true
+		case <-done:
+			return false
+		}
+	}
+	send := func() bool {
+		select {
+		case out <- b:
+			return true
+		case <-done:
+			return false
+		}
+	}
+	if !take() {
+		return
+	}
+	line := 0
+	for sc.Scan() {
+		line++
+		raw := sc.Bytes()
+		if len(bytes.TrimSpace(raw)) == 0 {
+			continue
+		}
+		var rec parsed
+		it := lineItem{line: line}
+		if reason := lp.parse(raw, &rec); reason != "" {
+			if other := looksLike(raw); other != "" && other != format {
+				reason += fmt.Sprintf("; the line looks like %s, not %s (mixed formats? give each file with its own --format run)", other, format)
+				it.other = true
+			}
+			it.reason = reason
+		} else {
+			it.at, it.status = rec.at, rec.status
+			it.key[0] = len(b.buf)
+			b.buf = append(b.buf, rec.key...)
+			it.key[1], it.route[0] = len(b.buf), len(b.buf)
+			b.buf = append(b.buf, rec.route...)
+			it.route[1] = len(b.buf)
+		}
+		b.items = append(b.items, it)
+		if len(b.items) == batchLines {
+			b.lines = line
+			if !send() || !take() {
+				return
+			}
+		}
+	}
+	b.lines, b.err = line, sc.Err()
+	send()
 }
 
 // readHistory reads an rlverify history, or another tool's results through
