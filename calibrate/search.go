@@ -38,6 +38,11 @@ import (
 // (N): O(R) threshold passes plus the replays of the keys that can be
 // refused, per candidate, O(log grid) candidates.
 //
+// Requests logged at the same instant (whole-second logs have many) give a
+// lower bound with no replay: no algorithm admits more than K of a key at
+// one instant (instantBound), so the search starts at the smallest K whose
+// sure refusals fit the target.
+//
 // Monotony is what the binary search assumes; TestSearchMatchesBruteForce
 // checks every answer against replaying every candidate in turn.
 
@@ -48,6 +53,8 @@ type searcher struct {
 	// span is the traffic's first to last arrival: a rate below one per
 	// span, or a window longer than it, is not grounded by this traffic.
 	span time.Duration
+	// bound caches instantBound.
+	bound int64
 }
 
 // meets reports whether a replay's refusals keep to the target.
@@ -97,8 +104,14 @@ func (s *searcher) count(base policy.Limit) (Recommended, error) {
 		x, err := s.at(l, func(i int) bool { return thr[i] > n })
 		return s.meets(x), err
 	}
-	// Smallest n in [1, top] with ok(n); ok(top) holds (nobody above it).
+	// Smallest n in [1, top] with ok(n); ok(top) holds (nobody above it),
+	// and no n below the instant bound can hold.
 	lo, hi := int64(1), top
+	if base.Algorithm != policy.GCRA {
+		// GCRA rounds its emission interval to whole nanoseconds, so at
+		// absurd rates it can admit more than K at one instant.
+		lo = min(s.instantBound(), top)
+	}
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		good, err := ok(mid)
@@ -127,6 +140,55 @@ func (s *searcher) above(l policy.Limit) func(i int) bool {
 		ts := s.t.times[s.g.keys[i]]
 		return int64(len(ts)) > l.Count && admitAll(l, ts) > l.Count
 	}
+}
+
+// instantBound is the smallest capacity (count) that the requests logged
+// at one same instant allow: no algorithm admits more than K (N) requests
+// of a key at one instant, so a key's a legitimate arrivals at one instant
+// lose at least a − K, whatever else happens. Below the returned K these
+// sure refusals alone exceed the target, so the search starts there
+// without replaying anything. One pass over the tier, once per tier.
+func (s *searcher) instantBound() int64 {
+	if s.bound > 0 {
+		return s.bound
+	}
+	var sizes []int64 // legitimate arrivals per instant, > 1 only
+	for i, k := range s.g.keys {
+		ts, ab := s.t.times[k], s.g.abusive[i]
+		for j := 0; j < len(ts); {
+			n, e := int64(0), j
+			for ; e < len(ts) && ts[e] == ts[j]; e++ {
+				if ab == nil || !ab[e] {
+					n++
+				}
+			}
+			if n > 1 {
+				sizes = append(sizes, n)
+			}
+			j = e
+		}
+	}
+	budget := s.o.MaxRefused * float64(s.g.legitTotal)
+	sure := func(k int64) (n float64) {
+		for _, m := range sizes {
+			n += float64(max(0, m-k))
+		}
+		return n
+	}
+	lo, hi := int64(1), int64(1)
+	for _, m := range sizes {
+		hi = max(hi, m)
+	}
+	for lo < hi { // sure falls as k grows
+		mid := lo + (hi-lo)/2
+		if sure(mid) <= budget+1e-9 {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	s.bound = lo
+	return lo
 }
 
 // finish replays the found limit over every key that it can refuse

@@ -241,3 +241,10 @@ func waitUp(t *testing.T, addr string) {
 	}
 	t.Fatalf("nothing listens on %s", addr)
 }
+
+func TestCalibrateCompletesItsOwnFormats(t *testing.T) {
+	require.Equal(t, []string{"json"}, complete(t, "calibrate", "--format", "j"))
+	require.Equal(t, []string{"history", "har"}, complete(t, "calibrate", "--format", "h"))
+	require.Equal(t, []string{"html"}, complete(t, "calibrate", "--report", "h"))
+	require.Equal(t, []string{"text,json", "text,junit"}, complete(t, "attack", "--format", "text,j"), "other commands keep theirs")
+}
