@@ -358,8 +358,8 @@ func (c *config) calibrateRow(ctx context.Context, t *bench.Table) error {
 	}
 	m := bench.Median(walls)
 	t.Check("calibrate", "`rlverify calibrate` of a 10^7-line nginx access log (10^5 keys, 2 tiers), s wall (runs)",
-		fmt.Sprintf("%.1f s (%s); %s lines/s, %.0f MB of log, peak RSS %s", m,
-			bench.Join(walls, func(v float64) string { return fmt.Sprintf("%.1f", v) }), bench.Rate(lines/m), float64(st.Size())/1e6, mb(peak)),
+		fmt.Sprintf("%.1f s (%s); %.2f M lines/s, %.0f MB of log, peak RSS %s", m,
+			bench.Join(walls, func(v float64) string { return fmt.Sprintf("%.1f", v) }), lines/m/1e6, float64(st.Size())/1e6, mb(peak)),
 		"≤ 20 s", m, 20, true)
 	return nil
 }
