@@ -125,6 +125,22 @@ func TestBurstsOfSevenEveryMinuteNeedKSeven(t *testing.T) {
 	require.Equal(t, 7, tier.WorstMinutes[0].PeakSecond)
 	require.Equal(t, "key-00", tier.WorstMinutes[0].Key)
 
+	// Refusing none at all needs the same 7; a lax target (20%) less.
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{MaxRefused: 0, ExactlyZero: true}, "7"},
+		{Options{MaxRefused: -1}, "7"},
+		{Options{MaxRefused: 0.2}, "6"},
+		{Options{MaxRefused: 0.5, MaxRefusedPerKey: 0.001}, "7"},
+	} {
+		tc.o.Policy = onePolicy(t, "{algorithm: token-bucket, capacity: 3, rate: 10/min}")
+		r, err := Calibrate(tr, tc.o)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, r.Tiers[0].Recommended[0].Value, "%+v", tc.o)
+	}
+
 	p, yml, err := Recommend(onePolicy(t, "{algorithm: token-bucket, capacity: 3, rate: 10/min}"), r)
 	require.NoError(t, err)
 	require.Equal(t, int64(7), p.Tiers[0].Limits[0].Capacity)
