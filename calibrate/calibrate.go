@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/rlverify/rlverify/policy"
@@ -244,6 +245,11 @@ func Calibrate(t *Traffic, o Options) (*Report, error) {
 	groups := make([]group, len(o.Policy.Tiers))
 	for k, key := range t.keys {
 		tier, ok := o.Policy.TierFor(key)
+		if logged := t.tiers[k]; logged != "" {
+			if tier, ok = o.Policy.Tier(logged); !ok {
+				return nil, fmt.Errorf("calibrate: %s: key %q has tier %q, which policy %s does not have (%s)", t.tierLine[k], safe(key), safe(logged), o.Policy.Source, strings.Join(o.Policy.TierNames(), ", "))
+			}
+		}
 		if !ok {
 			r.NoTierKeys++
 			r.NoTierRequests += len(t.times[k])

@@ -396,3 +396,48 @@ func TestKeysFromTheLogAreEscaped(t *testing.T) {
 		}
 	}
 }
+
+// TestTiersFromTheLog: a tier field puts keys in the tier the log names,
+// whatever their prefix; a key with two tiers, or a tier the policy does
+// not have, is an error naming the line.
+func TestTiersFromTheLog(t *testing.T) {
+	p := mustPolicy(t, `name: t
+version: v1
+tiers:
+  - {name: free, key_prefix: "free-", limits: [{algorithm: token-bucket, capacity: 2, rate: 1/s}]}
+  - {name: paid, key_prefix: "paid-", limits: [{algorithm: token-bucket, capacity: 20, rate: 10/s}]}
+default_tier: free
+`)
+	line := func(i int, key, plan string) string {
+		return fmt.Sprintf(`{"time": 1700000000.%d, "key": "%s", "plan": "%s"}`+"\n", i, key, plan)
+	}
+	var b strings.Builder
+	for i := 0; i < 5; i++ {
+		b.WriteString(line(i, "acme", "paid"))
+		b.WriteString(line(i, "bob", "free"))
+	}
+	tr, err := read(t, JSON, b.String(), ReadOptions{KeyField: "key", TierField: "plan"})
+	require.NoError(t, err)
+	r, err := Calibrate(tr, Options{Policy: p})
+	require.NoError(t, err)
+	got := map[string]int{}
+	for _, tier := range r.Tiers {
+		got[tier.Tier] = tier.Refused.Legit
+	}
+	require.Equal(t, map[string]int{"free": 3, "paid": 0}, got, "acme is paid by the log, not free by its prefix")
+
+	_, err = read(t, JSON, b.String()+line(6, "acme", "free"), ReadOptions{KeyField: "key", TierField: "plan"})
+	require.EqualError(t, err, `log:11: key "acme" has tier "free", but tier "paid" at log:1: one key, one tier`)
+	tr, err = read(t, JSON, line(1, "acme", "gold"), ReadOptions{KeyField: "key", TierField: "plan"})
+	require.NoError(t, err)
+	_, err = Calibrate(tr, Options{Policy: p})
+	require.EqualError(t, err, `calibrate: log:1: key "acme" has tier "gold", which policy test.yaml does not have (free, paid)`)
+
+	var c strings.Builder
+	for i := 0; i < 3; i++ {
+		fmt.Fprintf(&c, `192.0.2.1 - - [01/Dec/2026:09:00:0%d +0000] "GET / HTTP/1.1" 200 1 "-" "-" "acme" "paid"`+"\n", i)
+	}
+	tr, err = read(t, Combined, c.String(), ReadOptions{KeyField: "extra1", TierField: "extra2"})
+	require.NoError(t, err)
+	require.Equal(t, "paid", tr.tiers[0])
+}

@@ -17,6 +17,7 @@ type parsed struct {
 	at     int64 // Unix ns
 	status int
 	route  []byte
+	tier   []byte
 }
 
 // lineParser reads one access-log line; it returns why the line is
@@ -34,7 +35,14 @@ func newLineParser(o *ReadOptions) (lineParser, error) {
 	}
 	tc := &timeCache{}
 	if o.Format == Combined {
-		c := &combinedParser{re: o.KeyRegex, tc: tc, extra: -1}
+		c := &combinedParser{re: o.KeyRegex, tc: tc, extra: -1, tierExtra: -1}
+		if o.TierField != "" {
+			n, err := strconv.Atoi(strings.TrimPrefix(o.TierField, "extra"))
+			if err != nil || !strings.HasPrefix(o.TierField, "extra") || n < 1 || n > 32 {
+				return nil, fmt.Errorf("calibrate: combined tier field %q: want extraN (N from 1 to 32: the N-th field after the user agent)", o.TierField)
+			}
+			c.tierExtra = n
+		}
 		if o.KeyRegex == nil {
 			switch f := o.KeyField; {
 			case f == "ip":
@@ -65,10 +73,14 @@ func newLineParser(o *ReadOptions) (lineParser, error) {
 	default:
 		return nil, fmt.Errorf("calibrate: time unit %q: want s, ms, us or ns", o.TimeUnit)
 	}
-	j := &jsonParser{re: o.KeyRegex, tc: tc, unit: unit}
+	j := &jsonParser{re: o.KeyRegex, tc: tc, unit: unit, tierIdx: -1}
 	paths := []string{or(o.TimeField, "time"), or(o.StatusField, "status"), or(o.RouteField, "path")}
 	if o.KeyRegex == nil {
 		paths = append(paths, o.KeyField)
+	}
+	if o.TierField != "" {
+		j.tierIdx = len(paths)
+		paths = append(paths, o.TierField)
 	}
 	for _, p := range paths {
 		if p == "" || strings.Contains(p, "..") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") {
@@ -101,10 +113,11 @@ const (
 // The time may be CLF (02/Jan/2006:15:04:05 -0700, optionally with a
 // fraction of a second after the seconds), RFC 3339, or Unix seconds.
 type combinedParser struct {
-	re    *regexp.Regexp
-	field int
-	extra int
-	tc    *timeCache
+	re        *regexp.Regexp
+	field     int
+	extra     int
+	tierExtra int // -1: no tier field
+	tc        *timeCache
 }
 
 func (c *combinedParser) parse(b []byte, rec *parsed) string {
@@ -164,37 +177,45 @@ func (c *combinedParser) parse(b []byte, rec *parsed) string {
 		if m := c.re.FindSubmatch(b); m != nil {
 			rec.key = m[1]
 		}
+	} else {
+		switch c.field {
+		case keyIP:
+			rec.key = ip
+		case keyUser:
+			rec.key = user
+		}
+	}
+	want := c.tierExtra
+	if c.re == nil && c.field == keyExtra {
+		want = max(want, c.extra)
+	}
+	if want < 1 {
 		return ""
 	}
-	switch c.field {
-	case keyIP:
-		rec.key = ip
-	case keyUser:
-		rec.key = user
-	case keyExtra:
-		rest = rest[i:]
-		// bytes sent, then referer, agent, extra1…
-		for n := -2; ; n++ {
-			rest = bytes.TrimLeft(rest, " ")
-			if len(rest) == 0 {
-				return fmt.Sprintf("no field extra%d: the line ends after %d fields past the user agent", c.extra, max(0, n-1))
+	rest = rest[i:]
+	// bytes sent, then referer, agent, extra1…
+	for n := -2; n <= want; n++ {
+		rest = bytes.TrimLeft(rest, " ")
+		if len(rest) == 0 {
+			return fmt.Sprintf("no field extra%d: the line ends after %d fields past the user agent", want, max(0, n-1))
+		}
+		var f []byte
+		if rest[0] == '"' {
+			if f, rest, ok = quoted(rest); !ok {
+				return "a quoted field is not closed"
 			}
-			var f []byte
-			if rest[0] == '"' {
-				if f, rest, ok = quoted(rest); !ok {
-					return "a quoted field is not closed"
-				}
-			} else {
-				e := bytes.IndexByte(rest, ' ')
-				if e < 0 {
-					e = len(rest)
-				}
-				f, rest = rest[:e], rest[e:]
+		} else {
+			e := bytes.IndexByte(rest, ' ')
+			if e < 0 {
+				e = len(rest)
 			}
-			if n == c.extra {
-				rec.key = f
-				return ""
-			}
+			f, rest = rest[:e], rest[e:]
+		}
+		if c.re == nil && c.field == keyExtra && n == c.extra {
+			rec.key = f
+		}
+		if n == c.tierExtra {
+			rec.tier = f
 		}
 	}
 	return ""
@@ -363,8 +384,10 @@ func parseDecimal(b []byte, unit int64) (int64, bool) {
 // a map costs several microseconds a line, and a week of logs has 10^7.
 type jsonParser struct {
 	re    *regexp.Regexp
-	paths [][]string // time, status, route[, key]
-	vals  [4]jsonVal
+	paths [][]string // time, status, route[, key][, tier]
+	vals  [5]jsonVal
+	// tierIdx is the index of the tier field in paths, -1 for none.
+	tierIdx int
 	tc    *timeCache
 	unit  int64
 	unq   []byte
@@ -421,6 +444,13 @@ func (j *jsonParser) parse(b []byte, rec *parsed) string {
 		rec.route = rv.raw
 		if q := bytes.IndexByte(rec.route, '?'); q >= 0 {
 			rec.route = rec.route[:q]
+		}
+	}
+	if j.tierIdx >= 0 {
+		if tv := j.vals[j.tierIdx]; tv.found && tv.str && !tv.esc {
+			rec.tier = tv.raw
+		} else if tv.found && tv.esc {
+			return fmt.Sprintf("tier %q: escapes in a tier name", clip(tv.raw))
 		}
 	}
 	if j.re != nil {

@@ -61,6 +61,11 @@ type ReadOptions struct {
 	// group of a regular expression matched against the raw line (combined
 	// and JSON): `Bearer ([A-Za-z0-9._-]+)`.
 	KeyRegex *regexp.Regexp
+	// TierField, when set, is where each request's tier is (JSON: a field;
+	// combined: extraN): it then decides the key's tier instead of the
+	// policy's key prefixes, and must name a tier of the policy. A key
+	// logged with two tiers is an error.
+	TierField string
 	// TimeField, StatusField and RouteField name JSON fields (defaults
 	// time, status, path).
 	TimeField, StatusField, RouteField string
@@ -112,9 +117,13 @@ type Traffic struct {
 	Files     []FileSummary `json:"files"`
 	Malformed []Malformed   `json:"malformed,omitempty"`
 
-	keys   []string
-	index  map[string]int32
-	times  [][]int64
+	keys  []string
+	index map[string]int32
+	// tiers[k] is key k's tier from the log ("" without a tier field)
+	// and tierLine the line it was first seen on.
+	tiers    []string
+	tierLine []string
+	times    [][]int64
 	status [][]uint16
 	routes map[string]int // requests per route (at most maxRoutes)
 }
@@ -192,6 +201,9 @@ func Read(inputs []Input, o ReadOptions) (*Traffic, error) {
 			return nil, fmt.Errorf("calibrate: a history carries its keys: drop the key field %q", o.KeyField)
 		}
 	}
+	if o.TierField != "" && o.Format != Combined && o.Format != JSON {
+		return nil, fmt.Errorf("calibrate: a tier field is read from combined and JSON logs only, not %s", o.Format)
+	}
 	t := &Traffic{index: map[string]int32{}, routes: map[string]int{}}
 	for _, in := range inputs {
 		br := bufio.NewReaderSize(in.R, 1<<20)
@@ -237,8 +249,8 @@ func (o *ReadOptions) keyWhere() string {
 	return fmt.Sprintf("the key field %q", o.KeyField)
 }
 
-// add records one arrival.
-func (t *Traffic) add(key []byte, at int64, status int, route []byte) {
+// add records one arrival and returns the key's index.
+func (t *Traffic) add(key []byte, at int64, status int, route []byte) int32 {
 	i, ok := t.index[string(key)]
 	if !ok {
 		i = int32(len(t.keys))
@@ -247,6 +259,8 @@ func (t *Traffic) add(key []byte, at int64, status int, route []byte) {
 		t.keys = append(t.keys, k)
 		t.times = append(t.times, nil)
 		t.status = append(t.status, nil)
+		t.tiers = append(t.tiers, "")
+		t.tierLine = append(t.tierLine, "")
 	}
 	t.times[i] = append(t.times[i], at)
 	t.status[i] = append(t.status[i], uint16(min(max(status, 0), 65535)))
@@ -257,6 +271,20 @@ func (t *Traffic) add(key []byte, at int64, status int, route []byte) {
 			t.routes[string(route)] = 1
 		}
 	}
+	return i
+}
+
+// setTier records key k's tier from the log, where names the line.
+func (t *Traffic) setTier(k int32, tier []byte, where string) error {
+	switch {
+	case len(tier) == 0 || len(tier) == 1 && tier[0] == '-':
+		return inputErr("%s: no tier in the tier field for key %q", where, safe(t.keys[k]))
+	case t.tiers[k] == "":
+		t.tiers[k], t.tierLine[k] = string(tier), where
+	case t.tiers[k] != string(tier):
+		return inputErr("%s: key %q has tier %q, but tier %q at %s: one key, one tier", where, safe(t.keys[k]), safe(string(tier)), safe(t.tiers[k]), t.tierLine[k])
+	}
+	return nil
 }
 
 // sortArrivals puts every key's arrivals in time order (stable: equal
@@ -335,7 +363,12 @@ func (t *Traffic) readLines(name string, r io.Reader, lp lineParser, o *ReadOpti
 			} else {
 				latest, latestLine = it.at, it.line
 			}
-			t.add(key, it.at, it.status, b.buf[it.route[0]:it.route[1]])
+			k := t.add(key, it.at, it.status, b.buf[it.route[0]:it.route[1]])
+			if o.TierField != "" {
+				if err := t.setTier(k, b.buf[it.tier[0]:it.tier[1]], fmt.Sprintf("%s:%d", name, it.line)); err != nil {
+					return err
+				}
+			}
 			fs.Requests++
 		}
 		fs.Lines = b.lines
@@ -367,7 +400,7 @@ type lineItem struct {
 	other      bool
 	at         int64
 	status     int
-	key, route [2]int
+	key, route, tier [2]int
 }
 
 const batchLines = 4096
@@ -420,7 +453,9 @@ func parseLines(r io.Reader, lp lineParser, format string, out chan<- *lineBatch
 			b.buf = append(b.buf, rec.key...)
 			it.key[1], it.route[0] = len(b.buf), len(b.buf)
 			b.buf = append(b.buf, rec.route...)
-			it.route[1] = len(b.buf)
+			it.route[1], it.tier[0] = len(b.buf), len(b.buf)
+			b.buf = append(b.buf, rec.tier...)
+			it.tier[1] = len(b.buf)
 		}
 		b.items = append(b.items, it)
 		if len(b.items) == batchLines {
@@ -473,7 +508,7 @@ func (t *Traffic) readHistory(name string, r io.Reader, o *ReadOptions, fs *File
 			fs.Keyless++
 			continue
 		}
-		t.add([]byte(e.Key), start+e.Sent, e.Status, []byte(e.Path))
+		_ = t.add([]byte(e.Key), start+e.Sent, e.Status, []byte(e.Path))
 		fs.Requests++
 	}
 	return nil

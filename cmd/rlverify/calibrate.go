@@ -21,7 +21,7 @@ import (
 
 type calibrateFlags struct {
 	traffic                                        []string
-	format, keyField, keyRegex                     string
+	format, keyField, keyRegex, tierField          string
 	timeField, statusField, routeField, timeUnit   string
 	skipMalformed                                  bool
 	maxDisorder                                    time.Duration
@@ -82,6 +82,7 @@ Examples:
 	fl.StringVar(&f.format, "format", calibrate.Combined, "format of the traffic: "+strings.Join(calibrate.Formats(), ", "))
 	fl.StringVar(&f.keyField, "key-field", "", "where the key is: combined ip, user or extraN; json a field (a.b for nested); vegeta attack or k6 a tag")
 	fl.StringVar(&f.keyRegex, "key-regex", "", "instead of --key-field: a regular expression on the raw line whose first group is the key")
+	fl.StringVar(&f.tierField, "tier-field", "", "where each request's tier is (json a field, combined extraN): it decides the key's tier instead of the policy's key prefixes")
 	fl.StringVar(&f.timeField, "time-field", "time", "json: the field with the request time (RFC 3339, CLF or Unix time)")
 	fl.StringVar(&f.statusField, "status-field", "status", "json: the field with the response status")
 	fl.StringVar(&f.routeField, "route-field", "path", "json: the field with the request path")
@@ -124,7 +125,7 @@ func runCalibrate(f *calibrateFlags, stdin io.Reader, stdout io.Writer) error {
 		return usageErr("calibrate: --traffic FILE is required (an access log, results or a history)")
 	}
 	o := rlverify.CalibrateOptions{Read: calibrate.ReadOptions{
-		Format: f.format, KeyField: f.keyField, TimeField: f.timeField, StatusField: f.statusField, RouteField: f.routeField,
+		Format: f.format, KeyField: f.keyField, TierField: f.tierField, TimeField: f.timeField, StatusField: f.statusField, RouteField: f.routeField,
 		TimeUnit: f.timeUnit, SkipMalformed: f.skipMalformed, MaxDisorder: f.maxDisorder, Hosts: f.hosts,
 	}}
 	if !slices.Contains(calibrate.Formats(), f.format) {
