@@ -388,9 +388,9 @@ type jsonParser struct {
 	vals  [5]jsonVal
 	// tierIdx is the index of the tier field in paths, -1 for none.
 	tierIdx int
-	tc    *timeCache
-	unit  int64
-	unq   []byte
+	tc      *timeCache
+	unit    int64
+	unq     []byte
 }
 
 type jsonVal struct {

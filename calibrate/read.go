@@ -124,8 +124,8 @@ type Traffic struct {
 	tiers    []string
 	tierLine []string
 	times    [][]int64
-	status [][]uint16
-	routes map[string]int // requests per route (at most maxRoutes)
+	status   [][]uint16
+	routes   map[string]int // requests per route (at most maxRoutes)
 }
 
 // maxRoutes bounds the distinct routes counted.
@@ -396,10 +396,10 @@ type lineItem struct {
 	line int
 	// reason says why the line is malformed ("" when it is not); other
 	// that it looks like another format.
-	reason     string
-	other      bool
-	at         int64
-	status     int
+	reason           string
+	other            bool
+	at               int64
+	status           int
 	key, route, tier [2]int
 }
 
