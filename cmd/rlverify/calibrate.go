@@ -185,6 +185,9 @@ func runCalibrate(f *calibrateFlags, stdin io.Reader, stdout io.Writer) error {
 		}
 		o.Calibrate.Compare = append(o.Calibrate.Compare, l)
 	}
+	if f.timelineRows < 1 || f.timelineRows > 100_000 {
+		return usageErr("--timeline-rows %d: want 1 … 100000", f.timelineRows)
+	}
 	o.Calibrate.TimelineKey, o.Calibrate.TimelineMax = f.timelineKey, f.timelineRows
 	var outs []reportOut
 	toStdout := 0

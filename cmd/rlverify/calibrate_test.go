@@ -148,6 +148,8 @@ func TestCalibrateBadInput(t *testing.T) {
 		{"two to stdout", []string{"--traffic", calData + "access.log", "--key-field", "ip", "--report", "text", "--report", "json"}, "only one format can go to stdout"},
 		{"faulty compared", []string{"--traffic", calData + "access.log", "--key-field", "ip", "--compare", "faulty/uncapped-refill:capacity=5,rate=1"}, "calibrate replays the reference algorithms"},
 		{"no key matches a tier", []string{"--traffic", calData + "access.log", "--key-field", "ip", "--policy", "../../importers/testdata/policy-har.yaml"}, ""},
+		{"timeline rows", []string{"--traffic", calData + "access.log", "--key-field", "ip", "--timeline-rows", "0"}, "--timeline-rows 0: want 1 … 100000"},
+		{"tier field on a history", []string{"--traffic", "../../importers/testdata/vegeta-ok.golden.jsonl", "--format", "history", "--tier-field", "tier"}, "a tier field is read from combined and JSON logs only"},
 		{"format unknown", []string{"--traffic", calData + "access.log", "--format", "w3c"}, `--format "w3c": want combined, json, history, vegeta, k6, har`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
