@@ -3,6 +3,7 @@ package calibrate
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"regexp"
@@ -440,4 +441,59 @@ default_tier: free
 	tr, err = read(t, Combined, c.String(), ReadOptions{KeyField: "extra1", TierField: "extra2"})
 	require.NoError(t, err)
 	require.Equal(t, "paid", tr.tiers[0])
+}
+
+// TestJSONFieldsAgreeWithEncodingJSON: the one-pass JSON reader picks the
+// same key, status and route as encoding/json does, and refuses what
+// encoding/json refuses.
+func TestJSONFieldsAgreeWithEncodingJSON(t *testing.T) {
+	good := []string{
+		`{"time":"2026-12-01T10:00:00Z","status":200,"req":{"path":"/a?x=1","headers":{"x-api-key":"k1"}}}`,
+		`{ "req" : { "headers" : { "x-api-key" : "k\"2\\u00e9" } , "path":"/b" } , "time" : 1764583200.5 , "status" : 429 }`,
+		`{"arr":[{"req":{"headers":{"x-api-key":"decoy"}}},1,-2.5e3,true,null,"s"],"req":{"headers":{"x-api-key":"k3"},"path":"/c"},"time":"2026-12-01T10:00:00.25Z"}`,
+		`{"req":{"headers":{"x-api-key":12345}},"time":1764583200,"status":503,"extra":{"deep":{"deeper":[[[]]]}}}`,
+		`{"req":{"headers":{"x-api-key":null}},"time":1764583200}`,
+		`{"req":{"headers":{"x-api-key":"k5","x-api-key-2":"no"}},"time":1764583200,"req2":{"path":"/no"}}`,
+	}
+	bad := []string{
+		`{"time":1764583200,"req":{"headers":{"x-api-key":"k"}}`,
+		`{"time":1764583200,"req":{"headers":{"x-api-key":"k"}}} trailing`,
+		`{"time":1764583200,,"req":{}}`,
+		`{"time":1764583200,"req":{"headers":{"x-api-key":"k\u0001"}}}` + "\x01",
+		`{"time":1764583200 "req":{}}`,
+		`{"time":tru,"req":{}}`,
+	}
+	o := ReadOptions{Format: JSON, KeyField: "req.headers.x-api-key", RouteField: "req.path"}
+	lp, err := newLineParser(&o)
+	require.NoError(t, err)
+	for _, line := range good {
+		var rec parsed
+		require.Empty(t, lp.parse([]byte(line), &rec), line)
+		var v struct {
+			Status int `json:"status"`
+			Req    struct {
+				Path    string                     `json:"path"`
+				Headers map[string]json.RawMessage `json:"headers"`
+			} `json:"req"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &v), line)
+		want := ""
+		if raw := v.Req.Headers["x-api-key"]; string(raw) != "null" {
+			var s string
+			if json.Unmarshal(raw, &s) == nil {
+				want = s
+			} else {
+				want = string(raw)
+			}
+		}
+		require.Equal(t, want, string(rec.key), line)
+		require.Equal(t, v.Status, rec.status, line)
+		path, _, _ := strings.Cut(v.Req.Path, "?")
+		require.Equal(t, path, string(rec.route), line)
+	}
+	for _, line := range bad {
+		var rec parsed
+		require.NotEmpty(t, lp.parse([]byte(line), &rec), line)
+		require.False(t, json.Valid([]byte(line)), "the test's bad line is valid JSON: %s", line)
+	}
 }

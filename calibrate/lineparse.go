@@ -577,6 +577,24 @@ func (s *jsonScan) str() (raw []byte, end int, esc, ok bool) {
 		case c == '\\':
 			esc = true
 			k++
+			if k >= len(s.b) {
+				return nil, 0, false, false
+			}
+			switch s.b[k] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if k+4 >= len(s.b) {
+					return nil, 0, false, false
+				}
+				for _, h := range s.b[k+1 : k+5] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return nil, 0, false, false
+					}
+				}
+				k += 4
+			default:
+				return nil, 0, false, false
+			}
 		case c == '"':
 			s.i = k + 1
 			return s.b[start:k], k, esc, true
@@ -652,14 +670,51 @@ func (s *jsonScan) value(depth int) (jsonVal, bool) {
 			return jsonVal{}, false
 		case string(raw) == "true" || string(raw) == "false" || string(raw) == "null":
 		case raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'):
-			for _, c := range raw {
-				if !(c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
-					return jsonVal{}, false
-				}
+			if !jsonNumber(raw) {
+				return jsonVal{}, false
 			}
 		default:
 			return jsonVal{}, false
 		}
 		return jsonVal{raw: raw, found: true}, true
 	}
+}
+
+// jsonNumber reports whether b is a JSON number:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func jsonNumber(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case digits() == 0:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(b)
 }
