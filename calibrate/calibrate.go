@@ -27,9 +27,8 @@ type Options struct {
 	// every search (the declared rate when searching K, and so on).
 	Policy *policy.Policy
 	// MaxRefused is the target: the largest share of a tier's legitimate
-	// requests the recommended numbers may refuse (0.001 = 0.1%). A
-	// negative value means 0 (admit every legitimate request); zero means
-	// DefaultMaxRefused unless ExactlyZero.
+	// requests the recommended numbers may refuse (0.001 = 0.1%); zero
+	// means DefaultMaxRefused unless ExactlyZero.
 	MaxRefused float64
 	// ExactlyZero makes a zero MaxRefused mean "refuse none".
 	ExactlyZero bool
@@ -204,13 +203,11 @@ func Calibrate(t *Traffic, o Options) (*Report, error) {
 	if o.Policy == nil {
 		return nil, errors.New("calibrate: no policy: give the candidate policy (its tiers group the keys)")
 	}
-	if o.MaxRefused < 0 || o.ExactlyZero && o.MaxRefused == 0 {
-		o.MaxRefused = 0
-	} else if o.MaxRefused == 0 {
-		o.MaxRefused = DefaultMaxRefused
+	if o.MaxRefused < 0 || o.MaxRefused >= 1 || math.IsNaN(o.MaxRefused) {
+		return nil, fmt.Errorf("calibrate: max refused %g: want a share in [0, 1) (0.001 is 0.1%%)", o.MaxRefused)
 	}
-	if o.MaxRefused >= 1 || math.IsNaN(o.MaxRefused) {
-		return nil, fmt.Errorf("calibrate: max refused %g: want a share below 1 (0.001 is 0.1%%)", o.MaxRefused)
+	if o.MaxRefused == 0 && !o.ExactlyZero {
+		o.MaxRefused = DefaultMaxRefused
 	}
 	if o.MaxRefusedPerKey < 0 || o.MaxRefusedPerKey >= 1 || math.IsNaN(o.MaxRefusedPerKey) {
 		return nil, fmt.Errorf("calibrate: max refused per key %g: want a share in [0, 1)", o.MaxRefusedPerKey)

@@ -132,7 +132,7 @@ func TestBurstsOfSevenEveryMinuteNeedKSeven(t *testing.T) {
 		want string
 	}{
 		{Options{MaxRefused: 0, ExactlyZero: true}, "7"},
-		{Options{MaxRefused: -1}, "7"},
+		{Options{}, "7"}, // the default, 0.1%
 		{Options{MaxRefused: 0.2}, "6"},
 		{Options{MaxRefused: 0.5, MaxRefusedPerKey: 0.001}, "7"},
 	} {
@@ -141,6 +141,9 @@ func TestBurstsOfSevenEveryMinuteNeedKSeven(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tc.want, r.Tiers[0].Recommended[0].Value, "%+v", tc.o)
 	}
+
+	_, err = Calibrate(tr, Options{Policy: onePolicy(t, "{algorithm: token-bucket, capacity: 3, rate: 10/min}"), MaxRefused: -0.1})
+	require.EqualError(t, err, "calibrate: max refused -0.1: want a share in [0, 1) (0.001 is 0.1%)")
 
 	p, yml, err := Recommend(onePolicy(t, "{algorithm: token-bucket, capacity: 3, rate: 10/min}"), r)
 	require.NoError(t, err)
