@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"calibrate":           {"history", "importers", "limiters", "policy"},
 	"reports":             {"checks", "history", "policy", "thresholds", "internal/human", "limitread"},
 	"service":             {"limiters", "limiters/catalog", "policy", "headers", "history", "internal/faultproxy", "limitread"},
-	"envs":                {"service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/faultproxy"},
+	"envs":                {"service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/faultproxy", "internal/childproc"},
 	"envs/docker":         {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc"},
 	"envs/gateway":        {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/childproc"},
 	"":                    {"attacks", "calibrate", "checks", "envs", "history", "importers", "limiters/catalog", "policies", "policy", "reports", "service", "thresholds"},

@@ -14,6 +14,7 @@ import (
 // command is returned as an internal error (exit 4).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	defer recoverInternal(&err)
+	stderr = safeStderr(stderr)
 	runDepth++
 	defer func() { runDepth-- }()
 	root := &cobra.Command{
