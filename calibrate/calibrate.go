@@ -93,14 +93,13 @@ type TierReport struct {
 	Abusive  int            `json:"abusive"`
 	Declared []policy.Limit `json:"declared"`
 	// Refused is what the declared limits (all of them, together) refuse.
-	Refused      Outcome        `json:"refused"`
-	TopKeys      []KeyRefusal   `json:"top_keys,omitempty"`
-	WorstMinutes []Minute       `json:"worst_minutes,omitempty"`
-	Recommended  []Recommended  `json:"recommended"`
-	Compare      []Comparison   `json:"compare"`
-	Curves       []Curve        `json:"curves,omitempty"`
-	Timeline     *Timeline      `json:"timeline,omitempty"`
-	PeakPerKey   map[string]int `json:"-"`
+	Refused      Outcome       `json:"refused"`
+	TopKeys      []KeyRefusal  `json:"top_keys,omitempty"`
+	WorstMinutes []Minute      `json:"worst_minutes,omitempty"`
+	Recommended  []Recommended `json:"recommended"`
+	Compare      []Comparison  `json:"compare"`
+	Curves       []Curve       `json:"curves,omitempty"`
+	Timeline     *Timeline     `json:"timeline,omitempty"`
 }
 
 // Outcome counts refusals of legitimate and abusive requests.

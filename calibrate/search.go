@@ -3,6 +3,7 @@ package calibrate
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -352,7 +353,7 @@ func (s *searcher) countCurve(base policy.Limit) (Curve, error) {
 			xs = append(xs, n)
 		}
 	}
-	if d := base.Count; d > 0 && !contains(xs, d) && d < 4*top {
+	if d := base.Count; d > 0 && !slices.Contains(xs, d) && d < 4*top {
 		xs = append(xs, d)
 		sort.Slice(xs, func(a, b int) bool { return xs[a] < xs[b] })
 	}
@@ -399,15 +400,6 @@ func (s *searcher) rateCurve(base policy.Limit) (Curve, error) {
 		c.Points = append(c.Points, Point{X: x, Label: label, Share: share(y.legitRefused, s.g.legitTotal)})
 	}
 	return c, nil
-}
-
-func contains(xs []int64, v int64) bool {
-	for _, x := range xs {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func share(n, of int) float64 {
