@@ -500,3 +500,27 @@ func TestJSONFieldsAgreeWithEncodingJSON(t *testing.T) {
 		require.False(t, json.Valid([]byte(line)), "the test's bad line is valid JSON: %s", line)
 	}
 }
+
+// TestRecommendKeepsTheWindowAndEveryOtherLimit: a window-family tier
+// gets its count N at its window; a tier without traffic keeps its numbers.
+func TestRecommendKeepsTheWindowAndEveryOtherLimit(t *testing.T) {
+	p := mustPolicy(t, `name: t
+version: v1
+tiers:
+  - {name: all, key_prefix: "key-", limits: [{algorithm: sliding-log, limit: 3, window: 30s}]}
+  - {name: idle, key_prefix: "idle-", limits: [{algorithm: fixed-window, limit: 9, window: 1m}]}
+`)
+	tr, err := read(t, Combined, burstsOfSeven(3), ReadOptions{KeyField: "extra1"})
+	require.NoError(t, err)
+	r, err := Calibrate(tr, Options{Policy: p})
+	require.NoError(t, err)
+	got, yml, err := Recommend(p, r)
+	require.NoError(t, err)
+	all, _ := got.Tier("all")
+	require.Equal(t, int64(7), all.Limits[0].Count)
+	require.Equal(t, 30*time.Second, all.Limits[0].W())
+	idle, _ := got.Tier("idle")
+	require.Equal(t, int64(9), idle.Limits[0].Count)
+	require.Equal(t, time.Minute, idle.Limits[0].W())
+	require.Contains(t, string(yml), "# Calibrated by rlverify calibrate from 1260 requests of 3 keys")
+}
