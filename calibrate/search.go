@@ -108,10 +108,11 @@ func (s *searcher) count(base policy.Limit) (Recommended, error) {
 	// Smallest n in [1, top] with ok(n); ok(top) holds (nobody above it),
 	// and no n below the instant bound can hold.
 	lo, hi := int64(1), top
-	if base.Algorithm != policy.GCRA {
-		// GCRA rounds its emission interval to whole nanoseconds, so at
-		// absurd rates it can admit more than K at one instant.
-		lo = min(s.instantBound(), top)
+	// GCRA rounds its emission interval T to whole nanoseconds, so it can
+	// admit K+1 at one instant when (K+1)·round(T) ≤ round(K·T), which
+	// needs T ≤ K/2 + 1 ns (rates above 10^8/s): then it starts from 1.
+	if b := s.instantBound(); base.Algorithm != policy.GCRA || 1e9/base.R() > float64(b)/2+1 {
+		lo = min(b, top)
 	}
 	for lo < hi {
 		mid := lo + (hi-lo)/2
