@@ -153,7 +153,7 @@ func AuditPlanNames() []string {
 
 // Audit runs the plans of the audit that apply, in order; a plan that
 // fails to run does not stop the others (its column says why), but an
-// option error does. It stops before the next plan once ctx ends.
+// option error or an unreachable target (envs.ErrUnreachable) does. It stops before the next plan once ctx ends.
 func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	for _, n := range o.Plans {
 		if !slices.Contains(AuditPlanNames(), n) {
@@ -237,6 +237,10 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		switch {
 		case errors.As(err, &oe):
 			return nil, fmt.Errorf("audit: plan %s: %w", ap.name, err)
+		case errors.Is(err, envs.ErrUnreachable):
+			// Every other plan would end the same way: stop at once
+			// rather than report a table of unknowns.
+			return nil, fmt.Errorf("audit: plan %s: %w; no further plan was run", ap.name, err)
 		case err != nil:
 			cols = append(cols, reports.AuditColumn{Plan: ap.name, Dir: pdir, Err: err})
 			continue

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// deadPort is a loopback address nothing listens on.
+func deadPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// hangUp accepts connections and closes them at once: the port is open but
+// no request gets a response.
+func hangUp(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// An audit of a target that does not answer stops at the first plan with
+// exit 3 and says why, instead of running every plan into a table of
+// unknowns that says "no plan of this audit applies".
+func TestAuditStopsAtOnceOnAnUnreachableTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name, addr, want string
+	}{
+		{"port closed", deadPort(t), "is unreachable"},
+		{"no response", hangUp(t), "no request got a response"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out, stderr, code := rl(t, "audit", "--target", "http://"+tc.addr, "--out", dir, "--max-requests", "200")
+			require.Equal(t, ExitRun, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
+			require.Contains(t, stderr, tc.want)
+			require.Contains(t, stderr, "no further plan was run")
+			require.NotContains(t, stderr+out, "no plan of this audit applies")
+			require.Equal(t, 1, strings.Count(stderr, " …\n"), "one plan started, then the audit stopped:\n%s", stderr)
+			ents, _ := os.ReadDir(filepath.Join(dir, "latest"))
+			require.LessOrEqual(t, len(ents), 1, "at most the first plan's folder")
+		})
+	}
+}
