@@ -1,7 +1,6 @@
 package reports
 
 import (
-	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -156,26 +155,6 @@ func (a *Audit) Results() []checks.Result {
 		out[i] = checks.Result{Name: p.Name, Verdict: p.Verdict, Summary: p.Summary}
 	}
 	return out
-}
-
-// RenderAudit writes a in format (text, json, md, junit).
-func RenderAudit(w io.Writer, format string, a *Audit, color bool) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(a)
-	case "text":
-		return auditText(w, a, Text{Color: color})
-	case "md":
-		return auditMarkdown(w, a)
-	case "junit":
-		return auditJUnit(w, a)
-	case "html":
-		return auditHTML(w, a)
-	}
-	return fmt.Errorf("format %q cannot render an audit (want %s)", format, strings.Join(FormatNames(), ", "))
 }
 
 func auditText(w io.Writer, a *Audit, t Text) error {

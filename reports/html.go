@@ -232,20 +232,21 @@ func htmlRun(pg *page, d *Document) {
 
 func htmlPhases(pg *page, d *Document) {
 	if len(d.Phases) > 0 {
-		pg.WriteString("<h2>Phases</h2>\n<table>\n<tr><th>Phase</th><th>Kind</th><th>Requests</th><th>Span</th><th>Spread p50 / p99 / max</th><th>Aim error</th><th>Rate</th></tr>\n")
+		pg.WriteString("<h2>Phases</h2>\n<table>\n<tr>")
+		for _, h := range phaseHead {
+			fmt.Fprintf(pg, "<th>%s</th>", esc(h))
+		}
+		pg.WriteString("</tr>\n")
 		for _, ph := range d.Phases {
-			spread, aim, rate := "-", "-", "-"
-			if ph.SpreadMax > 0 || ph.SpreadP99 > 0 {
-				spread = fmt.Sprintf("%s / %s / %s", dur(ph.SpreadP50), dur(ph.SpreadP99), dur(ph.SpreadMax))
+			pg.WriteString("<tr>")
+			for i, c := range phaseRowOf(ph).cells() {
+				if i == 2 {
+					fmt.Fprintf(pg, "<td class=\"num\">%s</td>", esc(c))
+				} else {
+					fmt.Fprintf(pg, "<td>%s</td>", esc(c))
+				}
 			}
-			if ph.AimError != 0 {
-				aim = dur(ph.AimError)
-			}
-			if ph.Wanted > 0 {
-				rate = fmt.Sprintf("%.0f/s of %.0f/s, late %d, dropped %d", ph.Rate, ph.Wanted, ph.Late, ph.Dropped)
-			}
-			fmt.Fprintf(pg, "<tr><td>%s</td><td>%s</td><td class=\"num\">%d</td><td>%s … %s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
-				esc(ph.Name), esc(ph.Kind), ph.Requests, dur(ph.Start), dur(ph.End), esc(spread), esc(aim), esc(rate))
+			pg.WriteString("</tr>\n")
 		}
 		pg.WriteString("</table>\n")
 	}

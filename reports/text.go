@@ -83,15 +83,16 @@ func (t Text) render(w io.Writer, d *Document) error {
 		b.WriteString("note: the history's last line was cut off and skipped\n")
 	}
 	for _, ph := range d.Phases {
-		fmt.Fprintf(&b, "phase %-14s %-9s %5s req", ph.Name, ph.Kind, human.Count(ph.Requests))
-		if ph.SpreadMax > 0 || ph.SpreadP99 > 0 {
-			fmt.Fprintf(&b, "  spread p50 %s p99 %s max %s", dur(ph.SpreadP50), dur(ph.SpreadP99), dur(ph.SpreadMax))
+		r := phaseRowOf(ph)
+		fmt.Fprintf(&b, "phase %-14s %-9s %5s req", r.Name, r.Kind, r.Requests)
+		if r.Spread != "" {
+			fmt.Fprintf(&b, "  spread p50 / p99 / max %s", r.Spread)
 		}
-		if ph.AimError != 0 {
-			fmt.Fprintf(&b, "  aim error %s", dur(ph.AimError))
+		if r.Aim != "" {
+			fmt.Fprintf(&b, "  aim error %s", r.Aim)
 		}
-		if ph.Wanted > 0 {
-			fmt.Fprintf(&b, "  rate %s", rateLine(ph))
+		if r.Rate != "" {
+			fmt.Fprintf(&b, "  rate %s", r.Rate)
 		}
 		b.WriteString("\n")
 		for _, n := range ph.Notes {
@@ -364,6 +365,35 @@ func measured(rs []checks.Result) []checks.Measurement {
 func statsLine(s history.Stats) string {
 	return fmt.Sprintf("%s: admitted %s, rejected %s, errors %s",
 		human.Count(s.Requests), human.Count(s.Admitted), human.Count(s.Rejected), human.Count(s.Errors))
+}
+
+// phaseRow is one phase as every format shows it; a figure the phase does
+// not have is "".
+type phaseRow struct {
+	Name, Kind, Requests, Span, Spread, Aim, Rate string
+}
+
+// phaseHead are the column names of a phase table (Markdown, HTML).
+var phaseHead = []string{"Phase", "Kind", "Requests", "Span", "Spread p50 / p99 / max", "Aim error", "Rate"}
+
+// phaseRowOf is the one place a phase becomes text, for every format.
+func phaseRowOf(ph history.Phase) phaseRow {
+	r := phaseRow{Name: ph.Name, Kind: ph.Kind, Requests: human.Count(ph.Requests), Span: dur(ph.Start) + " … " + dur(ph.End)}
+	if ph.SpreadMax > 0 || ph.SpreadP99 > 0 {
+		r.Spread = fmt.Sprintf("%s / %s / %s", dur(ph.SpreadP50), dur(ph.SpreadP99), dur(ph.SpreadMax))
+	}
+	if ph.AimError != 0 {
+		r.Aim = dur(ph.AimError)
+	}
+	if ph.Wanted > 0 {
+		r.Rate = rateLine(ph)
+	}
+	return r
+}
+
+// cells are the row's columns under phaseHead, "-" for a missing figure.
+func (r phaseRow) cells() []string {
+	return []string{r.Name, r.Kind, r.Requests, r.Span, orDash(r.Spread), orDash(r.Aim), orDash(r.Rate)}
 }
 
 // rateLine is a rate phase's achieved rate against the wanted one.

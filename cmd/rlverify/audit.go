@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -144,17 +143,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 	if err != nil {
 		return fromLib(err)
 	}
-	for i, format := range f.formats {
-		if i == 0 {
-			if err := reports.RenderAudit(stdout, format, a, colorOn(stdout)); err != nil {
-				return runErr(err)
-			}
-		}
-		if err := writeAudit(filepath.Join(f.out, "audit."+reports.Extension(format)), format, a); err != nil {
-			return runErr(err)
-		}
-	}
-	if err := writeAudit(filepath.Join(f.out, "audit.json"), "json", a); err != nil {
+	if err := emitReports(f.formats, f.out, "audit", "audit.json", stdout, func(rf reports.Format, w io.Writer) error { return rf.RenderAudit(w, a) }); err != nil {
 		return runErr(err)
 	}
 	if ctx.Err() != nil {
@@ -164,16 +153,4 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 		return &exitError{code: ExitFail, fails: fails}
 	}
 	return nil
-}
-
-func writeAudit(file, format string, a *reports.Audit) error {
-	fh, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("audit report: %w", err)
-	}
-	if err := reports.RenderAudit(fh, format, a, false); err != nil {
-		fh.Close()
-		return err
-	}
-	return fh.Close()
 }

@@ -212,38 +212,11 @@ var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 func safeName(s string) string { return strings.Trim(unsafeChars.ReplaceAllString(s, "_"), "_") }
 
-// renderComparison writes the first format to stdout and every format, plus
+// renderComparison writes the reports of cmp (see emitReports), plus
 // comparison.json, into out.
 func renderComparison(cmp *reports.Comparison, formats []string, out string, stdout io.Writer) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	write := func(file, format string) error {
-		fh, err := os.Create(filepath.Join(out, file))
-		if err != nil {
-			return fmt.Errorf("comparison report: %w", err)
-		}
-		if err := reports.RenderComparison(fh, format, cmp); err != nil {
-			fh.Close()
-			return err
-		}
-		return fh.Close()
-	}
-	for i, format := range formats {
-		if i == 0 {
-			var err error
-			if format == "text" {
-				err = reports.Text{Color: colorOn(stdout)}.RenderComparison(stdout, cmp)
-			} else {
-				err = reports.RenderComparison(stdout, format, cmp)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if err := write("comparison."+reports.Extension(format), format); err != nil {
-			return err
-		}
-	}
-	return write("comparison.json", "json")
+	return emitReports(formats, out, "comparison", "comparison.json", stdout, func(f reports.Format, w io.Writer) error { return f.RenderComparison(w, cmp) })
 }

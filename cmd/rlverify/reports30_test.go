@@ -62,3 +62,23 @@ func TestAuditStopsAtOnceOnAnUnreachableTarget(t *testing.T) {
 		})
 	}
 }
+
+// A run that writes its reports into a folder prints the text report on
+// stdout when html is the first format (the page is in its file); without
+// a folder (report without --out) the page goes to stdout, its only place.
+func TestHTMLGoesToItsFileNotToStdout(t *testing.T) {
+	dir := t.TempDir()
+	out, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--quiet", "--out", dir, "--format", "html,md")
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, out, "<html")
+	require.Contains(t, out, "verdict: PASS")
+	page, err := os.ReadFile(filepath.Join(dir, "latest", "report.html"))
+	require.NoError(t, err)
+	require.Contains(t, string(page), "<!DOCTYPE html>")
+	require.FileExists(t, filepath.Join(dir, "latest", "report.md"))
+	require.FileExists(t, filepath.Join(dir, "latest", "result.json"))
+
+	out, stderr, code = rl(t, "report", "--in", filepath.Join(dir, "latest", "result.json"), "--format", "html")
+	require.Equal(t, 0, code, stderr)
+	require.True(t, strings.HasPrefix(out, "<!DOCTYPE html>"), out[:min(len(out), 80)])
+}
