@@ -146,7 +146,6 @@ func (col *Column) verdictOf(name string) checks.Verdict {
 // thresholdRow starts the name of a threshold's row in a comparison.
 const thresholdRow = "threshold "
 
-
 // comparisonRows are the figure rows under the check rows, as text cells.
 func comparisonRows(c *Comparison) (names []string, cells [][]string) {
 	names = []string{"admitted", "overrun", "Retry-After error", "p50 decision latency", "p99 decision latency"}
