@@ -105,6 +105,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 		return err
 	}
 	f.out = dir
+	planReports := map[string][]string{}
 	a, err := rlverify.Audit(ctx, rlverify.AuditOptions{
 		Attack: base, Plans: only, Dir: dir,
 		Log: func(format string, args ...any) {
@@ -136,12 +137,25 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 			}
 			return o, nil
 		},
-		OnPlan: func(_, pdir string, out *rlverify.Outcome) error {
-			return runErr(writeReport(filepath.Join(pdir, "result.json"), reports.JSON{}, out.Document))
+		OnPlan: func(plan, pdir string, out *rlverify.Outcome) error {
+			// Each plan's own reports, html always, so the audit's page
+			// links to them.
+			formats := append([]string{"html"}, slices.DeleteFunc(slices.Clone(f.formats), func(s string) bool { return s == "html" })...)
+			doc := out.Document
+			if err := emitReports(formats, pdir, "report", "result.json", nil, func(rf reports.Format, w io.Writer) error { return rf.Render(w, doc) }); err != nil {
+				return runErr(err)
+			}
+			for _, name := range formats {
+				planReports[plan] = append(planReports[plan], filepath.Join(pdir, "report."+reports.Extension(name)))
+			}
+			return nil
 		},
 	})
 	if err != nil {
 		return fromLib(err)
+	}
+	for i := range a.Plans {
+		a.Plans[i].Reports = planReports[a.Plans[i].Plan]
 	}
 	if err := emitReports(f.formats, f.out, "audit", "audit.json", stdout, func(rf reports.Format, w io.Writer) error { return rf.RenderAudit(w, a) }); err != nil {
 		return runErr(err)
