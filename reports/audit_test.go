@@ -86,8 +86,8 @@ func TestAuditReportsCarryTheEvidence(t *testing.T) {
 		out := buf.String()
 		for _, want := range []string{
 			"2 defects", "oversell (2 plans)", // the headline
-			"variant repeat",           // bypass's evidence
-			"observed 30, bound 10",    // measured against declared
+			"variant repeat",        // bypass's evidence
+			"observed 30, bound 10", // measured against declared
 			"requests 1, 2, 3 … (30 in all)",
 			"bypass/report.html", // the plan's own report
 		} {
