@@ -652,8 +652,12 @@ func auditHTML(w io.Writer, a *Audit) error {
 		if len(plans) > 0 {
 			by = strings.Join(plans, ", ")
 		}
-		fmt.Fprintf(pg, "<tr><td><a href=\"#p-%s\">%s</a></td><td>%s</td><td>%s</td><td class=\"mono\">%s</td><td class=\"small\">%s</td></tr>\n",
-			esc(p.Name), esc(p.Name), verdictBadge(p.Verdict), esc(p.Summary), figure, by)
+		name := esc(p.Name)
+		if len(p.Evidence) > 0 {
+			name = fmt.Sprintf("<a href=\"#p-%s\">%s</a>", esc(p.Name), name)
+		}
+		fmt.Fprintf(pg, "<tr><td>%s</td><td>%s</td><td>%s</td><td class=\"mono\">%s</td><td class=\"small\">%s</td></tr>\n",
+			name, verdictBadge(p.Verdict), esc(p.Summary), figure, by)
 	}
 	pg.WriteString("</table>\n")
 	if len(a.Measured) > 0 {

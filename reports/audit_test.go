@@ -6,6 +6,9 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -133,4 +136,35 @@ func TestAuditJSONRoundTrip(t *testing.T) {
 	require.Equal(t, a.Defects, back.Defects)
 	require.Equal(t, a.Plans, back.Plans)
 	require.True(t, strings.HasPrefix(buf.String(), "{"))
+}
+
+// The audit's page in a real browser: self-contained, no console errors,
+// the verdict colours drawn (the EXPLAINED badge on its own colour, not
+// white on white), and the links to the plans' own reports in the DOM.
+func TestAuditPageInChromium(t *testing.T) {
+	needChromium(t)
+	var buf bytes.Buffer
+	require.NoError(t, RenderAudit(&buf, "html", fixtureAudit(t), false))
+	// The only links out are relative ones to the plans' own reports,
+	// beside the page (a click, never a load).
+	local := regexp.MustCompile(`href="[a-z0-9-]+/report\.html"`)
+	require.NotEmpty(t, local.FindAllString(buf.String(), -1))
+	requireSelfContained(t, local.ReplaceAllString(buf.String(), `href="#plan"`))
+	dir := t.TempDir()
+	file := filepath.Join(dir, "audit.html")
+	require.NoError(t, os.WriteFile(file, buf.Bytes(), 0o644))
+	shot := filepath.Join(dir, "shot.png")
+	_, stderr := chromium(t, file, "--screenshot="+shot, "--window-size=1280,1600")
+	requireCleanConsole(t, stderr)
+	if keep := os.Getenv("RLVERIFY_SCREENSHOTS"); keep != "" {
+		b, err := os.ReadFile(shot)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(keep, "audit.png"), b, 0o644))
+	}
+	requireScreenshot(t, shot, 1280, 1600, []colour{cFail, cPass, {0x82, 0x50, 0xdf, "EXPLAINED badge"}})
+	dom, stderr := chromium(t, file, "--dump-dom")
+	requireCleanConsole(t, stderr)
+	for _, s := range []string{`<a href="bypass/report.html">bypass</a>`, `<span class="badge explained">EXPLAINED</span>`, "<h2>Defects</h2>", "observed 30, bound 10 (3.00×)"} {
+		require.Contains(t, dom, s)
+	}
 }
