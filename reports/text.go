@@ -11,6 +11,7 @@ import (
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/internal/human"
+	"github.com/rlverify/rlverify/thresholds"
 )
 
 // Text renders a terminal table. Color enables ANSI colours (only when
@@ -402,22 +403,57 @@ func rateLine(ph history.Phase) string {
 }
 
 // Headline is the verdict in words: the defect (the first of them, and how
-// many), why nothing could be judged, or what passed.
+// many) and any failed threshold by name, why nothing could be judged, or
+// what passed — with the finding the plan exists to show (the edge effect
+// of a fixed window) even when it is the declared behaviour.
 func Headline(d *Document) string {
+	var failed []string
+	for _, t := range d.Thresholds {
+		if t.Verdict == thresholds.Fail {
+			failed = append(failed, fmt.Sprintf("threshold %s failed: %s", t.Expr, t.Summary))
+		}
+	}
 	switch {
 	case len(d.Defects) == 1:
-		return "1 defect: " + checks.DefectLine(d.Defects[0])
+		return strings.Join(append([]string{"1 defect: " + checks.DefectLine(d.Defects[0])}, failed...), "; ")
 	case len(d.Defects) > 1:
-		return fmt.Sprintf("%d defects; the first: %s", len(d.Defects), checks.DefectLine(d.Defects[0]))
+		return strings.Join(append([]string{fmt.Sprintf("%d defects; the first: %s", len(d.Defects), checks.DefectLine(d.Defects[0]))}, failed...), "; ")
+	case len(failed) > 0:
+		return strings.Join(failed, "; ")
 	}
 	for _, r := range d.Checks {
 		if r.Verdict == checks.Unknown {
 			return r.Name + ": " + r.Summary
 		}
 	}
+	for _, t := range d.Thresholds {
+		if t.Verdict == thresholds.Unknown {
+			return fmt.Sprintf("threshold %s could not be judged: %s", t.Expr, t.Summary)
+		}
+	}
 	n := map[checks.Verdict]int{}
 	for _, r := range d.Checks {
 		n[r.Verdict]++
 	}
-	return fmt.Sprintf("%d checks passed, %d had nothing to judge", n[checks.Pass], n[checks.Skip])
+	s := fmt.Sprintf("%d checks passed, %d had nothing to judge", n[checks.Pass], n[checks.Skip])
+	if f := finding(d); f != "" {
+		s += "; " + f
+	}
+	return s
+}
+
+// finding is what a passing run shows that a reader came to see: a fixed
+// window's edge admitting up to twice its count within one window's
+// length (boundary-burst), which the declared policy allows.
+func finding(d *Document) string {
+	r := d.Check("oversell")
+	if r == nil || r.Verdict != checks.Pass {
+		return ""
+	}
+	ratio, worst := r.Figures["boundary_ratio"], r.Figures["worst_rolling_window"]
+	if ratio < 1.5 {
+		return ""
+	}
+	return fmt.Sprintf("edge effect: %s admitted within one window's length across a window edge, %s× the window's count (declared behaviour of a fixed window)",
+		human.Number(worst), human.Number(ratio))
 }

@@ -82,3 +82,17 @@ func TestHTMLGoesToItsFileNotToStdout(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.True(t, strings.HasPrefix(out, "<!DOCTYPE html>"), out[:min(len(out), 80)])
 }
+
+// The first line of a run says what decided it: the failed threshold by
+// name, or the finding the plan exists to show when PASS is right.
+func TestHeadlinesSayWhy(t *testing.T) {
+	out, stderr, code := rl(t, "attack", "--plan", "boundary-burst", "--limiter", "fixed-window", "--quiet", "--out", t.TempDir())
+	require.Equal(t, 0, code, stderr)
+	first, _, _ := strings.Cut(out, "\n")
+	require.Regexp(t, `^PASS: .*; edge effect: \d+ admitted within one window's length across a window edge, [0-9.]+× the window's count \(declared behaviour of a fixed window\)$`, first)
+
+	out, stderr, code = rl(t, "attack", "--plan", "concurrent-burst", "--quiet", "--out", t.TempDir(), "--threshold", "latency.p99<1ns")
+	require.Equal(t, ExitFail, code, stderr)
+	first, _, _ = strings.Cut(out, "\n")
+	require.Regexp(t, `^FAIL: threshold latency\.p99<1ns failed: `, first)
+}
