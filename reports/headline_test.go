@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/thresholds"
 )
 
@@ -34,5 +35,18 @@ func TestHeadlineSaysWhy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, Headline(&tc.doc))
 		})
+	}
+}
+
+func TestJUnitClassnameHasNoDotsFromTheTarget(t *testing.T) {
+	for _, tc := range []struct{ plan, column, want string }{
+		{"concurrent-burst", "", "rlverify.concurrent-burst"},
+		{"concurrent-burst", "http://127.0.0.1:8080/v1/nope", "rlverify.concurrent-burst.http_127_0_0_1_8080_v1_nope"},
+		{"my.plan", "x/time/rate", "rlverify.my_plan.x_time_rate"},
+		{"-", "…", "rlverify.-._"},
+	} {
+		d := &Document{Run: history.Run{Plan: tc.plan, Target: "http://127.0.0.1:8080/v1/nope"}, Checks: []checks.Result{{Name: "oversell", Verdict: checks.Pass}}}
+		s := junitSuiteOf(d, tc.column)
+		require.Equal(t, tc.want, s.Cases[0].Classname)
 	}
 }
