@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -95,4 +99,50 @@ func TestHeadlinesSayWhy(t *testing.T) {
 	require.Equal(t, ExitFail, code, stderr)
 	first, _, _ = strings.Cut(out, "\n")
 	require.Regexp(t, `^FAIL: threshold latency\.p99<1ns failed: `, first)
+}
+
+// The progress bars in a real terminal: a run started on a tmux pane's top
+// row (after clear) redraws its bars in place. mpb's writer erased below
+// from the home position, which tmux takes for a screen clear, so each
+// redraw pushed a copy of the screen into the scrollback (299 copies after
+// 60 s). The scrollback must stay empty, and the pane must show each phase
+// once.
+func TestProgressBarsDoNotFillTmuxScrollback(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("tmux is missing and CI=true: bash scripts/install.sh --test installs it")
+		}
+		t.Skip("tmux not found: bash scripts/install.sh --test installs it")
+	}
+	if testing.Short() {
+		t.Skip("-short: skipping the real terminal")
+	}
+	bin := rlverifyBinary(t)
+	dir := t.TempDir()
+	session := fmt.Sprintf("rlverify-test-%d", os.Getpid())
+	tmux := func(args ...string) string {
+		out, err := exec.Command("tmux", append([]string{"-L", session}, args...)...).CombinedOutput()
+		require.NoError(t, err, "tmux %v: %s", args, out)
+		return string(out)
+	}
+	tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "24", "sh")
+	t.Cleanup(func() { exec.Command("tmux", "-L", session, "kill-server").Run() })
+	// overload: two phases of about 4 s, so 40 redraws at 5 a second.
+	script := fmt.Sprintf("clear; %s attack --plan overload --out %s >/dev/null; echo RLV-DONE-$?", bin, dir)
+	tmux("send-keys", "-t", session, script, "Enter")
+	doneLine := regexp.MustCompile(`(?m)^RLV-DONE-\d+`)
+	deadline := time.Now().Add(60 * time.Second)
+	var screen string
+	for time.Now().Before(deadline) {
+		screen = tmux("capture-pane", "-p", "-t", session)
+		if doneLine.MatchString(screen) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.Equal(t, "RLV-DONE-0", doneLine.FindString(screen), "the run ended:\n%s", screen)
+	history := strings.TrimSpace(tmux("display", "-p", "-t", session, "#{history_size}"))
+	require.Equal(t, "0", history, "the redraws pushed lines into the scrollback:\n%s", tmux("capture-pane", "-p", "-t", session, "-S", "-"))
+	require.Equal(t, 1, strings.Count(screen, "1/2 overload"), screen)
+	require.Equal(t, 1, strings.Count(screen, "2/2 retrying-clients"), screen)
 }
