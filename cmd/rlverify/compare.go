@@ -25,6 +25,7 @@ func compareCmd() *cobra.Command {
 		settings []string
 		formats  []string
 		out      string
+		quiet    bool
 	)
 	c := &cobra.Command{
 		Use:   "compare --plan P --limiter A --limiter B … [--target NAME=URL[,URL…] …]",
@@ -113,7 +114,11 @@ error and decision latency. Each run's history and reports are kept in
 			out = dir
 			co := rlverify.CompareOptions{
 				Plan: base.plan,
-				Log:  func(format string, a ...any) { fmt.Fprintf(c.ErrOrStderr(), format+"\n", a...) },
+				Log: func(format string, a ...any) {
+					if !quiet {
+						fmt.Fprintf(c.ErrOrStderr(), format+"\n", a...)
+					}
+				},
 				OnColumn: func(name string, o *rlverify.Outcome) error {
 					// Each column keeps its history, report.json and
 					// result.json in its own folder.
@@ -173,6 +178,7 @@ error and decision latency. Each run's history and reports are kept in
 	fl.IntVar(&base.instances, "instances", 0, "instances per embedded implementation")
 	fl.StringVar(&base.policyFile, "policy", "", "declared policy (file or shipped name)")
 	fl.StringSliceVar(&formats, "format", []string{"text"}, "formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first to stdout, all to --out)")
+	fl.BoolVar(&quiet, "quiet", false, "no progress lines (which implementation runs) on stderr")
 	fl.StringVar(&out, "out", "rlverify-compare", outHelp("each implementation's folder (NAME/history.jsonl …) and the comparison reports"))
 	fl.Int64Var(&base.seed, "seed", 1, "seed shared by every run")
 	fl.Int64Var(&base.maxRequests, "max-requests", 200_000, "per-run request bound")

@@ -146,3 +146,32 @@ func TestProgressBarsDoNotFillTmuxScrollback(t *testing.T) {
 	require.Equal(t, 1, strings.Count(screen, "1/2 overload"), screen)
 	require.Equal(t, 1, strings.Count(screen, "2/2 retrying-clients"), screen)
 }
+
+// One set of flags across commands: version as a command, --quiet on
+// check and compare, --checks-off values completed.
+func TestFlagsAreConsistentAcrossCommands(t *testing.T) {
+	byCommand, _, code := rl(t, "version")
+	require.Equal(t, 0, code)
+	byFlag, _, _ := rl(t, "--version")
+	require.Equal(t, byFlag, byCommand)
+	require.Regexp(t, `^rlverify \S+ \(.*\) go\S+\n$`, byCommand)
+
+	dir := t.TempDir()
+	_, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--quiet", "--out", dir)
+	require.Equal(t, 0, code, stderr)
+	out, stderr, code := rl(t, "check", "--quiet", "--history", filepath.Join(dir, "latest", "history.jsonl"))
+	require.Equal(t, 0, code, stderr)
+	require.Empty(t, stderr)
+	require.Contains(t, out, "verdict: PASS")
+
+	args := []string{"compare", "--plan", "concurrent-burst", "--limiter", "token-bucket", "--limiter", "gcra", "--out", t.TempDir()}
+	_, loud, code := rl(t, args...)
+	require.Equal(t, 0, code, loud)
+	require.Contains(t, loud, "token-bucket")
+	_, quiet, code := rl(t, append(args, "--quiet")...)
+	require.Equal(t, 0, code, quiet)
+	require.Empty(t, quiet)
+
+	require.Contains(t, complete(t, "audit", "--checks-off", "over"), "oversell")
+	require.Contains(t, complete(t, "attack", "--checks-off", "oversell,head"), "oversell,headers")
+}
