@@ -12,6 +12,7 @@ import (
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -157,7 +158,7 @@ func AuditPlanNames() []string {
 func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	for _, n := range o.Plans {
 		if !slices.Contains(AuditPlanNames(), n) {
-			return nil, optionErr("--plans %q: not a plan of the audit (%s)", n, strings.Join(AuditPlanNames(), ", "))
+			return nil, optionErr("--plans %q: not a plan of the audit%s (%s)", n, suggest.DidYouMean(n, AuditPlanNames()), strings.Join(AuditPlanNames(), ", "))
 		}
 	}
 	base := o.Attack

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/reports"
 )
 
@@ -81,7 +82,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 	}
 	for _, n := range only {
 		if !slices.Contains(rlverify.AuditPlanNames(), n) {
-			return usageErr("--plans %q: not a plan of the audit (%s)", n, strings.Join(rlverify.AuditPlanNames(), ", "))
+			return usageErr("--plans %q: not a plan of the audit%s (%s)", n, suggest.DidYouMean(n, rlverify.AuditPlanNames()), strings.Join(rlverify.AuditPlanNames(), ", "))
 		}
 	}
 	if len(f.targetURLs) > 0 {

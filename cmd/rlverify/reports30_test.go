@@ -175,3 +175,34 @@ func TestFlagsAreConsistentAcrossCommands(t *testing.T) {
 	require.Contains(t, complete(t, "audit", "--checks-off", "over"), "oversell")
 	require.Contains(t, complete(t, "attack", "--checks-off", "oversell,head"), "oversell,headers")
 }
+
+// A mistyped name gets the name meant: plans, audit plans, limiters,
+// phase kinds and YAML fields (by their YAML names, every problem listed).
+func TestDidYouMean(t *testing.T) {
+	plan := writeFile(t, "plan.yaml", "name: p\nphases:\n  - name: a\n    kind: brust\n    key: free-a\n    requests: 5\n")
+	pol := writeFile(t, "policy.yaml", "name: typo\ntiers:\n  - name: free\n    key_prefix: free-\n    limits:\n      - algorithm: token-bucket\n        capacty: 10\n        rat: 5/s\n")
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"attack", "--plan", "boundry-burst"}, []string{`no built-in plan "boundry-burst" (did you mean "boundary-burst"?)`}},
+		{[]string{"attack", "--plan", "concurrent-burst", "--limiter", "fixed-windw"}, []string{`unknown limiter "fixed-windw" (did you mean "fixed-window"?)`}},
+		{[]string{"audit", "--plans", "precison"}, []string{`--plans "precison": not a plan of the audit (did you mean "precision"?)`}},
+		{[]string{"plans", "validate", plan}, []string{`unknown phase kind "brust" (did you mean "burst"?)`}},
+		{[]string{"attack", "--plan", "concurrent-burst", "--policy", pol}, []string{
+			`policy.yaml:7: unknown field "capacty" (did you mean "capacity"?)`,
+			`policy.yaml:8: unknown field "rat" (did you mean "rate"?)`}},
+	} {
+		t.Run(tc.args[len(tc.args)-1], func(t *testing.T) {
+			_, stderr, code := rl(t, append(tc.args, "--quiet")...)
+			if tc.args[0] == "plans" {
+				_, stderr, code = rl(t, tc.args...)
+			}
+			require.Equal(t, ExitUsage, code, stderr)
+			for _, w := range tc.want {
+				require.Contains(t, stderr, w)
+			}
+			require.NotContains(t, stderr, "policy.Limit")
+		})
+	}
+}
