@@ -135,13 +135,13 @@ func htmlErrors(pg *page, d *Document) {
 	if len(d.Errors) == 0 {
 		return
 	}
-	pg.WriteString("<h3>Errors by status</h3>\n<table>\n<tr><th>Status</th><th>Requests</th><th>Sent to / error</th></tr>\n")
+	pg.WriteString("<h3>Errors by status</h3>\n<table>\n<tr><th>Status</th><th>Requests</th><th>Sent to / error</th><th>The target answered</th></tr>\n")
 	for _, e := range d.Errors {
 		what, detail := fmt.Sprint(e.Status), e.URL
 		if e.Status == 0 {
 			what, detail = "no response", e.Err
 		}
-		fmt.Fprintf(pg, "<tr><td>%s</td><td class=\"num\">%d</td><td class=\"mono\">%s</td></tr>\n", esc(what), e.Count, esc(orDash(detail)))
+		fmt.Fprintf(pg, "<tr><td>%s</td><td class=\"num\">%d</td><td class=\"mono\">%s</td><td class=\"mono\">%s</td></tr>\n", esc(what), e.Count, esc(orDash(detail)), esc(orDash(e.Body)))
 	}
 	pg.WriteString("</table>\n")
 }

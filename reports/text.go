@@ -334,8 +334,9 @@ func textPerSecond(b *strings.Builder, cols [][]Second, names []string) {
 	}
 }
 
-// ErrorSummary writes error counts by status: "404 ×100 (http://h/v1), no
-// response ×2 (connection refused)".
+// ErrorSummary writes error counts by status: "404 ×100 (http://h/v1:
+// "no such route"), no response ×2 (connection refused)", with a sample of
+// the body the target answered when the history kept one.
 func ErrorSummary(by []checks.StatusCount) string {
 	parts := make([]string, 0, len(by))
 	for _, e := range by {
@@ -343,6 +344,9 @@ func ErrorSummary(by []checks.StatusCount) string {
 		detail := e.URL
 		if e.Status == 0 {
 			what, detail = "no response", e.Err
+		}
+		if e.Body != "" {
+			detail = strings.TrimPrefix(detail+": ", ": ") + fmt.Sprintf("%q", e.Body)
 		}
 		if detail != "" {
 			parts = append(parts, fmt.Sprintf("%s ×%d (%s)", what, e.Count, detail))

@@ -454,6 +454,7 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
 	}
+	statusHints(doc, stderr)
 	switch fails := append(fo.fails(rs), fo.thresholdFails(doc.Thresholds)...); {
 	case len(fails) > 0:
 		return &exitError{code: ExitFail, fails: fails}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,4 +206,23 @@ func TestDidYouMean(t *testing.T) {
 			require.NotContains(t, stderr, "policy.Limit")
 		})
 	}
+}
+
+// A target that refuses the method: the report shows a bounded sample of
+// what it answered, and stderr says to change --method.
+func TestA405ShowsTheTargetsAnswerAndSuggestsMethod(t *testing.T) {
+	svc := testService(t, "orders")
+	i := slices.Index(svc, "--method")
+	require.GreaterOrEqual(t, i, 0)
+	svc = slices.Delete(svc, i, i+2) // GET instead of POST
+	dir := t.TempDir()
+	out, stderr, code := rl(t, append([]string{"attack", "--plan", "concurrent-burst", "--out", dir, "--quiet"}, svc...)...)
+	require.Equal(t, ExitFail, code, "no evidence: %s", stderr)
+	require.Regexp(t, `errors by status: 405 ×100 \(http://127\.0\.0\.1:\d+/v1/orders: "\{\\"error\\":\\"Method Not Allowed\\",\\"message\\":\\"GET /v1/orders is not allowed; use POST\\"\}"\)`, out)
+	require.Contains(t, stderr, "100 request(s) got 405 Method Not Allowed")
+	require.Contains(t, stderr, "--method")
+	require.Contains(t, stderr, "use POST")
+	b, err := os.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
+	require.NoError(t, err)
+	require.Equal(t, 20, strings.Count(string(b), `"body":`), "a sample in the first 20 answers only")
 }
