@@ -127,11 +127,11 @@ type Engine struct {
 	seq                        atomic.Uint64
 	sent, adm, rej, errs, late atomic.Int64
 	// samples counts the answers that kept a body sample (maxBodySamples).
-	samples atomic.Int64
-	cur                        atomic.Pointer[phaseProgress]
-	lastRejection              sync.Map     // key -> rejection
-	keysUsed                   sync.Map     // key -> struct{}
-	stopReason                 atomic.Value // string
+	samples       atomic.Int64
+	cur           atomic.Pointer[phaseProgress]
+	lastRejection sync.Map     // key -> rejection
+	keysUsed      sync.Map     // key -> struct{}
+	stopReason    atomic.Value // string
 	// writeErr is the history writer's first error; stopWrite ends the run
 	// with it, so a full disk never gets load nobody records.
 	writeErr   atomic.Pointer[error]
