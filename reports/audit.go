@@ -452,9 +452,13 @@ func auditMarkdown(w io.Writer, a *Audit) error {
 			}
 		}
 	}
-	b.WriteString("\n### Properties\n\n| Property | Verdict | Decided by | Summary |\n|---|---|---|---|\n")
+	b.WriteString("\n### Properties\n\n| Property | Verdict | Summary | Measured against declared | Decided by |\n|---|---|---|---|---|\n")
 	for _, p := range a.Properties {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(p.Name), badge(p.Verdict), mdCell(strings.Join(p.DecidedBy, ", ")), mdCell(p.Summary))
+		figure := "-"
+		if e := p.Strongest; e != nil {
+			figure = evidenceFigure(e.Evidence)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", mdCell(p.Name), badge(p.Verdict), mdCell(p.Summary), mdCell(figure), mdCell(orDash(strings.Join(p.DecidedBy, ", "))))
 	}
 	if len(a.Measured) > 0 {
 		b.WriteString("\n### Measured against declared\n\n| Parameter | Declared | Measured | Verdict |\n|---|---|---|---|\n")
