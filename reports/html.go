@@ -28,8 +28,8 @@ func (HTML) Render(w io.Writer, d *Document) error {
 	pg := &page{}
 	title := fmt.Sprintf("rlverify: %s — %s against %s", badge(d.Verdict), orDash(d.Run.Plan), suiteName(d))
 	htmlHead(pg, title)
-	fmt.Fprintf(pg, "<header><h1>rlverify %s</h1><p>plan <b>%s</b> against <b>%s</b> · %s</p></header>\n",
-		verdictBadge(d.Verdict), esc(orDash(d.Run.Plan)), esc(suiteName(d)), esc(tally(d.Checks)))
+	fmt.Fprintf(pg, "<header><h1>rlverify %s</h1><p>plan <b>%s</b> against <b>%s</b> · %s</p><p class=\"headline\">%s</p></header>\n",
+		verdictBadge(d.Verdict), esc(orDash(d.Run.Plan)), esc(suiteName(d)), esc(tally(d.Checks)), esc(Headline(d)))
 	htmlNotes(pg, d)
 	htmlCards(pg, d)
 	htmlCheckTable(pg, d)

@@ -149,6 +149,7 @@ func junitSuiteOf(d *Document, column string) junitSuite {
 	prop("policy", d.Policy.Source)
 	prop("run_id", d.Run.ID)
 	prop("verdict", string(d.Verdict))
+	prop("headline", Headline(d))
 	// CI tools split a class name on dots into packages: the target (a URL)
 	// stays out of it (it is a property), and a comparison's column, which
 	// must tell the cases apart, is one segment with no dots or slashes.

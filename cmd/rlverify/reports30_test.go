@@ -96,10 +96,17 @@ func TestHeadlinesSayWhy(t *testing.T) {
 	first, _, _ := strings.Cut(out, "\n")
 	require.Regexp(t, `^PASS: .*; edge effect: \d+ admitted within one window's length across a window edge, [0-9.]+× the window's count \(declared behaviour of a fixed window\)$`, first)
 
-	out, stderr, code = rl(t, "attack", "--plan", "concurrent-burst", "--quiet", "--out", t.TempDir(), "--threshold", "latency.p99<1ns")
+	dir := t.TempDir()
+	out, stderr, code = rl(t, "attack", "--plan", "concurrent-burst", "--quiet", "--out", dir, "--threshold", "latency.p99<1ns", "--format", "text,md,html,junit")
 	require.Equal(t, ExitFail, code, stderr)
 	first, _, _ = strings.Cut(out, "\n")
 	require.Regexp(t, `^FAIL: threshold latency\.p99<1ns failed: `, first)
+	for file, want := range map[string]string{"report.md": "threshold latency.p99&lt;1ns failed: ", "report.html": `<p class="headline">threshold latency.p99&lt;1ns failed: `,
+		"report.junit.xml": `<property name="headline" value="threshold latency.p99&lt;1ns failed: `} {
+		b, err := os.ReadFile(filepath.Join(dir, "latest", file))
+		require.NoError(t, err)
+		require.Contains(t, string(b), want, file)
+	}
 }
 
 // The progress bars in a real terminal: a run started on a tmux pane's top
