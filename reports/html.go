@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/internal/human"
 )
 
 // HTML renders one self-contained page: no network, no external script,
@@ -95,10 +96,10 @@ func htmlCards(pg *page, d *Document) {
 	if g := d.Check(checks.EvidenceCheck); g != nil {
 		card("gate", "evidence gate", "", verdictBadge(g.Verdict)+" "+esc(g.Summary))
 	}
-	card("", "requests sent", "", esc(fmt.Sprint(d.Stats.Requests)))
-	card("", "admitted", "adm", esc(fmt.Sprint(d.Stats.Admitted)))
-	card("", "rejected", "rej", esc(fmt.Sprint(d.Stats.Rejected)))
-	card("", "errors", "err", esc(fmt.Sprint(d.Stats.Errors)))
+	card("", "requests sent", "", esc(human.Count(d.Stats.Requests)))
+	card("", "admitted", "adm", esc(human.Count(d.Stats.Admitted)))
+	card("", "rejected", "rej", esc(human.Count(d.Stats.Rejected)))
+	card("", "errors", "err", esc(human.Count(d.Stats.Errors)))
 	if l := d.Latency; l != nil {
 		card("", "decision latency p50 / p99", "", esc(dur(l.P50)+" / "+dur(l.P99)))
 	}
@@ -141,7 +142,7 @@ func htmlErrors(pg *page, d *Document) {
 		if e.Status == 0 {
 			what, detail = "no response", e.Err
 		}
-		fmt.Fprintf(pg, "<tr><td>%s</td><td class=\"num\">%d</td><td class=\"mono\">%s</td><td class=\"mono\">%s</td></tr>\n", esc(what), e.Count, esc(orDash(detail)), esc(orDash(e.Body)))
+		fmt.Fprintf(pg, "<tr><td>%s</td><td class=\"num\">%s</td><td class=\"mono\">%s</td><td class=\"mono\">%s</td></tr>\n", esc(what), human.Count(e.Count), esc(orDash(detail)), esc(orDash(e.Body)))
 	}
 	pg.WriteString("</table>\n")
 }
@@ -214,7 +215,7 @@ func htmlRun(pg *page, d *Document) {
 	for _, l := range d.Policy.Limits {
 		row("limit", l)
 	}
-	row("requests", fmt.Sprintf("%d: admitted %d, rejected %d, errors %d", d.Stats.Requests, d.Stats.Admitted, d.Stats.Rejected, d.Stats.Errors))
+	row("requests", statsLine(d.Stats))
 	if l := d.Latency; l != nil {
 		row("decision latency", fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s", dur(l.P50), dur(l.P90), dur(l.P99), dur(l.Max)))
 	}
