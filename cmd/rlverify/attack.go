@@ -482,10 +482,6 @@ func render(doc *reports.Document, formats []string, out string, stdout io.Write
 	return emitReports(formats, out, "report", "result.json", stdout, func(f reports.Format, w io.Writer) error { return f.Render(w, doc) })
 }
 
-func writeReport(file string, r reports.Renderer, doc *reports.Document) error {
-	return writeFileWith(file, func(w io.Writer) error { return r.Render(w, doc) })
-}
-
 func parseShard(s string) (int, int, error) {
 	if s == "" {
 		return 0, 1, nil
