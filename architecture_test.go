@@ -22,16 +22,16 @@ const module = "github.com/rlverify/rlverify"
 var allowed = map[string][]string{
 	// leaves
 	"policies": nil, "history": nil, "headers": nil, "limitread": nil,
-	"policy/yamlx": {"limitread"}, "policy": {"policy/yamlx", "limitread"},
+	"policy/yamlx": {"limitread", "internal/suggest"}, "policy": {"policy/yamlx", "limitread"}, "internal/suggest": nil,
 	"envs/redisproc": {"internal/childproc"}, "internal/faultproxy": nil, "internal/human": nil, "internal/childproc": nil,
 	"thresholds": {"history", "internal/human"},
 	// algorithms and stores
 	"limiters":            {"policy"},
 	"limiters/faulty":     {"limiters", "policy"},
 	"limiters/thirdparty": {"limiters", "policy"},
-	"limiters/catalog":    {"limiters", "limiters/faulty", "limiters/thirdparty", "policy"},
+	"limiters/catalog":    {"limiters", "limiters/faulty", "limiters/thirdparty", "policy", "internal/suggest"},
 	"checks":              {"history", "policy", "headers"},
-	"attacks":             {"history", "policy", "policy/yamlx", "headers", "thresholds"},
+	"attacks":             {"history", "policy", "policy/yamlx", "headers", "thresholds", "internal/suggest"},
 	"importers":           {"history", "policy", "headers"},
 	"calibrate":           {"history", "importers", "limiters", "policy"},
 	"reports":             {"checks", "history", "policy", "thresholds", "internal/human", "limitread"},
@@ -39,7 +39,7 @@ var allowed = map[string][]string{
 	"envs":                {"service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/faultproxy", "internal/childproc"},
 	"envs/docker":         {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc"},
 	"envs/gateway":        {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/childproc"},
-	"":                    {"attacks", "calibrate", "checks", "envs", "history", "importers", "limiters/catalog", "policies", "policy", "reports", "service", "thresholds"},
+	"":                    {"attacks", "calibrate", "checks", "envs", "history", "importers", "limiters/catalog", "policies", "policy", "reports", "service", "thresholds", "internal/suggest"},
 	"rlverifytest":        {"", "attacks", "checks", "policy", "reports"},
 	"compose":             nil,
 	"deploy/kubernetes":   nil,

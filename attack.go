@@ -475,7 +475,7 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 	}
 	if sum.Requests > 0 && allUnreachable(h) {
 		why, n := commonestErr(h)
-		err := fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, kept)
+		err := envs.Unreachable(fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, kept))
 		if h.End != nil && h.End.Interrupted && strings.HasPrefix(h.End.Reason, "interrupted") {
 			// A signal ended the run: that, not the target, is why the
 			// requests in flight got no answer.

@@ -12,6 +12,7 @@ import (
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -153,11 +154,11 @@ func AuditPlanNames() []string {
 
 // Audit runs the plans of the audit that apply, in order; a plan that
 // fails to run does not stop the others (its column says why), but an
-// option error does. It stops before the next plan once ctx ends.
+// option error or an unreachable target (envs.ErrUnreachable) does. It stops before the next plan once ctx ends.
 func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	for _, n := range o.Plans {
 		if !slices.Contains(AuditPlanNames(), n) {
-			return nil, optionErr("--plans %q: not a plan of the audit (%s)", n, strings.Join(AuditPlanNames(), ", "))
+			return nil, optionErr("--plans %q: not a plan of the audit%s (%s)", n, suggest.DidYouMean(n, AuditPlanNames()), strings.Join(AuditPlanNames(), ", "))
 		}
 	}
 	base := o.Attack
@@ -243,6 +244,10 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		case err != nil && ctx.Err() != nil:
 			cols = append(cols, reports.AuditColumn{Plan: ap.name, Dir: pdir, NotRun: "interrupted: " + err.Error()})
 			continue
+		case errors.Is(err, envs.ErrUnreachable):
+			// Every other plan would end the same way: stop at once
+			// rather than report a table of unknowns.
+			return nil, fmt.Errorf("audit: plan %s: %w; no further plan was run", ap.name, err)
 		case err != nil:
 			cols = append(cols, reports.AuditColumn{Plan: ap.name, Dir: pdir, Err: err})
 			continue

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	mrand "math/rand/v2"
@@ -128,10 +127,12 @@ type Engine struct {
 	// counters
 	seq                        atomic.Uint64
 	sent, adm, rej, errs, late atomic.Int64
-	cur                        atomic.Pointer[phaseProgress]
-	lastRejection              sync.Map     // key -> rejection
-	keysUsed                   sync.Map     // key -> struct{}
-	stopReason                 atomic.Value // string
+	// samples counts the answers that kept a body sample (maxBodySamples).
+	samples       atomic.Int64
+	cur           atomic.Pointer[phaseProgress]
+	lastRejection sync.Map     // key -> rejection
+	keysUsed      sync.Map     // key -> struct{}
+	stopReason    atomic.Value // string
 	// writeErr is the history writer's first error; stopWrite ends the run
 	// with it, so a full disk never gets load nobody records.
 	writeErr   atomic.Pointer[error]
@@ -674,6 +675,12 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		}
 	default:
 		e.errs.Add(1)
+		if resp != nil && unexpected(resp) && e.samples.Add(1) <= maxBodySamples {
+			ev.Body = bodySample(resp)
+			if e.keys.secret() && ev.Key != "" {
+				ev.Body = strings.ReplaceAll(ev.Body, ev.Key, e.recordedKey(ev.Key))
+			}
+		}
 	}
 	if e.keys.secret() {
 		cp := *ev
@@ -752,9 +759,10 @@ func (e *Engine) do(ctx context.Context, r *req) *history.Event {
 	resp, err := e.client.Do(hr)
 	if err == nil {
 		if err = checkHeaderCount(resp, e.maxHeaders()); err == nil {
-			_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			_, err = drainKeep(resp, 1<<20)
+		} else {
+			resp.Body.Close()
 		}
-		resp.Body.Close()
 	}
 	if err != nil && ctx.Err() != nil {
 		err = errCancelled

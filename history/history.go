@@ -102,6 +102,11 @@ type Event struct {
 	// the key's limits.
 	Scope string `json:"scope,omitempty"`
 	Err   string `json:"err,omitempty"`
+	// Body is a sample of the body of an answer that was neither an
+	// admission nor a rejection (at most 256 bytes, one line of printable
+	// text; the first 20 such answers of a run), so a report can show
+	// what the target said ("the API is POST /v1/orders").
+	Body string `json:"body,omitempty"`
 }
 
 // ErrCancelled is the Err of a request cut off because the run stopped

@@ -223,6 +223,7 @@ func AppendEvent(b []byte, e *Event) []byte {
 		{`,"fallback":`, e.Fallback},
 		{`,"scope":`, e.Scope},
 		{`,"err":`, e.Err},
+		{`,"body":`, e.Body},
 	} {
 		if f.v != "" {
 			b = append(b, f.name...)

@@ -462,6 +462,7 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
 	}
+	statusHints(doc, stderr)
 	if doc.Verdict == checks.Modified {
 		return cutExit(doc, stderr)
 	}
@@ -489,50 +490,10 @@ func cutExit(doc *reports.Document, stderr io.Writer) error {
 	return nil
 }
 
-// render writes the first format to stdout and every format into out (when
-// set), plus result.json so `rlverify report` can render it again.
+// render writes the reports of doc (see emitReports), plus result.json so
+// `rlverify report` can render it again.
 func render(doc *reports.Document, formats []string, out string, stdout io.Writer) error {
-	for i, format := range formats {
-		r, err := reports.Lookup(format)
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			if t, ok := r.(reports.Text); ok {
-				t.Color = colorOn(stdout)
-				r = t
-			}
-			if err := r.Render(stdout, doc); err != nil {
-				return err
-			}
-		}
-		if out == "" {
-			continue
-		}
-		if err := writeReport(filepath.Join(out, "report."+reports.Extension(format)), r, doc); err != nil {
-			return err
-		}
-	}
-	if out != "" {
-		return writeReport(filepath.Join(out, "result.json"), reports.JSON{}, doc)
-	}
-	return nil
-}
-
-func writeReport(file string, r reports.Renderer, doc *reports.Document) error {
-	if t, ok := r.(reports.Text); ok {
-		t.Color = false
-		r = t
-	}
-	fh, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	if err := r.Render(fh, doc); err != nil {
-		fh.Close()
-		return err
-	}
-	return fh.Close()
+	return emitReports(formats, out, "report", "result.json", stdout, func(f reports.Format, w io.Writer) error { return f.Render(w, doc) })
 }
 
 func parseShard(s string) (int, int, error) {

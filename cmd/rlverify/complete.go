@@ -35,6 +35,7 @@ var completions = map[string]valueCompletion{
 	"limiter":     {values: limiterNames},
 	"policy":      {values: policies.Names, files: true},
 	"checks":      {values: checks.Names, list: true},
+	"checks-off":  {values: checks.Names, list: true},
 	"format":      {values: reports.FormatNames, list: true},
 	"fail-on":     {values: failOnValues, list: true},
 	"env":         {values: fixed("embedded", "local", "docker", "external")},
