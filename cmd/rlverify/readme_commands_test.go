@@ -267,7 +267,8 @@ func TestReadmeTiersCommand(t *testing.T) {
 	out, stderr, code := runReadme(t, dir, readmeArgs(t, "rlverify attack --plan tiers --policy policies/seed-tiers.yaml")...)
 	require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
 	requireVerdict(t, "PASS", out, stderr)
-	require.Regexp(t, `(?m)^\s*tiers\s+PASS`, out)
+	require.Contains(t, out, "policy seed-tiers (policies/seed-tiers.yaml)")
+	require.Regexp(t, `(?m)^isolation\s+PASS\s+\d+ keys over tiers free, paid`, out)
 	require.FileExists(t, filepath.Join(dir, "rlverify-out", "latest", "history.jsonl"))
 }
 
@@ -346,14 +347,17 @@ func TestReadmeImportCommands(t *testing.T) {
 		cmd     string
 		files   map[string]string // sample → name the README uses
 		replace []string
+		fails   string // the one check that fails, "" for none
 	}{
 		{"rlverify import --from vegeta results.json -o history.jsonl --policy my-policy.yaml --key free-a",
-			map[string]string{"vegeta-ok.json": "results.json", "policy-query.yaml": "my-policy.yaml"}, nil},
+			map[string]string{"vegeta-ok.json": "results.json", "policy-query.yaml": "my-policy.yaml"}, nil, ""},
 		{"rlverify import --from k6 k6-out.json -o history.jsonl --key-tag key",
-			map[string]string{"k6-ok.json": "k6-out.json"}, nil},
-		// The sample HAR was recorded against 127.0.0.1:8080.
+			map[string]string{"k6-ok.json": "k6-out.json"}, nil, ""},
+		// The sample HAR was recorded against 127.0.0.1:8080. The README's
+		// line gives no --policy, so the default one judges it, and it
+		// declares RateLimit headers the sample's service never sent.
 		{"rlverify import --from har session.har -o history.jsonl --instance api.local:8080=0",
-			map[string]string{"har-ok.har": "session.har"}, []string{"api.local:8080", "127.0.0.1:8080"}},
+			map[string]string{"har-ok.har": "session.har"}, []string{"api.local:8080", "127.0.0.1:8080"}, "headers"},
 	} {
 		t.Run(strings.Fields(tc.cmd)[3], func(t *testing.T) {
 			dir := t.TempDir()
@@ -364,8 +368,17 @@ func TestReadmeImportCommands(t *testing.T) {
 			require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
 			require.Contains(t, out, "judge it with: rlverify check --history history.jsonl")
 			out, stderr, code = runReadme(t, dir, readmeArgs(t, "rlverify check --history history.jsonl")...)
-			require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
-			requireVerdict(t, "PASS", out, stderr)
+			require.Regexp(t, `(?m)^oversell\s+PASS`, out)
+			if tc.fails == "" {
+				require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
+				requireVerdict(t, "PASS", out, stderr)
+				return
+			}
+			require.Equal(t, ExitFail, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
+			requireVerdict(t, "FAIL", out, stderr)
+			fails := regexp.MustCompile(`(?m)^([a-z-]+) +FAIL +`).FindAllStringSubmatch(out, -1)
+			require.Len(t, fails, 1, out)
+			require.Equal(t, tc.fails, fails[0][1])
 		})
 	}
 }
