@@ -35,8 +35,8 @@ var readmeCommandTests = map[string]string{
 	"rlverify --version":                      "TestVersionFromBuildInfo",
 	"rlverify attack --plan concurrent-burst": "TestReadmeCheckLatestCommand",
 	"rlverify attack --plan concurrent-burst --limiter faulty/racy-token-bucket": "TestAttackRacyBucketFailsOversellWithEvidence",
-	"rlverify attack --plan concurrent-burst --store redis --instances 3":        "TestStabilityOfTheDefaults",
-	"rlverify attack --plan boundary-burst --limiter fixed-window":               "TestScenariosOnDocker",
+	"rlverify attack --plan concurrent-burst --store redis --instances 3":        "TestReadmeAttackCommands",
+	"rlverify attack --plan boundary-burst --limiter fixed-window":               "TestReadmeAttackCommands",
 	"rlverify attack --plan tiers --policy policies/seed-tiers.yaml":             "TestReadmeTiersCommand",
 	// Thresholds
 	"rlverify attack --plan overload --threshold 'latency.p99<50ms' --threshold 'errors<1%' --threshold 'phase.overload.admitted.rate<=8/s'": "TestReadmeThresholdAndClockSkewCommands",
@@ -62,18 +62,22 @@ var readmeCommandTests = map[string]string{
 	"rlverify compare --plan store-outage --limiter token-bucket@fail-open --limiter token-bucket@fail-closed --limiter token-bucket@fail-local":          "TestCompareFailModesSideBySide",
 	"rlverify compare --plan concurrent-burst --limiter token-bucket --target mine=http://127.0.0.1:8080":                                                 "TestReadmeCompareTargetCommand",
 	"rlverify compare --plan concurrent-burst --limiter nginx/limit-req --limiter haproxy/stick-table --limiter gubernator/global --limiter token-bucket": "TestCompareGatewaysConcurrentBurst",
-	// Failure modes, regions and rules
+	// Failure modes, regions and rules. The docker tests run these plans
+	// with the same policy and limiter on --env docker (where CI has a
+	// daemon, needEnv fails rather than skips); the embedded runs would
+	// add about 17 s to this package.
 	"rlverify attack --plan store-outage --policy fail-closed":                 "TestStoreOutageOnDocker",
 	"rlverify attack --plan slow-store":                                        "TestStoreOutageOnDocker",
 	"rlverify attack --plan rules-unavailable":                                 "TestScenariosOnDocker",
-	"rlverify attack --plan clock-skew --limiter faulty/instance-clock":        "TestScenariosOnDocker",
+	"rlverify attack --plan clock-skew --limiter faulty/instance-clock":        "TestReadmeAttackCommands",
 	"rlverify attack --plan global-guard":                                      "TestGlobalGuardProtectsDownstream",
-	"rlverify attack --plan regions --region-mode independent":                 "TestScenariosOnDocker",
+	"rlverify attack --plan regions --region-mode independent":                 "TestReadmeAttackCommands",
 	"rlverify attack --plan regions --region-sync 500ms --region-latency 50ms": "TestReadmeRegionsCommands",
 	"rlverify compare --plan regions --region-setting strict//50ms --region-setting replicated/100ms/50ms --region-setting replicated/500ms/50ms": "TestReadmeRegionsCommands",
 	// Environments
-	"rlverify attack --plan multi-instance --env local --redis-cluster 3":            "TestMultiInstanceOnEveryEnvironment",
-	"rlverify attack --plan multi-instance --env docker --limiter faulty/local-only": "TestMultiInstanceOnEveryEnvironment",
+	"rlverify attack --plan multi-instance --env local --redis-cluster 3": "TestMultiInstanceOnEveryEnvironment",
+	// multi-instance-20 and faulty/local-only on docker
+	"rlverify attack --plan multi-instance --env docker --limiter faulty/local-only": "TestScenariosOnDocker",
 }
 
 // noTest marks a row whose command a test cannot run; the rest says why.
@@ -471,4 +475,34 @@ func TestReadmeSinkCommands(t *testing.T) {
 	require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
 	requireVerdict(t, "PASS", out, stderr)
 	require.Regexp(t, `(?m)^\s*downstream\s+PASS`, out)
+}
+
+// The short attack lines whose comments promise an outcome.
+func TestReadmeAttackCommands(t *testing.T) {
+	for _, tc := range []struct {
+		cmd   string
+		redis bool // needs redis-server
+		code  int
+		want  string // a line of the report, as a regexp
+	}{
+		{"rlverify attack --plan concurrent-burst --store redis --instances 3", true, ExitPass,
+			`(?m)^instances\s+PASS\s+1 key spread over instances stayed within one quota`},
+		// "shows the ~2× edge effect": the policy's fixed window admits
+		// more than its limit of 10 across the edge, and that is no oversell.
+		{"rlverify attack --plan boundary-burst --limiter fixed-window", false, ExitPass,
+			`(?m)^oversell\s+PASS\s+(1[1-9]|20) requests admitted`},
+		{"rlverify attack --plan clock-skew --limiter faulty/instance-clock", true, ExitFail,
+			`(?m)^oversell\s+FAIL\s+\d+ proven interval`},
+		{"rlverify attack --plan regions --region-mode independent", false, ExitFail,
+			`(?m)^regions\s+FAIL\s+\d+ keys? overran the declared tolerance`},
+	} {
+		t.Run(strings.Join(strings.Fields(tc.cmd)[3:], " "), func(t *testing.T) {
+			if tc.redis {
+				needEnv(t, "local")
+			}
+			out, stderr, code := runReadme(t, t.TempDir(), readmeArgs(t, tc.cmd)...)
+			require.Equal(t, tc.code, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
+			require.Regexp(t, tc.want, out)
+		})
+	}
 }
