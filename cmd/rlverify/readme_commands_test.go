@@ -55,6 +55,10 @@ var readmeCommandTests = map[string]string{
 	"rlverify import --from k6 k6-out.json -o history.jsonl --key-tag key":                             "TestReadmeImportCommands",
 	"rlverify import --from har session.har -o history.jsonl --instance api.local:8080=0":              "TestReadmeImportCommands",
 	"rlverify check --history history.jsonl":                                                           "TestReadmeImportCommands",
+	// Choose your numbers
+	"rlverify calibrate --traffic examples/calibrate/access.log.gz --key-field extra1 --policy examples/calibrate/candidate.yaml --abusive-keys free-scraper --report text --report html=calibrate.html --write-policy recommended.yaml": "TestReadmeChooseYourNumbers",
+	"rlverify serve --policy recommended.yaml --addr 127.0.0.1:8080 &":                                 "TestReadmeChooseYourNumbers",
+	"rlverify audit --target http://127.0.0.1:8080 --policy recommended.yaml --plans concurrent-burst": "TestReadmeChooseYourNumbers",
 	// Simulated time
 	"rlverify simulate --at 0,0.1,0.2,0.3,0.4,0.5,0.6,0.8,1.0,1.2,2.0,2.1,2.5,3.0,3.1,3.2,3.3,3.4,3.5,3.6 --limiter token-bucket:capacity=5,rate=2 --limiter sliding-log:limit=5,window=1s": "TestReadmeSimulateCommand",
 	// Comparing implementations
