@@ -293,23 +293,43 @@ func readmeOrdersService(t *testing.T) string {
 	return url
 }
 
+// readmeRow returns the one row of readmeCommandTests run by test whose
+// command starts with prefix, so that a README edit to that command is one
+// edited row.
+func readmeRow(t *testing.T, test, prefix string) string {
+	t.Helper()
+	var found []string
+	for c, name := range readmeCommandTests {
+		if name == test && strings.HasPrefix(c, prefix) {
+			found = append(found, c)
+		}
+	}
+	require.Len(t, found, 1, "readmeCommandTests: want one row for %s starting %q", test, prefix)
+	return found[0]
+}
+
 // "Verify your own limiter", steps 2 and 3, against the test service the
-// README starts; only its address and the repository paths are the test's.
+// README starts; only its address and the repository paths are the test's
+// (the orders policy is also there as my-policy.yaml, the name a reader
+// writes their own under).
 func TestReadmeVerifyYourOwnLimiterCommands(t *testing.T) {
 	url := readmeOrdersService(t)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	replace := []string{"http://127.0.0.1:8080", url, "internal/testsvc/policies/", filepath.Join(root, "internal", "testsvc", "policies") + "/"}
+	const test = "TestReadmeVerifyYourOwnLimiterCommands"
 	t.Run("attack", func(t *testing.T) {
 		dir := t.TempDir()
-		out, stderr, code := runReadme(t, dir, readmeArgs(t, `rlverify attack --plan concurrent-burst --target http://127.0.0.1:8080/v1/orders --policy internal/testsvc/policies/orders.yaml --keys internal/testsvc/policies/orders-keys.yaml --method POST --header 'Content-Type: application/json' --body '{"sku": "A-{i}"}'`, replace...)...)
+		copyInto(t, dir, "internal/testsvc/policies/orders.yaml", "my-policy.yaml")
+		out, stderr, code := runReadme(t, dir, readmeArgs(t, readmeRow(t, test, "rlverify attack "), replace...)...)
 		require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
 		requireVerdict(t, "PASS", out, stderr)
 		require.Regexp(t, `(?m)^\s*evidence\s+PASS`, out)
 	})
 	t.Run("audit", func(t *testing.T) {
 		dir := t.TempDir()
-		args := readmeArgs(t, `rlverify audit --target http://127.0.0.1:8080/v1/orders --policy internal/testsvc/policies/orders.yaml --keys internal/testsvc/policies/orders-keys.yaml --method POST --header 'Content-Type: application/json' --body '{"sku": "A-{i}"}'`, replace...)
+		copyInto(t, dir, "internal/testsvc/policies/orders.yaml", "my-policy.yaml")
+		args := readmeArgs(t, readmeRow(t, test, "rlverify audit "), replace...)
 		// Every plan that applies takes about a minute; two of them keep
 		// the test fast and still run the audit as documented.
 		args = append(args, "--plans", "concurrent-burst,precision")
