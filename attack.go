@@ -480,7 +480,7 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 	}
 	if sum.Requests > 0 && allUnreachable(h) {
 		why, n := commonestErr(h)
-		err := fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, kept)
+		err := envs.Unreachable(fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, kept))
 		if h.End != nil && h.End.Interrupted && strings.HasPrefix(h.End.Reason, "interrupted") {
 			// A signal ended the run: that, not the target, is why the
 			// requests in flight got no answer.
@@ -489,6 +489,12 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 	out.HistoryFile, out.Stopped = p.HistoryFile, runE
+	if runE != nil && out.Document.Verdict != checks.Interrupted {
+		// A step of the plan could not be done (a fault hook that failed
+		// or timed out): what was recorded is judged, but it is not the
+		// proof the plan promises.
+		out.Document.MarkCut(checks.Incomplete, "the plan did not complete: "+runE.Error())
+	}
 	if temp {
 		out.HistoryFile = ""
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/discover"
 	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -172,11 +173,11 @@ func AuditPlanNames() []string {
 
 // Audit runs the plans of the audit that apply, in order; a plan that
 // fails to run does not stop the others (its column says why), but an
-// option error does. It stops before the next plan once ctx ends.
+// option error or an unreachable target (envs.ErrUnreachable) does. It stops before the next plan once ctx ends.
 func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	for _, n := range o.Plans {
 		if !slices.Contains(AuditPlanNames(), n) {
-			return nil, optionErr("--plans %q: not a plan of the audit (%s)", n, strings.Join(AuditPlanNames(), ", "))
+			return nil, optionErr("--plans %q: not a plan of the audit%s (%s)", n, suggest.DidYouMean(n, AuditPlanNames()), strings.Join(AuditPlanNames(), ", "))
 		}
 	}
 	base := o.Attack
@@ -276,10 +277,13 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	}
 	var cols []reports.AuditColumn
 	for _, ap := range auditPlans {
-		if ctx.Err() != nil {
-			break
-		}
 		if len(o.Plans) > 0 && !slices.Contains(o.Plans, ap.name) {
+			continue
+		}
+		if ctx.Err() != nil {
+			// Listed, not dropped: the audit's verdict is interrupted and
+			// says which plans never ran.
+			cols = append(cols, reports.AuditColumn{Plan: ap.name, NotRun: "not run: the audit was interrupted (" + context.Cause(ctx).Error() + ")"})
 			continue
 		}
 		if why := ap.applies(scope); why != "" {
@@ -305,6 +309,13 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		switch {
 		case errors.As(err, &oe):
 			return nil, fmt.Errorf("audit: plan %s: %w", ap.name, err)
+		case err != nil && ctx.Err() != nil:
+			cols = append(cols, reports.AuditColumn{Plan: ap.name, Dir: pdir, NotRun: "interrupted: " + err.Error()})
+			continue
+		case errors.Is(err, envs.ErrUnreachable):
+			// Every other plan would end the same way: stop at once
+			// rather than report a table of unknowns.
+			return nil, fmt.Errorf("audit: plan %s: %w; no further plan was run", ap.name, err)
 		case err != nil:
 			cols = append(cols, reports.AuditColumn{Plan: ap.name, Dir: pdir, Err: err})
 			continue
@@ -314,11 +325,7 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 				return nil, err
 			}
 		}
-		col := reports.AuditColumn{Plan: ap.name, Doc: out.Document, Dir: pdir, Measured: measurements(out.Document)}
-		if out.Stopped != nil {
-			out.Document.Interrupted, out.Document.Reason = true, "the plan did not complete: "+out.Stopped.Error()
-		}
-		cols = append(cols, col)
+		cols = append(cols, reports.AuditColumn{Plan: ap.name, Doc: out.Document, Dir: pdir, Measured: measurements(out.Document)})
 	}
 	a := reports.BuildAudit(target, PolicySummary(pol), cols)
 	if disc != nil {

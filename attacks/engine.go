@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	mrand "math/rand/v2"
@@ -128,10 +127,12 @@ type Engine struct {
 	// counters
 	seq                        atomic.Uint64
 	sent, adm, rej, errs, late atomic.Int64
-	cur                        atomic.Pointer[phaseProgress]
-	lastRejection              sync.Map     // key -> rejection
-	keysUsed                   sync.Map     // key -> struct{}
-	stopReason                 atomic.Value // string
+	// samples counts the answers that kept a body sample (maxBodySamples).
+	samples       atomic.Int64
+	cur           atomic.Pointer[phaseProgress]
+	lastRejection sync.Map     // key -> rejection
+	keysUsed      sync.Map     // key -> struct{}
+	stopReason    atomic.Value // string
 	// writeErr is the history writer's first error; stopWrite ends the run
 	// with it, so a full disk never gets load nobody records.
 	writeErr   atomic.Pointer[error]
@@ -382,7 +383,7 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 				break
 			}
 		}
-		e.progress(true)
+		e.progressEnd(runCtx.Err() != nil)
 	}
 	close(tick)
 	wg.Wait()
@@ -393,14 +394,14 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 	sum.Requests = e.sent.Load()
 	switch {
 	case ctx.Err() != nil:
-		sum.Interrupted, sum.Reason = true, "interrupted: "+context.Cause(ctx).Error()
+		sum.Interrupted, sum.Reason = true, history.ReasonSignal+context.Cause(ctx).Error()
 	case e.writeErr.Load() != nil:
 		werr := *e.writeErr.Load()
 		sum.Interrupted, sum.Reason = true, "stopped: the history cannot be written: "+werr.Error()
 		// Later failures to record (the phase, the end) are this one.
 		runErr = fmt.Errorf("the history cannot be written, so the run stopped after %d requests: %w", e.sent.Load(), werr)
 	case limitCtx.Err() != nil:
-		sum.Interrupted, sum.Reason = true, fmt.Sprintf("stopped at --max-duration %s", e.o.MaxDuration)
+		sum.Interrupted, sum.Reason = true, fmt.Sprintf(history.ReasonBound+"duration %s", e.o.MaxDuration)
 	case e.stopReason.Load().(string) != "":
 		sum.Interrupted, sum.Reason = true, e.stopReason.Load().(string)
 	case runErr != nil:
@@ -591,7 +592,7 @@ func (e *Engine) newID() uint64 {
 func (e *Engine) reserve(n int64) bool {
 	if e.sent.Add(n) > e.o.MaxRequests {
 		e.sent.Add(-n)
-		e.stopReason.CompareAndSwap("", fmt.Sprintf("stopped at --max-requests %d", e.o.MaxRequests))
+		e.stopReason.CompareAndSwap("", fmt.Sprintf(history.ReasonBound+"requests %d", e.o.MaxRequests))
 		return false
 	}
 	return true
@@ -674,6 +675,12 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		}
 	default:
 		e.errs.Add(1)
+		if resp != nil && unexpected(resp) && e.samples.Add(1) <= maxBodySamples {
+			ev.Body = bodySample(resp)
+			if e.keys.secret() && ev.Key != "" {
+				ev.Body = strings.ReplaceAll(ev.Body, ev.Key, e.recordedKey(ev.Key))
+			}
+		}
 	}
 	if e.keys.secret() {
 		cp := *ev
@@ -752,9 +759,10 @@ func (e *Engine) do(ctx context.Context, r *req) *history.Event {
 	resp, err := e.client.Do(hr)
 	if err == nil {
 		if err = checkHeaderCount(resp, e.maxHeaders()); err == nil {
-			_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			_, err = drainKeep(resp, 1<<20)
+		} else {
+			resp.Body.Close()
 		}
-		resp.Body.Close()
 	}
 	if err != nil && ctx.Err() != nil {
 		err = errCancelled

@@ -207,24 +207,8 @@ func (e *Engine) clientBurst(ctx context.Context, rs []*req, per map[int]int, at
 	return sent, release, nil
 }
 
-func drain(resp *http.Response) (int64, error) {
-	defer resp.Body.Close()
-	var buf [512]byte
-	var n int64
-	for {
-		m, err := resp.Body.Read(buf[:])
-		n += int64(m)
-		if err != nil {
-			if err.Error() == "EOF" {
-				return n, nil
-			}
-			return n, err
-		}
-		if n > 1<<20 {
-			return n, nil
-		}
-	}
-}
+// drain reads resp's body (at most 1 MiB) and closes it; see drainKeep.
+func drain(resp *http.Response) (int64, error) { return drainKeep(resp, 1<<20) }
 
 // boundary aims one burst just before a window edge and one just after.
 func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error) {
@@ -364,13 +348,13 @@ func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history
 	}
 	budget := int64(e.o.MaxRequests) - e.sent.Load()
 	if budget <= 0 {
-		e.stopReason.CompareAndSwap("", fmt.Sprintf("stopped at --max-requests %d", e.o.MaxRequests))
+		e.stopReason.CompareAndSwap("", fmt.Sprintf(history.ReasonBound+"requests %d", e.o.MaxRequests))
 		return &history.Phase{Start: e.off(), Notes: []string{"not run: the request budget (--max-requests) is spent"}}, nil
 	}
 	if int64(expected) > budget {
 		expected = uint64(max(budget, 0))
 		limit = expected
-		e.stopReason.CompareAndSwap("", fmt.Sprintf("stopped at --max-requests %d", e.o.MaxRequests))
+		e.stopReason.CompareAndSwap("", fmt.Sprintf(history.ReasonBound+"requests %d", e.o.MaxRequests))
 	}
 	if limit > 0 {
 		pacer = countedPacer{Pacer: pacer, limit: limit}

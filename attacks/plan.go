@@ -23,6 +23,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/policy/yamlx"
 	"github.com/rlverify/rlverify/thresholds"
@@ -206,7 +207,7 @@ func Load(nameOrFile string) (*Plan, error) {
 			for _, p := range Builtins() {
 				names = append(names, p.Name)
 			}
-			return nil, fmt.Errorf("no built-in plan %q and no such file (built-ins: %s)", nameOrFile, strings.Join(names, ", "))
+			return nil, fmt.Errorf("no built-in plan %q%s and no such file (built-ins: %s)", nameOrFile, suggest.DidYouMean(nameOrFile, names), strings.Join(names, ", "))
 		}
 	}
 	data, err := yamlx.ReadFile(nameOrFile)
@@ -361,7 +362,7 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 			kinds = append(kinds, k)
 		}
 		sort.Strings(kinds)
-		return doc.Errorf(at+".kind", "unknown phase kind %q (want one of %s)", ph.Kind, strings.Join(kinds, ", "))
+		return doc.Errorf(at+".kind", "unknown phase kind %q%s (want one of %s)", ph.Kind, suggest.DidYouMean(ph.Kind, kinds), strings.Join(kinds, ", "))
 	}
 	allow := map[string]bool{}
 	for _, f := range allowed {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -131,9 +130,10 @@ func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int6
 			if rerr == nil {
 				if rerr = checkHeaderCount(resp, e.maxHeaders()); rerr == nil {
 					guard.allow(1<<20+int64(br.Size()), nil)
-					_, rerr = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+					_, rerr = drainKeep(resp, 1<<20)
+				} else {
+					resp.Body.Close()
 				}
-				resp.Body.Close()
 			}
 			if rerr != nil && ctx.Err() != nil {
 				rerr = errCancelled

@@ -29,6 +29,9 @@ type StatusCount struct {
 	URL string `json:"url,omitempty"`
 	// Err is the first error message when Status is 0.
 	Err string `json:"err,omitempty"`
+	// Body is a sample of what the target answered with this status (the
+	// first kept one: history.Event.Body).
+	Body string `json:"body,omitempty"`
 }
 
 // Errors counts h's requests that ended in an error under p's contract, by
@@ -55,6 +58,9 @@ func Errors(h *history.History, p *policy.Policy) (total int64, by []StatusCount
 			by = append(by, StatusCount{Status: e.Status, URL: eventURL(h, e), Err: e.Err})
 		}
 		by[j].Count++
+		if by[j].Body == "" {
+			by[j].Body = e.Body
+		}
 	}
 	sort.SliceStable(by, func(a, b int) bool { return by[a].Count > by[b].Count })
 	return total, by

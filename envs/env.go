@@ -147,3 +147,16 @@ type Environment interface {
 // ErrUnavailable wraps errors of an environment that cannot run here (no
 // Docker, no redis-server).
 var ErrUnavailable = fmt.Errorf("environment unavailable")
+
+// ErrUnreachable wraps the error of a target that does not answer (its port
+// refuses connections, or no request got a response): every plan against it
+// would end the same way, so an audit stops at once.
+var ErrUnreachable = fmt.Errorf("target unreachable")
+
+// Unreachable marks err as ErrUnreachable, its message unchanged.
+func Unreachable(err error) error { return unreachableError{err} }
+
+type unreachableError struct{ err error }
+
+func (u unreachableError) Error() string   { return u.err.Error() }
+func (u unreachableError) Unwrap() []error { return []error{u.err, ErrUnreachable} }

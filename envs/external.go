@@ -61,7 +61,7 @@ func (x External) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		d := net.Dialer{Timeout: 3 * time.Second}
 		conn, err := d.DialContext(ctx, "tcp", host)
 		if err != nil {
-			return nil, fmt.Errorf("external: target %s is unreachable: %w", raw, err)
+			return nil, fmt.Errorf("external: target %s is unreachable: %w", raw, Unreachable(err))
 		}
 		conn.Close()
 		st.Instances = append(st.Instances, trimSlash(raw))

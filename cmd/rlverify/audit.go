@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +13,9 @@ import (
 
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/discover"
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -94,7 +95,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, budget time.Du
 	}
 	for _, n := range only {
 		if !slices.Contains(rlverify.AuditPlanNames(), n) {
-			return usageErr("--plans %q: not a plan of the audit (%s)", n, strings.Join(rlverify.AuditPlanNames(), ", "))
+			return usageErr("--plans %q: not a plan of the audit%s (%s)", n, suggest.DidYouMean(n, rlverify.AuditPlanNames()), strings.Join(rlverify.AuditPlanNames(), ", "))
 		}
 	}
 	if len(f.targetURLs) > 0 {
@@ -139,6 +140,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, budget time.Du
 		return err
 	}
 	f.out = dir
+	planReports := map[string][]string{}
 	a, err := rlverify.Audit(ctx, rlverify.AuditOptions{
 		Attack: base, Plans: only, Dir: dir, Discover: disc,
 		OnDiscovered: func(d *rlverify.Discovery) error {
@@ -185,43 +187,37 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, budget time.Du
 			}
 			return o, nil
 		},
-		OnPlan: func(_, pdir string, out *rlverify.Outcome) error {
-			return runErr(writeReport(filepath.Join(pdir, "result.json"), reports.JSON{}, out.Document))
+		OnPlan: func(plan, pdir string, out *rlverify.Outcome) error {
+			// Each plan's own reports, html always, so the audit's page
+			// links to them.
+			formats := append([]string{"html"}, slices.DeleteFunc(slices.Clone(f.formats), func(s string) bool { return s == "html" })...)
+			doc := out.Document
+			if err := emitReports(formats, pdir, "report", "result.json", nil, func(rf reports.Format, w io.Writer) error { return rf.Render(w, doc) }); err != nil {
+				return runErr(err)
+			}
+			for _, name := range formats {
+				planReports[plan] = append(planReports[plan], filepath.Join(pdir, "report."+reports.Extension(name)))
+			}
+			return nil
 		},
 	})
 	if err != nil {
 		return fromLib(err)
 	}
-	for i, format := range f.formats {
-		if i == 0 {
-			if err := reports.RenderAudit(stdout, format, a, colorOn(stdout)); err != nil {
-				return runErr(err)
-			}
-		}
-		if err := writeAudit(filepath.Join(f.out, "audit."+reports.Extension(format)), format, a); err != nil {
-			return runErr(err)
-		}
+	for i := range a.Plans {
+		a.Plans[i].Reports = planReports[a.Plans[i].Plan]
 	}
-	if err := writeAudit(filepath.Join(f.out, "audit.json"), "json", a); err != nil {
+	if err := emitReports(f.formats, f.out, "audit", "audit.json", stdout, func(rf reports.Format, w io.Writer) error { return rf.RenderAudit(w, a) }); err != nil {
 		return runErr(err)
-	}
-	if ctx.Err() != nil {
-		return &exitError{code: ExitInterrupted}
 	}
 	if fails := fo.fails(a.Results()); len(fails) > 0 {
 		return &exitError{code: ExitFail, fails: fails}
 	}
+	switch {
+	case ctx.Err() != nil || a.Verdict == checks.Interrupted:
+		return &exitError{code: ExitInterrupted}
+	case a.Verdict == checks.Incomplete:
+		return runErr(fmt.Errorf("audit: a plan did not complete; see its row under plans"))
+	}
 	return nil
-}
-
-func writeAudit(file, format string, a *reports.Audit) error {
-	fh, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("audit report: %w", err)
-	}
-	if err := reports.RenderAudit(fh, format, a, false); err != nil {
-		fh.Close()
-		return err
-	}
-	return fh.Close()
 }

@@ -97,7 +97,7 @@ func (p *progress) bar(s attacks.Progress) *phaseBar {
 	}
 	if p.mp == nil {
 		// The width applies where w is not a real terminal (tests).
-		p.mp = mpb.New(mpb.WithOutput(rawWriter(p.w)), mpb.ForceTTY(), mpb.WithAutoRefresh(),
+		p.mp = mpb.New(mpb.WithConsoleWriter(newRedrawWriter(rawWriter(p.w), true)), mpb.WithAutoRefresh(),
 			mpb.WithWidth(160), mpb.WithRefreshRate(200*time.Millisecond))
 	}
 	b := &phaseBar{}
@@ -124,6 +124,12 @@ func (b *phaseBar) show(s attacks.Progress) {
 	b.mu.Lock()
 	b.last = s
 	b.mu.Unlock()
+	if s.Cut {
+		// Left where it stopped: a cut phase is not complete.
+		b.bar.SetCurrent(min(int64(fraction(s)*barScale), barScale-1))
+		b.bar.Abort(false)
+		return
+	}
 	if s.Done {
 		b.bar.SetTotal(barScale, true)
 		return
@@ -158,6 +164,10 @@ func timing(s attacks.Progress) string {
 	var b strings.Builder
 	if sec := s.PhaseElapsed.Seconds(); sec > 0 && s.PhaseSent > 0 {
 		b.WriteString(human.Rate(float64(s.PhaseSent)/sec) + "  ")
+	}
+	if s.Cut {
+		b.WriteString("cut short after " + roundDur(s.PhaseElapsed))
+		return b.String()
 	}
 	if s.Done {
 		b.WriteString("took " + roundDur(s.PhaseElapsed))

@@ -13,10 +13,10 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-// readmeCommands are the rlverify commands of the README section titled
+// sectionCommands are the rlverify commands of the README section titled
 // heading, each split into arguments as sh would (single quotes, line
 // continuations).
-func readmeCommands(t *testing.T, heading string) [][]string {
+func sectionCommands(t *testing.T, heading string) [][]string {
 	t.Helper()
 	b, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
@@ -82,7 +82,7 @@ func TestReadmeVerifyYourOwnLimiter(t *testing.T) {
 	defer stop()
 	tmp := t.TempDir()
 	file := filepath.Join(tmp, "my-policy.yaml")
-	cmds := readmeCommands(t, "Verify your own limiter")
+	cmds := sectionCommands(t, "Verify your own limiter")
 	require.GreaterOrEqual(t, len(cmds), 3)
 	require.Equal(t, "discover", cmds[0][0], "the section starts with rlverify discover")
 	t.Chdir("../..") // the README's paths are the repository's

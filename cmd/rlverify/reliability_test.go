@@ -77,7 +77,7 @@ func TestReliabilityBadPlans(t *testing.T) {
 		want       []string // substrings of the message, in order
 	}{
 		{"wrong type", burst + "    requests: many\n", []string{"bad.yaml:5:", "cannot unmarshal a string `many` into int"}},
-		{"unknown field", burst + "    requests: 5\n    burts: 3\n", []string{"bad.yaml:6:", "field burts not found"}},
+		{"unknown field", burst + "    requests: 5\n    burts: 3\n", []string{"bad.yaml:6:", `unknown field "burts"`}},
 		{"negative rate", rate + "    rate: -5/s\n", []string{"bad.yaml:6:", "phases.0.rate"}},
 		{"absurd rate", rate + "    rate: 1e12/s\n", []string{"bad.yaml:6:", "phases.0.rate", "200000/s"}},
 		{"overflowing rate", rate + "    rate: 1e308/1ns\n", []string{"bad.yaml:6:", "out of range"}},
@@ -131,7 +131,7 @@ func TestReliabilityBadPolicies(t *testing.T) {
 		want       []string
 	}{
 		{"wrong type", tier + "      - capacity: lots\n        rate: 1/s\n", []string{"bad.yaml:6:", "cannot unmarshal a string `lots` into int64"}},
-		{"unknown field", tier + "      - capacity: 1\n        rate: 1/s\n        burst: 5\n", []string{"bad.yaml:8:", "field burst not found"}},
+		{"unknown field", tier + "      - capacity: 1\n        rate: 1/s\n        burst: 5\n", []string{"bad.yaml:8:", `unknown field "burst"`}},
 		{"negative rate", tier + "      - capacity: 10\n        rate: -5/s\n", []string{"bad.yaml:7:", "tiers.0.limits.0.rate"}},
 		{"absurd rate", tier + "      - capacity: 10\n        rate: 1e12/s\n", []string{"bad.yaml:7:", "tiers.0.limits.0.rate"}},
 		{"overflowing rate", tier + "      - capacity: 10\n        rate: 1e308/1ns\n", []string{"bad.yaml:7:", "out of range"}},

@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify/internal/human"
 	"github.com/rlverify/rlverify/reports"
 )
 
@@ -25,7 +27,9 @@ func reportCmd() *cobra.Command {
 by compare, told apart by its schema) again, in any format: text, json,
 junit, md or html. Without --out the one format goes to stdout; with --out
 every format is written to DIR/report.EXT (DIR/comparison.EXT for a
-comparison). The exit code does not depend on the verdicts.
+comparison). The exit code is 0 whatever the checks said, except for a
+run that did not carry out its whole plan: 130 for an interrupted one, 3
+for an incomplete one, so a CI step that renders a cut run is not green.
 
 Examples:
   rlverify report --in rlverify-out/latest/result.json --format html --out rlverify-out/latest
@@ -61,52 +65,101 @@ func runReport(in string, formats []string, out string, stdout, stderr io.Writer
 	if err != nil {
 		return usageWrap(err)
 	}
-	write := func(w io.Writer, format string, color bool) error {
+	render := func(f reports.Format, w io.Writer) error {
 		if cmp != nil {
-			if format == "text" {
-				return reports.Text{Color: color}.RenderComparison(w, cmp)
-			}
-			return reports.RenderComparison(w, format, cmp)
+			return f.RenderComparison(w, cmp)
 		}
-		r, _ := reports.Lookup(format)
-		if t, ok := r.(reports.Text); ok {
-			t.Color = color
-			r = t
-		}
-		return r.Render(w, doc)
+		return f.Render(w, doc)
 	}
 	if out == "" {
-		if err := write(stdout, formats[0], colorOn(stdout)); err != nil {
+		if err := emitReports(formats, "", "", "", stdout, render); err != nil {
 			return runErr(err)
 		}
-		return nil
+		return reportExit(doc, stderr)
+	}
+	base := "report"
+	if cmp != nil {
+		base = "comparison"
+	}
+	for _, format := range formats {
+		file := filepath.Join(out, base+"."+reports.Extension(format))
+		if abs(file) == abs(in) {
+			return usageErr("report: %s would overwrite the input; choose another --out", file)
+		}
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return runErr(fmt.Errorf("--out: %w", err))
 	}
-	base := "report."
-	if cmp != nil {
-		base = "comparison."
+	if err := emitReports(formats, out, base, "", nil, render); err != nil {
+		return runErr(err)
 	}
 	for _, format := range formats {
-		file := filepath.Join(out, base+reports.Extension(format))
-		if abs(file) == abs(in) {
-			return usageErr("report: %s would overwrite the input; choose another --out", file)
-		}
-		fh, err := os.Create(file)
+		fmt.Fprintf(stderr, "rlverify: wrote %s\n", filepath.Join(out, base+"."+reports.Extension(format)))
+	}
+	return reportExit(doc, stderr)
+}
+
+// reportExit is the exit of rendering doc: that of a cut run (see cutExit),
+// else 0.
+func reportExit(doc *reports.Document, stderr io.Writer) error {
+	if doc == nil {
+		return nil
+	}
+	return cutExit(doc, stderr)
+}
+
+// emitReports is every command's one dispatch of reports. The format
+// reports.Stdout picks goes to stdout (when not nil; coloured on a
+// terminal); when dir is set, every format is written to dir/base.EXT, and
+// the JSON also to dir/saved (when set) for rlverify report to render
+// again. render writes the document in a format.
+func emitReports(formats []string, dir, base, saved string, stdout io.Writer, render func(f reports.Format, w io.Writer) error) error {
+	if stdout != nil {
+		f, err := reports.Lookup(reports.Stdout(formats, dir != ""))
 		if err != nil {
-			return runErr(fmt.Errorf("report: %w", err))
+			return err
 		}
-		err = write(fh, format, false)
-		if cerr := fh.Close(); err == nil {
-			err = cerr
+		if err := render(f.Colored(colorOn(stdout)), stdout); err != nil {
+			return err
 		}
+	}
+	if dir == "" {
+		return nil
+	}
+	written := map[string]bool{}
+	write := func(name, file string) error {
+		if written[file] {
+			return nil
+		}
+		written[file] = true
+		f, err := reports.Lookup(name)
 		if err != nil {
-			return runErr(err)
+			return err
 		}
-		fmt.Fprintf(stderr, "rlverify: wrote %s\n", file)
+		return writeFileWith(filepath.Join(dir, file), func(w io.Writer) error { return render(f, w) })
+	}
+	for _, name := range formats {
+		if err := write(name, base+"."+reports.Extension(name)); err != nil {
+			return err
+		}
+	}
+	if saved != "" {
+		return write("json", saved)
 	}
 	return nil
+}
+
+// writeFileWith creates file and fills it with fill.
+func writeFileWith(file string, fill func(io.Writer) error) error {
+	fh, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := fill(fh); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
 }
 
 func abs(p string) string {
@@ -115,4 +168,22 @@ func abs(p string) string {
 		return p
 	}
 	return a
+}
+
+// statusHints tells the user, on stderr, what to change when the target
+// refused the requests themselves: a 405 (Method Not Allowed) wants
+// another --method, and the target's own answer (its Allow header is not
+// kept, its body sample is) usually says which.
+func statusHints(doc *reports.Document, stderr io.Writer) {
+	for _, e := range doc.Errors {
+		if e.Status != http.StatusMethodNotAllowed {
+			continue
+		}
+		said := ""
+		if e.Body != "" {
+			said = fmt.Sprintf(" It answered: %q.", e.Body)
+		}
+		fmt.Fprintln(stderr, reports.Printable(fmt.Sprintf("rlverify: %s request(s) got 405 Method Not Allowed from %s: send the method the target expects with --method (and --header/--body if it takes a body).%s",
+			human.Count(e.Count), e.URL, said)))
+	}
 }

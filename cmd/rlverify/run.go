@@ -41,11 +41,13 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 		serveCmd(),
 		sinkCmd(),
 		simulateCmd(),
+		calibrateCmd(),
 		reportCmd(),
 		selftestCmd(),
 		compareCmd(),
 		auditCmd(),
 		importCmd(),
+		versionCmd(),
 		discoverCmd(),
 	)
 	setUpRoot(root)

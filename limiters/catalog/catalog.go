@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/limiters/faulty"
 	"github.com/rlverify/rlverify/limiters/thirdparty"
@@ -497,7 +498,7 @@ func Lookup(name, store string) (Entry, error) {
 		}
 	}
 	if len(cands) == 0 {
-		return Entry{}, fmt.Errorf("unknown limiter %q (known: %s; see rlverify limiters)", name, strings.Join(Names(), ", "))
+		return Entry{}, fmt.Errorf("unknown limiter %q%s (known: %s; see rlverify limiters)", name, suggest.DidYouMean(name, Names()), strings.Join(Names(), ", "))
 	}
 	want := store
 	if want == "" {
