@@ -166,7 +166,9 @@ func checkFailMode(ix *index) Result {
 					st := ix.judgeLimit(sc.recs, &g.tier.Limits[li], &sc)
 					for ci := range st.certs {
 						ct := &st.certs[ci]
-						col.add(ix.evidence(g.key, ct, fmt.Sprintf("after the %s ended at %s: %s (credit created by the downtime?)", fault.Kind, fmtDur(time.Duration(fault.End)), certMessage(ct))))
+						ev := ix.evidence(g.key, ct, fmt.Sprintf("after the %s ended at %s: %s (credit created by the downtime?)", fault.Kind, fmtDur(time.Duration(fault.End)), certMessage(ct)))
+						ev.Cause, ev.FaultFrom = CauseAfterFault, fault.Start
+						col.add(ev)
 					}
 				}
 			}
