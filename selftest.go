@@ -51,6 +51,9 @@ var MutationMatrix = []MatrixRow{
 	{Plan: "boundary-burst", Good: "conservative/sliding-log", Bad: "faulty/unweighted-fixed-window", Root: "oversell", Explained: []string{"downstream"}},
 	{Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/uncapped-refill", Root: "oversell", Explained: []string{"token-bounds", "headers", "downstream"}},
 	{Plan: "idle-refill", Good: "conservative/sliding-log", Bad: "faulty/deduct-on-reject", Root: "under-admission", Explained: []string{"headers"}},
+	// Clients that kept sending while refused could never honour their
+	// advice: refusals that cost tokens explain it.
+	{Plan: "overload", Good: "token-bucket", Bad: "faulty/deduct-on-reject", Root: "under-admission", Explained: []string{"retry-after", "headers"}},
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/remaining-off-by-one", Root: "token-bounds"},
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/long-reset", Root: "headers"},
 	{Plan: "retry-after", Good: "token-bucket", Bad: "faulty/short-retry-after", Root: "retry-after"},
@@ -67,6 +70,9 @@ var MutationMatrix = []MatrixRow{
 		// answers just after another instance consumed.
 		MayExplain: []string{"token-bounds"}},
 	{Plan: "store-outage", Good: "token-bucket", Bad: "faulty/unguarded-store", Store: "redis", Root: "fail-mode"},
+	// The overrun after the outage is the race oversell proved before it,
+	// not credit created by the downtime.
+	{Plan: "outage-burst", Good: "token-bucket", Bad: "faulty/racy-token-bucket", Store: "redis", Root: "oversell", Explained: []string{"fail-mode", "downstream"}},
 	{Plan: "rules-unavailable", Good: "token-bucket", Bad: "faulty/no-rule-defaults", Root: "fail-mode"},
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/forward-rejected", Root: "downstream"},
 	{Plan: "bypass", Good: "token-bucket", Bad: "faulty/trust-xff", Root: "bypass", Explained: []string{"downstream"}},
