@@ -153,11 +153,18 @@ func Diagnose(rs []Result, horizon int64) []Result {
 
 // explainsAll reports whether every evidence item of r shares a request or
 // a key and interval with some evidence of root (and none is a missing
-// header).
+// header, unless root found the key failing open over it).
 func explainsAll(root, r *Result, horizon int64) bool {
 	for _, e := range r.Evidence {
 		if e.Cause == CauseMissingHeader {
-			return false
+			// Only a limiter that let the request through undecided (it
+			// failed open) takes its headers away.
+			if !slices.ContainsFunc(root.Evidence, func(f Evidence) bool {
+				return f.Cause == CauseFailedOpen && f.Key == e.Key && f.From <= e.From && e.To <= f.To
+			}) {
+				return false
+			}
+			continue
 		}
 		ok := false
 		for _, f := range root.Evidence {

@@ -214,3 +214,25 @@ func brief(rs []Result) string {
 	}
 	return b.String()
 }
+
+// TestFailModeNotDeclared: a policy without a failure section promises no
+// failure mode, so a fault's behaviour is measured, not judged as "open".
+func TestFailModeNotDeclared(t *testing.T) {
+	h, err := history.ReadFile(filepath.Join("testdata", "diagnosis", "undeclared-mode.jsonl.txt"))
+	require.NoError(t, err)
+	p, err := policy.Load(filepath.Join("testdata", h.Run.Policy))
+	require.NoError(t, err)
+	require.True(t, p.Failure.Undeclared)
+	r := Run(h, p, Options{Only: []string{"fail-mode"}})[0]
+	require.Equal(t, Unknown, r.Verdict, r.Summary)
+	require.Contains(t, r.Summary, "declares no failure mode")
+	require.Empty(t, r.Evidence)
+
+	// The same run under a policy that declares open: the 429 during the
+	// outage departs from it.
+	p, err = policy.Load(filepath.Join("testdata", "diagnosis", "bucket-open.yaml"))
+	require.NoError(t, err)
+	require.False(t, p.Failure.Undeclared)
+	r = Run(h, p, Options{Only: []string{"fail-mode"}})[0]
+	require.Equal(t, Fail, r.Verdict, r.Summary)
+}
