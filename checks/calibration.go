@@ -169,6 +169,9 @@ func (ix *index) calibratePhase(ph history.Phase, col *collector, figs map[strin
 			case d < wantMin:
 				raM.Measured, raM.Verdict = fmt.Sprint(d), Fail
 				evidenceOf([]rec{r}, wantMin.Seconds(), d.Seconds(), fmt.Sprintf("request %d of key %s was told to retry after %s; the exact wait was at least %s (rounded up: %ds) — advice rounded down sends clients back too early", e.ID, key, d, fmtDur(wantMin), headers.Seconds(wantMin)), CauseAdvice)
+			case d > longestNeed(g.tier)+time.Second+time.Duration(ix.tol):
+				raM.Measured, raM.Verdict = fmtDur(d), Fail
+				evidenceOf([]rec{r}, wantMax.Seconds(), d.Seconds(), fmt.Sprintf("request %d of key %s was told to retry after %s; the exact wait was at most %s, and nothing the declared policy can require takes longer than %s", e.ID, key, fmtDur(d), fmtDur(wantMax), fmtDur(longestNeed(g.tier))), CauseAdvice)
 			case d > time.Duration(headers.Seconds(wantMax))*time.Second:
 				raM.Measured = fmt.Sprintf("%s (longer than the exact wait rounded up)", fmtDur(d))
 				figs["retry_after_excess_s"] = (d - time.Duration(headers.Seconds(wantMax))*time.Second).Seconds()

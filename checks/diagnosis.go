@@ -33,9 +33,10 @@ func causeRank(r *Result) int {
 		return slices.Index(rootOrder, "oversell") + 1
 	}
 	// Calibration's only findings on the advice of a refusal measure no
-	// parameter: they rank with retry-after, as symptoms.
+	// parameter: they rank just after retry-after, as symptoms (of an
+	// overrun, or of the advice retry-after found wrong on that refusal).
 	if r.Name == CalibrationCheck && allCause(r, CauseAdvice) {
-		return slices.Index(rootOrder, "retry-after")
+		return slices.Index(rootOrder, "retry-after") + 1
 	}
 	if i := slices.Index(rootOrder, r.Name); i >= 0 {
 		return i

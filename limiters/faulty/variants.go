@@ -85,6 +85,33 @@ func (l RemainingOffByOne) Allow(ctx context.Context, now time.Time, key string,
 	return d, err
 }
 
+// RemainingOneLow reports one less remaining than there is (never below
+// 0): correct decisions, a count too low in the headers (token-bounds).
+type RemainingOneLow struct{ limiters.Limiter }
+
+// Allow implements limiters.Limiter.
+func (l RemainingOneLow) Allow(ctx context.Context, now time.Time, key string, n int) (limiters.Decision, error) {
+	d, err := l.Limiter.Allow(ctx, now, key, n)
+	if err == nil && d.Fallback == "" && d.Remaining > 0 {
+		d.Remaining--
+	}
+	return d, err
+}
+
+// AbsurdRetryAfter decides correctly but advises a wait of 10^9 seconds
+// (31 years) on every refusal: no declared policy can require it
+// (retry-after).
+type AbsurdRetryAfter struct{ limiters.Limiter }
+
+// Allow implements limiters.Limiter.
+func (l AbsurdRetryAfter) Allow(ctx context.Context, now time.Time, key string, n int) (limiters.Decision, error) {
+	d, err := l.Limiter.Allow(ctx, now, key, n)
+	if err == nil && !d.Allowed && d.Fallback == "" {
+		d.RetryAfter = 1e9 * time.Second
+	}
+	return d, err
+}
+
 // LongReset reports a reset ten times later than the truth: correct
 // decisions and advice, a wrong reset in the headers (headers).
 type LongReset struct{ limiters.Limiter }
