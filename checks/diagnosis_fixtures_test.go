@@ -236,3 +236,32 @@ func TestFailModeNotDeclared(t *testing.T) {
 	r = Run(h, p, Options{Only: []string{"fail-mode"}})[0]
 	require.Equal(t, Fail, r.Verdict, r.Summary)
 }
+
+// TestRetryAfterUntestedIsUnknown: when every probe a plan aimed at the
+// advice ended in an error (a server's header-read timeout answering 400),
+// retry-after says the advice was not tried instead of passing on the
+// header's presence; a probe that was answered is judged.
+func TestRetryAfterUntestedIsUnknown(t *testing.T) {
+	p, err := policy.Load(filepath.Join("testdata", "diagnosis", "bucket-open.yaml"))
+	require.NoError(t, err)
+	run := func(probeStatus int) Result {
+		h := &history.History{Run: history.Run{T: history.TypeRun, Version: 1, ID: "probe", Start: time.Unix(1_700_000_000, 0)},
+			Phases: []history.Phase{{T: history.TypePhase, Name: "drain", Kind: "burst"}, {T: history.TypePhase, Name: "probe", Kind: "probe"}}}
+		for i := range 11 {
+			e := history.Event{T: history.TypeEvent, ID: uint64(i + 1), Key: "free-a", Phase: "drain", Sent: int64(i) * 1e6, Recv: int64(i)*1e6 + 5e5, Status: 200}
+			if i == 10 {
+				e.Status, e.RetryAfter = 429, "1"
+			}
+			h.Events = append(h.Events, e)
+		}
+		h.Events = append(h.Events, history.Event{T: history.TypeEvent, ID: 12, Key: "free-a", Phase: "probe", Sent: 1_200_000_000, Recv: 1_201_000_000, Status: probeStatus})
+		h.End = &history.End{T: history.TypeEnd, Requests: int64(len(h.Events))}
+		return Run(h, p, Options{Only: []string{"retry-after"}})[0]
+	}
+	r := run(400)
+	require.Equal(t, Unknown, r.Verdict, r.Summary)
+	require.Contains(t, r.Summary, "all 1 probe aimed at the advice ended in an error (status 400)")
+	r = run(200)
+	require.Equal(t, Pass, r.Verdict, r.Summary)
+	require.Contains(t, r.Summary, "1 of 1 followed at the advised time")
+}

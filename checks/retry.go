@@ -196,6 +196,14 @@ func checkRetryAfter(ix *index) Result {
 	if rejections == 0 {
 		return col.result(Skip, "no refusals to judge", figs, "")
 	}
+	// Probes the plan aimed at the advice (probe phases) that all ended in
+	// errors tried nothing: the advice's property is untested, not kept.
+	if probed == 0 && col.total == 0 {
+		if n, errs, first := ix.probeErrors(); n > 0 && errs == n {
+			figs["probe_errors"] = float64(errs)
+			return col.result(Unknown, fmt.Sprintf("%d of %s carried a valid Retry-After, but all %s aimed at the advice ended in an error (%s): whether a client that waits as advised is served was not tested", rejections-missing-invalid, plural(rejections, "refusal", "refusals"), plural(n, "probe", "probes"), first), figs, "")
+		}
+	}
 	valid := rejections - missing - invalid
 	sum := fmt.Sprintf("%d of %s carried a valid Retry-After", valid, plural(rejections, "refusal", "refusals"))
 	switch {
@@ -271,4 +279,35 @@ func describeNeed(t *policy.Tier) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// probeErrors counts the requests of the run's probe phases and how many of
+// them ended in an error, with the first error's description.
+func (ix *index) probeErrors() (n, errs int, first string) {
+	probes := map[string]bool{}
+	for _, ph := range ix.h.Phases {
+		if ph.Kind == "probe" {
+			probes[ph.Name] = true
+		}
+	}
+	if len(probes) == 0 {
+		return 0, 0, ""
+	}
+	for _, r := range ix.recs {
+		e := ix.ev(r)
+		if !probes[e.Phase] || r.variant {
+			continue
+		}
+		n++
+		if r.out == history.Unknown {
+			errs++
+			if first == "" {
+				first = fmt.Sprintf("status %d", e.Status)
+				if e.Err != "" {
+					first += ": " + e.Err
+				}
+			}
+		}
+	}
+	return n, errs, first
 }
