@@ -69,6 +69,13 @@ func needsFaults(kinds ...string) func(a *auditScope) string {
 	}
 }
 
+func noMaxLength(a *auditScope) string {
+	if a.pol.Identity.MaxLength > 0 {
+		return fmt.Sprintf("the policy declares identity.max_length %d: the bypass plan's long variant probes past it", a.pol.Identity.MaxLength)
+	}
+	return ""
+}
+
 func severalTiers(a *auditScope) string {
 	seen := map[string]bool{}
 	for _, k := range []string{"free-t", "paid-t"} {
@@ -109,6 +116,7 @@ var auditPlans = []auditPlan{
 	{"overload", always},
 	{"tenant-isolation", always},
 	{"similar-keys", always},
+	{"long-keys", noMaxLength},
 	{"tiers", severalTiers},
 	{"bypass", always},
 	{"multi-instance", severalInstances},
