@@ -265,3 +265,32 @@ func TestRetryAfterUntestedIsUnknown(t *testing.T) {
 	require.Equal(t, Pass, r.Verdict, r.Summary)
 	require.Contains(t, r.Summary, "1 of 1 followed at the advised time")
 }
+
+// TestFallbackAfterAnInjectedFaultIsItsAftermath: answers the target marks
+// X-RateLimit-Fallback after an injected store fault, until its store
+// decides again (a breaker probing when traffic resumes), belong to that
+// fault; the same answers with no fault injected are a failure of its own.
+func TestFallbackAfterAnInjectedFaultIsItsAftermath(t *testing.T) {
+	p, err := policy.Load(filepath.Join("testdata", "diagnosis", "bucket-open.yaml"))
+	require.NoError(t, err)
+	mk := func(faulted bool) *history.History {
+		h := &history.History{Run: history.Run{T: history.TypeRun, Version: 1, ID: "fb", Start: time.Unix(1_700_000_000, 0)}}
+		if faulted {
+			h.Faults = []history.Fault{{T: history.TypeFault, Kind: "store-down", Start: 1e9, End: 2e9}}
+		}
+		for i := range 5 {
+			e := history.Event{T: history.TypeEvent, ID: uint64(i + 1), Key: "free-a", Phase: "after", Sent: 3_500_000_000 + int64(i)*1e6, Recv: 3_500_500_000 + int64(i)*1e6, Status: 200}
+			if i < 3 {
+				e.Fallback = "open" // the breaker still open: one probe first
+			}
+			h.Events = append(h.Events, e)
+		}
+		h.End = &history.End{T: history.TypeEnd, Requests: 5}
+		return h
+	}
+	r := Run(mk(true), p, Options{Only: []string{"fail-mode"}})[0]
+	require.Equal(t, Pass, r.Verdict, r.Summary)
+	r = Run(mk(false), p, Options{Only: []string{"fail-mode"}})[0]
+	require.Equal(t, Fail, r.Verdict, r.Summary)
+	require.Equal(t, CauseFailedOpen, r.Evidence[0].Cause)
+}

@@ -262,6 +262,32 @@ func judgeUninjected(ix *index, col *collector, figs map[string]float64) int {
 		}
 	}
 	closedStatus := ix.p.Failure.Mode == policy.FailClosed && !ix.p.Failure.Undeclared
+	// A limiter still recovering from an injected fault (its breaker lets
+	// one probe through when traffic resumes, however long after) says so
+	// with X-RateLimit-Fallback until its store decides again: that is the
+	// injected fault's aftermath, not a failure of its own.
+	type span struct{ from, to int64 }
+	var recovering []span
+	for _, f := range ix.h.Faults {
+		if (f.Kind != "store-down" && f.Kind != "store-slow") || f.End == 0 {
+			continue
+		}
+		back := int64(math.MaxInt64)
+		for _, r := range ix.recs {
+			if e := ix.ev(r); r.lo >= f.End && r.out != history.Unknown && e.Fallback == "" && r.lo < back {
+				back = r.lo
+			}
+		}
+		recovering = append(recovering, span{f.End, back})
+	}
+	afterInjected := func(r rec) bool {
+		for _, s := range recovering {
+			if r.lo >= s.from && r.lo <= s.to {
+				return true
+			}
+		}
+		return false
+	}
 	total := 0
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
@@ -272,6 +298,7 @@ func judgeUninjected(ix *index, col *collector, figs map[string]float64) int {
 			}
 			e := ix.ev(r)
 			switch {
+			case e.Fallback != "" && afterInjected(r):
 			case e.Fallback != "" && r.out == history.Admitted:
 				open = append(open, r)
 			case e.Fallback != "":
