@@ -69,6 +69,13 @@ func needsFaults(kinds ...string) func(a *auditScope) string {
 	}
 }
 
+func untrustedXFF(a *auditScope) string {
+	if a.pol.Identity.TrustsLoopback() {
+		return "the policy trusts X-Forwarded-For from loopback: the address is part of the identity"
+	}
+	return ""
+}
+
 func noMaxLength(a *auditScope) string {
 	if a.pol.Identity.MaxLength > 0 {
 		return fmt.Sprintf("the policy declares identity.max_length %d: the bypass plan's long variant probes past it", a.pol.Identity.MaxLength)
@@ -117,6 +124,7 @@ var auditPlans = []auditPlan{
 	{"tenant-isolation", always},
 	{"similar-keys", always},
 	{"long-keys", noMaxLength},
+	{"spoof-tenants", untrustedXFF},
 	{"tiers", severalTiers},
 	{"bypass", always},
 	{"multi-instance", severalInstances},

@@ -65,6 +65,10 @@ var MutationMatrix = []MatrixRow{
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/no-retry-after", Root: "retry-after"},
 	{Plan: "tenant-isolation", Good: "token-bucket", Bad: "faulty/shared-bucket", Root: "isolation", Explained: []string{"under-admission", "token-bounds", "retry-after"}},
 	{Plan: "similar-keys", Good: "token-bucket", Bad: "faulty/shared-prefix", Root: "isolation", Explained: []string{"under-admission", "token-bounds", "retry-after"}},
+	// Two API keys, one spoofable client address: a limiter keyed on the
+	// address merges the tenants.
+	{Plan: "spoof-tenants", Good: "token-bucket", Bad: "faulty/address-only", Root: "isolation", Explained: []string{"under-admission"},
+		MayExplain: []string{"token-bounds", "retry-after"}},
 	{Plan: "multi-instance", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 3, Root: "instances", Explained: []string{"oversell", "downstream"},
 		// Round robin over instances that each keep their own count makes
 		// consecutive answers report remaining counts no one bucket could.

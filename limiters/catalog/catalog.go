@@ -366,6 +366,12 @@ func faultyEntries() []Entry {
 		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.ShortRetryAfter{Limiter: l} }),
 	})...)
 	out = append(out, both(Entry{
+		Name: "faulty/address-only", Algorithm: policy.TokenBucket, TrustXFF: true,
+		Breaks:      "isolation: tenants keyed on a spoofable X-Forwarded-For address alone",
+		Description: "correct token bucket keyed on the X-Forwarded-For address, not the API key, when one is sent",
+		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.AddressOnly{Limiter: l} }),
+	})...)
+	out = append(out, both(Entry{
 		Name: "faulty/trust-xff", Algorithm: policy.TokenBucket, TrustXFF: true,
 		Breaks:      "bypass: identity from a spoofable X-Forwarded-For",
 		Description: "correct token bucket; the service keys requests on X-Forwarded-For from any peer",

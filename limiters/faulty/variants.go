@@ -3,6 +3,7 @@ package faulty
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,6 +111,20 @@ func (l AbsurdRetryAfter) Allow(ctx context.Context, now time.Time, key string, 
 		d.RetryAfter = 1e9 * time.Second
 	}
 	return d, err
+}
+
+// AddressOnly keys on the client address alone when the service passes one
+// (KEY@ADDRESS, from X-Forwarded-For), as a limiter keyed on a spoofable
+// client address does: two tenants, each with its own API key, sending the
+// same address share one quota (isolation).
+type AddressOnly struct{ limiters.Limiter }
+
+// Allow implements limiters.Limiter.
+func (l AddressOnly) Allow(ctx context.Context, now time.Time, key string, n int) (limiters.Decision, error) {
+	if i := strings.LastIndexByte(key, '@'); i >= 0 {
+		key = "addr:" + key[i+1:]
+	}
+	return l.Limiter.Allow(ctx, now, key, n)
 }
 
 // LongReset reports a reset ten times later than the truth: correct
