@@ -22,10 +22,11 @@ import (
 // spread over only the few microseconds of that loop. Plain http:// targets
 // only; it returns ok=false to fall back to net/http otherwise.
 // StageLead bounds how long before its send time a request released by
-// last-byte synchronisation is staged on its connection (1 s: well inside
-// the 5 s and longer header-read timeouts servers use, and far more than
-// the tens of milliseconds staging a burst of a thousand takes).
-const StageLead = time.Second
+// last-byte synchronisation is staged on its connection: 3 s, inside the
+// 5 s and longer header-read timeouts servers use, and time enough to dial
+// and stage a burst of a thousand on a loaded machine (a bound of 1 s made
+// boundary bursts miss their window edge there).
+const StageLead = 3 * time.Second
 
 func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int64, release int64, ok bool, err error) {
 	hosts := make([]string, len(e.bases))

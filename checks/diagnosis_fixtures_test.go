@@ -269,7 +269,9 @@ func TestRetryAfterUntestedIsUnknown(t *testing.T) {
 // TestFallbackAfterAnInjectedFaultIsItsAftermath: answers the target marks
 // X-RateLimit-Fallback after an injected store fault, until its store
 // decides again (a breaker probing when traffic resumes), belong to that
-// fault; the same answers with no fault injected are a failure of its own.
+// fault; the same answers with no fault injected are counted in a figure
+// (the target says what decided them; the built-in services do so when a
+// loaded machine slows a store call past its timeout), not failed.
 func TestFallbackAfterAnInjectedFaultIsItsAftermath(t *testing.T) {
 	p, err := policy.Load(filepath.Join("testdata", "diagnosis", "bucket-open.yaml"))
 	require.NoError(t, err)
@@ -290,7 +292,8 @@ func TestFallbackAfterAnInjectedFaultIsItsAftermath(t *testing.T) {
 	}
 	r := Run(mk(true), p, Options{Only: []string{"fail-mode"}})[0]
 	require.Equal(t, Pass, r.Verdict, r.Summary)
+	require.Zero(t, r.Figures["uninjected_fallback"])
 	r = Run(mk(false), p, Options{Only: []string{"fail-mode"}})[0]
-	require.Equal(t, Fail, r.Verdict, r.Summary)
-	require.Equal(t, CauseFailedOpen, r.Evidence[0].Cause)
+	require.Equal(t, Pass, r.Verdict, r.Summary)
+	require.Equal(t, 3.0, r.Figures["uninjected_fallback"])
 }

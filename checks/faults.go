@@ -12,7 +12,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docFailMode = "While the store is down (or slower than the store timeout, or stalled), requests entirely inside the fault window behave as the declared mode says (open: admitted; closed: 503 with Retry-After or 429; local: per key and instance within LocalShare·(K + r·span); queue: answered within QueueWait + StoreTimeout + 100ms), are decided within StoreTimeout + 250ms, and from the policy's declared recovery time (failure.recovery, default 1 s) after the store is back the envelope holds again from a full bucket. While the rule source is down (rules-down), the service applies its conservative defaults: it still admits, and every key stays within the envelope of the policy's rules_fallback tier. Outside every injected fault, a limiter that fails on its own (its store failing under load) is a finding too, with its signature as evidence: admissions without the rate-limit headers its other answers carry, the target's X-RateLimit-Fallback, or (fail-closed) the closed status. A policy without a failure section declares no mode: a fault's behaviour is then measured, not judged (unknown)."
+const docFailMode = "While the store is down (or slower than the store timeout, or stalled), requests entirely inside the fault window behave as the declared mode says (open: admitted; closed: 503 with Retry-After or 429; local: per key and instance within LocalShare·(K + r·span); queue: answered within QueueWait + StoreTimeout + 100ms), are decided within StoreTimeout + 250ms, and from the policy's declared recovery time (failure.recovery, default 1 s) after the store is back the envelope holds again from a full bucket. While the rule source is down (rules-down), the service applies its conservative defaults: it still admits, and every key stays within the envelope of the policy's rules_fallback tier. Outside every injected fault, a limiter that fails on its own (its store failing under load) is a finding too, with its signature as evidence: admissions without the rate-limit headers its other answers carry, or (fail-closed) the closed status, unless the target says so with X-RateLimit-Fallback (counted in a figure). A policy without a failure section declares no mode: a fault's behaviour is then measured, not judged (unknown)."
 
 // Margins on the declared timeouts, for scheduling and loopback noise.
 const (
@@ -193,6 +193,8 @@ func checkFailMode(ix *index) Result {
 		mode = "the failure mode (not declared)"
 	}
 	switch {
+	case n == 0 && uninjected == 0 && figs["uninjected_fallback"] > 0:
+		return col.result(Pass, fmt.Sprintf("no fault injected; the target said its failure mode decided %s (X-RateLimit-Fallback: its store slower than its timeout?), counted, not judged", plural(int(figs["uninjected_fallback"]), "request", "requests")), figs, "")
 	case n == 0 && uninjected == 0:
 		return col.result(Skip, "no store-down, store-slow or rules-down fault windows in this run, and no request answered by a failure mode outside one", figs, "")
 	case n == 0:
@@ -228,9 +230,9 @@ func uninjectedHow(figs map[string]float64) string {
 // Signatures of a limiter that failed with no fault injected.
 const (
 	// CauseFailedOpen: admissions outside any injected fault carried none
-	// of the rate-limit headers the limiter sends on its other answers
-	// (or the target said X-RateLimit-Fallback): the limiter let them
-	// through undecided. Every overrun of those requests is this defect's.
+	// of the rate-limit headers the limiter sends on its other answers:
+	// the limiter let them through undecided, without saying so. Every
+	// overrun of those requests is this defect's.
 	CauseFailedOpen = "failed-open"
 	// CauseFailedClosed: the declared fail-closed status outside any
 	// injected fault: the limiter refused because it could not decide.
@@ -241,8 +243,9 @@ const (
 // injected fault window (and its recovery): a store failing under load
 // (dial timeouts, a full pool) that nobody injected. Its signatures:
 // admissions without the rate-limit headers the same run's other
-// answers carry, the target's own X-RateLimit-Fallback statement, and
-// (fail-closed) the closed status. One evidence item per key and
+// answers carry and (fail-closed) the closed status, without the target's
+// X-RateLimit-Fallback statement (such answers are counted in the figure
+// uninjected_fallback: the target says what decided them). One evidence item per key and
 // signature, with the key's availability over that span. It returns how
 // many requests showed one.
 func judgeUninjected(ix *index, col *collector, figs map[string]float64) int {
@@ -298,11 +301,15 @@ func judgeUninjected(ix *index, col *collector, figs map[string]float64) int {
 			}
 			e := ix.ev(r)
 			switch {
-			case e.Fallback != "" && afterInjected(r):
-			case e.Fallback != "" && r.out == history.Admitted:
-				open = append(open, r)
 			case e.Fallback != "":
-				closed = append(closed, r)
+				// The target says its failure mode decided: a figure, not
+				// a finding. It hides nothing (those decisions are judged
+				// by no envelope), and the built-in services say so
+				// whenever a loaded machine makes a store call slower than
+				// its timeout.
+				if !afterInjected(r) {
+					figs["uninjected_fallback"]++
+				}
 			case r.out == history.Admitted && e.Scope == "" && sendsOnAdmitted && !headered(e):
 				open = append(open, r)
 			case closedStatus && isClosedStatus(ix.p, e.Status):
@@ -314,8 +321,8 @@ func judgeUninjected(ix *index, col *collector, figs map[string]float64) int {
 			cause string
 			what  string
 		}{
-			{open, CauseFailedOpen, "were admitted without the rate-limit headers its other answers carry (or with X-RateLimit-Fallback): the limiter failed open"},
-			{closed, CauseFailedClosed, fmt.Sprintf("were answered with the fail-closed status (%s) or X-RateLimit-Fallback: the limiter failed closed", closedStatuses(ix.p))},
+			{open, CauseFailedOpen, "were admitted without the rate-limit headers its other answers carry: the limiter failed open"},
+			{closed, CauseFailedClosed, fmt.Sprintf("were answered with the fail-closed status (%s): the limiter failed closed", closedStatuses(ix.p))},
 		} {
 			if len(sig.rs) == 0 {
 				continue

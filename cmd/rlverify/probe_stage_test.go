@@ -13,7 +13,7 @@ import (
 // TestProbeOutlivesAHeaderReadTimeout: testsvc's servers read a request's
 // header within 5 s (Go's ReadHeaderTimeout). A window of 6 s anchored at
 // the key's first request advises 6 s; the probe at that advice is staged
-// at most attacks.StageLead (1 s) before its send time, so the server sees
+// at most attacks.StageLead (3 s) before its send time, so the server sees
 // a whole request, admits it, and retry-after judges the advice — not a
 // 400 turned into an error and a pass on the header's presence alone.
 func TestProbeOutlivesAHeaderReadTimeout(t *testing.T) {
