@@ -127,7 +127,18 @@ type Tenant struct {
 	// when none is declared) with zeros after the run tag, so long keys that
 	// differ only at their end are tried.
 	Long bool `yaml:"long,omitempty"`
+	// Length pads the generated key the same way to exactly this many
+	// bytes (at most MaxTenantKeyLength), to probe past a store's key
+	// limit when the policy declares no maximum (129, 256, 1024: a store
+	// that cuts keys merges tenants only past its limit). A tenant longer
+	// than a declared identity.max_length is not sent (the phase says so):
+	// the bypass plan's "long" variant covers that case.
+	Length int `yaml:"length,omitempty"`
 }
+
+// MaxTenantKeyLength bounds Tenant.Length (a request header of 4 KiB is
+// within every common server's limit).
+const MaxTenantKeyLength = 4096
 
 // Phase kinds.
 const (
@@ -438,6 +449,9 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 		for j, t := range ph.Tenants {
 			if t.Key == "" || !(t.Weight > 0) || t.Weight > 1e6 {
 				return doc.Errorf(fmt.Sprintf("%s.tenants.%d", at, j), "each tenant needs a key and a positive weight")
+			}
+			if t.Length < 0 || t.Length > MaxTenantKeyLength || (t.Length > 0 && t.Long) {
+				return doc.Errorf(fmt.Sprintf("%s.tenants.%d.length", at, j), "%d: want 1 … %d bytes, and not beside long", t.Length, MaxTenantKeyLength)
 			}
 		}
 		if err := ph.validRateX(doc, at); err != nil {

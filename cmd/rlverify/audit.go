@@ -20,7 +20,7 @@ import (
 
 func auditCmd() *cobra.Command {
 	var f attackFlags
-	var only []string
+	var only, planFiles []string
 	c := &cobra.Command{
 		Use:   "audit [--target URL …] [--policy FILE]",
 		Short: "Check a limiter against its policy: every applicable plan, one verdict per property",
@@ -42,11 +42,12 @@ fails does not stop the others; each plan's history is kept in
   rlverify audit --limiter token-bucket`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runAudit(c.Context(), &f, only, c.OutOrStdout(), c.ErrOrStderr())
+			return runAudit(c.Context(), &f, only, planFiles, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fl := c.Flags()
 	fl.StringSliceVar(&only, "plans", nil, "run only these of the audit's plans")
+	fl.StringArrayVar(&planFiles, "plan", nil, "also run this plan file of your own after the audit's plans, judged against the same policy (repeatable)")
 	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to audit in the embedded environment (without --target)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
 	fl.StringVar(&f.out, "out", "rlverify-audit", outHelp("each plan's folder (PLAN/history.jsonl …) and the audit's reports"))
@@ -68,7 +69,7 @@ fails does not stop the others; each plan's history is kept in
 	return c
 }
 
-func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr io.Writer) error {
+func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, stdout, stderr io.Writer) error {
 	fo, err := parseFailOn(f.failOn)
 	if err == nil {
 		err = fo.checkThresholds(nil) // an audit has no thresholds
@@ -109,7 +110,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 	f.out = dir
 	planReports := map[string][]string{}
 	a, err := rlverify.Audit(ctx, rlverify.AuditOptions{
-		Attack: base, Plans: only, Dir: dir,
+		Attack: base, Plans: only, PlanFiles: planFiles, Dir: dir,
 		Log: func(format string, args ...any) {
 			if !f.quiet {
 				fmt.Fprintf(stderr, format+"\n", args...)
