@@ -1,6 +1,7 @@
 // Package faultproxy is a TCP proxy that breaks on command: the store
-// faults of the embedded and local environments and the inter-region
-// latency of a standalone instance. It imports only the standard library.
+// faults of the embedded and local environments, the store proxy a user
+// puts in front of their own service's store (envs.StoreProxy) and the
+// inter-region latency of a standalone instance. It imports only the standard library.
 package faultproxy
 
 import (
@@ -38,9 +39,15 @@ type Proxy struct {
 // New listens on 127.0.0.1 with an ephemeral port and forwards to
 // backend.
 func New(backend string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return Listen("127.0.0.1:0", backend)
+}
+
+// Listen listens on addr (host:port) and forwards to backend: the store
+// proxy a user points their own service's store at.
+func Listen(addr, backend string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("fault proxy: listen: %w", err)
+		return nil, fmt.Errorf("fault proxy: listen on %s: %w", addr, err)
 	}
 	p := &Proxy{ln: ln, backend: backend, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
