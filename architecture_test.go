@@ -99,8 +99,12 @@ func rel(path string) (string, bool) {
 	return r, ok
 }
 
+// optionalTags are the build tags of the optional parts (docs/architecture.md,
+// "Optional parts"): the files they add follow the same rules.
+const optionalTags = "docker,gubernator"
+
 func TestImportsFollowTheArchitecture(t *testing.T) {
-	for _, p := range goList(t, "./...") {
+	for _, p := range append(goList(t, "./..."), goList(t, "-tags", optionalTags, "./...")...) {
 		name, _ := rel(p.ImportPath)
 		cmd := strings.HasPrefix(name, "cmd/") || strings.Contains(name, "/cmd/")
 		for _, imp := range p.Imports {
@@ -142,4 +146,26 @@ func TestTheLibraryPullsInNoDocker(t *testing.T) {
 			}
 		}
 	}
+}
+
+// heavy are the modules the default binary leaves to tagged builds: the
+// gubernator cluster (gRPC, etcd, the Kubernetes client), Docker
+// (testcontainers, moby) and the Toxiproxy server (internal/faultproxy is
+// the one fault proxy).
+var heavy = []string{"k8s.io/", "sigs.k8s.io/", "github.com/gubernator-io/", "google.golang.org/grpc", "go.etcd.io/",
+	"github.com/testcontainers/", "github.com/moby/", "github.com/docker/", "github.com/Shopify/toxiproxy"}
+
+// maxDefaultDeps bounds the default binary's packages (345 when the heavy
+// parts moved out, from 995): a new dependency that drags a tree in fails
+// here, where it is cheap to see, not in a user's 16-minute first build.
+const maxDefaultDeps = 400
+
+func TestDefaultBuildIsLean(t *testing.T) {
+	deps := goList(t, "-deps", "./cmd/rlverify")
+	for _, d := range deps {
+		if slices.ContainsFunc(heavy, func(m string) bool { return strings.HasPrefix(d.ImportPath, m) }) {
+			t.Errorf("the default rlverify depends on %s: it belongs behind a build tag (docs/architecture.md, Optional parts)", d.ImportPath)
+		}
+	}
+	require.LessOrEqual(t, len(deps), maxDefaultDeps, "go list -deps ./cmd/rlverify")
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
-	"github.com/rlverify/rlverify/envs/docker"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
@@ -155,8 +154,8 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 func addEnvFlags(fl *pflag.FlagSet, f *attackFlags, envUsage string) {
 	fl.StringVar(&f.env, "env", "embedded", envUsage)
 	fl.IntVar(&f.redisCluster, "redis-cluster", 0, "local env: run a Redis Cluster of this many nodes (3 or more)")
-	fl.StringVar(&f.redisImage, "redis-image", "", "docker env: Redis image (default $"+docker.EnvRedisImage+" or "+docker.DefaultRedisImage+")")
-	fl.StringVar(&f.limiterImage, "limiter-image", "", "docker env: rlverify image for the limiter instances (default $"+docker.EnvLimiterImage+" or "+docker.DefaultLimiterImage+")")
+	fl.StringVar(&f.redisImage, "redis-image", "", redisImageHelp)
+	fl.StringVar(&f.limiterImage, "limiter-image", "", limiterImageHelp)
 	fl.StringVar(&f.limiterBinary, "limiter-binary", "", "docker env: static rlverify binary to build the limiter image from when it is missing")
 	fl.BoolVar(&f.noPull, "no-pull", false, "docker env: never pull an image; fail if one is not present locally")
 	fl.IntVar(&f.regions, "regions", 0, "run the reference token bucket in this many regions, each with --instances instances and its own Redis (embedded and docker; default: the plan's)")
@@ -375,7 +374,9 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	switch {
 	case isGateway:
 	case f.env == "docker":
-		o.Environment = docker.Docker{RedisImage: f.redisImage, LimiterImage: f.limiterImage, Binary: f.limiterBinary, NoPull: f.noPull}
+		if o.Environment, err = dockerEnvironment(f); err != nil {
+			return none, runErr(err)
+		}
 	case f.env == "external" && len(f.targetURLs) > 0:
 		if err := rlverify.CheckTargets(f.targetURLs, f.allowRemote); err != nil {
 			return none, usageWrap(err)
