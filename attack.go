@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -175,10 +173,122 @@ type Prepared struct {
 	HistoryFile string
 }
 
-// Prepare checks o and chooses the environment.
-func Prepare(o AttackOptions) (*Prepared, error) {
+// env is the environment o runs in: Targets or Handler imply EnvExternal,
+// nothing EnvEmbedded.
+func (o *AttackOptions) env() string {
+	switch {
+	case o.Handler != nil || len(o.Targets) > 0:
+		return EnvExternal
+	case o.Env == "":
+		return EnvEmbedded
+	}
+	return o.Env
+}
+
+// Validate checks every rule about what an attack may do, before anything
+// starts: a plan, bounds, which options apply to which environment, and
+// consent for every address outside loopback. Prepare calls it; a command
+// calls it (through Prepare) so its users get the same rules as the
+// library's. Errors are *OptionError naming the field at fault.
+func (o AttackOptions) Validate() error {
 	if o.Plan == nil {
-		return nil, optionErr("attack: --plan is required (see rlverify plans)")
+		return fieldErr("Plan", "is required (see rlverify plans)")
+	}
+	plan, env := o.Plan, o.env()
+	if o.Handler != nil && len(o.Targets) > 0 {
+		return fieldErr("Handler", "and Targets: give one, not both")
+	}
+	if o.Instances != 0 {
+		if env == EnvEmbedded && o.Instances < plan.MinInstances() {
+			return fieldErr("Instances", "%d: plan %s needs at least %d", o.Instances, plan.Name, plan.MinInstances())
+		}
+		if o.Instances < 1 || o.Instances > envs.MaxInstances {
+			return fieldErr("Instances", "%d: want 1 … %d", o.Instances, envs.MaxInstances)
+		}
+	}
+	if o.MaxHeaderBytes < 0 {
+		return fieldErr("MaxHeaderBytes", "%d: want at least 1", o.MaxHeaderBytes)
+	}
+	if o.MaxHeaders < 0 {
+		return fieldErr("MaxHeaders", "%d: want at least 1", o.MaxHeaders)
+	}
+	if o.RedisURL != "" {
+		// The reference limiter writes every key's state there: a remote
+		// Redis is someone's data, so it needs the consent a target does.
+		addr, err := envs.RedisAddr(o.RedisURL)
+		if err == nil {
+			err = envs.CheckLoopbackAddr(addr, o.AllowRemote)
+		}
+		if err != nil {
+			return &OptionError{Field: "RedisURL", Err: err}
+		}
+	}
+	switch env {
+	case EnvGateway:
+		if o.Environment == nil {
+			return fieldErr("Environment", "is required by the gateway environment (envs/gateway)")
+		}
+	case EnvEmbedded:
+	case EnvLocal:
+		if o.Regions > 1 {
+			return fieldErr("Regions", "%d: regions run on the embedded and docker environments", o.Regions)
+		}
+	case EnvDocker:
+		if o.RedisURL != "" || o.RedisCluster > 0 {
+			return fieldErr("RedisURL", "and RedisCluster do not apply: the docker environment starts its own Redis container")
+		}
+		if o.Environment == nil {
+			return fieldErr("Environment", "is required by the docker environment (envs/docker: docker.Docker{})")
+		}
+	case EnvExternal:
+		if o.Handler == nil {
+			if len(o.Targets) == 0 {
+				return fieldErr("Targets", "is empty: the external environment needs at least one target URL")
+			}
+			if err := CheckTargets(o.Targets, o.AllowRemote); err != nil {
+				return err
+			}
+		}
+		if x, ok := o.Environment.(envs.External); ok {
+			if err := x.Validate(o.AllowRemote); err != nil {
+				return optionWrap(err)
+			}
+		}
+		if err := requireDeclaredPolicy(o); err != nil {
+			return err
+		}
+	default:
+		return fieldErr("Env", "%q: want embedded, local, docker, external or gateway", o.Env)
+	}
+	return nil
+}
+
+// requireDeclaredPolicy is the rule for judging a service rlverify did not
+// start: against the policy its owner declares. A plan's own policy
+// describes how rlverify's reference service is set up (retry-after's slow
+// refill, tiers' seeds): a verdict against it says nothing about a service
+// configured otherwise, so o.Policy must be given and not the plan's own.
+// (A target without any declared policy belongs here too.)
+func requireDeclaredPolicy(o AttackOptions) error {
+	if o.Plan.Policy == "" {
+		return nil
+	}
+	own := o.Policy == nil
+	if !own {
+		if pp, err := LoadPolicy(o.Plan.Policy); err == nil && pp.Source == o.Policy.Source {
+			own = true
+		}
+	}
+	if !own {
+		return nil
+	}
+	return fieldErr("Policy", "is required: plan %s judges against its own policy (%s), which describes rlverify's reference service; against a target give your service's declared policy (rlverify audit measures what a service does)", o.Plan.Name, o.Plan.Policy)
+}
+
+// Prepare checks o (Validate) and chooses the environment.
+func Prepare(o AttackOptions) (*Prepared, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	plan := o.Plan
 	pol := o.Policy
@@ -191,29 +301,16 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 	if o.Limiter == "" {
 		o.Limiter = DefaultLimiter
 	}
-	if o.Env == "" {
-		o.Env = EnvEmbedded
-	}
+	o.Env = o.env()
 	if o.RegionMode == "" {
 		o.RegionMode = service.RegionReplicated
 	}
 	if o.Shards == 0 {
 		o.Shards = 1
 	}
-	if o.Handler != nil {
-		if len(o.Targets) > 0 {
-			return nil, optionErr("attack: give Handler or Targets, not both")
-		}
-		o.Env = EnvExternal
-	}
-	if len(o.Targets) > 0 {
-		o.Env = EnvExternal
-	}
 	instances := o.Instances
 	if instances == 0 {
 		instances = plan.MinInstances()
-	} else if o.Env == EnvEmbedded && instances < plan.MinInstances() {
-		return nil, optionErr("--instances %d: plan %s needs at least %d", instances, plan.Name, plan.MinInstances())
 	}
 	if o.Regions == 0 && (o.Env == EnvEmbedded || o.Env == EnvDocker) {
 		o.Regions = plan.Regions
@@ -222,12 +319,6 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 	if runID == "" && o.Shards > 1 {
 		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", plan.Name, o.Seed)))
 		runID = hex.EncodeToString(sum[:3])
-	}
-	if instances < 1 || instances > envs.MaxInstances {
-		return nil, optionErr("--instances %d: want 1 … %d", instances, envs.MaxInstances)
-	}
-	if o.MaxHeaderBytes < 0 || o.MaxHeaders < 0 {
-		return nil, optionErr("--max-header-bytes %d, --max-headers %d: both must be at least 1", o.MaxHeaderBytes, o.MaxHeaders)
 	}
 	p := &Prepared{o: o, RunID: runID, HistoryFile: o.HistoryFile, defPath: attacks.DefaultPath, declared: pol,
 		thresholds: append(plan.PlanThresholds(), o.Thresholds...)}
@@ -241,9 +332,6 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 	}
 	switch o.Env {
 	case EnvGateway:
-		if o.Environment == nil {
-			return nil, optionErr("attack: the gateway environment needs its Environment (envs/gateway)")
-		}
 		// The gateway's own policy, limiter and store, as configured.
 		p.spec.Policy, p.spec.Limiter, p.spec.Store = o.LimiterPolicy, o.Limiter, o.Store
 		if p.spec.Policy == nil {
@@ -284,30 +372,14 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 		p.reference(entry, pol, catalog.Redis)
 		p.spec.RedisCluster = o.RedisCluster
 		if o.Regions > 1 {
-			if o.Env == EnvLocal {
-				return nil, optionErr("--regions runs on the embedded and docker environments")
-			}
 			p.spec.Regions = regions()
 		}
+		p.env = o.Environment
 		if o.Env == EnvLocal {
 			p.env = envs.Local{Cluster: o.RedisCluster}
-		} else {
-			if o.RedisURL != "" || o.RedisCluster > 0 {
-				return nil, optionErr("--env docker starts its own Redis container: --redis and --redis-cluster do not apply")
-			}
-			if o.Environment == nil {
-				return nil, optionErr("attack: --env docker needs the docker environment (envs/docker: docker.Docker{})")
-			}
-			p.env = o.Environment
 		}
 	case EnvExternal:
 		if o.Handler == nil {
-			if len(o.Targets) == 0 {
-				return nil, optionErr("--env external needs at least one --target URL")
-			}
-			if err := CheckTargets(o.Targets, o.AllowRemote); err != nil {
-				return nil, optionWrap(err)
-			}
 			p.run.Target = strings.Join(o.Targets, " ")
 		}
 		p.spec.Policy, p.spec.Targets = pol, o.Targets
@@ -316,8 +388,6 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 		if p.env == nil {
 			p.env = envs.External{}
 		}
-	default:
-		return nil, optionErr("--env %q: want embedded, local, docker or external", o.Env)
 	}
 	return p, nil
 }
@@ -519,23 +589,13 @@ func commonestErr(h *history.History) (string, int) {
 	return best, n[best]
 }
 
-// CheckTargets refuses targets outside loopback unless allowRemote.
+// CheckTargets refuses a target that is not an http(s) base URL, or is
+// outside loopback unless allowRemote (envs.CheckLoopback). Errors are
+// *OptionError of the field Targets.
 func CheckTargets(urls []string, allowRemote bool) error {
 	for _, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--target %q: want an http(s) base URL such as http://127.0.0.1:8080", raw)
-		}
-		if allowRemote {
-			continue
-		}
-		host := u.Hostname()
-		if host == "localhost" {
-			continue
-		}
-		ip := net.ParseIP(host)
-		if ip == nil || !ip.IsLoopback() {
-			return fmt.Errorf("--target %s is not a loopback address; pass --allow-remote to attack it (only services you own)", raw)
+		if err := envs.CheckLoopbackURL(raw, allowRemote); err != nil {
+			return &OptionError{Field: "Targets", Err: err}
 		}
 	}
 	return nil

@@ -142,6 +142,17 @@ type AuditOptions struct {
 	OnPlan func(plan, dir string, out *Outcome) error
 }
 
+// Validate checks the audit's own options (each plan's are checked as it
+// runs); errors are *OptionError naming the field.
+func (o AuditOptions) Validate() error {
+	for _, n := range o.Plans {
+		if !slices.Contains(AuditPlanNames(), n) {
+			return fieldErr("Plans", "%q: not a plan of the audit (%s)", n, strings.Join(AuditPlanNames(), ", "))
+		}
+	}
+	return nil
+}
+
 // AuditPlanNames are the audit's plans, in the order they run.
 func AuditPlanNames() []string {
 	out := make([]string, len(auditPlans))
@@ -155,10 +166,8 @@ func AuditPlanNames() []string {
 // fails to run does not stop the others (its column says why), but an
 // option error does. It stops before the next plan once ctx ends.
 func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
-	for _, n := range o.Plans {
-		if !slices.Contains(AuditPlanNames(), n) {
-			return nil, optionErr("--plans %q: not a plan of the audit (%s)", n, strings.Join(AuditPlanNames(), ", "))
-		}
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	base := o.Attack
 	if base.Handler != nil || len(base.Targets) > 0 {

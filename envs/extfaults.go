@@ -31,15 +31,16 @@ import (
 // Upstream.
 type ProxySpec struct{ Listen, Upstream string }
 
-// ParseProxySpec reads LISTEN=UPSTREAM (host:port each).
+// ParseProxySpec reads LISTEN=UPSTREAM (host:port each); the error names
+// the spec, not where it came from.
 func ParseProxySpec(s string) (ProxySpec, error) {
 	l, u, ok := strings.Cut(s, "=")
 	if !ok || l == "" || u == "" {
-		return ProxySpec{}, fmt.Errorf("--store-proxy %q: want LISTEN=UPSTREAM, e.g. 127.0.0.1:16379=127.0.0.1:6379", s)
+		return ProxySpec{}, fmt.Errorf("%q: want LISTEN=UPSTREAM, e.g. 127.0.0.1:16379=127.0.0.1:6379", s)
 	}
 	for _, a := range []string{l, u} {
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			return ProxySpec{}, fmt.Errorf("--store-proxy %q: %q is not host:port", s, a)
+			return ProxySpec{}, fmt.Errorf("%q: %q is not host:port", s, a)
 		}
 	}
 	return ProxySpec{Listen: l, Upstream: u}, nil
@@ -326,12 +327,12 @@ func ParseHook(action, s string) (Hook, error) {
 	kind, cmd, ok := strings.Cut(s, "=")
 	kind = strings.TrimSpace(kind)
 	if !ok || strings.TrimSpace(cmd) == "" {
-		return Hook{}, fmt.Errorf("--on-%s %q: want KIND=COMMAND, e.g. store-down='docker stop redis'", action, s)
+		return Hook{}, fmt.Errorf("%q: want KIND=COMMAND, e.g. store-down='docker stop redis'", s)
 	}
 	switch kind {
 	case FaultStoreDown, FaultStoreSlow, FaultClockSkew, FaultRulesDown:
 	default:
-		return Hook{}, fmt.Errorf("--on-%s %q: unknown fault %q (want store-down, store-slow, clock-skew or rules-down)", action, s, kind)
+		return Hook{}, fmt.Errorf("%q: unknown fault %q (want store-down, store-slow, clock-skew or rules-down)", s, kind)
 	}
 	return Hook{Kind: kind, Action: action, Command: cmd}, nil
 }
@@ -397,7 +398,7 @@ func (h *Hooks) LastHook(kind, action string) (history.FaultHook, bool) {
 
 func (h *Hooks) run(ctx context.Context, action, kind, param, command string) error {
 	if command == "" {
-		return fmt.Errorf("no --on-%s command for %s", action, kind)
+		return fmt.Errorf("no %s command for %s", action, kind)
 	}
 	cctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()

@@ -261,7 +261,7 @@ func (f *attackFlags) options(stdout, stderr io.Writer) (o rlverify.AttackOption
 func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOptions, error) {
 	var none rlverify.AttackOptions
 	if f.plan == "" {
-		return none, usageErr("attack: --plan is required (see rlverify plans)")
+		return none, fromLib(rlverify.AttackOptions{}.Validate())
 	}
 	if err := checkRunBounds(f); err != nil {
 		return none, err
@@ -329,25 +329,8 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	if len(f.targetURLs) > 0 {
 		f.env = "external"
 	}
-	if f.env == "external" && f.policyFile == "" && plan.Policy != "" {
-		// The plan's policy describes how its reference service is set up
-		// (retry-after's slow refill, tiers' seeds): a verdict against it
-		// says nothing about a service configured otherwise.
-		return none, usageErr("attack: plan %s judges against its own policy (%s), which describes rlverify's reference service; against --target give your service's declared policy: --policy FILE (rlverify audit measures what a service does)", plan.Name, plan.Policy)
-	}
 	if f.regions == 0 && (f.env == "embedded" || f.env == "docker") {
 		f.regions = plan.Regions
-	}
-	if f.redisURL != "" {
-		// The reference limiter writes every key's state there: a remote
-		// Redis is someone's data, so it needs the same consent a target does.
-		_, addr, err := parseRedis(f.redisURL)
-		if err != nil {
-			return none, usageWrap(fmt.Errorf("--redis: %w", err))
-		}
-		if err := loopbackAddr("--redis", addr, f.allowRemote); err != nil {
-			return none, usageWrap(err)
-		}
 	}
 	o := rlverify.AttackOptions{
 		Plan: plan, Policy: pol, Env: f.env, Limiter: f.limiter, Store: f.store,
@@ -378,10 +361,7 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 			return none, runErr(err)
 		}
 	case f.env == "external" && len(f.targetURLs) > 0:
-		if err := rlverify.CheckTargets(f.targetURLs, f.allowRemote); err != nil {
-			return none, usageWrap(err)
-		}
-		x, err := f.ext.environment(f.allowRemote)
+		x, err := f.ext.environment()
 		if err != nil {
 			return none, usageWrap(err)
 		}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -80,10 +79,8 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 			return usageWrap(fmt.Errorf("--format: %w", err))
 		}
 	}
-	for _, n := range only {
-		if !slices.Contains(rlverify.AuditPlanNames(), n) {
-			return usageErr("--plans %q: not a plan of the audit (%s)", n, strings.Join(rlverify.AuditPlanNames(), ", "))
-		}
+	if err := (rlverify.AuditOptions{Plans: only}).Validate(); err != nil {
+		return fromLib(err)
 	}
 	if len(f.targetURLs) > 0 {
 		f.env = "external"
@@ -97,7 +94,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 	}
 	base := rlverify.AttackOptions{Policy: pol, Env: f.env, Limiter: f.limiter, Targets: f.targetURLs}
 	if f.env == "external" {
-		if x, err := f.ext.environment(f.allowRemote); err == nil {
+		if x, err := f.ext.environment(); err == nil {
 			base.Environment = x // what faults it can inject; errors come per plan
 		}
 	}

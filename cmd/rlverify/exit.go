@@ -68,7 +68,7 @@ func fromLib(err error) error {
 	}
 	var oe *rlverify.OptionError
 	if errors.As(err, &oe) {
-		return usageWrap(err)
+		return usageWrap(&flagWorded{msg: flagMessage(err), err: err})
 	}
 	var ie *rlverify.InterruptedError
 	if errors.As(err, &ie) {
