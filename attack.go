@@ -34,13 +34,6 @@ const (
 	EnvGateway = "gateway"
 )
 
-// The environments' injectors and downstream readers are what the engine
-// takes (attacks declares the interfaces, envs implements them).
-var (
-	_ attacks.FaultInjector = envs.FaultInjector(nil)
-	_ attacks.SinkReader    = envs.SinkReader(nil)
-)
-
 // DefaultLimiter is the reference limiter Attack runs when none is named.
 const DefaultLimiter = "token-bucket"
 
