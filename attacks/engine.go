@@ -658,7 +658,7 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		ev.Err = err.Error()
 	} else {
 		ev.Status = resp.StatusCode
-		setFields(ev, headers.FromHTTP(resp.Header))
+		ev.Fields = headers.FromHTTP(resp.Header)
 	}
 	switch e.classify(ev) {
 	case policy.ClassAdmitted:
@@ -688,21 +688,6 @@ func (e *Engine) wrote(err error) {
 	if e.writeErr.CompareAndSwap(nil, &err) && e.stopWrite != nil {
 		e.stopWrite(err)
 	}
-}
-
-// setFields records a response's rate-limit fields in ev.
-func setFields(ev *history.Event, f headers.Fields) {
-	ev.RetryAfter, ev.RateLimit, ev.RateLimitPolicy = f.RetryAfter, f.RateLimit, f.RateLimitPolicy
-	ev.RLLimit, ev.RLRemaining, ev.RLReset = f.RateLimitLimit, f.RateLimitRemaining, f.RateLimitReset
-	ev.XLimit, ev.XRemaining, ev.XReset = f.XLimit, f.XRemaining, f.XReset
-	ev.Fallback, ev.Scope = f.Fallback, f.Scope
-}
-
-// fieldsOf is what setFields recorded.
-func fieldsOf(ev *history.Event) headers.Fields {
-	return headers.Fields{RetryAfter: ev.RetryAfter, RateLimit: ev.RateLimit, RateLimitPolicy: ev.RateLimitPolicy,
-		RateLimitLimit: ev.RLLimit, RateLimitRemaining: ev.RLRemaining, RateLimitReset: ev.RLReset,
-		XLimit: ev.XLimit, XRemaining: ev.XRemaining, XReset: ev.XReset, Fallback: ev.Fallback, Scope: ev.Scope}
 }
 
 // classify reads ev under the declared response contract.
