@@ -120,7 +120,15 @@ func compareDecoders(t *testing.T, line []byte) {
 		}
 		return
 	}
-	if gerr == nil && !reflect.DeepEqual(want, got) {
+	if verr := checkEvent(&want); (gerr == nil) != (verr == nil) {
+		// Declining the fast path is allowed; refusing a line encoding/json
+		// reads is not, unless the event itself is refused.
+		t.Fatalf("decodeEvent on %q: %v; encoding/json's event checked: %v", line, gerr, verr)
+	}
+	if gerr != nil {
+		return
+	}
+	if !reflect.DeepEqual(want, got) {
 		t.Fatalf("decodeEvent differs on %q:\n got %+v\nwant %+v", line, got, want)
 	}
 }

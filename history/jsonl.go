@@ -542,6 +542,12 @@ func decodeEventWith(c *internCache, b []byte, e *Event) error {
 			return err
 		}
 	}
+	return checkEvent(e)
+}
+
+// checkEvent refuses a decoded event no writer makes: what decodeEvent
+// adds to decoding.
+func checkEvent(e *Event) error {
 	if e.T != TypeEvent { // a second "t" in the line
 		return fmt.Errorf("event %d: its \"t\" is given twice, the last time as %q", e.ID, e.T)
 	}
