@@ -245,9 +245,6 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // off is the engine's time since start in ns.
 func (e *Engine) off() int64 { return e.o.Now().Sub(e.start).Nanoseconds() }
 
-// RunID returns the tag appended to every key of this run.
-func (e *Engine) RunID() string { return e.o.RunID }
-
 // Key returns the key sent for the plan's logical key (see keyMapper.key:
 // a generated key carries the run id after its tier prefix; a keys file or
 // --keep-keys gives the user's own). Run resolves every key of the plan

@@ -121,13 +121,6 @@ func (w *Writer) WriteSample(x Sample) error { x.T = TypeSample; return w.writeJ
 // WriteEnd appends the end record, its reason capped.
 func (w *Writer) WriteEnd(e End) error { e.T = TypeEnd; return w.writeJSON(&e, TypeEnd) }
 
-// Events returns how many events were written.
-func (w *Writer) Events() int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.n
-}
-
 // Flush pushes buffered lines to the file.
 func (w *Writer) Flush() error {
 	w.mu.Lock()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +8,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rlverify/rlverify"
-	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/envs/gateway"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
@@ -108,7 +106,3 @@ func gatewayForm(g *catalog.Gateway) string {
 	}
 	return "in-process cluster"
 }
-
-// unavailable reports an implementation that cannot run on this machine (a
-// gateway whose program is not installed, no Docker): compare skips it.
-func unavailable(err error) bool { return errors.Is(err, envs.ErrUnavailable) }
