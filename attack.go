@@ -152,8 +152,11 @@ func Attack(ctx context.Context, o AttackOptions) (*Outcome, error) {
 // is chosen, not yet started. Its RunID and HistoryFile may still be set
 // (the command names the run's folder between the two steps).
 type Prepared struct {
-	o        AttackOptions
-	env      envs.Environment
+	o AttackOptions
+	// Env is the environment Run starts; a command may adjust its value
+	// between the two steps (a gateway keeps its configurations in the
+	// run's folder, known only then).
+	Env      envs.Environment
 	spec     envs.Spec
 	declared *policy.Policy
 	run      history.Run
@@ -164,6 +167,8 @@ type Prepared struct {
 	RunID string
 	// HistoryFile is where the history goes (see AttackOptions).
 	HistoryFile string
+	// Notes are facts for the report added after Prepare.
+	Notes []string
 }
 
 // env is the environment o runs in: Targets or Handler imply EnvExternal,
@@ -334,7 +339,7 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 			p.declared = o.JudgedPolicy
 		}
 		p.run.Limiter, p.run.Target = o.Limiter, o.Limiter
-		p.env = o.Environment
+		p.Env = o.Environment
 	case EnvEmbedded:
 		store := o.Store
 		if store == "" && (plan.NeedsRedis() || o.Regions > 1) {
@@ -356,7 +361,7 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 			return nil, optionWrap(err)
 		}
 		p.reference(entry, pol, entry.Store)
-		p.env = envs.Embedded{}
+		p.Env = envs.Embedded{}
 	case EnvLocal, EnvDocker:
 		entry, err := catalog.Lookup(o.Limiter, catalog.Redis)
 		if err != nil {
@@ -367,9 +372,9 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 		if o.Regions > 1 {
 			p.spec.Regions = regions()
 		}
-		p.env = o.Environment
+		p.Env = o.Environment
 		if o.Env == EnvLocal {
-			p.env = envs.Local{Cluster: o.RedisCluster}
+			p.Env = envs.Local{Cluster: o.RedisCluster}
 		}
 	case EnvExternal:
 		if o.Handler == nil {
@@ -377,9 +382,9 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 		}
 		p.spec.Policy, p.spec.Targets = pol, o.Targets
 		p.defPath = "" // the target URL's own path, else /
-		p.env = o.Environment
-		if p.env == nil {
-			p.env = envs.External{}
+		p.Env = o.Environment
+		if p.Env == nil {
+			p.Env = envs.External{}
 		}
 	}
 	return p, nil
@@ -402,7 +407,7 @@ func (p *Prepared) reference(entry catalog.Entry, pol *policy.Policy, store stri
 func (p *Prepared) Declared() *policy.Policy { return p.declared }
 
 // EnvName is the environment the run starts.
-func (p *Prepared) EnvName() string { return p.env.Name() }
+func (p *Prepared) EnvName() string { return p.Env.Name() }
 
 // Run starts the environment, runs the plan, tears the environment down
 // and judges the history, read back once from HistoryFile.
@@ -441,20 +446,20 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 	}
 	defer w.Close()
 
-	stack, err := p.env.Start(ctx, p.spec)
+	stack, err := p.Env.Start(ctx, p.spec)
 	if err != nil {
-		return nil, fmt.Errorf("start %s environment: %w", p.env.Name(), err)
+		return nil, fmt.Errorf("start %s environment: %w", p.Env.Name(), err)
 	}
 	defer stack.Close()
 	for _, ph := range plan.Phases {
 		if ph.Kind == attacks.KindFault && ph.Action == "inject" && (stack.Faults == nil || !stack.Faults.Supports(ph.Fault)) {
-			return nil, fmt.Errorf("plan %s injects %s, which the %s environment cannot do with this store (see docs/environments.md)", plan.Name, ph.Fault, p.env.Name())
+			return nil, fmt.Errorf("plan %s injects %s, which the %s environment cannot do with this store (see docs/environments.md)", plan.Name, ph.Fault, p.Env.Name())
 		}
 	}
 	run := p.run
 	run.Instances = stack.Instances
 	run.Store = stack.StoreDesc
-	run.Notes = append(run.Notes, stack.Notes...)
+	run.Notes = append(append(run.Notes, p.Notes...), stack.Notes...)
 	if b, err := json.Marshal(p.declared); err == nil {
 		run.Declared = b
 	}
@@ -486,7 +491,7 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 	}
 	closeErr := w.Close()
 	if err := stack.Close(); err != nil {
-		p.warn("rlverify: tearing down the %s environment: %v", p.env.Name(), err)
+		p.warn("rlverify: tearing down the %s environment: %v", p.Env.Name(), err)
 	}
 	if closeErr != nil {
 		// The history on disk is incomplete: no verdict is drawn from it.

@@ -218,11 +218,8 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if f.gw != nil {
 		// A gateway's honest policy and configurations go into the run's
 		// folder, known only now.
-		if err := f.placeGateway(dir, &o); err != nil {
+		if err := f.placeGateway(dir, &prep.Env, &prep.Notes); err != nil {
 			return nil, err
-		}
-		if prep, err = rlverify.Prepare(o); err != nil {
-			return nil, fromLib(err)
 		}
 	}
 	prep.RunID = runID

@@ -128,7 +128,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 			}
 			o.HistoryFile = pf.historyFile(pdir)
 			if pf.gw != nil {
-				if err := pf.placeGateway(pdir, &o); err != nil {
+				if err := pf.placeGateway(pdir, &o.Environment, &o.Notes); err != nil {
 					return o, err
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rlverify/rlverify"
+	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/envs/gateway"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
@@ -80,22 +81,23 @@ type gatewayRun struct {
 }
 
 // placeGateway writes the honest policy into the run's folder dir, has the
-// generated configurations kept there and says where they are.
-func (f *attackFlags) placeGateway(dir string, o *rlverify.AttackOptions) error {
+// generated configurations kept there (in *env) and says where they are
+// (in *notes): an attack's prepared run, or an audit plan's options.
+func (f *attackFlags) placeGateway(dir string, env *envs.Environment, notes *[]string) error {
 	g := f.gw
 	file := filepath.Join(dir, honestPolicyFile)
 	if err := os.WriteFile(file, g.honest, 0o644); err != nil {
 		return runErr(fmt.Errorf("honest policy: %w", err))
 	}
-	if env, ok := o.Environment.(gateway.Environment); ok {
-		env.KeepConfigs = dir
-		o.Environment = env
+	if e, ok := (*env).(gateway.Environment); ok {
+		e.KeepConfigs = dir
+		*env = e
 	}
 	switch {
 	case f.honest:
-		o.Notes = append(o.Notes, fmt.Sprintf("judged against %s's honest policy (%s), not the declared one", g.name, file))
+		*notes = append(*notes, fmt.Sprintf("judged against %s's honest policy (%s), not the declared one", g.name, file))
 	case g.deviations:
-		o.Notes = append(o.Notes, fmt.Sprintf("the policy %s really enforces is in %s: rlverify check --history %s --policy %s", g.name, file, f.historyFile(dir), file))
+		*notes = append(*notes, fmt.Sprintf("the policy %s really enforces is in %s: rlverify check --history %s --policy %s", g.name, file, f.historyFile(dir), file))
 	}
 	return nil
 }
