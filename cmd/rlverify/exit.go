@@ -78,6 +78,9 @@ func fromLib(err error) error {
 	if errors.As(err, &ee) {
 		return err
 	}
+	if msg := flagMessage(err); msg != err.Error() {
+		err = &flagWorded{msg: msg, err: err}
+	}
 	return runErr(err)
 }
 

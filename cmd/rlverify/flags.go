@@ -51,6 +51,7 @@ func flagMessage(err error) string {
 			msg = strings.Replace(msg, oe.Error(), flag+" "+oe.Err.Error(), 1)
 		}
 	}
+	msg = strings.ReplaceAll(msg, "(Store: ", "(--store ")
 	return fieldNames.ReplaceAllStringFunc(msg, func(f string) string { return strings.Fields(optionFlags[f])[0] })
 }
 
