@@ -204,6 +204,21 @@ func (o AttackOptions) Validate() error {
 			return fieldErr("Instances", "%d: want 1 … %d", o.Instances, envs.MaxInstances)
 		}
 	}
+	if err := attacks.CheckRequest(plan, o.Request); err != nil {
+		return &OptionError{Field: "Request", Err: err}
+	}
+	if o.Keys != nil {
+		pol := o.Policy
+		if pol == nil {
+			var err error
+			if pol, err = LoadPolicy(plan.Policy); err != nil {
+				return err
+			}
+		}
+		if err := attacks.CheckKeys(plan, pol, o.Keys); err != nil {
+			return &OptionError{Field: "Keys", Err: err}
+		}
+	}
 	if o.MaxHeaderBytes < 0 {
 		return fieldErr("MaxHeaderBytes", "%d: want at least 1", o.MaxHeaderBytes)
 	}

@@ -36,6 +36,7 @@ func TestPrepareRefusesWhatTheCommandRefuses(t *testing.T) {
 		want  string
 	}{
 		{"no plan", rlverify.AttackOptions{}, "Plan", "is required"},
+		{"bad request header", rlverify.AttackOptions{Plan: burst, Request: attacks.Request{Headers: map[string]string{"bad name": "x"}}}, "Request", "is not a valid header name"},
 		{"too many instances", rlverify.AttackOptions{Plan: burst, Instances: envs.MaxInstances + 1}, "Instances", "want 1 …"},
 		{"negative header cap", rlverify.AttackOptions{Plan: burst, MaxHeaderBytes: -1}, "MaxHeaderBytes", "want at least 1"},
 		{"unknown env", rlverify.AttackOptions{Plan: burst, Env: "moon"}, "Env", `"moon": want`},

@@ -283,9 +283,6 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 		return none, usageWrap(err)
 	}
 	shapeReq, err := f.shape.request()
-	if err == nil {
-		err = attacks.CheckRequest(plan, shapeReq)
-	}
 	if err != nil {
 		return none, usageWrap(err)
 	}
@@ -295,9 +292,6 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	var keyFile *attacks.KeyFile
 	if f.shape.keysFile != "" {
 		if keyFile, err = attacks.LoadKeyFile(f.shape.keysFile, pol); err != nil {
-			return none, usageWrap(err)
-		}
-		if err := attacks.CheckKeys(plan, pol, keyFile); err != nil {
 			return none, usageWrap(err)
 		}
 	}

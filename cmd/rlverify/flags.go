@@ -12,7 +12,12 @@ import (
 // flags that set them: the library's errors name fields
 // (*rlverify.OptionError), and the command says them as flags. A new
 // option with a rule adds a row here, nothing else in cmd/.
+//
+// A field whose row is "" names no one flag (the request's shape comes from
+// --method, --header and --body): its message stands as the library says it.
 var optionFlags = map[string]string{
+	"Request":                            "",
+	"Keys":                               "",
 	"Plan":                               "--plan",
 	"Plans":                              "--plans",
 	"Policy":                             "--policy FILE",
@@ -48,7 +53,11 @@ func flagMessage(err error) string {
 	var oe *rlverify.OptionError
 	if errors.As(err, &oe) && oe.Field != "" {
 		if flag, ok := optionFlags[oe.Field]; ok {
-			msg = strings.Replace(msg, oe.Error(), flag+" "+oe.Err.Error(), 1)
+			said := oe.Err.Error()
+			if flag != "" {
+				said = flag + " " + said
+			}
+			msg = strings.Replace(msg, oe.Error(), said, 1)
 		}
 	}
 	msg = strings.ReplaceAll(msg, "(Store: ", "(--store ")
