@@ -125,12 +125,12 @@ type Engine struct {
 	rng   *mrand.Rand
 	rngMu sync.Mutex
 	// counters
-	seq                        atomic.Uint64
-	sent, adm, rej, errs, late atomic.Int64
-	cur                        atomic.Pointer[phaseProgress]
-	lastRejection              sync.Map     // key -> rejection
-	keysUsed                   sync.Map     // key -> struct{}
-	stopReason                 atomic.Value // string
+	seq                  atomic.Uint64
+	sent, adm, rej, errs atomic.Int64
+	cur                  atomic.Pointer[phaseProgress]
+	lastRejection        sync.Map     // key -> rejection
+	keysUsed             sync.Map     // key -> struct{}
+	stopReason           atomic.Value // string
 	// writeErr is the history writer's first error; stopWrite ends the run
 	// with it, so a full disk never gets load nobody records.
 	writeErr   atomic.Pointer[error]
