@@ -39,7 +39,7 @@ var allowed = map[string][]string{
 	"envs":                {"service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/faultproxy", "faults"},
 	"envs/docker":         {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "faults"},
 	"envs/gateway":        {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/childproc", "faults"},
-	"":                    {"attacks", "checks", "envs", "history", "importers", "limiters/catalog", "policies", "policy", "reports", "service", "thresholds"},
+	"":                    {"attacks", "checks", "envs", "faults", "history", "importers", "limiters/catalog", "policies", "policy", "reports", "service", "thresholds"},
 	"rlverifytest":        {"", "attacks", "checks", "policy", "reports"},
 	"compose":             nil,
 	"deploy/kubernetes":   nil,

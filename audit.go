@@ -12,6 +12,7 @@ import (
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/faults"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -56,7 +57,7 @@ func needsFaults(kinds ...string) func(a *auditScope) string {
 	return func(a *auditScope) string {
 		for _, k := range kinds {
 			if !a.faults[k] {
-				if a.env == "external" && (k == attacks.FaultStoreDown || k == attacks.FaultStoreSlow) {
+				if a.env == "external" && (k == faults.StoreDown || k == faults.StoreSlow) {
 					return fmt.Sprintf("no way to inject %s: give --store-proxy, --toxiproxy or --on-inject %s=… (see docs/environments.md)", k, k)
 				}
 				if a.env == "external" {
@@ -114,10 +115,10 @@ var auditPlans = []auditPlan{
 	{"multi-instance", severalInstances},
 	{"retry-elsewhere", severalInstances},
 	{"global-guard", globalGuard},
-	{"store-outage", needsFaults(attacks.FaultStoreDown)},
-	{"slow-store", needsFaults(attacks.FaultStoreSlow)},
-	{"rules-unavailable", needsFaults(attacks.FaultRulesDown)},
-	{"clock-skew", needsFaults(attacks.FaultClockSkew)},
+	{"store-outage", needsFaults(faults.StoreDown)},
+	{"slow-store", needsFaults(faults.StoreSlow)},
+	{"rules-unavailable", needsFaults(faults.RulesDown)},
+	{"clock-skew", needsFaults(faults.ClockSkew)},
 	{"regions", embeddedOnly},
 }
 
@@ -189,13 +190,13 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	}
 	if base.Env != EnvExternal {
 		scope.instances = 3 // the built-in environments start what a plan needs
-		for _, k := range attacks.FaultKinds {
+		for _, k := range faults.Kinds {
 			scope.faults[k] = true
 		}
 	} else if x, ok := base.Environment.(envs.External); ok {
 		proxy := len(x.StoreProxies) > 0 || x.Toxiproxy != ""
-		scope.faults[attacks.FaultStoreDown] = proxy
-		scope.faults[attacks.FaultStoreSlow] = proxy
+		scope.faults[faults.StoreDown] = proxy
+		scope.faults[faults.StoreSlow] = proxy
 		for _, h := range x.Hooks {
 			if h.Action == "inject" {
 				scope.faults[h.Kind] = true

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlverify/rlverify/faults"
 	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
@@ -43,8 +44,8 @@ type Options struct {
 	// Writer receives every event as it completes.
 	Writer *history.Writer
 	// Faults and Sink come from the environment; either may be nil.
-	Faults FaultInjector
-	Sink   SinkReader
+	Faults faults.Injector
+	Sink   faults.SinkReader
 	// Client sends the requests; a tuned keep-alive client when nil.
 	Client *http.Client
 	// Now is the engine's clock (time.Now when nil). Offsets in the history
@@ -818,7 +819,7 @@ func sortedCopy(xs []int64) []int64 {
 func (e *Engine) clearFaults() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, k := range FaultKinds {
+	for _, k := range faults.Kinds {
 		if e.o.Faults.Supports(k) {
 			_ = e.o.Faults.Clear(ctx, k)
 		}
