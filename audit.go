@@ -194,13 +194,8 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 			scope.faults[k] = true
 		}
 	} else if x, ok := base.Environment.(envs.External); ok {
-		proxy := len(x.StoreProxies) > 0 || x.Toxiproxy != ""
-		scope.faults[faults.StoreDown] = proxy
-		scope.faults[faults.StoreSlow] = proxy
-		for _, h := range x.Hooks {
-			if h.Action == "inject" {
-				scope.faults[h.Kind] = true
-			}
+		for _, k := range faults.Kinds {
+			scope.faults[k] = x.CanInject(k)
 		}
 	}
 	target := strings.Join(base.Targets, " ")

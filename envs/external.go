@@ -34,6 +34,17 @@ type External struct {
 // Name implements Environment.
 func (External) Name() string { return "external" }
 
+// CanInject reports whether x can inject kind: a store fault through a
+// store proxy or Toxiproxy, any kind through an inject hook.
+func (x External) CanInject(kind string) bool {
+	for _, h := range x.Hooks {
+		if h.Action == "inject" && h.Kind == kind {
+			return true
+		}
+	}
+	return (kind == FaultStoreDown || kind == FaultStoreSlow) && (len(x.StoreProxies) > 0 || x.Toxiproxy != "")
+}
+
 // Start implements Environment.
 func (x External) Start(ctx context.Context, spec Spec) (*Stack, error) {
 	if len(spec.Targets) == 0 {

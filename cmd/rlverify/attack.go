@@ -18,6 +18,7 @@ import (
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
@@ -369,7 +370,8 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 		return none, usageErr("--store-proxy, --toxiproxy, --on-inject/--on-clear, --sink and --downstream-* are for your own service (--env external, --target URL)")
 	}
 	if f.env == "external" {
-		if err := checkExternalFaults(plan, &f.ext); err != nil {
+		x, _ := o.Environment.(envs.External)
+		if err := checkExternalFaults(plan, x); err != nil {
 			return none, usageWrap(err)
 		}
 	}

@@ -121,17 +121,11 @@ func (f *externalFlags) environment() (envs.External, error) {
 
 // checkExternalFaults says, before anything starts, how to inject each
 // fault a plan needs on a service rlverify did not start.
-func checkExternalFaults(plan *attacks.Plan, f *externalFlags) error {
-	hooks := map[string]bool{}
-	for _, s := range f.onInject {
-		if h, err := envs.ParseHook("inject", s); err == nil {
-			hooks[h.Kind] = true
-		}
-	}
-	proxy := len(f.storeProxies) > 0 || f.toxiproxy != ""
+func checkExternalFaults(plan *attacks.Plan, x envs.External) error {
+	proxy := len(x.StoreProxies) > 0 || x.Toxiproxy != ""
 	for i := range plan.Phases {
 		ph := &plan.Phases[i]
-		if ph.Kind != attacks.KindFault || ph.Action != "inject" || hooks[ph.Fault] {
+		if ph.Kind != attacks.KindFault || ph.Action != "inject" || x.CanInject(ph.Fault) {
 			continue
 		}
 		switch ph.Fault {
