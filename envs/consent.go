@@ -74,6 +74,9 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // allowRemote, and a Toxiproxy with the proxies to break. Errors are
 // *FieldError naming the field.
 func (x External) Validate(allowRemote bool) error {
+	if err := CheckProxySpecs(x.StoreProxies); err != nil {
+		return &FieldError{"StoreProxies", err}
+	}
 	for _, p := range x.StoreProxies {
 		for _, a := range []string{p.Listen, p.Upstream} {
 			if err := CheckLoopbackAddr(a, allowRemote); err != nil {

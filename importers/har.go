@@ -77,12 +77,23 @@ func parseHAR(name string, data []byte, _ *Options) ([]record, []string, error) 
 			return nil, nil, inputErr("%s: no request", where)
 		case e.Response == nil:
 			return nil, nil, inputErr("%s: no response", where)
-		case e.Time == nil || *e.Time < 0 || math.IsNaN(*e.Time):
-			return nil, nil, inputErr("%s: want \"time\" (total ms), 0 or more", where)
+		case e.Time == nil || !(*e.Time >= 0 && *e.Time <= maxLatencyMs):
+			return nil, nil, inputErr("%s: want \"time\" (total ms), 0 … %g", where, maxLatencyMs)
+		}
+		for _, tm := range []struct {
+			name string
+			v    *float64
+		}{{"blocked", e.Timings.Blocked}, {"dns", e.Timings.DNS}, {"connect", e.Timings.Connect}} {
+			if tm.v != nil && *tm.v > maxLatencyMs {
+				return nil, nil, inputErr("%s: timings.%s %g: want at most %g ms", where, tm.name, *tm.v, maxLatencyMs)
+			}
 		}
 		t, err := time.Parse(time.RFC3339Nano, e.StartedDateTime)
 		if err != nil {
 			return nil, nil, inputErr("%s: startedDateTime %q is not an ISO 8601 date and time such as 2009-07-24T19:20:30.45+01:00", where, e.StartedDateTime)
+		}
+		if _, err := unixNano(where, "startedDateTime", t); err != nil {
+			return nil, nil, err
 		}
 		q := resolution(e.StartedDateTime)
 		coarsest = max(coarsest, q)

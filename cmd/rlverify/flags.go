@@ -33,6 +33,7 @@ var optionFlags = map[string]string{
 	"MaxHeaderBytes":                     "--max-header-bytes",
 	"MaxHeaders":                         "--max-headers",
 	"Environment.StoreProxies":           "--store-proxy",
+	"StoreProxies":                       "--store-proxy",
 	"Environment.Toxiproxy":              "--toxiproxy",
 	"Environment.ToxiproxyProxies":       "--toxiproxy-proxy",
 	"Environment.Downstream.RemoteSink":  "--sink",
@@ -43,7 +44,11 @@ var optionFlags = map[string]string{
 // fieldNames finds the fields a message mentions besides its subject: the
 // multi-word ones only (AllowRemote, RedisCluster), which no English text
 // is made of.
-var fieldNames = regexp.MustCompile(`\b(AllowRemote|RedisCluster|RedisURL|MaxHeaderBytes|MaxHeaders|ToxiproxyProxies)\b`)
+var fieldNames = regexp.MustCompile(`\b(AllowRemote|RedisCluster|RedisURL|MaxHeaderBytes|MaxHeaders|ToxiproxyProxies|StoreProxies)\b`)
+
+// fieldValues finds a one-word field set to a value ("Env external",
+// "Store: redis"), said as the flag with its value.
+var fieldValues = regexp.MustCompile(`\b(Env|Store):? (embedded|local|docker|external|gateway|redis|memory)\b`)
 
 // flagMessage is err's message with the option fields it names said as
 // flags: the subject of an *rlverify.OptionError, and any other field the
@@ -60,7 +65,10 @@ func flagMessage(err error) string {
 			msg = strings.Replace(msg, oe.Error(), said, 1)
 		}
 	}
-	msg = strings.ReplaceAll(msg, "(Store: ", "(--store ")
+	msg = fieldValues.ReplaceAllStringFunc(msg, func(s string) string {
+		m := fieldValues.FindStringSubmatch(s)
+		return "--" + strings.ToLower(m[1]) + " " + m[2]
+	})
 	return fieldNames.ReplaceAllStringFunc(msg, func(f string) string { return strings.Fields(optionFlags[f])[0] })
 }
 
