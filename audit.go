@@ -13,6 +13,7 @@ import (
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/internal/suggest"
+	"github.com/rlverify/rlverify/faults"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -57,7 +58,7 @@ func needsFaults(kinds ...string) func(a *auditScope) string {
 	return func(a *auditScope) string {
 		for _, k := range kinds {
 			if !a.faults[k] {
-				if a.env == "external" && (k == attacks.FaultStoreDown || k == attacks.FaultStoreSlow) {
+				if a.env == "external" && (k == faults.StoreDown || k == faults.StoreSlow) {
 					return fmt.Sprintf("no way to inject %s: give --store-proxy, --toxiproxy or --on-inject %s=… (see docs/environments.md)", k, k)
 				}
 				if a.env == "external" {
@@ -131,10 +132,10 @@ var auditPlans = []auditPlan{
 	{"multi-instance", severalInstances},
 	{"retry-elsewhere", severalInstances},
 	{"global-guard", globalGuard},
-	{"store-outage", needsFaults(attacks.FaultStoreDown)},
-	{"slow-store", needsFaults(attacks.FaultStoreSlow)},
-	{"rules-unavailable", needsFaults(attacks.FaultRulesDown)},
-	{"clock-skew", needsFaults(attacks.FaultClockSkew)},
+	{"store-outage", needsFaults(faults.StoreDown)},
+	{"slow-store", needsFaults(faults.StoreSlow)},
+	{"rules-unavailable", needsFaults(faults.RulesDown)},
+	{"clock-skew", needsFaults(faults.ClockSkew)},
 	{"regions", embeddedOnly},
 }
 
@@ -163,6 +164,17 @@ type AuditOptions struct {
 	OnPlan func(plan, dir string, out *Outcome) error
 }
 
+// Validate checks the audit's own options (each plan's are checked as it
+// runs); errors are *OptionError naming the field.
+func (o AuditOptions) Validate() error {
+	for _, n := range o.Plans {
+		if !slices.Contains(AuditPlanNames(), n) {
+			return fieldErr("Plans", "%q: not a plan of the audit%s (%s)", n, suggest.DidYouMean(n, AuditPlanNames()), strings.Join(AuditPlanNames(), ", "))
+		}
+	}
+	return nil
+}
+
 // AuditPlanNames are the audit's plans, in the order they run.
 func AuditPlanNames() []string {
 	out := make([]string, len(auditPlans))
@@ -176,10 +188,8 @@ func AuditPlanNames() []string {
 // fails to run does not stop the others (its column says why), but an
 // option error or an unreachable target (envs.ErrUnreachable) does. It stops before the next plan once ctx ends.
 func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
-	for _, n := range o.Plans {
-		if !slices.Contains(AuditPlanNames(), n) {
-			return nil, optionErr("--plans %q: not a plan of the audit%s (%s)", n, suggest.DidYouMean(n, AuditPlanNames()), strings.Join(AuditPlanNames(), ", "))
-		}
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	type filePlan struct{ file, name string }
 	var files []filePlan
@@ -216,17 +226,12 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	}
 	if base.Env != EnvExternal {
 		scope.instances = 3 // the built-in environments start what a plan needs
-		for _, k := range attacks.FaultKinds {
+		for _, k := range faults.Kinds {
 			scope.faults[k] = true
 		}
 	} else if x, ok := base.Environment.(envs.External); ok {
-		proxy := len(x.StoreProxies) > 0 || x.Toxiproxy != ""
-		scope.faults[attacks.FaultStoreDown] = proxy
-		scope.faults[attacks.FaultStoreSlow] = proxy
-		for _, h := range x.Hooks {
-			if h.Action == "inject" {
-				scope.faults[h.Kind] = true
-			}
+		for _, k := range faults.Kinds {
+			scope.faults[k] = x.CanInject(k)
 		}
 	}
 	target := strings.Join(base.Targets, " ")

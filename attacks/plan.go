@@ -24,6 +24,7 @@ import (
 	"unicode"
 
 	"github.com/rlverify/rlverify/internal/suggest"
+	"github.com/rlverify/rlverify/faults"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/policy/yamlx"
 	"github.com/rlverify/rlverify/thresholds"
@@ -309,7 +310,7 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 			if !p.needs("faults") {
 				return doc.Errorf(at+".fault", "a plan with fault phases must declare it: needs: [faults]")
 			}
-			if (ph.Fault == FaultStoreDown || ph.Fault == FaultStoreSlow) && !p.needs("redis") {
+			if (ph.Fault == faults.StoreDown || ph.Fault == faults.StoreSlow) && !p.needs("redis") {
 				return doc.Errorf(at+".fault", "%s acts on the shared store: the plan must also declare needs: [redis]", ph.Fault)
 			}
 		}
@@ -519,7 +520,7 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 			return doc.Errorf(at+".action", "%q: want inject or clear", ph.Action)
 		}
 		switch ph.Fault {
-		case FaultStoreDown, FaultStoreSlow, FaultClockSkew, FaultRulesDown:
+		case faults.StoreDown, faults.StoreSlow, faults.ClockSkew, faults.RulesDown:
 		default:
 			return doc.Errorf(at+".fault", "%q: want store-down, store-slow, clock-skew or rules-down", ph.Fault)
 		}
@@ -536,7 +537,7 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 				if err != nil || d <= 0 || d > time.Minute || strings.HasPrefix(strings.TrimSpace(ph.Param), "+") {
 					return doc.Errorf(at+".param", "store-slow needs param: a latency in (0, 1m], such as 200ms, or stall (nothing gets through)")
 				}
-			case FaultStoreDown:
+			case faults.StoreDown:
 				if ph.Param != "" && ph.Param != "reset" && ph.Param != "partition" {
 					return doc.Errorf(at+".param", "store-down takes no param, reset (TCP resets instead of closed connections) or partition (the store alive but unreachable)")
 				}

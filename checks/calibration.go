@@ -312,8 +312,7 @@ func (ix *index) calibrateRefill(l *policy.Limit, key string, lo, hi int64, prob
 // RateLimit generation's, else X-RateLimit-Remaining.
 func (ix *index) remainingOf(e *history.Event) (int64, bool) {
 	if ix.gen != headers.None {
-		o := headers.Read(ix.gen, headers.Fields{RateLimit: e.RateLimit, RateLimitPolicy: e.RateLimitPolicy,
-			RateLimitLimit: e.RLLimit, RateLimitRemaining: e.RLRemaining, RateLimitReset: e.RLReset})
+		o := headers.Read(ix.gen, e.Fields)
 		if o.Remaining.Valid() {
 			return o.Remaining.N, true
 		}

@@ -263,7 +263,7 @@ func judgeUninjected(ix *index, col *collector, figs map[string]float64) int {
 	// Headers the limiter sends: declared, recorded, and seen on at least
 	// one response of this run.
 	headered := func(e *history.Event) bool {
-		return e.RateLimit != "" || e.RateLimitPolicy != "" || e.XLimit != "" || e.XRemaining != "" || e.RLLimit != "" || e.RLRemaining != ""
+		return e.RateLimit != "" || e.RateLimitPolicy != "" || e.XLimit != "" || e.XRemaining != "" || e.RateLimitLimit != "" || e.RateLimitRemaining != ""
 	}
 	declared := !ix.h.Run.NoHeaders && (ix.p.Headers.RateLimit != policy.RateLimitNone || ix.p.Headers.XRateLimit)
 	sendsOnAdmitted := false

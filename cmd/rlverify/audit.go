@@ -14,7 +14,6 @@ import (
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
-	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/reports"
 )
 
@@ -82,10 +81,8 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, std
 			return usageWrap(fmt.Errorf("--format: %w", err))
 		}
 	}
-	for _, n := range only {
-		if !slices.Contains(rlverify.AuditPlanNames(), n) {
-			return usageErr("--plans %q: not a plan of the audit%s (%s)", n, suggest.DidYouMean(n, rlverify.AuditPlanNames()), strings.Join(rlverify.AuditPlanNames(), ", "))
-		}
+	if err := (rlverify.AuditOptions{Plans: only}).Validate(); err != nil {
+		return fromLib(err)
 	}
 	if len(f.targetURLs) > 0 {
 		f.env = "external"
@@ -99,7 +96,7 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, std
 	}
 	base := rlverify.AttackOptions{Policy: pol, Env: f.env, Limiter: f.limiter, Targets: f.targetURLs}
 	if f.env == "external" {
-		if x, err := f.ext.environment(f.allowRemote); err == nil {
+		if x, err := f.ext.environment(); err == nil {
 			base.Environment = x // what faults it can inject; errors come per plan
 		}
 	}
@@ -134,7 +131,7 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, std
 			}
 			o.HistoryFile = pf.historyFile(pdir)
 			if pf.gw != nil {
-				if err := pf.placeGateway(pdir, &o); err != nil {
+				if err := pf.placeGateway(pdir, &o.Environment, &o.Notes); err != nil {
 					return o, err
 				}
 			}
