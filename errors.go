@@ -1,28 +1,56 @@
 package rlverify
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/rlverify/rlverify/envs"
 )
 
 // OptionError is an error in what the caller asked for: a bad plan,
 // policy, history, option or combination of options. The command maps it
 // to exit code 2; every other error of this package means the run could
 // not be done (exit code 3).
-type OptionError struct{ Err error }
+//
+// Field, when set, names the option at fault as a Go field path of the
+// options ("Instances", "Environment.StoreProxies"); the message is then
+// Field followed by Err, so a command can name its own flag instead (the
+// CLI's table of fields and flags). Messages name fields, never flags.
+type OptionError struct {
+	Field string
+	Err   error
+}
 
-func (e *OptionError) Error() string { return e.Err.Error() }
+func (e *OptionError) Error() string {
+	if e.Field == "" {
+		return e.Err.Error()
+	}
+	return e.Field + " " + e.Err.Error()
+}
+
 func (e *OptionError) Unwrap() error { return e.Err }
+
+// fieldErr is an OptionError of one field: the message reads "Field
+// format…".
+func fieldErr(field, format string, args ...any) error {
+	return &OptionError{Field: field, Err: fmt.Errorf(format, args...)}
+}
 
 // optionErr formats an OptionError.
 func optionErr(format string, args ...any) error {
 	return &OptionError{Err: fmt.Errorf(format, args...)}
 }
 
-// optionWrap wraps err (nil stays nil) as an OptionError.
+// optionWrap wraps err (nil stays nil) as an OptionError; an environment's
+// *envs.FieldError keeps its field, under Environment.
 func optionWrap(err error) error {
 	if err == nil {
 		return nil
+	}
+	var fe *envs.FieldError
+	if errors.As(err, &fe) && fe == err {
+		return &OptionError{Field: "Environment." + fe.Field, Err: fe.Err}
 	}
 	return &OptionError{Err: err}
 }
@@ -54,10 +82,10 @@ func (e *MissingPolicyError) Error() string {
 	return fmt.Sprintf("no declared policy for %s (AttackOptions.Policy, --policy FILE): it would be judged against %s, which describes rlverify's reference service, not yours; pass --policy FILE, or run `rlverify discover --target URL` to measure one and write it", e.Target, lent)
 }
 
-// requireDeclaredPolicy refuses a run against a service rlverify did not
+// missingPolicy refuses a run against a service rlverify did not
 // start when no policy is declared (see MissingPolicyError). It is the one
 // home of the "never a borrowed policy" rule for Prepare and Audit.
-func requireDeclaredPolicy(o AttackOptions) error {
+func missingPolicy(o AttackOptions) error {
 	external := o.Env == EnvExternal || len(o.Targets) > 0 || o.Handler != nil
 	if !external || o.Policy != nil || o.JudgedPolicy != nil {
 		return nil
@@ -76,4 +104,4 @@ func requireDeclaredPolicy(o AttackOptions) error {
 // CheckDeclaredPolicy is the rule Prepare applies, for callers that want to
 // refuse early (before reading keys files or starting anything): nil unless o
 // targets a service rlverify did not start without declaring its policy.
-func CheckDeclaredPolicy(o AttackOptions) error { return requireDeclaredPolicy(o) }
+func CheckDeclaredPolicy(o AttackOptions) error { return missingPolicy(o) }

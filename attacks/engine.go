@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlverify/rlverify/faults"
 	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
@@ -43,8 +44,8 @@ type Options struct {
 	// Writer receives every event as it completes.
 	Writer *history.Writer
 	// Faults and Sink come from the environment; either may be nil.
-	Faults FaultInjector
-	Sink   SinkReader
+	Faults faults.Injector
+	Sink   faults.SinkReader
 	// Client sends the requests; a tuned keep-alive client when nil.
 	Client *http.Client
 	// Now is the engine's clock (time.Now when nil). Offsets in the history
@@ -125,8 +126,8 @@ type Engine struct {
 	rng   *mrand.Rand
 	rngMu sync.Mutex
 	// counters
-	seq                        atomic.Uint64
-	sent, adm, rej, errs, late atomic.Int64
+	seq                  atomic.Uint64
+	sent, adm, rej, errs atomic.Int64
 	// samples counts the answers that kept a body sample (maxBodySamples).
 	samples       atomic.Int64
 	cur           atomic.Pointer[phaseProgress]
@@ -246,9 +247,6 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // off is the engine's time since start in ns.
 func (e *Engine) off() int64 { return e.o.Now().Sub(e.start).Nanoseconds() }
-
-// RunID returns the tag appended to every key of this run.
-func (e *Engine) RunID() string { return e.o.RunID }
 
 // Key returns the key sent for the plan's logical key (see keyMapper.key:
 // a generated key carries the run id after its tier prefix; a keys file or
@@ -663,7 +661,7 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		ev.Err = err.Error()
 	} else {
 		ev.Status = resp.StatusCode
-		setFields(ev, headers.FromHTTP(resp.Header))
+		ev.Fields = headers.FromHTTP(resp.Header)
 	}
 	switch e.classify(ev) {
 	case policy.ClassAdmitted:
@@ -699,21 +697,6 @@ func (e *Engine) wrote(err error) {
 	if e.writeErr.CompareAndSwap(nil, &err) && e.stopWrite != nil {
 		e.stopWrite(err)
 	}
-}
-
-// setFields records a response's rate-limit fields in ev.
-func setFields(ev *history.Event, f headers.Fields) {
-	ev.RetryAfter, ev.RateLimit, ev.RateLimitPolicy = f.RetryAfter, f.RateLimit, f.RateLimitPolicy
-	ev.RLLimit, ev.RLRemaining, ev.RLReset = f.RateLimitLimit, f.RateLimitRemaining, f.RateLimitReset
-	ev.XLimit, ev.XRemaining, ev.XReset = f.XLimit, f.XRemaining, f.XReset
-	ev.Fallback, ev.Scope = f.Fallback, f.Scope
-}
-
-// fieldsOf is what setFields recorded.
-func fieldsOf(ev *history.Event) headers.Fields {
-	return headers.Fields{RetryAfter: ev.RetryAfter, RateLimit: ev.RateLimit, RateLimitPolicy: ev.RateLimitPolicy,
-		RateLimitLimit: ev.RLLimit, RateLimitRemaining: ev.RLRemaining, RateLimitReset: ev.RLReset,
-		XLimit: ev.XLimit, XRemaining: ev.XRemaining, XReset: ev.XReset, Fallback: ev.Fallback, Scope: ev.Scope}
 }
 
 // classify reads ev under the declared response contract.
@@ -855,7 +838,7 @@ func (e *Engine) clearFaults() error {
 	open := maps.Clone(e.openFaults)
 	e.faultMu.Unlock()
 	var errs []error
-	for _, k := range FaultKinds {
+	for _, k := range faults.Kinds {
 		if !e.o.Faults.Supports(k) {
 			continue
 		}

@@ -244,6 +244,8 @@ type index struct {
 	admByLo []rec
 	// attrCands is explainsRefusal's scratch.
 	attrCands cands
+	// attrScratch is sharingKeys' scratch (computeUnder runs once).
+	attrScratch scratch
 }
 
 func newIndex(h *history.History, p *policy.Policy, o Options) *index {

@@ -19,8 +19,6 @@ const EvidenceCheck = "evidence"
 // before a run is judged to have given no evidence.
 const DefaultMaxErrorRate = 0.01
 
-const docEvidence = "The run gave the checks something to judge: it sent requests, at most MaxErrorRate of them ended in an error (no response, or a status the policy declares neither admitted nor rejected; a bypass variant refused with a 4xx is not an error), and at least one check could judge it. Otherwise the verdict is unknown with the reason, and no pass is claimed."
-
 // StatusCount is how many requests got one status (0: no response).
 type StatusCount struct {
 	Status int   `json:"status"`

@@ -18,9 +18,9 @@ import (
 )
 
 func fieldsOf(e history.Event) headers.Fields {
-	return headers.Fields{RetryAfter: e.RetryAfter, RateLimit: e.RateLimit, RateLimitPolicy: e.RateLimitPolicy,
-		RateLimitLimit: e.RLLimit, RateLimitRemaining: e.RLRemaining, RateLimitReset: e.RLReset,
-		XLimit: e.XLimit, XRemaining: e.XRemaining, XReset: e.XReset}
+	f := e.Fields
+	f.Fallback, f.Scope = "", "" // rlverify's own statements, not the limit's headers
+	return f
 }
 
 func anyRateLimit(f headers.Fields) bool {

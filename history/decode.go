@@ -305,11 +305,11 @@ func (c *internCache) decode(b []byte, e *Event) bool {
 			case fXReset:
 				e.XReset = s
 			case fRLLimit:
-				e.RLLimit = s
+				e.RateLimitLimit = s
 			case fRLRemaining:
-				e.RLRemaining = s
+				e.RateLimitRemaining = s
 			case fRLReset:
-				e.RLReset = s
+				e.RateLimitReset = s
 			case fPath:
 				e.Path = s
 			case fFallback:

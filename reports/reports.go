@@ -117,6 +117,16 @@ type PolicySummary struct {
 	FailMode string   `json:"fail_mode"`
 }
 
+// FailModeOf is p's failure mode as reports show it: "not declared" for a
+// policy without a failure section (the services then fail open, but
+// nothing was promised).
+func FailModeOf(p *policy.Policy) string {
+	if p.Failure.Undeclared {
+		return "not declared"
+	}
+	return p.Failure.Mode
+}
+
 // outcomeBy classifies events under p's response contract.
 func outcomeBy(p *policy.Policy) func(*history.Event) history.Outcome {
 	return func(e *history.Event) history.Outcome { return checks.Outcome(p, e) }
@@ -162,7 +172,7 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 		// Stopped at a bound the user chose: complete for what was asked.
 		d.Interrupted, d.Reason = true, h.End.Reason
 	}
-	d.Policy = PolicySummary{Name: p.Name, Source: p.Source, FailMode: p.Failure.Mode}
+	d.Policy = PolicySummary{Name: p.Name, Source: p.Source, FailMode: FailModeOf(p)}
 	for _, t := range p.Tiers {
 		for _, l := range t.Limits {
 			d.Policy.Limits = append(d.Policy.Limits, fmt.Sprintf("%s (%s…): %s", t.Name, t.KeyPrefix, l.Describe()))

@@ -19,7 +19,6 @@ import (
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/envs"
-	"github.com/rlverify/rlverify/envs/docker"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
@@ -156,8 +155,8 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 func addEnvFlags(fl *pflag.FlagSet, f *attackFlags, envUsage string) {
 	fl.StringVar(&f.env, "env", "embedded", envUsage)
 	fl.IntVar(&f.redisCluster, "redis-cluster", 0, "local env: run a Redis Cluster of this many nodes (3 or more)")
-	fl.StringVar(&f.redisImage, "redis-image", "", "docker env: Redis image (default $"+docker.EnvRedisImage+" or "+docker.DefaultRedisImage+")")
-	fl.StringVar(&f.limiterImage, "limiter-image", "", "docker env: rlverify image for the limiter instances (default $"+docker.EnvLimiterImage+" or "+docker.DefaultLimiterImage+")")
+	fl.StringVar(&f.redisImage, "redis-image", "", redisImageHelp)
+	fl.StringVar(&f.limiterImage, "limiter-image", "", limiterImageHelp)
 	fl.StringVar(&f.limiterBinary, "limiter-binary", "", "docker env: static rlverify binary to build the limiter image from when it is missing")
 	fl.BoolVar(&f.noPull, "no-pull", false, "docker env: never pull an image; fail if one is not present locally")
 	fl.IntVar(&f.regions, "regions", 0, "run the reference token bucket in this many regions, each with --instances instances and its own Redis (embedded and docker; default: the plan's)")
@@ -222,11 +221,8 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if f.gw != nil {
 		// A gateway's honest policy and configurations go into the run's
 		// folder, known only now.
-		if err := f.placeGateway(dir, &o); err != nil {
+		if err := f.placeGateway(dir, &prep.Env, &prep.Notes); err != nil {
 			return nil, err
-		}
-		if prep, err = rlverify.Prepare(o); err != nil {
-			return nil, fromLib(err)
 		}
 	}
 	prep.RunID = runID
@@ -269,7 +265,7 @@ func (f *attackFlags) options(stdout, stderr io.Writer) (o rlverify.AttackOption
 func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOptions, error) {
 	var none rlverify.AttackOptions
 	if f.plan == "" {
-		return none, usageErr("attack: --plan is required (see rlverify plans)")
+		return none, fromLib(rlverify.AttackOptions{}.Validate())
 	}
 	if err := checkRunBounds(f); err != nil {
 		return none, err
@@ -294,9 +290,6 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 		return none, usageWrap(err)
 	}
 	shapeReq, err := f.shape.request()
-	if err == nil {
-		err = attacks.CheckRequest(plan, shapeReq)
-	}
 	if err != nil {
 		return none, usageWrap(err)
 	}
@@ -306,9 +299,6 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	var keyFile *attacks.KeyFile
 	if f.shape.keysFile != "" {
 		if keyFile, err = attacks.LoadKeyFile(f.shape.keysFile, pol); err != nil {
-			return none, usageWrap(err)
-		}
-		if err := attacks.CheckKeys(plan, pol, keyFile); err != nil {
 			return none, usageWrap(err)
 		}
 	}
@@ -352,17 +342,6 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	if f.regions == 0 && (f.env == "embedded" || f.env == "docker") {
 		f.regions = plan.Regions
 	}
-	if f.redisURL != "" {
-		// The reference limiter writes every key's state there: a remote
-		// Redis is someone's data, so it needs the same consent a target does.
-		_, addr, err := parseRedis(f.redisURL)
-		if err != nil {
-			return none, usageWrap(fmt.Errorf("--redis: %w", err))
-		}
-		if err := loopbackAddr("--redis", addr, f.allowRemote); err != nil {
-			return none, usageWrap(err)
-		}
-	}
 	o := rlverify.AttackOptions{
 		Plan: plan, Policy: pol, Env: f.env, Limiter: f.limiter, Store: f.store,
 		RedisURL: f.redisURL, RedisCluster: f.redisCluster, Instances: f.instances,
@@ -388,12 +367,11 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	switch {
 	case isGateway:
 	case f.env == "docker":
-		o.Environment = docker.Docker{RedisImage: f.redisImage, LimiterImage: f.limiterImage, Binary: f.limiterBinary, NoPull: f.noPull}
-	case f.env == "external" && len(f.targetURLs) > 0:
-		if err := rlverify.CheckTargets(f.targetURLs, f.allowRemote); err != nil {
-			return none, usageWrap(err)
+		if o.Environment, err = dockerEnvironment(f); err != nil {
+			return none, runErr(err)
 		}
-		x, err := f.ext.environment(f.allowRemote)
+	case f.env == "external" && len(f.targetURLs) > 0:
+		x, err := f.ext.environment()
 		if err != nil {
 			return none, usageWrap(err)
 		}
@@ -410,7 +388,8 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 		return none, usageErr("--store-proxy, --toxiproxy, --on-inject/--on-clear, --sink and --downstream-* are for your own service (--env external, --target URL)")
 	}
 	if f.env == "external" {
-		if err := checkExternalFaults(plan, &f.ext); err != nil {
+		x, _ := o.Environment.(envs.External)
+		if err := checkExternalFaults(plan, x); err != nil {
 			return none, usageWrap(err)
 		}
 	}

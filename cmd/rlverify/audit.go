@@ -15,14 +15,13 @@ import (
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/discover"
-	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
 
 func auditCmd() *cobra.Command {
 	var f attackFlags
-	var only []string
+	var only, planFiles []string
 	var budget time.Duration
 	var alsoDiscover bool
 	c := &cobra.Command{
@@ -52,11 +51,12 @@ under-admission, fail-mode, …) is measured, not judged. With --policy,
   rlverify audit --limiter token-bucket`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runAudit(c.Context(), &f, only, budget, alsoDiscover, c.OutOrStdout(), c.ErrOrStderr())
+			return runAudit(c.Context(), &f, only, planFiles, budget, alsoDiscover, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fl := c.Flags()
 	fl.StringSliceVar(&only, "plans", nil, "run only these of the audit's plans")
+	fl.StringArrayVar(&planFiles, "plan", nil, "also run this plan file of your own after the audit's plans, judged against the same policy (repeatable)")
 	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to audit in the embedded environment (without --target)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default with --limiter: the built-in policy; with --target: discovered first, and only what needs no promise is judged)")
 	fl.BoolVar(&alsoDiscover, "discover", false, "with --target and --policy: discover the policy too and show each declared number beside the discovered one (a declared value outside the measured range fails declared-vs-discovered)")
@@ -80,7 +80,7 @@ under-admission, fail-mode, …) is measured, not judged. With --policy,
 	return c
 }
 
-func runAudit(ctx context.Context, f *attackFlags, only []string, budget time.Duration, alsoDiscover bool, stdout, stderr io.Writer) error {
+func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, budget time.Duration, alsoDiscover bool, stdout, stderr io.Writer) error {
 	fo, err := parseFailOn(f.failOn)
 	if err == nil {
 		err = fo.checkThresholds(nil) // an audit has no thresholds
@@ -93,10 +93,8 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, budget time.Du
 			return usageWrap(fmt.Errorf("--format: %w", err))
 		}
 	}
-	for _, n := range only {
-		if !slices.Contains(rlverify.AuditPlanNames(), n) {
-			return usageErr("--plans %q: not a plan of the audit%s (%s)", n, suggest.DidYouMean(n, rlverify.AuditPlanNames()), strings.Join(rlverify.AuditPlanNames(), ", "))
-		}
+	if err := (rlverify.AuditOptions{Plans: only}).Validate(); err != nil {
+		return fromLib(err)
 	}
 	if len(f.targetURLs) > 0 {
 		f.env = "external"
@@ -131,7 +129,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, budget time.Du
 		}
 	}
 	if f.env == "external" {
-		if x, err := f.ext.environment(f.allowRemote); err == nil {
+		if x, err := f.ext.environment(); err == nil {
 			base.Environment = x // what faults it can inject; errors come per plan
 		}
 	}
@@ -142,7 +140,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, budget time.Du
 	f.out = dir
 	planReports := map[string][]string{}
 	a, err := rlverify.Audit(ctx, rlverify.AuditOptions{
-		Attack: base, Plans: only, Dir: dir, Discover: disc,
+		Attack: base, Plans: only, PlanFiles: planFiles, Dir: dir, Discover: disc,
 		OnDiscovered: func(d *rlverify.Discovery) error {
 			// Every plan reads the discovered policy from the audit's
 			// folder, where the user finds it to declare it.
@@ -181,7 +179,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, budget time.Du
 			}
 			o.HistoryFile = pf.historyFile(pdir)
 			if pf.gw != nil {
-				if err := pf.placeGateway(pdir, &o); err != nil {
+				if err := pf.placeGateway(pdir, &o.Environment, &o.Notes); err != nil {
 					return o, err
 				}
 			}

@@ -139,7 +139,7 @@ error and decision latency. Each run's history and reports are kept in
 				}
 				o.HistoryFile = f.historyFile(f.out)
 				if f.gw != nil {
-					if err := f.placeGateway(f.out, &o); err != nil {
+					if err := f.placeGateway(f.out, &o.Environment, &o.Notes); err != nil {
 						return err
 					}
 				}

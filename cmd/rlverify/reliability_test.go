@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -443,7 +444,7 @@ func rlverifyBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "rlverify")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd := exec.Command("go", "build", "-tags", testBuildTags(), "-o", binPath, ".")
 		cmd.Env = append(os.Environ(), "PATH="+filepath.Join(runtime.GOROOT(), "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -451,6 +452,20 @@ func rlverifyBinary(t *testing.T) string {
 	})
 	require.NoError(t, binErr)
 	return binPath
+}
+
+// testBuildTags are the build tags this test binary was built with
+// (docker, gubernator under scripts/test.sh), so the binary the tests run
+// has the same optional parts as the code they test in process.
+func testBuildTags() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-tags" {
+				return s.Value
+			}
+		}
+	}
+	return ""
 }
 
 func TestMain(m *testing.M) {
