@@ -332,7 +332,7 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 		// without a declared one (after a target it would refuse anyway).
 		if len(f.targetURLs) > 0 {
 			if err := rlverify.CheckTargets(f.targetURLs, f.allowRemote); err != nil {
-				return none, usageWrap(err)
+				return none, fromLib(&rlverify.OptionError{Err: err})
 			}
 		}
 		if err := rlverify.CheckDeclaredPolicy(rlverify.AttackOptions{Plan: plan, Env: f.env, Targets: f.targetURLs}); err != nil {
