@@ -33,7 +33,6 @@ func TestNoBorrowedPolicy(t *testing.T) {
 	}{
 		{"target", rlverify.AttackOptions{Plan: burst, Targets: []string{"http://127.0.0.1:1/v1"}}, "", false},
 		{"handler", rlverify.AttackOptions{Plan: burst, Handler: h}, "", false},
-		{"env external", rlverify.AttackOptions{Plan: burst, Env: rlverify.EnvExternal}, "", false},
 		{"plan with its own policy", rlverify.AttackOptions{Plan: retry, Targets: []string{"http://127.0.0.1:1"}}, "retry-after", false},
 		{"declared", rlverify.AttackOptions{Plan: burst, Targets: []string{"http://127.0.0.1:1"}, Policy: policy.Default()}, "", true},
 		{"reference limiter", rlverify.AttackOptions{Plan: burst}, "", true},
@@ -49,7 +48,8 @@ func TestNoBorrowedPolicy(t *testing.T) {
 			var oe *rlverify.OptionError
 			require.ErrorAs(t, err, &oe, "a usage error (exit 2)")
 			assert.Equal(t, c.plan, mp.Plan)
-			assert.Contains(t, err.Error(), "--policy FILE")
+			assert.Equal(t, "Policy", oe.Field, "names the missing option")
+			assert.Contains(t, err.Error(), "no declared policy")
 			assert.Contains(t, err.Error(), "rlverify discover")
 			assert.Equal(t, err.Error(), rlverify.CheckDeclaredPolicy(c.o).Error(), "the early check is the same rule")
 		})

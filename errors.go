@@ -75,11 +75,10 @@ type MissingPolicyError struct {
 }
 
 func (e *MissingPolicyError) Error() string {
-	lent := "rlverify's reference policy"
 	if e.Plan != "" {
-		lent = "plan " + e.Plan + "'s own policy"
+		return fmt.Sprintf("is required: no declared policy for %s, and plan %s judges against its own policy, which describes rlverify's reference service: plan %s's own policy says nothing of yours; declare your service's policy, or measure one with rlverify discover", e.Target, e.Plan, e.Plan)
 	}
-	return fmt.Sprintf("no declared policy for %s (AttackOptions.Policy, --policy FILE): it would be judged against %s, which describes rlverify's reference service, not yours; pass --policy FILE, or run `rlverify discover --target URL` to measure one and write it", e.Target, lent)
+	return fmt.Sprintf("is required: no declared policy for %s, and rlverify's reference policy describes its own service, not yours; declare your service's policy, or measure one with rlverify discover", e.Target)
 }
 
 // missingPolicy refuses a run against a service rlverify did not
@@ -98,7 +97,7 @@ func missingPolicy(o AttackOptions) error {
 	if o.Plan != nil && o.Plan.Policy != "" {
 		e.Plan = o.Plan.Name
 	}
-	return &OptionError{Err: e}
+	return &OptionError{Field: "Policy", Err: e}
 }
 
 // CheckDeclaredPolicy is the rule Prepare applies, for callers that want to
