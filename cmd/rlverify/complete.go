@@ -50,7 +50,7 @@ var completions = map[string]valueCompletion{
 // the same name takes other values (calibrate's --report takes calibrate's own formats).
 var commandCompletions = map[string]map[string]valueCompletion{
 	"calibrate": {
-		"from": {values: calibrate.Formats},
+		"from":   {values: calibrate.Formats},
 		"report": {values: calibrate.ReportFormats, open: true},
 	},
 }
