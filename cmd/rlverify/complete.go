@@ -47,10 +47,10 @@ var completions = map[string]valueCompletion{
 }
 
 // commandCompletions override completions for one command whose flag of
-// the same name takes other values (calibrate's --format is the traffic's).
+// the same name takes other values (calibrate's --report takes calibrate's own formats).
 var commandCompletions = map[string]map[string]valueCompletion{
 	"calibrate": {
-		"format": {values: calibrate.Formats},
+		"from":   {values: calibrate.Formats},
 		"report": {values: calibrate.ReportFormats, open: true},
 	},
 }

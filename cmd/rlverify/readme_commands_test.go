@@ -32,7 +32,7 @@ var readmeCommandTests = map[string]string{
 	"rlverify plans show boundary-burst":      "TestReadmePlansValidateCommand",
 	"rlverify plans validate my-plan.yaml":    "TestReadmePlansValidateCommand",
 	"rlverify limiters":                       "TestLimitersListsEveryAlgorithmStoreAndFaultyVariant",
-	"rlverify --version":                      "TestVersionFromBuildInfo",
+	"rlverify version":                        "TestFlagsAreConsistentAcrossCommands",
 	"rlverify attack --plan concurrent-burst": "TestReadmeCheckLatestCommand",
 	"rlverify attack --plan concurrent-burst --limiter faulty/racy-token-bucket": "TestAttackRacyBucketFailsOversellWithEvidence",
 	"rlverify attack --plan concurrent-burst --store redis --instances 3":        "TestReadmeAttackCommands",
