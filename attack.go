@@ -42,8 +42,10 @@ const DefaultLimiter = "token-bucket"
 type AttackOptions struct {
 	// Plan is the attack plan (attacks.Load reads a built-in or a file).
 	Plan *attacks.Plan
-	// Policy is the declared policy, what the limiter promises (default:
-	// the plan's policy, else the built-in one).
+	// Policy is the declared policy, what the limiter promises (default,
+	// for a limiter rlverify starts: the plan's policy, else the built-in
+	// one). Against your own service (Targets, Handler) it is required:
+	// Prepare refuses a run without it (MissingPolicyError).
 	Policy *policy.Policy
 	// LimiterPolicy, when set, is what the reference limiter enforces
 	// instead of Policy (a limiter configured unlike its promise).
@@ -292,6 +294,9 @@ func (o AttackOptions) Validate() error {
 // configured otherwise, so o.Policy must be given and not the plan's own.
 // (A target without any declared policy belongs here too.)
 func requireDeclaredPolicy(o AttackOptions) error {
+	if err := missingPolicy(o); err != nil {
+		return err
+	}
 	if o.Plan.Policy == "" {
 		return nil
 	}

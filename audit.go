@@ -11,9 +11,10 @@ import (
 
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/discover"
 	"github.com/rlverify/rlverify/envs"
-	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/faults"
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -162,7 +163,25 @@ type AuditOptions struct {
 	Log func(format string, args ...any)
 	// OnPlan, when set, is called with each judged plan and its folder.
 	OnPlan func(plan, dir string, out *Outcome) error
+	// Discover, when set, lets an audit of your own service (Attack.Targets
+	// or Handler) without a declared policy (Attack.Policy nil) discover
+	// the policy first: its Targets and Request default to Attack's. The
+	// audit then judges only what needs no promise and says so (see
+	// NeedsPromise). Without it, such an audit is a MissingPolicyError.
+	Discover *discover.Options
+	// OnDiscovered, when set, receives the discovered policy before the
+	// first plan runs (the command saves it beside the plans' folders); an
+	// error ends the audit.
+	OnDiscovered func(*Discovery) error
 }
+
+// NeedsPromise are the properties whose verdict needs the service's own
+// declared policy: is K right, is the refill fast enough, does the failure
+// mode match. Against a discovered policy they are measured, not judged.
+// The others (headers against behaviour, Retry-After honoured, remaining
+// falling, keys isolated, instances sharing a quota, identity spellings)
+// are properties of the service itself and are judged either way.
+var NeedsPromise = []string{"oversell", "under-admission", "fail-mode", "downstream", checks.CalibrationCheck, "regions"}
 
 // Validate checks the audit's own options (each plan's are checked as it
 // runs); errors are *OptionError naming the field.
@@ -217,6 +236,52 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		base.Limiter = DefaultLimiter
 	}
 	pol := base.Policy
+	var disc *Discovery
+	if pol == nil && base.Env == EnvExternal {
+		if o.Discover == nil {
+			return nil, missingPolicy(base)
+		}
+		if base.Handler != nil {
+			return nil, optionErr("audit: discovery probes URLs; serve the handler and give its URL, or declare its policy")
+		}
+		do := *o.Discover
+		if len(do.Targets) == 0 {
+			do.Targets = base.Targets
+		}
+		if do.Request.Method == "" && do.Request.Body == "" && len(do.Request.Headers) == 0 {
+			do.Request = base.Request
+		}
+		d, err := Discover(ctx, DiscoverOptions{Options: do, AllowRemote: base.AllowRemote})
+		if err != nil {
+			return nil, fmt.Errorf("audit: discovering the policy: %w", err)
+		}
+		disc, pol, base.Policy = d, d.Policy, d.Policy
+		if o.OnDiscovered != nil {
+			if err := o.OnDiscovered(d); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var beside *Discovery
+	if disc == nil && pol != nil && base.Env == EnvExternal && base.Handler == nil && o.Discover != nil {
+		// Declared and Discover set: discover too, and put each declared
+		// number beside the discovered one.
+		do := *o.Discover
+		if len(do.Targets) == 0 {
+			do.Targets = base.Targets
+		}
+		if do.Request.Method == "" && do.Request.Body == "" && len(do.Request.Headers) == 0 {
+			do.Request = base.Request
+		}
+		if do.Identity.In == "" {
+			do.Identity = policy.Identity{In: pol.Identity.In, Name: pol.Identity.Name}
+		}
+		d, err := Discover(ctx, DiscoverOptions{Options: do, AllowRemote: base.AllowRemote})
+		if err != nil {
+			return nil, fmt.Errorf("audit: discovering the policy to compare with the declared one: %w", err)
+		}
+		beside = d
+	}
 	if pol == nil {
 		pol = policy.Default()
 	}
@@ -262,6 +327,9 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		ao, err := auditAttack(plan, pdir, base, o.ForPlan)
 		if err != nil {
 			return fmt.Errorf("audit: plan %s: %w", name, err)
+		}
+		if disc != nil && ao.Policy == nil {
+			ao.Policy = disc.Policy
 		}
 		out, err := Attack(ctx, ao)
 		var oe *OptionError
@@ -318,7 +386,43 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 			return nil, err
 		}
 	}
-	return reports.BuildAudit(target, PolicySummary(pol), cols), nil
+	a := reports.BuildAudit(target, PolicySummary(pol), cols)
+	if disc != nil {
+		a.NotDeclared(NeedsPromise, discover.Summary(disc.Result))
+	}
+	if beside != nil {
+		besideDeclared(a, discover.Compare(pol, beside.Result))
+	}
+	return a, nil
+}
+
+// DiscoveredProperty is the audit property that puts the declared policy
+// beside the discovered one.
+const DiscoveredProperty = "declared-vs-discovered"
+
+// besideDeclared adds each declared number beside the discovered one to a
+// (its measured table) and a property that fails, with the evidence, when a
+// declared value lies outside what discovery measured.
+func besideDeclared(a *reports.Audit, cs []discover.Comparison) {
+	p := reports.Property{Name: DiscoveredProperty, Verdict: checks.Pass, DecidedBy: []string{"discover"}}
+	bad := 0
+	for _, c := range cs {
+		v := checks.Pass
+		if c.Mismatch {
+			v = checks.Fail
+			bad++
+			p.Evidence = append(p.Evidence, reports.PlanEvidence{Plan: "discover", Evidence: checks.Evidence{Message: c.String()}})
+		}
+		a.Measured = append(a.Measured, checks.Measurement{Name: "discovered " + c.Name, Declared: c.Declared, Measured: c.Discovered, Verdict: v})
+	}
+	if bad > 0 {
+		p.Verdict = checks.Fail
+		p.Summary = fmt.Sprintf("%d of %d declared values lie outside what discovery measured", bad, len(cs))
+	} else {
+		p.Summary = fmt.Sprintf("every one of %d declared values lies within what discovery measured", len(cs))
+	}
+	a.Properties = append(a.Properties, p)
+	a.Verdict = checks.Merge(a.Verdict, p.Verdict)
 }
 
 // auditAttack is plan's attack: forPlan's, else base with the plan.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/policy"
 )
 
 // The library stops an audit at the first plan when the target does not
@@ -20,7 +21,7 @@ func TestAuditStopsOnAnUnreachableTarget(t *testing.T) {
 	require.NoError(t, l.Close())
 	var started []string
 	a, err := rlverify.Audit(context.Background(), rlverify.AuditOptions{
-		Attack: rlverify.AttackOptions{Targets: []string{"http://" + addr}},
+		Attack: rlverify.AttackOptions{Targets: []string{"http://" + addr}, Policy: policy.Default()},
 		Dir:    t.TempDir(),
 		Log:    func(format string, args ...any) { started = append(started, format) },
 	})

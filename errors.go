@@ -3,6 +3,7 @@ package rlverify
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/rlverify/rlverify/envs"
 )
@@ -60,3 +61,46 @@ type InterruptedError struct{ Err error }
 
 func (e *InterruptedError) Error() string { return "run interrupted: " + e.Err.Error() }
 func (e *InterruptedError) Unwrap() error { return e.Err }
+
+// MissingPolicyError is an attack or audit on a service rlverify did not
+// start (Targets, Handler, EnvExternal) with no declared policy. rlverify's
+// own policy describes its reference service: a verdict against it would
+// judge someone else's service against a promise it never made. It comes
+// wrapped in an OptionError (a usage error, exit code 2).
+type MissingPolicyError struct {
+	// Target names the service (its URLs, or "an http.Handler").
+	Target string
+	// Plan is the plan that would have lent its own policy ("" for none).
+	Plan string
+}
+
+func (e *MissingPolicyError) Error() string {
+	if e.Plan != "" {
+		return fmt.Sprintf("is required: no declared policy for %s, and plan %s judges against its own policy, which describes rlverify's reference service: plan %s's own policy says nothing of yours; declare your service's policy, or measure one with rlverify discover", e.Target, e.Plan, e.Plan)
+	}
+	return fmt.Sprintf("is required: no declared policy for %s, and rlverify's reference policy describes its own service, not yours; declare your service's policy, or measure one with rlverify discover", e.Target)
+}
+
+// missingPolicy refuses a run against a service rlverify did not
+// start when no policy is declared (see MissingPolicyError). It is the one
+// home of the "never a borrowed policy" rule for Prepare and Audit.
+func missingPolicy(o AttackOptions) error {
+	external := o.Env == EnvExternal || len(o.Targets) > 0 || o.Handler != nil
+	if !external || o.Policy != nil || o.JudgedPolicy != nil {
+		return nil
+	}
+	target := "an http.Handler"
+	if len(o.Targets) > 0 {
+		target = strings.Join(o.Targets, " ")
+	}
+	e := &MissingPolicyError{Target: target}
+	if o.Plan != nil && o.Plan.Policy != "" {
+		e.Plan = o.Plan.Name
+	}
+	return &OptionError{Field: "Policy", Err: e}
+}
+
+// CheckDeclaredPolicy is the rule Prepare applies, for callers that want to
+// refuse early (before reading keys files or starting anything): nil unless o
+// targets a service rlverify did not start without declaring its policy.
+func CheckDeclaredPolicy(o AttackOptions) error { return missingPolicy(o) }

@@ -13,6 +13,7 @@ import (
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/discover"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
@@ -146,6 +147,26 @@ func ExampleCompare() {
 	// Output:
 	// token-bucket: oversell pass
 	// faulty/racy-token-bucket: oversell fail
+}
+
+// ExampleDiscover measures the policy of a service you run (here a URL on
+// loopback) and keeps it as the draft of your declared policy. (Compiled,
+// not run: it needs a service at the URL.)
+func ExampleDiscover() {
+	d, err := rlverify.Discover(context.Background(), rlverify.DiscoverOptions{Options: discover.Options{
+		Targets:  []string{"http://127.0.0.1:8080/v1/orders"},
+		Identity: policy.Identity{In: policy.InBearer},
+		Request:  attacks.Request{Method: "POST", Body: `{"sku": "A-{i}"}`},
+		Budget:   time.Minute,
+	}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, t := range d.Result.Tiers {
+		fmt.Println(t.Name, discover.Describe(t))
+	}
+	fmt.Printf("%s", d.YAML) // every number commented with its evidence
 }
 
 // Interruptible returns as soon as the context ends (a signal in the CLI),

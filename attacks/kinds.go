@@ -293,7 +293,7 @@ func (e *Engine) variantGroups(ph *Phase, logical, key string, n int) (groups []
 			}
 			full := e.bases[0].requestTarget(sh.path.render(&vars{key: key, tenant: logical, run: e.o.RunID}), e.defPath, nil)
 			for _, pv := range id.PathVariants {
-				p, q := pathVariant(full, pv)
+				p, q := pathVariant(full, pv, id.PathPrefix)
 				name := "path:" + pv
 				groups = append(groups, variantGroup{name: name, mod: func(r *req, _ int) {
 					r.path, r.absPath, r.variant = p, true, name
@@ -310,8 +310,9 @@ func (e *Engine) variantGroups(ph *Phase, logical, key string, n int) (groups []
 }
 
 // pathVariant spells the request-target full (path and query) as the path
-// variant pv; q is an extra query parameter.
-func pathVariant(full, pv string) (path, q string) {
+// variant pv; q is an extra query parameter. The sibling variant asks for
+// another path under prefix (the policy's identity.path_prefix).
+func pathVariant(full, pv, prefix string) (path, q string) {
 	p, query, hasQ := strings.Cut(full, "?")
 	if p == "" {
 		p = "/"
@@ -333,6 +334,12 @@ func pathVariant(full, pv string) (path, q string) {
 		}
 	case "query":
 		q = "rlverify-variant=1"
+	case "sibling":
+		sib := strings.TrimSuffix(prefix, "/") + "/" + policy.SiblingPath
+		if p == sib {
+			sib += "-2"
+		}
+		p = sib
 	}
 	if hasQ {
 		p += "?" + query

@@ -135,8 +135,14 @@ func TestComposeStackAttack(t *testing.T) {
 	}
 	t.Logf("compose stack up in %s", time.Since(began).Round(time.Millisecond))
 
+	// The stack's limiters enforce the built-in policy: declare it (a
+	// --target is never judged against a policy it did not declare).
+	declared, err := filepath.Abs(filepath.Join("..", "policy", "default.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	args := []string{"attack", "--env", "external", "--plan", "concurrent-burst", "--sink", sinkURL,
-		"--out", filepath.Join(dir, "out"), "--quiet"}
+		"--policy", declared, "--out", filepath.Join(dir, "out"), "--quiet"}
 	for _, u := range targets {
 		args = append(args, "--target", u)
 	}

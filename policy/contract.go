@@ -49,6 +49,10 @@ type Identity struct {
 	// the same route (and so the same limit): trailing-slash, double-slash,
 	// case, query (an extra query parameter).
 	PathVariants []string `yaml:"path_variants,omitempty" json:"path_variants,omitempty"`
+	// PathPrefix, when set, says every path under it shares the key's one
+	// quota (one limit for /search/*, not one per route); the path variant
+	// sibling then sends another path under it.
+	PathPrefix string `yaml:"path_prefix,omitempty" json:"path_prefix,omitempty"`
 }
 
 // Where the identity travels.
@@ -73,7 +77,11 @@ const (
 )
 
 // PathVariantNames lists the path spellings a policy may declare the same route.
-var PathVariantNames = []string{"trailing-slash", "double-slash", "case", "query"}
+var PathVariantNames = []string{"trailing-slash", "double-slash", "case", "query", "sibling"}
+
+// SiblingPath is the path the sibling variant asks for under a policy's
+// identity.path_prefix.
+const SiblingPath = "rlverify-sibling"
 
 // DefaultIdentityHeader is the header that carries the key by default.
 const DefaultIdentityHeader = "X-API-Key"
@@ -175,8 +183,14 @@ func (id *Identity) normalize(errf func(string, string, ...any) error) error {
 			return errf(fmt.Sprintf("identity.trusted_proxies.%d", i), "%q is not a CIDR such as 10.0.0.0/8", c)
 		}
 	}
+	if id.PathPrefix != "" && (!strings.HasPrefix(id.PathPrefix, "/") || strings.ContainsAny(id.PathPrefix, "?# \t\r\n")) {
+		return errf("identity.path_prefix", "%q: want a path starting with / (no query), e.g. /search/", id.PathPrefix)
+	}
 	seen := map[string]bool{}
 	for i, v := range id.PathVariants {
+		if v == "sibling" && id.PathPrefix == "" {
+			return errf(fmt.Sprintf("identity.path_variants.%d", i), "sibling needs identity.path_prefix (the prefix whose paths share one quota)")
+		}
 		ok := false
 		for _, k := range PathVariantNames {
 			ok = ok || v == k

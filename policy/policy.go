@@ -128,7 +128,18 @@ type Headers struct {
 	// XReset is the form of X-RateLimit-Reset: "relative" seconds, "epoch"
 	// seconds or an HTTP "date".
 	XReset string `yaml:"x_ratelimit_reset" json:"x_ratelimit_reset"`
+	// On says which responses carry the rate-limit headers: all (the
+	// default: admitted and refused) or admitted (many gateways add them
+	// only to responses they let through; a refusal without them is then
+	// no header failure, while an admission without them still is).
+	On string `yaml:"on,omitempty" json:"on,omitempty"`
 }
+
+// Which responses carry the rate-limit headers (Headers.On).
+const (
+	HeadersOnAll      = "all"
+	HeadersOnAdmitted = "admitted"
+)
 
 // Failure modes when the state store is unavailable.
 const (
@@ -225,7 +236,7 @@ var defaultYAML []byte
 // DefaultYAML returns the text of the built-in default policy.
 func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
 
-// Default returns the built-in policy for quick runs: free keys (prefix
+// Default returns the built-in policy, what the reference limiter enforces when none is declared: free keys (prefix
 // "free-") get a bucket of 10 refilled at 5/s, paid keys ("paid-") 100 at 50/s.
 func Default() *Policy {
 	p, err := Parse("builtin:default", defaultYAML)
@@ -332,6 +343,11 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 	case "relative", "epoch", "date":
 	default:
 		return errf("headers.x_ratelimit_reset", "%q: want relative, epoch or date", p.Headers.XReset)
+	}
+	switch p.Headers.On {
+	case "", HeadersOnAll, HeadersOnAdmitted:
+	default:
+		return errf("headers.on", "%q: want all (admitted and refused responses carry the headers) or admitted (admitted ones only)", p.Headers.On)
 	}
 	f := &p.Failure
 	if f.Mode == "" {

@@ -31,6 +31,9 @@ type Audit struct {
 	// Measured are the limiter's parameters as the precision plan measured
 	// them, beside the declared ones.
 	Measured []checks.Measurement `json:"measured,omitempty"`
+	// Discovered, when set, says the policy was discovered, not declared,
+	// and what discovery measured (see NotDeclared).
+	Discovered []string `json:"discovered,omitempty"`
 	// Defects are the distinct problems the plans found, one per root-cause
 	// check, with every plan that found it and the strongest evidence.
 	Defects []AuditDefect `json:"defects,omitempty"`
@@ -51,6 +54,45 @@ type AuditDefect struct {
 	Summary string `json:"summary"`
 	// Explains lists the checks whose violations it explains in any plan.
 	Explains []string `json:"explains,omitempty"`
+}
+
+// DiscoveredNote heads every report of an audit whose policy was
+// discovered, not declared.
+const DiscoveredNote = "policy discovered, not declared: properties that need the service's own promise are measured, not judged"
+
+// NotJudged prefixes the summary of a property measured against a
+// discovered policy.
+const NotJudged = "measured, not judged: declare a policy to judge"
+
+// NotDeclared marks a as judged against a discovered policy (found, lines
+// saying what discovery measured): the properties names (those that need
+// the service's own promise) keep their measurements but no verdict.
+func (a *Audit) NotDeclared(names []string, found []string) {
+	a.Discovered = append([]string{DiscoveredNote}, found...)
+	a.Verdict = checks.Skip
+	for i := range a.Properties {
+		p := &a.Properties[i]
+		for _, n := range names {
+			if p.Name == n && p.Verdict != checks.Skip {
+				p.Summary = NotJudged + " (" + strings.ToLower(string(p.Verdict)) + " against the discovered policy: " + p.Summary + ")"
+				p.Verdict, p.Evidence = checks.Skip, nil
+			}
+		}
+		a.Verdict = checks.Merge(a.Verdict, p.Verdict)
+	}
+	for i := range a.Measured {
+		a.Measured[i].Verdict = checks.Skip
+	}
+	kept := a.Defects[:0]
+	for _, d := range a.Defects {
+		if !slices.Contains(names, d.Check) {
+			kept = append(kept, d)
+		}
+	}
+	a.Defects = kept
+	if a.Verdict == checks.Skip {
+		a.Verdict = checks.Unknown
+	}
 }
 
 // Property is one check's verdict over every plan of an audit.
@@ -378,6 +420,9 @@ func auditTextPrintable(w io.Writer, a *Audit, t Text) error {
 	for _, l := range a.Policy.Limits {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
+	for _, l := range a.Discovered {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
 	if len(a.Defects) > 0 {
 		fmt.Fprintf(&b, "\n%s:\n", plural(len(a.Defects), "defect"))
 		for i, d := range a.Defects {
@@ -446,6 +491,9 @@ func auditMarkdown(w io.Writer, a *Audit) error {
 		fmt.Fprintf(&b, " · %s", mdText(l))
 	}
 	b.WriteString("\n")
+	for _, l := range a.Discovered {
+		fmt.Fprintf(&b, "\n> %s\n", mdText(l))
+	}
 	if len(a.Defects) > 0 {
 		b.WriteString("\n### Defects\n\n")
 		for i, d := range a.Defects {
@@ -509,6 +557,9 @@ func auditMarkdown(w io.Writer, a *Audit) error {
 func auditJUnit(w io.Writer, a *Audit) error {
 	secs := func(ns float64) string { return fmt.Sprintf("%.3f", ns/1e9) }
 	s := junitSuite{Name: "audit · " + a.Target, Time: secs(float64(a.Elapsed))}
+	if len(a.Discovered) > 0 {
+		s.Name += " (" + DiscoveredNote + ")"
+	}
 	judged := map[string]int{}
 	elapsed := map[string]int64{}
 	for _, p := range a.Properties {
@@ -609,6 +660,9 @@ func auditHTML(w io.Writer, a *Audit) error {
 	htmlHead(pg, fmt.Sprintf("rlverify audit: %s — %s", badge(a.Verdict), a.Target))
 	fmt.Fprintf(pg, "<header><h1>rlverify audit %s</h1><p><b>%s</b> · policy <b>%s</b> <span class=\"muted\">(%s)</span></p><p class=\"headline\">%s</p></header>\n",
 		verdictBadge(a.Verdict), esc(a.Target), esc(a.Policy.Name), esc(a.Policy.Source), esc(AuditHeadline(a)))
+	for _, l := range a.Discovered {
+		fmt.Fprintf(pg, "<p><b>%s</b></p>\n", esc(l))
+	}
 	ran, requests := 0, int64(0)
 	for _, p := range a.Plans {
 		if p.Ran {

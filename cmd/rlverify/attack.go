@@ -327,6 +327,18 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	if len(f.targetURLs) > 0 {
 		f.env = "external"
 	}
+	if f.policyFile == "" {
+		// Never a borrowed policy: the library refuses your own service
+		// without a declared one (after a target it would refuse anyway).
+		if len(f.targetURLs) > 0 {
+			if err := rlverify.CheckTargets(f.targetURLs, f.allowRemote); err != nil {
+				return none, fromLib(&rlverify.OptionError{Err: err})
+			}
+		}
+		if err := rlverify.CheckDeclaredPolicy(rlverify.AttackOptions{Plan: plan, Env: f.env, Targets: f.targetURLs}); err != nil {
+			return none, fromLib(err)
+		}
+	}
 	if f.regions == 0 && (f.env == "embedded" || f.env == "docker") {
 		f.regions = plan.Regions
 	}

@@ -105,7 +105,7 @@ func TestAttackBadInput(t *testing.T) {
 		{"unknown plan", []string{"attack", "--plan", "no-such-plan"}, ExitUsage, "no built-in plan"},
 		{"unknown limiter", []string{"attack", "--plan", "concurrent-burst", "--limiter", "nope"}, ExitUsage, "unknown limiter"},
 		{"remote target", []string{"attack", "--plan", "concurrent-burst", "--target", "http://192.0.2.1:80"}, ExitUsage, "--allow-remote"},
-		{"unreachable target", []string{"attack", "--plan", "concurrent-burst", "--target", closed, "--out", dir}, ExitRun, "unreachable"},
+		{"unreachable target", []string{"attack", "--plan", "concurrent-burst", "--policy", "default", "--target", closed, "--out", dir}, ExitRun, "unreachable"},
 		{"bad format", []string{"attack", "--plan", "concurrent-burst", "--format", "pdf"}, ExitUsage, "unknown format"},
 		{"bad shard", []string{"attack", "--plan", "concurrent-burst", "--shard", "4/3"}, ExitUsage, "--shard"},
 		{"unknown flag", []string{"attack", "--nope"}, ExitUsage, "unknown flag"},

@@ -14,12 +14,16 @@ import (
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/discover"
+	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
 
 func auditCmd() *cobra.Command {
 	var f attackFlags
 	var only, planFiles []string
+	var budget time.Duration
+	var alsoDiscover bool
 	c := &cobra.Command{
 		Use:   "audit [--target URL …] [--policy FILE]",
 		Short: "Check a limiter against its policy: every applicable plan, one verdict per property",
@@ -34,6 +38,12 @@ fault method is given (--store-proxy, --toxiproxy, --on-inject). A plan that
 fails does not stop the others; each plan's history is kept in
 --out/AUDIT-ID/PLAN/ (--out/latest points at the newest audit).
 
+Against your own service without --policy, the policy is discovered first
+(as rlverify discover does, kept as discovered-policy.yaml), every report says
+"policy discovered, not declared", and what needs your promise (oversell,
+under-admission, fail-mode, …) is measured, not judged. With --policy,
+--discover puts each declared number beside the discovered one.
+
   rlverify audit --target http://127.0.0.1:8080 --policy my-policy.yaml
   rlverify audit --target http://127.0.0.1:8080 --policy p.yaml \
       --store-proxy 127.0.0.1:16379=127.0.0.1:6379 \
@@ -41,14 +51,16 @@ fails does not stop the others; each plan's history is kept in
   rlverify audit --limiter token-bucket`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runAudit(c.Context(), &f, only, planFiles, c.OutOrStdout(), c.ErrOrStderr())
+			return runAudit(c.Context(), &f, only, planFiles, budget, alsoDiscover, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fl := c.Flags()
 	fl.StringSliceVar(&only, "plans", nil, "run only these of the audit's plans")
 	fl.StringArrayVar(&planFiles, "plan", nil, "also run this plan file of your own after the audit's plans, judged against the same policy (repeatable)")
 	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to audit in the embedded environment (without --target)")
-	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
+	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default with --limiter: the built-in policy; with --target: discovered first, and only what needs no promise is judged)")
+	fl.BoolVar(&alsoDiscover, "discover", false, "with --target and --policy: discover the policy too and show each declared number beside the discovered one (a declared value outside the measured range fails declared-vs-discovered)")
+	fl.DurationVar(&budget, "discover-budget", discover.DefaultBudget, "with --target and no --policy: the longest the discovery of the policy may take")
 	fl.StringVar(&f.out, "out", "rlverify-audit", outHelp("each plan's folder (PLAN/history.jsonl …) and the audit's reports"))
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
 	addEnvFlags(fl, &f, "environment of a --limiter audit: embedded, local or docker; external with --target")
@@ -68,7 +80,7 @@ fails does not stop the others; each plan's history is kept in
 	return c
 }
 
-func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, stdout, stderr io.Writer) error {
+func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, budget time.Duration, alsoDiscover bool, stdout, stderr io.Writer) error {
 	fo, err := parseFailOn(f.failOn)
 	if err == nil {
 		err = fo.checkThresholds(nil) // an audit has no thresholds
@@ -87,14 +99,35 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, std
 	if len(f.targetURLs) > 0 {
 		f.env = "external"
 	}
-	pol, err := loadPolicy(f.policyFile)
-	if err != nil {
-		return err
+	discovering := f.env == "external" && f.policyFile == ""
+	if alsoDiscover && (f.env != "external" || discovering) {
+		return usageErr("audit: --discover puts a declared policy beside the discovered one: give --target and --policy (without --policy the audit discovers anyway)")
 	}
-	if pol, err = f.shape.apply(pol); err != nil {
-		return usageWrap(err)
+	var pol *policy.Policy
+	if !discovering {
+		if pol, err = loadPolicy(f.policyFile); err != nil {
+			return err
+		}
+		if pol, err = f.shape.apply(pol); err != nil {
+			return usageWrap(err)
+		}
 	}
-	base := rlverify.AttackOptions{Policy: pol, Env: f.env, Limiter: f.limiter, Targets: f.targetURLs}
+	base := rlverify.AttackOptions{Policy: pol, Env: f.env, Limiter: f.limiter, Targets: f.targetURLs, AllowRemote: f.allowRemote}
+	var disc *discover.Options
+	if discovering || (alsoDiscover && f.env == "external") {
+		df := discoverFlags{targets: f.targetURLs, allowRemote: f.allowRemote, budget: budget, timeout: f.timeout, quiet: f.quiet, shape: f.shape}
+		do, err := df.options(stderr)
+		if err != nil {
+			return err
+		}
+		disc = &do.Options
+		if !discovering && f.shape.identity == "" {
+			disc.Identity = policy.Identity{} // the declared policy's
+		}
+		if req, err := f.shape.request(); err == nil {
+			base.Request = req
+		}
+	}
 	if f.env == "external" {
 		if x, err := f.ext.environment(); err == nil {
 			base.Environment = x // what faults it can inject; errors come per plan
@@ -107,7 +140,20 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, std
 	f.out = dir
 	planReports := map[string][]string{}
 	a, err := rlverify.Audit(ctx, rlverify.AuditOptions{
-		Attack: base, Plans: only, PlanFiles: planFiles, Dir: dir,
+		Attack: base, Plans: only, PlanFiles: planFiles, Dir: dir, Discover: disc,
+		OnDiscovered: func(d *rlverify.Discovery) error {
+			// Every plan reads the discovered policy from the audit's
+			// folder, where the user finds it to declare it.
+			file := filepath.Join(dir, "discovered-policy.yaml")
+			if err := writeFileAtomic(file, d.YAML); err != nil {
+				return runErr(err)
+			}
+			f.policyFile = file
+			if !f.quiet {
+				fmt.Fprintf(stderr, "audit: %s\n%s\nthe discovered policy is in %s\n", reports.DiscoveredNote, summary(d.Result), file)
+			}
+			return nil
+		},
 		Log: func(format string, args ...any) {
 			if !f.quiet {
 				fmt.Fprintf(stderr, format+"\n", args...)
@@ -118,11 +164,13 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, std
 			pf.plan = plan
 			pf.out, pf.exactOut = pdir, true
 			pf.quiet = true
-			if pf.policyFile == "" {
+			if pf.policyFile == "" && pf.env != "external" {
 				// Every plan is judged against the declared policy, the
-				// built-in one here: a plan's own policy (retry-after's
-				// slow refill, tiers' seed tiers) is not what the audited
-				// service enforces.
+				// built-in one for a reference limiter: a plan's own
+				// policy (retry-after's slow refill, tiers' seed tiers) is
+				// not what the audited limiter enforces. (Against your own
+				// service there is none to borrow: the policy is declared
+				// or discovered.)
 				pf.policyFile = "default"
 			}
 			o, _, err := pf.options(io.Discard, stderr)

@@ -244,7 +244,7 @@ func TestAuditOfTheReferenceServiceUsesTheDeclaredPolicyForEveryPlan(t *testing.
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond, "rlverify serve listens")
 
-	out, stderr, code := rl(t, "audit", "--target", "http://"+addr, "--plans", "retry-after,precision", "--out", t.TempDir(), "--quiet")
+	out, stderr, code := rl(t, "audit", "--target", "http://"+addr, "--policy", "default", "--plans", "retry-after,precision", "--out", t.TempDir(), "--quiet")
 	require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
 	require.Regexp(t, `(?m)^  retry-after +PASS +\d+ requests`, out, "the plan ran and passed")
 }

@@ -117,7 +117,7 @@ func TestExternalFaultErrorsAreClear(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer busy.Close()
-	base := []string{"attack", "--target", url + "/search/x", "--out", t.TempDir(), "--quiet"}
+	base := []string{"attack", "--policy", "default", "--target", url + "/search/x", "--out", t.TempDir(), "--quiet"}
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -183,8 +183,10 @@ func TestExternalPlanWithItsOwnPolicyNeedsTheServicesPolicy(t *testing.T) {
 		t.Run(plan, func(t *testing.T) {
 			_, stderr, code := rl(t, "attack", "--plan", plan, "--target", url+"/search/x", "--out", t.TempDir(), "--quiet")
 			assert.Equal(t, ExitUsage, code, stderr)
-			assert.Contains(t, stderr, "plan "+plan+" judges against its own policy")
+			assert.Contains(t, stderr, "no declared policy")
+			assert.Contains(t, stderr, "plan "+plan+"'s own policy")
 			assert.Contains(t, stderr, "--policy FILE")
+			assert.Contains(t, stderr, "rlverify discover")
 		})
 	}
 	pol, err := testsvc.PolicyYAML("windowed")
@@ -192,5 +194,5 @@ func TestExternalPlanWithItsOwnPolicyNeedsTheServicesPolicy(t *testing.T) {
 	_, stderr, code := rl(t, "attack", "--plan", "retry-after", "--target", url+"/search/x", "--policy", writeFile(t, "windowed.yaml", string(pol)),
 		"--max-requests", "20", "--max-duration", "3s", "--out", t.TempDir(), "--quiet", "--fail-on", "none")
 	assert.NotEqual(t, ExitUsage, code, stderr)
-	assert.NotContains(t, stderr, "judges against its own policy")
+	assert.NotContains(t, stderr, "no declared policy")
 }

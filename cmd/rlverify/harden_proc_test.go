@@ -100,6 +100,11 @@ func TestReadmeCompareTargetCommand(t *testing.T) {
 	}
 	require.Contains(t, args, "mine="+url)
 	t.Chdir(t.TempDir()) // the README's command writes ./rlverify-compare
+	// The README declares your service's policy as my-policy.yaml: here the
+	// sessions service's own.
+	pol, err := testsvc.PolicyYAML("sessions")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile("my-policy.yaml", pol, 0o644))
 	stdout, stderr, code := rl(t, args...)
 	require.NotEqual(t, ExitUsage, code, stderr)
 	require.Equal(t, ExitFail, code, "an UNKNOWN column fails --fail-on's default; stderr:\n%s", stderr)

@@ -34,7 +34,7 @@ func TestLoopbackGuardCoversRedisAndSink(t *testing.T) {
 	}{
 		{"redis", []string{"--plan", "concurrent-burst", "--store", "redis", "--redis", "192.0.2.1:6379"}, "--redis 192.0.2.1:6379 is not a loopback address"},
 		{"redis URL", []string{"--plan", "concurrent-burst", "--store", "redis", "--redis", "redis://192.0.2.1:6379/2"}, "--redis 192.0.2.1:6379 is not a loopback address"},
-		{"sink", []string{"--plan", "concurrent-burst", "--target", "http://127.0.0.1:1/", "--sink", "http://192.0.2.1:9/sink"}, "--sink http://192.0.2.1:9/sink is not a loopback address"},
+		{"sink", []string{"--plan", "concurrent-burst", "--policy", "default", "--target", "http://127.0.0.1:1/", "--sink", "http://192.0.2.1:9/sink"}, "--sink http://192.0.2.1:9/sink is not a loopback address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, code := rl(t, append([]string{"attack", "--out", t.TempDir()}, tc.args...)...)
@@ -74,7 +74,7 @@ func TestResponseHeaderCaps(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			args := append([]string{"attack", "--plan", plan, "--target", srv.URL + tc.path, "--out", dir, "--fail-on", "none", "--quiet", "--format", "json"}, tc.flags...)
+			args := append([]string{"attack", "--plan", plan, "--policy", "default", "--target", srv.URL + tc.path, "--out", dir, "--fail-on", "none", "--quiet", "--format", "json"}, tc.flags...)
 			_, stderr, code := rl(t, args...)
 			if tc.wantErr == "" {
 				require.Equal(t, ExitPass, code, stderr)
@@ -96,7 +96,7 @@ func TestResponseHeaderCaps(t *testing.T) {
 			}
 		})
 	}
-	_, stderr, code := rl(t, "attack", "--plan", plan, "--target", srv.URL, "--max-headers", "0", "--out", t.TempDir())
+	_, stderr, code := rl(t, "attack", "--plan", plan, "--policy", "default", "--target", srv.URL, "--max-headers", "0", "--out", t.TempDir())
 	require.Equal(t, ExitUsage, code)
 	require.Contains(t, stderr, "--max-headers 0: want at least 1")
 }
@@ -199,7 +199,7 @@ func TestStopCutsOffRequestsInFlight(t *testing.T) {
 	t.Run("--max-duration", func(t *testing.T) {
 		dir := t.TempDir()
 		start := time.Now()
-		_, stderr, code := rl(t, "attack", "--plan", plan, "--env", "external", "--target", hangingTarget(t),
+		_, stderr, code := rl(t, "attack", "--plan", plan, "--env", "external", "--policy", "default", "--target", hangingTarget(t),
 			"--timeout", "40s", "--max-duration", "2s", "--out", dir, "--quiet")
 		require.Less(t, time.Since(start), 15*time.Second, "the run ends at --max-duration, not after --timeout")
 		require.Equal(t, ExitRun, code, stderr)
@@ -212,7 +212,7 @@ func TestStopCutsOffRequestsInFlight(t *testing.T) {
 		rlverifyBinary(t)
 		dir := t.TempDir()
 		code, stderr, _ := interrupt(t, syscall.SIGINT, 1500*time.Millisecond, "attack", "--plan", plan, "--env", "external",
-			"--target", hangingTarget(t), "--timeout", "10m", "--out", dir, "--quiet")
+			"--policy", "default", "--target", hangingTarget(t), "--timeout", "10m", "--out", dir, "--quiet")
 		require.Equal(t, ExitInterrupted, code, stderr)
 		requireCancelled(t, dir, 10*time.Minute)
 	})

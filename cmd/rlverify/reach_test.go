@@ -122,7 +122,7 @@ func TestAttackOnAWrongPathIsNoEvidence(t *testing.T) {
 	srv := httptest.NewServer(newOrdersService("k"))
 	defer srv.Close()
 	dir := t.TempDir()
-	out, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--target", srv.URL+"/v1/order",
+	out, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--policy", "default", "--target", srv.URL+"/v1/order",
 		"--out", dir, "--quiet")
 	require.Equal(t, ExitFail, code, "a run of 404s must not pass\nstdout:\n%s\nstderr:\n%s", out, stderr)
 	require.Contains(t, out, "100 of 100 requests got 404 from "+srv.URL+"/v1/order")
@@ -131,7 +131,7 @@ func TestAttackOnAWrongPathIsNoEvidence(t *testing.T) {
 	doc, _ := readResult(t, dir)
 	require.Equal(t, "unknown", doc.Verdict)
 	// --fail-on none reports without failing.
-	_, _, code = rl(t, "attack", "--plan", "concurrent-burst", "--target", srv.URL+"/v1/order",
+	_, _, code = rl(t, "attack", "--plan", "concurrent-burst", "--policy", "default", "--target", srv.URL+"/v1/order",
 		"--out", t.TempDir(), "--quiet", "--fail-on", "none")
 	require.Equal(t, ExitPass, code)
 	// A few errors within --max-error-rate are counted and shown, not fatal.

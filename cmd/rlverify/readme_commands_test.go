@@ -41,8 +41,9 @@ var readmeCommandTests = map[string]string{
 	// Thresholds
 	"rlverify attack --plan overload --threshold 'latency.p99<50ms' --threshold 'errors<1%' --threshold 'phase.overload.admitted.rate<=8/s'": "TestReadmeThresholdAndClockSkewCommands",
 	// Verify your own limiter
-	`rlverify attack --plan concurrent-burst --target http://127.0.0.1:8080/v1/orders --policy internal/testsvc/policies/orders.yaml --keys internal/testsvc/policies/orders-keys.yaml --method POST --header 'Content-Type: application/json' --body '{"sku": "A-{i}"}'`: "TestReadmeVerifyYourOwnLimiterCommands",
-	`rlverify audit --target http://127.0.0.1:8080/v1/orders --policy internal/testsvc/policies/orders.yaml --keys internal/testsvc/policies/orders-keys.yaml --method POST --header 'Content-Type: application/json' --body '{"sku": "A-{i}"}'`:                          "TestReadmeVerifyYourOwnLimiterCommands",
+	`rlverify discover --target http://127.0.0.1:8080/v1/orders --identity bearer --keys internal/testsvc/policies/orders-keys.yaml --method POST --header 'Content-Type: application/json' --body '{"sku": "A-{i}"}' -o my-policy.yaml`:           "TestReadmeVerifyYourOwnLimiter",
+	`rlverify attack --plan concurrent-burst --target http://127.0.0.1:8080/v1/orders --policy my-policy.yaml --keys internal/testsvc/policies/orders-keys.yaml --method POST --header 'Content-Type: application/json' --body '{"sku": "A-{i}"}'`: "TestReadmeVerifyYourOwnLimiterCommands",
+	`rlverify audit --target http://127.0.0.1:8080/v1/orders --policy my-policy.yaml --keys internal/testsvc/policies/orders-keys.yaml --method POST --header 'Content-Type: application/json' --body '{"sku": "A-{i}"}'`:                          "TestReadmeVerifyYourOwnLimiterCommands",
 	// Your own limiter, plan by plan
 	"rlverify sink --addr 127.0.0.1:9090 &": "TestReadmeSinkCommands",
 	"rlverify attack --plan concurrent-burst --target http://127.0.0.1:8080 --target http://127.0.0.1:8081 --policy my-policy.yaml --sink http://127.0.0.1:9090":                                                                                   "TestReadmeSinkCommands",
@@ -64,7 +65,7 @@ var readmeCommandTests = map[string]string{
 	// Comparing implementations
 	"rlverify compare --plan concurrent-burst --limiter token-bucket --limiter gcra --limiter x/time/rate --limiter faulty/racy-token-bucket":             "TestCompareMatrix",
 	"rlverify compare --plan store-outage --limiter token-bucket@fail-open --limiter token-bucket@fail-closed --limiter token-bucket@fail-local":          "TestCompareFailModesSideBySide",
-	"rlverify compare --plan concurrent-burst --limiter token-bucket --target mine=http://127.0.0.1:8080":                                                 "TestReadmeCompareTargetCommand",
+	"rlverify compare --plan concurrent-burst --limiter token-bucket --target mine=http://127.0.0.1:8080 --policy my-policy.yaml":                         "TestReadmeCompareTargetCommand",
 	"rlverify compare --plan concurrent-burst --limiter nginx/limit-req --limiter haproxy/stick-table --limiter gubernator/global --limiter token-bucket": "TestCompareGatewaysConcurrentBurst",
 	// Failure modes, regions and rules. The docker tests run these plans
 	// with the same policy and limiter on --env docker (where CI has a

@@ -364,7 +364,7 @@ func TestReliabilityHangingTarget(t *testing.T) {
 	plan := writeFile(t, "plan.yaml", "name: hang\nphases:\n  - kind: burst\n    key: free-h\n    requests: 5\n")
 	dir := t.TempDir()
 	start := time.Now()
-	_, stderr, code := rl(t, "attack", "--plan", plan, "--env", "external", "--target", srv.URL,
+	_, stderr, code := rl(t, "attack", "--plan", plan, "--env", "external", "--policy", "default", "--target", srv.URL,
 		"--timeout", "500ms", "--out", dir, "--quiet")
 	require.Less(t, time.Since(start), 10*time.Second, "the run is bounded by --timeout")
 	require.Equal(t, ExitRun, code, stderr)

@@ -48,6 +48,7 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 		auditCmd(),
 		importCmd(),
 		versionCmd(),
+		discoverCmd(),
 	)
 	setUpRoot(root)
 	if testRoot != nil {

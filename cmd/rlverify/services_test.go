@@ -107,6 +107,8 @@ func TestServicesWeDidNotWrite(t *testing.T) {
 		{"windowed", nil, "idle-refill", nil, []string{"oversell", "under-admission"}},
 		{"windowed", nil, "tenant-isolation", nil, []string{"isolation"}},
 		{"windowed", []string{"trust-xff"}, "bypass", []string{"bypass"}, nil},
+		{"windowed", nil, "bypass", nil, []string{"bypass"}},
+		{"windowed", []string{"per-path"}, "bypass", []string{"bypass"}, nil},
 		{"sessions", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}},
 		{"sessions", nil, "bypass", nil, []string{"bypass"}},
 		{"sessions", []string{"no-fold-case"}, "bypass", []string{"bypass"}, nil},

@@ -34,6 +34,7 @@ import (
 
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
 
@@ -239,13 +240,18 @@ func TestManifests(t *testing.T) {
 	require.Equal(t, want, flagValues(judge.Args, "--history"), "check.yaml lists every shard's history")
 	require.Len(t, flagValues(judge.Args, "--clock-skew"), 1)
 
-	// Both Jobs mount the shared claim; every $(VAR) is defined.
+	// Both Jobs mount the shared claim and the declared policy, which
+	// they pass as --policy (never judging against rlverify's own); every
+	// $(VAR) is defined.
 	for _, j := range []*batchv1.Job{shards, check} {
 		vols := j.Spec.Template.Spec.Volumes
-		require.Len(t, vols, 1, j.Name)
+		require.Len(t, vols, 2, j.Name)
 		require.NotNil(t, vols[0].PersistentVolumeClaim, j.Name)
 		require.Equal(t, "rlverify-results", vols[0].PersistentVolumeClaim.ClaimName, j.Name)
+		require.NotNil(t, vols[1].ConfigMap, j.Name)
+		require.Equal(t, "rlverify-policy", vols[1].ConfigMap.Name, j.Name)
 		c := &j.Spec.Template.Spec.Containers[0]
+		require.Equal(t, []string{"/etc/rlverify/policy.yaml"}, flagValues(c.Args, "--policy"), j.Name)
 		defined := map[string]string{}
 		for _, e := range c.Env {
 			defined[e.Name] = "x"
@@ -255,6 +261,12 @@ func TestManifests(t *testing.T) {
 			require.NoError(t, err, j.Name)
 		}
 	}
+	// The declared policy is what the sample target enforces (serve
+	// without --policy: the built-in one), and it loads.
+	declared, err := policy.Parse("config.yaml rlverify-policy", []byte(m.configMaps["rlverify-policy"].Data["policy.yaml"]))
+	require.NoError(t, err)
+	require.Equal(t, policy.Default().Tiers, declared.Tiers, "the ConfigMap's policy is the sample target's")
+	require.NotContains(t, m.deployments["rlverify-limiter"].Spec.Template.Spec.Containers[0].Args, "--policy")
 	skew, err := time.ParseDuration(m.configMaps["rlverify-run"].Data["clock-skew"])
 	require.NoError(t, err, "config.yaml clock-skew")
 	require.Positive(t, skew)
@@ -406,7 +418,13 @@ func TestThreeShardsJudgeAsOne(t *testing.T) {
 	n := int(*job.Spec.Completions)
 	results := filepath.Join(dir, "results")
 	require.NoError(t, os.MkdirAll(results, 0o755))
-	mounts := map[string]string{"results": results}
+	// The policy ConfigMap's files, as the kubelet mounts them.
+	polDir := filepath.Join(dir, "policy")
+	require.NoError(t, os.MkdirAll(polDir, 0o755))
+	for name, text := range m.configMaps["rlverify-policy"].Data {
+		require.NoError(t, os.WriteFile(filepath.Join(polDir, name), []byte(text), 0o644))
+	}
+	mounts := map[string]string{"results": results, "policy": polDir}
 	at := time.Now().Add(4 * time.Second).UTC().Truncate(time.Millisecond)
 	cms := map[string]map[string]string{
 		"rlverify-run":   {"target": svc.URL, "clock-skew": m.configMaps["rlverify-run"].Data["clock-skew"]},

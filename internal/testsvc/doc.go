@@ -62,4 +62,5 @@
 //	| retry-after-down     | rounds Retry-After down instead of up                               | retry-after: advice shorter than the wait       | retry-after               | all                           |
 //	| remaining-off-by-one | reports one more remaining than there is                            | headers: remaining disagrees with admissions    | headers, token-bounds     | all                           |
 //	| fail-open            | admits while Redis fails although failing closed is declared        | fail-mode                                       | fail-mode                 | redisbucket                   |
+//	| per-path             | one window per path where the policy shares one under /search/     | bypass: another path under the prefix is fresh  | bypass                    | windowed                      |
 package testsvc

@@ -54,6 +54,9 @@ type Quirks struct {
 	// FailOpen admits while the store is down although the service is
 	// configured (and its policy declares) to fail closed.
 	FailOpen bool
+	// PerPath keys the limiter on the path too, where the policy says every
+	// path under its prefix shares the key's one quota.
+	PerPath bool
 }
 
 // DefaultRacyPause is the pause of the racy quirk when none is given.
@@ -75,6 +78,7 @@ const (
 	QuirkRetryAfterDown    = "retry-after-down"
 	QuirkRemainingOffByOne = "remaining-off-by-one"
 	QuirkFailOpen          = "fail-open"
+	QuirkPerPath           = "per-path"
 )
 
 // quirk is one entry of the quirk table: how its value is written, how it
@@ -132,6 +136,8 @@ var quirkTable = []quirk{
 		func(q *Quirks) bool { return q.RemainingOffByOne }},
 	{QuirkFailOpen, "", func(q *Quirks, _ string) error { q.FailOpen = true; return nil },
 		func(q *Quirks) bool { return q.FailOpen }},
+	{QuirkPerPath, "", func(q *Quirks, _ string) error { q.PerPath = true; return nil },
+		func(q *Quirks) bool { return q.PerPath }},
 }
 
 func positiveInt(v string, dst *int) error {

@@ -3,6 +3,7 @@ package testsvc
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -26,6 +27,13 @@ type WindowedConfig struct {
 	Window time.Duration
 	// Store holds the windows; a store of its own when nil.
 	Store *Store
+	// Epoch aligns the windows to Unix time (window k is [k·W, (k+1)·W))
+	// instead of opening one at a key's first request.
+	Epoch bool
+	// Sliding makes it a sliding-window counter over epoch-aligned windows
+	// (as Cloudflare describes theirs): a request is admitted while
+	// prev·(1 − elapsed/W) + cur < N, the previous window's count fading.
+	Sliding bool
 }
 
 // Windowed is the windowed service, an http.Handler in the manner of
@@ -41,19 +49,20 @@ type WindowedConfig struct {
 // closes, rounded up) and X-RateLimit-Limit, -Remaining and -Reset, the
 // reset as the Unix time (seconds, rounded up) at which the window closes.
 type Windowed struct {
-	g      *gate
-	limit  int64
-	window time.Duration
-	store  *Store
+	g              *gate
+	limit          int64
+	window         time.Duration
+	store          *Store
+	epoch, sliding bool
 }
 
 // NewWindowed builds a windowed instance.
 func NewWindowed(cfg WindowedConfig) (*Windowed, error) {
-	g, err := newGate("windowed", cfg.Common, QuirkFoldCase)
+	g, err := newGate("windowed", cfg.Common, QuirkFoldCase, QuirkPerPath)
 	if err != nil {
 		return nil, err
 	}
-	w := &Windowed{g: g, limit: cfg.Limit, window: cfg.Window, store: cfg.Store}
+	w := &Windowed{g: g, limit: cfg.Limit, window: cfg.Window, store: cfg.Store, epoch: cfg.Epoch || cfg.Sliding, sliding: cfg.Sliding}
 	if w.limit == 0 {
 		w.limit = DefaultWindowedLimit
 	}
@@ -93,7 +102,11 @@ func (s *Windowed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.g.now()
 	var closes time.Time
-	d := step(s.store, "windowed:"+id.limiter, s.g.q.Racy, func(win fixedWindow, seen bool) (fixedWindow, decision) {
+	limKey := "windowed:" + id.limiter
+	if s.g.q.PerPath {
+		limKey += "|" + r.URL.Path // one window per route: the quirk
+	}
+	d := step(s.store, limKey, s.g.q.Racy, func(win fixedWindow, seen bool) (fixedWindow, decision) {
 		win, d := s.hit(win, seen, now)
 		closes = win.opened.Add(s.effectiveWindow())
 		return win, d
@@ -117,6 +130,8 @@ func (s *Windowed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type fixedWindow struct {
 	opened time.Time
 	count  int64
+	// prev is the previous window's count (sliding counter only).
+	prev int64
 }
 
 func (s *Windowed) effectiveWindow() time.Duration {
@@ -127,6 +142,9 @@ func (s *Windowed) effectiveWindow() time.Duration {
 // its window closed, opens a new window.
 func (s *Windowed) hit(win fixedWindow, seen bool, now time.Time) (fixedWindow, decision) {
 	w := s.effectiveWindow()
+	if s.epoch {
+		return s.hitEpoch(win, seen, now, w)
+	}
 	if !seen || !now.Before(win.opened.Add(w)) {
 		win = fixedWindow{opened: now}
 	}
@@ -139,6 +157,43 @@ func (s *Windowed) hit(win fixedWindow, seen bool, now time.Time) (fixedWindow, 
 	d.reset = win.opened.Add(w).Sub(now)
 	if !d.allowed {
 		d.retry = d.reset
+	}
+	return win, d
+}
+
+// hitEpoch counts one request at now in windows aligned to Unix time, as a
+// fixed window or (sliding) a sliding-window counter.
+func (s *Windowed) hitEpoch(win fixedWindow, seen bool, now time.Time, w time.Duration) (fixedWindow, decision) {
+	start := time.Unix(0, now.UnixNano()-now.UnixNano()%int64(w))
+	switch {
+	case !seen:
+		win = fixedWindow{opened: start}
+	case start.Equal(win.opened.Add(w)):
+		win = fixedWindow{opened: start, prev: win.count}
+	case start.After(win.opened):
+		win = fixedWindow{opened: start}
+	}
+	n := s.g.q.capacity(s.limit)
+	end := win.opened.Add(w)
+	frac := float64(now.Sub(win.opened)) / float64(w)
+	est := float64(win.count)
+	if s.sliding {
+		est += float64(win.prev) * (1 - frac)
+	}
+	d := decision{limit: s.limit, reset: end.Sub(now)}
+	if est+1 <= float64(n) {
+		win.count++
+		est++
+		d.allowed = true
+	}
+	d.remaining = n - int64(math.Ceil(est))
+	if !d.allowed {
+		d.retry = d.reset
+		if s.sliding && win.prev > 0 && win.count < n {
+			// The previous window's weight falls below N − cur − 1 at x.
+			x := 1 - float64(n-win.count-1)/float64(win.prev)
+			d.retry = win.opened.Add(time.Duration(x * float64(w))).Sub(now)
+		}
 	}
 	return win, d
 }
