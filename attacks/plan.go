@@ -23,8 +23,8 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/faults"
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/policy/yamlx"
 	"github.com/rlverify/rlverify/thresholds"
