@@ -359,6 +359,9 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 		if r.Low > r.High {
 			r.Low, r.High = math.Min(rt.Low, rq.Low), math.Max(rt.High, rq.High)
 		}
+		// The range both measurements allow holds the value written: the
+		// trickle's point may lie outside the narrower joint range.
+		r.Value = math.Min(math.Max(r.Value, r.Low), r.High)
 		no := false
 		t.RefusedCost = &no
 		t.RefusedEvidence = fmt.Sprintf("probed while empty (each probe refused but one per refill) it refilled as fast as left alone (%.3g/s vs %.3g/s): refusals cost nothing", rt.Value, rq.Value)
