@@ -192,7 +192,7 @@ func New(o Options) (*Engine, error) {
 		_, _ = rand.Read(b[:])
 		o.RunID = hex.EncodeToString(b[:])
 	}
-	def, field, err := o.Request.compile("")
+	def, field, err := o.Request.fromCaller().compile(bodyFiles{})
 	if err != nil {
 		return nil, fmt.Errorf("attacks: request %s: %w", field, err)
 	}
@@ -444,7 +444,7 @@ func (e *Engine) prepareRun(p *Plan) error {
 	e.shapes = map[string]*shape{}
 	for i := range p.Phases {
 		ph := &p.Phases[i]
-		sh, field, err := p.PhaseRequest(ph).merge(e.o.Request).compile(p.dir())
+		sh, field, err := p.PhaseRequest(ph).merge(e.o.Request.fromCaller()).compile(p.bodyFiles())
 		if err != nil {
 			return &PrepareError{fmt.Errorf("phase %s: request %s: %w", ph.Name, field, err)}
 		}

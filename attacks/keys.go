@@ -286,12 +286,13 @@ func PlanKeys(p *Plan) []string {
 // line's) on top, so a malformed template or body file is reported before
 // anything starts.
 func CheckRequest(plan *Plan, over Request) error {
-	if _, field, err := over.compile(""); err != nil {
+	over = over.fromCaller()
+	if _, field, err := over.compile(bodyFiles{}); err != nil {
 		return fmt.Errorf("request %s: %w", field, err)
 	}
 	for i := range plan.Phases {
 		ph := &plan.Phases[i]
-		if _, field, err := plan.PhaseRequest(ph).merge(over).compile(plan.dir()); err != nil {
+		if _, field, err := plan.PhaseRequest(ph).merge(over).compile(plan.bodyFiles()); err != nil {
 			return fmt.Errorf("phase %s: request %s: %w", ph.Name, field, err)
 		}
 	}

@@ -267,7 +267,7 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	if err := checkRunBounds(f); err != nil {
 		return none, err
 	}
-	plan, err := attacks.Load(f.plan)
+	plan, err := attacks.Load(f.plan, f.shape.planOptions()...)
 	if err != nil {
 		return none, usageWrap(err)
 	}
