@@ -30,8 +30,11 @@ func TestHostileNamesNeverReachAConfig(t *testing.T) {
 	for _, kind := range []string{catalog.NGINX, catalog.HAProxy, catalog.Gubernator} {
 		mode := map[string]string{catalog.NGINX: "nodelay", catalog.HAProxy: "", catalog.Gubernator: "global"}[kind]
 		for name, mutate := range map[string]func(*policy.Policy){
-			"policy name":  func(p *policy.Policy) {},
-			"tier name":    func(p *policy.Policy) { p.Name = "p"; p.Tiers[0].Name = `free" $rl_key; } error_log /tmp/x.log; map $x $y { "` },
+			"policy name": func(p *policy.Policy) {},
+			"tier name": func(p *policy.Policy) {
+				p.Name = "p"
+				p.Tiers[0].Name = `free" $rl_key; } error_log /tmp/x.log; map $x $y { "`
+			},
 			"default tier": func(p *policy.Policy) { p.Name = "p"; p.DefaultTier = "free\n}" },
 			"key prefix":   func(p *policy.Policy) { p.Name = "p"; p.Tiers[0].KeyPrefix = "free\" ;" },
 			"limit name":   func(p *policy.Policy) { p.Name = "p"; p.Tiers[0].Limits[0].Name = "x\nerror_log /tmp/y.log;" },
