@@ -672,8 +672,12 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		e.errs.Add(1)
 	}
 	if e.keys.secret() {
+		// The one place a run's events are recorded: a secret key is
+		// redacted, and scrubbed from every other value too, as a target
+		// may echo it (X-RateLimit-Limit: KEY, an error naming the URL).
 		cp := *ev
 		cp.Key = e.recordedKey(ev.Key)
+		e.keys.scrub.Event(&cp)
 		e.wrote(e.o.Writer.WriteEvent(&cp))
 		return
 	}

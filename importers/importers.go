@@ -121,6 +121,11 @@ type Options struct {
 	// Name names the input in messages and the run header ("stdin" when
 	// empty).
 	Name string
+	// PlainKeys keeps the keys in plain text. By default every key is
+	// redacted (policy.Policy.RedactKey) in the key field and scrubbed
+	// from every other recorded value, as an attack does with --keys: an
+	// imported key is a real key someone sent.
+	PlainKeys bool
 }
 
 // Summary says what Import wrote.
@@ -182,6 +187,9 @@ func Import(formatName string, r io.Reader, w *history.Writer, o Options) (*Summ
 	if err != nil {
 		return nil, err
 	}
+	if !o.PlainKeys {
+		scrubKeys(o.Policy, evs, sum.Run.Notes)
+	}
 	sum.Run.Env = EnvPrefix + formatName
 	sum.Run.ID = formatName + "-" + digest(evs)
 	judged, notes := Judgeable(o.Policy, sum.Run)
@@ -195,6 +203,29 @@ func Import(formatName string, r io.Reader, w *history.Writer, o Options) (*Summ
 		return nil, err
 	}
 	return sum, nil
+}
+
+// scrubKeys redacts every key of evs and scrubs it from every other value
+// of evs and from notes (a key in a query string, a header that echoes it).
+func scrubKeys(p *policy.Policy, evs []history.Event, notes []string) {
+	var s history.Scrubber
+	seen := map[string]bool{}
+	for i := range evs {
+		k := evs[i].Key
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		tier := ""
+		if t, ok := p.TierFor(k); ok {
+			tier = t.Name
+		}
+		s.Add(k, p.RedactKey(k, tier))
+	}
+	for i := range evs {
+		s.Event(&evs[i])
+	}
+	s.Strings(notes)
 }
 
 func write(w *history.Writer, run history.Run, evs []history.Event) error {

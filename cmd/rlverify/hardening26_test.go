@@ -1,9 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,4 +79,58 @@ func TestHardeningPlanBodyFiles(t *testing.T) {
 		require.Equal(t, 0, code, stderr)
 		require.False(t, strings.Contains(stderr, "body file"), stderr)
 	})
+}
+
+// echoKeyService is a limiter we did not write that echoes the caller's
+// key in its rate-limit headers (the issue's X-RateLimit-Limit and
+// RateLimit-Policy) and in a 429's Retry-After-less refusal: 3 admitted per
+// key, then 429.
+func echoKeyService() http.Handler {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-API-Key")
+		mu.Lock()
+		seen[key]++
+		n := seen[key]
+		mu.Unlock()
+		w.Header().Set("X-RateLimit-Limit", key)
+		w.Header().Set("RateLimit-Policy", `"`+key+`";q=3;w=1`)
+		w.Header().Set("X-RateLimit-Remaining", strconv.Itoa(max(0, 3-n)))
+		if n > 3 {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many for "+key, http.StatusTooManyRequests)
+			return
+		}
+		fmt.Fprintf(w, "hello %s\n", key)
+	})
+}
+
+// Issue 26, item 3: a target that echoes the --keys secret in its
+// headers never gets it into the history, result.json, any report or
+// stdout: every recorded value is scrubbed where events are recorded.
+func TestHardeningEchoedKeysAreScrubbed(t *testing.T) {
+	srv := httptest.NewServer(echoKeyService())
+	defer srv.Close()
+	const secret = "sk_live_9f8e7d6c5b4a"
+	pol := writeFile(t, "p.yaml", "name: echo\ntiers:\n  - name: basic\n    limits: [{limit: 3, window: 500ms}]\ndefault_tier: basic\n")
+	keys := writeFile(t, "keys.yaml", "basic: ["+secret+"]\n")
+	plan := writeFile(t, "plan.yaml", "name: echo\nphases:\n  - kind: burst\n    key: b1\n    requests: 6\n")
+	dir := t.TempDir()
+	out, stderr, code := rl(t, "attack", "--plan", plan, "--target", srv.URL, "--policy", pol, "--keys", keys,
+		"--format", "text,json,md,junit,html", "--out", dir, "--quiet", "--checks-off", "headers")
+	require.Contains(t, []int{ExitPass, ExitFail}, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
+	require.NotContains(t, out+stderr, secret)
+	files, err := filepath.Glob(filepath.Join(dir, "latest", "*"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 6, "history, result.json and 5 reports")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NotContains(t, string(b), secret, f)
+		require.NotContains(t, strings.ToUpper(string(b)), strings.ToUpper(secret), f)
+	}
+	hist, err := os.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
+	require.NoError(t, err)
+	require.Contains(t, string(hist), `"x_limit":"basic:…`, "the echoed value is recorded, redacted")
 }
