@@ -47,7 +47,9 @@ func (s *Scrubber) Add(secret, shown string) {
 			forms = append(forms, f)
 		}
 	}
-	sort.Slice(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) || len(forms[i]) == len(forms[j]) && forms[i] < forms[j] })
+	sort.Slice(forms, func(i, j int) bool {
+		return len(forms[i]) > len(forms[j]) || len(forms[i]) == len(forms[j]) && forms[i] < forms[j]
+	})
 	args := make([]string, 0, 2*len(forms))
 	for _, f := range forms {
 		args = append(args, f, s.shown[f])
