@@ -134,3 +134,79 @@ func TestHardeningEchoedKeysAreScrubbed(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(hist), `"x_limit":"basic:…`, "the echoed value is recorded, redacted")
 }
+
+// Issue 26, item 10: no file is replaced without --force — --history over
+// a policy file or an earlier run's history, two attacks given one
+// --history, import -o over its own input or an existing file: exit 2,
+// the file untouched.
+func TestHardeningNoFileOverwrittenWithoutForce(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "mypol.yaml")
+	polText := "name: mine\ntiers:\n  - name: free\n    key_prefix: free-\n    limits: [{capacity: 10, rate: 5/s}]\n"
+	require.NoError(t, os.WriteFile(pol, []byte(polText), 0o644))
+	precious := filepath.Join(dir, "precious.jsonl")
+	require.NoError(t, os.WriteFile(precious, []byte("an earlier failing run\n"), 0o644))
+	untouched := func(file, want string) {
+		t.Helper()
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		require.Equal(t, want, string(b), "%s was changed", file)
+	}
+	burst := func(args ...string) (string, int) {
+		out := t.TempDir()
+		_, stderr, code := rl(t, append([]string{"attack", "--plan", "concurrent-burst", "--out", out, "--quiet"}, args...)...)
+		if code == ExitUsage {
+			entries, _ := os.ReadDir(out)
+			require.Empty(t, entries, "nothing is made for a refused run")
+		}
+		return stderr, code
+	}
+	t.Run("--history over the policy file", func(t *testing.T) {
+		stderr, code := burst("--policy", pol, "--history", pol)
+		require.Equal(t, ExitUsage, code, stderr)
+		require.Contains(t, stderr, "history file "+pol+" already exists: give another file, or replace it with --force")
+		untouched(pol, polText)
+	})
+	t.Run("--history over an earlier run's history", func(t *testing.T) {
+		stderr, code := burst("--history", precious)
+		require.Equal(t, ExitUsage, code, stderr)
+		untouched(precious, "an earlier failing run\n")
+		stderr, code = burst("--history", precious, "--force")
+		require.Equal(t, ExitPass, code, stderr)
+		b, err := os.ReadFile(precious)
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(string(b), `{"t":"run"`), "--force replaces it")
+	})
+	t.Run("two attacks with one --history", func(t *testing.T) {
+		shared := filepath.Join(t.TempDir(), "shared.jsonl")
+		codes := make(chan int, 2)
+		for range 2 {
+			out := t.TempDir()
+			go func() {
+				_, _, code := rl(t, "attack", "--plan", "concurrent-burst", "--out", out, "--quiet", "--history", shared)
+				codes <- code
+			}()
+		}
+		got := []int{<-codes, <-codes}
+		require.ElementsMatch(t, []int{ExitPass, ExitUsage}, got, "one run records, the other is refused")
+		_, stderr, code := rl(t, "check", "--history", shared)
+		require.Equal(t, ExitPass, code, "the history is one run's, whole: %s", stderr)
+	})
+	t.Run("import -o over its input", func(t *testing.T) {
+		in := filepath.Join(t.TempDir(), "results.json")
+		data, err := os.ReadFile(importSamples + "k6-ok.json")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(in, data, 0o644))
+		for _, args := range [][]string{{"-o", in}, {"-o", in, "--force"}} {
+			_, stderr, code := rl(t, append([]string{"import", "--from", "k6", in, "--key-tag", "key"}, args...)...)
+			require.Equal(t, ExitUsage, code, stderr)
+			require.Contains(t, stderr, "is the file being imported")
+			untouched(in, string(data))
+		}
+		_, stderr, code := rl(t, "import", "--from", "k6", in, "--key-tag", "key", "-o", precious)
+		require.Equal(t, ExitUsage, code, stderr)
+		require.Contains(t, stderr, "already exists: give another -o, or --force to replace it")
+		_, stderr, code = rl(t, "import", "--from", "k6", in, "--key-tag", "key", "-o", precious, "--force")
+		require.Equal(t, ExitPass, code, stderr)
+	})
+}
