@@ -474,8 +474,11 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 }
 
 // render writes the first format to stdout and every format into out (when
-// set), plus result.json so `rlverify report` can render it again.
+// set), plus result.json so `rlverify report` can render it again. Each
+// file is written whole or not at all; when some cannot be written (a full
+// disk) the others still are, and the error names the ones missing.
 func render(doc *reports.Document, formats []string, out string, stdout io.Writer) error {
+	var failed []string
 	for i, format := range formats {
 		r, err := reports.Lookup(format)
 		if err != nil {
@@ -493,12 +496,19 @@ func render(doc *reports.Document, formats []string, out string, stdout io.Write
 		if out == "" {
 			continue
 		}
-		if err := writeReport(filepath.Join(out, "report."+reports.Extension(format)), r, doc); err != nil {
-			return err
+		file := filepath.Join(out, "report."+reports.Extension(format))
+		if err := writeReport(file, r, doc); err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%v)", file, err))
 		}
 	}
 	if out != "" {
-		return writeReport(filepath.Join(out, "result.json"), reports.JSON{}, doc)
+		file := filepath.Join(out, "result.json")
+		if err := writeReport(file, reports.JSON{}, doc); err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%v)", file, err))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("not written, nothing partial left behind: %s", strings.Join(failed, "; "))
 	}
 	return nil
 }
@@ -508,15 +518,7 @@ func writeReport(file string, r reports.Renderer, doc *reports.Document) error {
 		t.Color = false
 		r = t
 	}
-	fh, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	if err := r.Render(fh, doc); err != nil {
-		fh.Close()
-		return err
-	}
-	return fh.Close()
+	return writeAtomic(file, func(w io.Writer) error { return r.Render(w, doc) })
 }
 
 func parseShard(s string) (int, int, error) {

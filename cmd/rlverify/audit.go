@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -167,13 +166,8 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 }
 
 func writeAudit(file, format string, a *reports.Audit) error {
-	fh, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("audit report: %w", err)
+	if err := writeAtomic(file, func(w io.Writer) error { return reports.RenderAudit(w, format, a, false) }); err != nil {
+		return fmt.Errorf("audit report %s not written, nothing partial left behind: %w", file, err)
 	}
-	if err := reports.RenderAudit(fh, format, a, false); err != nil {
-		fh.Close()
-		return err
-	}
-	return fh.Close()
+	return nil
 }

@@ -219,15 +219,11 @@ func renderComparison(cmp *reports.Comparison, formats []string, out string, std
 		return fmt.Errorf("--out: %w", err)
 	}
 	write := func(file, format string) error {
-		fh, err := os.Create(filepath.Join(out, file))
-		if err != nil {
-			return fmt.Errorf("comparison report: %w", err)
+		path := filepath.Join(out, file)
+		if err := writeAtomic(path, func(w io.Writer) error { return reports.RenderComparison(w, format, cmp) }); err != nil {
+			return fmt.Errorf("comparison report %s not written, nothing partial left behind: %w", path, err)
 		}
-		if err := reports.RenderComparison(fh, format, cmp); err != nil {
-			fh.Close()
-			return err
-		}
-		return fh.Close()
+		return nil
 	}
 	for i, format := range formats {
 		if i == 0 {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -209,4 +213,60 @@ func TestHardeningNoFileOverwrittenWithoutForce(t *testing.T) {
 		_, stderr, code = rl(t, "import", "--from", "k6", in, "--key-tag", "key", "-o", precious, "--force")
 		require.Equal(t, ExitPass, code, stderr)
 	})
+}
+
+// Issue 26, item 11: a report is written whole or not at all.
+func TestHardeningReportsAreWrittenAtomically(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "report.json")
+	require.NoError(t, os.WriteFile(file, []byte("the earlier report"), 0o644))
+	err := writeAtomic(file, func(w io.Writer) error {
+		_, _ = io.WriteString(w, strings.Repeat("x", 100<<10)) // past the buffer: on disk already
+		return errors.New("disk full")
+	})
+	require.ErrorContains(t, err, "disk full")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file left behind")
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, "the earlier report", string(b), "the earlier file stays whole")
+
+	require.NoError(t, writeAtomic(file, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }))
+	st, err := os.Stat(file)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o644), st.Mode().Perm())
+}
+
+// A full disk (a 96 KiB tmpfs: the history and the small reports fit, the
+// HTML report does not): exit 3, the message names the report not
+// written, and no truncated or temporary file is left. Needs root to
+// mount; skipped otherwise.
+func TestHardeningFullDiskWhileWritingReports(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
+	_, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--out", mnt, "--quiet", "--format", "text,json,md,junit,html")
+	require.Equal(t, ExitRun, code, stderr)
+	require.Contains(t, stderr, "not written, nothing partial left behind")
+	require.Contains(t, stderr, "report.html")
+	require.Contains(t, stderr, "no space left on device")
+	files, err := filepath.Glob(filepath.Join(mnt, "latest", "*"))
+	require.NoError(t, err)
+	for _, f := range files {
+		require.NotContains(t, filepath.Base(f), ".tmp-", "temporary file left behind")
+		require.NotEqual(t, "report.html", filepath.Base(f), "a truncated report.html is left")
+		if strings.HasSuffix(f, ".json") {
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			require.True(t, json.Valid(b), "%s is whole", f)
+		}
+	}
+	_, err = os.Stat(filepath.Join(mnt, "latest", "result.json"))
+	require.NoError(t, err)
 }

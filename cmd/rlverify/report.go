@@ -93,16 +93,8 @@ func runReport(in string, formats []string, out string, stdout, stderr io.Writer
 		if abs(file) == abs(in) {
 			return usageErr("report: %s would overwrite the input; choose another --out", file)
 		}
-		fh, err := os.Create(file)
-		if err != nil {
-			return runErr(fmt.Errorf("report: %w", err))
-		}
-		err = write(fh, format, false)
-		if cerr := fh.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return runErr(err)
+		if err := writeAtomic(file, func(w io.Writer) error { return write(w, format, false) }); err != nil {
+			return runErr(fmt.Errorf("report: %s not written, nothing partial left behind: %w", file, err))
 		}
 		fmt.Fprintf(stderr, "rlverify: wrote %s\n", file)
 	}
