@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -91,6 +90,9 @@ type AttackOptions struct {
 	// AllowRemote allows targets and a Redis outside loopback (only
 	// services you own).
 	AllowRemote bool
+	// Resolver resolves the target names the loopback rule checks (nil:
+	// the system's resolver); see CheckLoopback.
+	Resolver Resolver
 	// Regions > 1 runs the reference token bucket in that many regions
 	// (embedded and docker; default: the plan's), sharing the quota as
 	// RegionMode says (service.RegionReplicated when empty).
@@ -314,7 +316,7 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 			if len(o.Targets) == 0 {
 				return nil, optionErr("--env external needs at least one --target URL")
 			}
-			if err := CheckTargets(o.Targets, o.AllowRemote); err != nil {
+			if err := CheckTargetsWith(context.Background(), o.Resolver, o.Targets, o.AllowRemote); err != nil {
 				return nil, optionWrap(err)
 			}
 			p.run.Target = strings.Join(o.Targets, " ")
@@ -528,8 +530,15 @@ func commonestErr(h *history.History) (string, int) {
 	return best, n[best]
 }
 
-// CheckTargets refuses targets outside loopback unless allowRemote.
+// CheckTargets refuses targets outside loopback unless allowRemote (see
+// CheckLoopback: names are resolved first).
 func CheckTargets(urls []string, allowRemote bool) error {
+	return CheckTargetsWith(context.Background(), nil, urls, allowRemote)
+}
+
+// CheckTargetsWith is CheckTargets resolving names with r (nil: the
+// system's resolver).
+func CheckTargetsWith(ctx context.Context, r Resolver, urls []string, allowRemote bool) error {
 	for _, raw := range urls {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -538,13 +547,8 @@ func CheckTargets(urls []string, allowRemote bool) error {
 		if allowRemote {
 			continue
 		}
-		host := u.Hostname()
-		if host == "localhost" {
-			continue
-		}
-		ip := net.ParseIP(host)
-		if ip == nil || !ip.IsLoopback() {
-			return fmt.Errorf("--target %s is not a loopback address; pass --allow-remote to attack it (only services you own)", raw)
+		if err := CheckLoopback(ctx, r, "--target "+raw, u.Hostname()); err != nil {
+			return err
 		}
 	}
 	return nil

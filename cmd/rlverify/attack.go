@@ -353,7 +353,7 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	o := rlverify.AttackOptions{
 		Plan: plan, Policy: pol, Env: f.env, Limiter: f.limiter, Store: f.store,
 		RedisURL: f.redisURL, RedisCluster: f.redisCluster, Instances: f.instances,
-		Targets: f.targetURLs, AllowRemote: f.allowRemote,
+		Targets: f.targetURLs, AllowRemote: f.allowRemote, Resolver: resolver,
 		Regions: f.regions, RegionMode: f.regionMode, RegionSync: f.regionSync, RegionLatency: f.regionLat,
 		Request: shapeReq, Keys: keyFile, KeepKeys: f.keepKeys,
 		Checks:      checks.Options{Only: f.only, Off: f.off, MaxErrorRate: f.shape.maxErrorRate},
@@ -383,7 +383,7 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	case f.env == "docker":
 		o.Environment = docker.Docker{RedisImage: f.redisImage, LimiterImage: f.limiterImage, Binary: f.limiterBinary, NoPull: f.noPull}
 	case f.env == "external" && len(f.targetURLs) > 0:
-		if err := rlverify.CheckTargets(f.targetURLs, f.allowRemote); err != nil {
+		if err := rlverify.CheckTargetsWith(context.Background(), resolver, f.targetURLs, f.allowRemote); err != nil {
 			return none, usageWrap(err)
 		}
 		x, err := f.ext.environment(f.allowRemote)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/envs"
 )
@@ -163,14 +165,15 @@ func loopbackAddr(flag, addr string, allow bool) error {
 }
 
 func loopbackHost(flag, what, host string, allow bool) error {
-	if allow || host == "localhost" {
+	if allow {
 		return nil
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("%s %s is not a loopback address; pass --allow-remote to use it (only services you own)", flag, what)
+	return rlverify.CheckLoopback(context.Background(), resolver, flag+" "+what, host)
 }
+
+// resolver resolves the names the loopback rule checks (nil: the system's);
+// tests replace it.
+var resolver rlverify.Resolver
 
 // checkExternalFaults says, before anything starts, how to inject each
 // fault a plan needs on a service rlverify did not start.

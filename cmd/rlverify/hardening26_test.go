@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,4 +272,43 @@ func TestHardeningFullDiskWhileWritingReports(t *testing.T) {
 	}
 	_, err = os.Stat(filepath.Join(mnt, "latest", "result.json"))
 	require.NoError(t, err)
+}
+
+// hostsResolver answers from a table, as a hostile /etc/hosts would.
+type hostsResolver map[string]string
+
+func (h hostsResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	a, ok := h[host]
+	if !ok {
+		return nil, errors.New("no such host")
+	}
+	return []netip.Addr{netip.MustParseAddr(a)}, nil
+}
+
+// Issue 26, item 4: with localhost mapped elsewhere, --target, --sink and
+// the other guarded addresses are refused before anything is dialled; a
+// localhost that is loopback still works.
+func TestHardeningLocalhostIsResolvedFirst(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	require.NoError(t, err)
+	local := "http://localhost:" + port
+	t.Cleanup(func() { resolver = nil })
+	resolver = hostsResolver{"localhost": "192.0.2.7"}
+	for _, args := range [][]string{
+		{"--target", local},
+		{"--target", "http://127.0.0.1:" + port, "--sink", "http://localhost:9/sink"},
+		{"--target", "http://127.0.0.1:" + port, "--store-proxy", "localhost:7000=127.0.0.1:6379"},
+	} {
+		_, stderr, code := rl(t, append([]string{"attack", "--plan", "concurrent-burst", "--policy", writeFile(t, "p.yaml", ordersPolicy), "--out", t.TempDir(), "--quiet"}, args...)...)
+		require.Equal(t, ExitUsage, code, "%v: %s", args, stderr)
+		require.Contains(t, stderr, "is not a loopback address: localhost resolves to 192.0.2.7", args)
+	}
+	require.False(t, loopbackListen("localhost:8080"), "serve --listen localhost does not count as loopback either")
+	resolver = hostsResolver{"localhost": "127.0.0.1"}
+	require.True(t, loopbackListen("localhost:8080"))
+	_, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--policy", writeFile(t, "p.yaml", ordersPolicy), "--target", local, "--out", t.TempDir(), "--quiet")
+	require.NotEqual(t, ExitUsage, code, stderr)
+	require.NotContains(t, stderr, "loopback")
 }

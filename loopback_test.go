@@ -1,0 +1,68 @@
+package rlverify
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/attacks"
+)
+
+// fakeResolver answers from a table, as /etc/hosts would.
+type fakeResolver map[string][]string
+
+func (f fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	l, ok := f[host]
+	if !ok {
+		return nil, errors.New("no such host")
+	}
+	var out []netip.Addr
+	for _, s := range l {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out, nil
+}
+
+// Issue 26, item 4: localhost was trusted by name; with /etc/hosts
+// mapping it elsewhere, --target and --sink dialled the other address. A
+// name is resolved first and every address must be loopback.
+func TestLoopbackRuleResolvesNames(t *testing.T) {
+	hijacked := fakeResolver{"localhost": {"192.0.2.7"}, "mixed": {"127.0.0.1", "10.0.0.1"}, "me": {"127.0.0.1", "::1"}, "mapped": {"::ffff:127.0.0.1"}}
+	for _, tc := range []struct {
+		host, want string
+	}{
+		{"127.0.0.1", ""},
+		{"127.9.9.9", ""},
+		{"::1", ""},
+		{"[::1]", ""},
+		{"me", ""},
+		{"mapped", ""},
+		{"localhost", "localhost resolves to 192.0.2.7"},
+		{"localhost.", "localhost resolves to 192.0.2.7"},
+		{"mixed", "mixed resolves to 10.0.0.1"},
+		{"10.0.0.1", "is not a loopback address"},
+		{"unknown.invalid", "cannot resolve unknown.invalid"},
+	} {
+		t.Run(tc.host, func(t *testing.T) {
+			err := CheckLoopback(context.Background(), hijacked, "--target http://"+tc.host, tc.host)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, "--allow-remote")
+		})
+	}
+	require.ErrorContains(t, CheckTargetsWith(context.Background(), hijacked, []string{"http://localhost:8080"}, false), "--target http://localhost:8080 is not a loopback address: localhost resolves to 192.0.2.7")
+	require.NoError(t, CheckTargetsWith(context.Background(), hijacked, []string{"http://localhost:8080"}, true), "--allow-remote")
+	// The library's Prepare applies the same rule with AttackOptions.Resolver.
+	plan, err := attacks.Load("concurrent-burst")
+	require.NoError(t, err)
+	_, err = Prepare(AttackOptions{Plan: plan, Env: EnvExternal, Targets: []string{"http://localhost:8080"}, Resolver: hijacked})
+	var oe *OptionError
+	require.True(t, errors.As(err, &oe), "%v", err)
+	require.ErrorContains(t, err, "localhost resolves to 192.0.2.7")
+}
