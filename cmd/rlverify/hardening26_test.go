@@ -312,3 +312,20 @@ func TestHardeningLocalhostIsResolvedFirst(t *testing.T) {
 	require.NotEqual(t, ExitUsage, code, stderr)
 	require.NotContains(t, stderr, "loopback")
 }
+
+// Issue 26, item 12 (import): /dev/zero is refused at once in every
+// format, with the cap or the format named, and no history left behind.
+func TestHardeningImportDevZero(t *testing.T) {
+	for _, from := range []string{"vegeta", "k6", "har"} {
+		t.Run(from, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "h.jsonl")
+			requireQuick(t, 10*time.Second, func() {
+				_, stderr, code := rl(t, "import", "--from", from, "/dev/zero", "-o", out, "--key", "free-a")
+				require.Equal(t, ExitUsage, code, stderr)
+				require.Contains(t, stderr, "/dev/zero")
+			})
+			_, err := os.Stat(out)
+			require.ErrorIs(t, err, os.ErrNotExist)
+		})
+	}
+}
