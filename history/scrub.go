@@ -38,7 +38,16 @@ func (s *Scrubber) Add(secret, shown string) {
 	for _, form := range []string{secret, url.QueryEscape(secret), url.PathEscape(secret), strings.ToUpper(secret), strings.ToLower(secret)} {
 		if _, ok := s.shown[form]; !ok {
 			s.shown[form] = shown
+			s.rep = nil // built again on first use: a keys file adds many at once
 		}
+	}
+}
+
+// replacer returns the replacer of every secret form long enough to
+// scrub inside a value; s.mu is held for writing.
+func (s *Scrubber) replacer() *strings.Replacer {
+	if s.rep != nil {
+		return s.rep
 	}
 	// Longest first: where one secret holds another, the longer one wins.
 	forms := make([]string, 0, len(s.shown))
@@ -55,6 +64,7 @@ func (s *Scrubber) Add(secret, shown string) {
 		args = append(args, f, s.shown[f])
 	}
 	s.rep = strings.NewReplacer(args...)
+	return s.rep
 }
 
 // Active reports whether s knows any secret.
@@ -73,14 +83,21 @@ func (s *Scrubber) String(v string) string {
 		return v
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if shown, ok := s.shown[v]; ok {
+	shown, whole := s.shown[v]
+	rep := s.rep
+	n := len(s.shown)
+	s.mu.RUnlock()
+	switch {
+	case whole:
 		return shown
-	}
-	if s.rep == nil {
+	case n == 0:
 		return v
+	case rep == nil:
+		s.mu.Lock()
+		rep = s.replacer()
+		s.mu.Unlock()
 	}
-	return s.rep.Replace(v)
+	return rep.Replace(v)
 }
 
 // Event replaces every known secret in every text field of e.

@@ -1,6 +1,8 @@
 package history
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,4 +27,22 @@ func TestScrubber(t *testing.T) {
 	e := Event{Key: "secret-key", XLimit: "secret-key", RateLimitPolicy: `"secret-key";q=3`, Err: "Get http://h/?k=secret-key: refused", Path: "/x?k=secret-key"}
 	s.Event(&e)
 	require.Equal(t, Event{Key: "S1", XLimit: "S1", RateLimitPolicy: `"S1";q=3`, Err: "Get http://h/?k=S1: refused", Path: "/x?k=S1"}, e)
+}
+
+// The engine records events from many goroutines while keys are handed out.
+func TestScrubberIsSafeForConcurrentUse(t *testing.T) {
+	var s Scrubber
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				key := fmt.Sprintf("key-%d-%d", g, i)
+				s.Add(key, "S")
+				require.Equal(t, "x S", s.String("x "+key))
+			}
+		}()
+	}
+	wg.Wait()
 }
