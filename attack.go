@@ -235,6 +235,9 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 	if o.MaxHeaderBytes < 0 || o.MaxHeaders < 0 {
 		return nil, optionErr("--max-header-bytes %d, --max-headers %d: both must be at least 1", o.MaxHeaderBytes, o.MaxHeaders)
 	}
+	if o.MaxHeaderBytes > attacks.MaxHeaderBytesCeiling || o.MaxHeaders > attacks.MaxHeadersCeiling {
+		return nil, optionErr("--max-header-bytes %d, --max-headers %d: want at most %d bytes and %d fields", o.MaxHeaderBytes, o.MaxHeaders, attacks.MaxHeaderBytesCeiling, attacks.MaxHeadersCeiling)
+	}
 	if o.HistoryFile != "" {
 		if err := checkHistoryFile(o.HistoryFile, o.ReplaceHistory); err != nil {
 			return nil, err
@@ -285,6 +288,11 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 		if err != nil {
 			return nil, optionWrap(err)
 		}
+		if o.RedisURL != "" && entry.Store != catalog.Redis {
+			// It would be silently unused: the user believes the run
+			// exercised their Redis.
+			return nil, optionErr("--redis %s does not apply: %s keeps its state in memory in this run (store %s); give --store redis to use that Redis", o.RedisURL, entry.Name, entry.Store)
+		}
 		p.reference(entry, pol, entry.Store)
 		p.env = envs.Embedded{}
 	case EnvLocal, EnvDocker:
@@ -301,6 +309,9 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 			p.spec.Regions = regions()
 		}
 		if o.Env == EnvLocal {
+			if o.RedisURL != "" {
+				return nil, optionErr("--env local starts its own redis-server processes: --redis %s does not apply (use --env embedded --store redis --redis URL)", o.RedisURL)
+			}
 			p.env = envs.Local{Cluster: o.RedisCluster}
 		} else {
 			if o.RedisURL != "" || o.RedisCluster > 0 {
@@ -312,6 +323,9 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 			p.env = o.Environment
 		}
 	case EnvExternal:
+		if o.RedisURL != "" {
+			return nil, optionErr("--redis %s does not apply to --env external: your service uses its own store (to break it, see --store-proxy)", o.RedisURL)
+		}
 		if o.Handler == nil {
 			if len(o.Targets) == 0 {
 				return nil, optionErr("--env external needs at least one --target URL")
@@ -381,7 +395,12 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 	}
 	var hw io.Writer = f
 	if o.HistoryCopy != nil {
-		hw = &teeFile{File: f, copy: o.HistoryCopy}
+		// The copy's reader may go away (`--history - | head`): the run
+		// then stops as if interrupted, and the file gets the rest.
+		var stopCopy context.CancelCauseFunc
+		ctx, stopCopy = context.WithCancelCause(ctx)
+		defer stopCopy(nil)
+		hw = &teeFile{File: f, copy: o.HistoryCopy, stop: stopCopy}
 	}
 	w := history.NewWriter(hw)
 	if o.OnEvent != nil {
@@ -425,6 +444,9 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 			o.StartAt.UTC().Format(time.RFC3339Nano), time.Until(o.StartAt).Round(time.Millisecond))
 	}
 	sum, runE := eng.Run(ctx, plan, run)
+	if cause := context.Cause(ctx); errors.Is(cause, ErrHistoryCopy) && runE == nil {
+		runE = cause
+	}
 	var pe *attacks.PrepareError
 	if errors.As(runE, &pe) {
 		return nil, optionWrap(pe)
@@ -491,12 +513,21 @@ type teeFile struct {
 	*os.File
 	copy    io.Writer
 	copyErr error
+	// stop ends the run when the copy cannot be written.
+	stop context.CancelCauseFunc
 }
+
+// ErrHistoryCopy is why a run stopped when AttackOptions.HistoryCopy could
+// not be written (its reader went away: `attack --history - | head`); the
+// history file is complete, with its end record.
+var ErrHistoryCopy = errors.New("the copy of the history cannot be written (did its reader go away?)")
 
 func (t *teeFile) Write(b []byte) (int, error) {
 	n, err := t.File.Write(b)
 	if t.copyErr == nil && n > 0 {
-		_, t.copyErr = t.copy.Write(b[:n])
+		if _, t.copyErr = t.copy.Write(b[:n]); t.copyErr != nil && t.stop != nil {
+			t.stop(fmt.Errorf("%w: %v", ErrHistoryCopy, t.copyErr))
+		}
 	}
 	return n, err
 }
@@ -513,21 +544,29 @@ func allUnreachable(h *history.History) bool {
 	return true
 }
 
-// commonestErr is the error most requests of h got, and how many got it.
+// commonestErr is the error most requests of h got, and how many got it:
+// messages are grouped by checks.ErrorKind (a local port, an address or a
+// key in a URL differ from request to request), and the first message of
+// the largest group is the example, verbatim.
 func commonestErr(h *history.History) (string, int) {
 	n := map[string]int{}
+	example := map[string]string{}
 	best := ""
 	for i := range h.Events {
 		e := h.Events[i].Err
 		if e == "" {
 			e = "no status"
 		}
-		n[e]++
-		if n[e] > n[best] || (n[e] == n[best] && e < best) {
-			best = e
+		k := checks.ErrorKind(e)
+		if _, ok := example[k]; !ok {
+			example[k] = e
+		}
+		n[k]++
+		if n[k] > n[best] || (n[k] == n[best] && k < best) {
+			best = k
 		}
 	}
-	return best, n[best]
+	return example[best], n[best]
 }
 
 // CheckTargets refuses targets outside loopback unless allowRemote (see

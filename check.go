@@ -65,16 +65,50 @@ func (o *Outcome) Failed() []checks.Result {
 	return out
 }
 
-// Check judges recorded histories.
-func Check(_ context.Context, o CheckOptions) (*Outcome, error) {
-	h := o.History
-	if h == nil {
-		var err error
-		if h, err = ReadHistories(o.Histories, o.Stdin); err != nil {
-			return nil, err
-		}
+// Check judges recorded histories. When ctx ends first (a signal) it
+// returns an *InterruptedError at once (see Interruptible).
+func Check(ctx context.Context, o CheckOptions) (*Outcome, error) {
+	if err := checks.ValidateSlack(o.Checks.Slack); err != nil {
+		return nil, optionErr("%w", err)
 	}
-	return judge(h, o.Policy, o.Checks, o.Thresholds)
+	return Interruptible(ctx, func() (*Outcome, error) {
+		h := o.History
+		if h == nil {
+			var err error
+			if h, err = ReadHistories(o.Histories, o.Stdin); err != nil {
+				return nil, err
+			}
+		}
+		return judge(h, o.Policy, o.Checks, o.Thresholds)
+	})
+}
+
+// Interruptible runs f and returns what it returns, or an
+// *InterruptedError as soon as ctx ends. Reading and judging a history is
+// memory and CPU work with nothing to undo, so f is left to finish in the
+// background: a caller that exits on the error (the CLI, exit 130) stops at
+// once instead of after the whole read (a 3.6 M-event check ran on for 22 s
+// past Ctrl-C). A library caller that goes on pays for f's remaining work.
+func Interruptible[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, &InterruptedError{Err: context.Cause(ctx)}
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, &InterruptedError{Err: context.Cause(ctx)}
+	}
 }
 
 // judge checks h against pol (nil: the policy h declares) and ts.

@@ -2,6 +2,7 @@ package rlverify_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -145,4 +146,18 @@ func ExampleCompare() {
 	// Output:
 	// token-bucket: oversell pass
 	// faulty/racy-token-bucket: oversell fail
+}
+
+// Interruptible returns as soon as the context ends (a signal in the CLI),
+// without waiting for the work: rlverify.Check uses it to stop at Ctrl-C.
+func ExampleInterruptible() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Ctrl-C
+	_, err := rlverify.Interruptible(ctx, func() (int, error) {
+		time.Sleep(time.Hour) // reading a huge history
+		return 0, nil
+	})
+	var ie *rlverify.InterruptedError
+	fmt.Println(errors.As(err, &ie), err)
+	// Output: true run interrupted: context canceled
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	mrand "math/rand/v2"
 	"net"
@@ -406,7 +407,10 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		sum.Interrupted, sum.Reason = true, runErr.Error()
 	}
 	if e.o.Faults != nil {
-		e.clearFaults()
+		if err := e.clearFaults(); err != nil && runErr == nil {
+			// The service may be left in the fault: the user must know.
+			runErr = err
+		}
 		e.faultMu.Lock()
 		for _, f := range e.openFaults {
 			f.End, f.Cleared = e.off(), e.off()
@@ -836,15 +840,28 @@ func sortedCopy(xs []int64) []int64 {
 	return s
 }
 
-// clearFaults ends any fault left injected at the end of a run.
-func (e *Engine) clearFaults() {
+// clearFaults ends any fault left injected at the end of a run (an
+// interrupted run, a phase that failed), and says which could not be
+// cleared (it was silent: a failing clear command left the service in the
+// fault unnoticed).
+func (e *Engine) clearFaults() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	e.faultMu.Lock()
+	open := maps.Clone(e.openFaults)
+	e.faultMu.Unlock()
+	var errs []error
 	for _, k := range FaultKinds {
-		if e.o.Faults.Supports(k) {
-			_ = e.o.Faults.Clear(ctx, k)
+		if !e.o.Faults.Supports(k) {
+			continue
+		}
+		if err := e.o.Faults.Clear(ctx, k); err != nil {
+			if _, injected := open[k]; injected {
+				errs = append(errs, fmt.Errorf("clear %s at the end of the run: %w", k, err))
+			}
 		}
 	}
+	return errors.Join(errs...)
 }
 
 func sqrtF(x float64) float64 { return math.Sqrt(x) }

@@ -14,6 +14,14 @@ const (
 	DefaultMaxHeaders     = 100
 )
 
+// Ceilings of those bounds: net/http adds its own margin to the header
+// byte limit, so math.MaxInt64 overflowed and made every response an error;
+// a gigabyte of headers is far past anything a limiter sends.
+const (
+	MaxHeaderBytesCeiling = 1 << 30
+	MaxHeadersCeiling     = 1 << 20
+)
+
 // errCancelled marks a request cut off because the run stopped (Ctrl-C,
 // SIGTERM, --max-duration): recorded as cancelled, not as the target's
 // error.

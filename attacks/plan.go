@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/policy/yamlx"
@@ -254,6 +255,9 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 	if p.Name == "" {
 		return doc.Errorf("name", "a plan needs a name")
 	}
+	if err := printableName(p.Name); err != nil {
+		return doc.Errorf("name", "%v", err)
+	}
 	if len(p.Phases) == 0 {
 		return doc.Errorf("phases", "a plan needs at least one phase")
 	}
@@ -294,6 +298,9 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 		}
 		if names[ph.Name] {
 			return doc.Errorf(at+".name", "phase name %q is used twice", ph.Name)
+		}
+		if err := printableName(ph.Name); err != nil {
+			return doc.Errorf(at+".name", "%v", err)
 		}
 		names[ph.Name] = true
 		if err := ph.validate(doc, at); err != nil {
@@ -627,4 +634,16 @@ func (p *Plan) PlanThresholds() []thresholds.Threshold {
 		out = append(out, t)
 	}
 	return out
+}
+
+// printableName refuses a name holding control characters (a newline, an
+// ANSI escape): names are printed on terminals, in progress lines and in
+// reports, where such a name could fake a line or recolour the screen.
+func printableName(name string) error {
+	for _, r := range name {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return fmt.Errorf("name %q holds a control character (%U): names are printed on terminals and in reports", name, r)
+		}
+	}
+	return nil
 }

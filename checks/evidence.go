@@ -2,6 +2,7 @@ package checks
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -57,6 +58,20 @@ func Errors(h *history.History, p *policy.Policy) (total int64, by []StatusCount
 	}
 	sort.SliceStable(by, func(a, b int) bool { return by[a].Count > by[b].Count })
 	return total, by
+}
+
+var (
+	quotedText = regexp.MustCompile(`"[^"]*"`)
+	digitRun   = regexp.MustCompile(`[0-9]+`)
+)
+
+// ErrorKind is an error message with what differs from request to request
+// collapsed, for grouping: quoted text (Go quotes the URL, with its key) is
+// "…" and every run of digits N, so `read tcp 127.0.0.1:54321->…: connection
+// reset by peer` and the same from port 54322 are one kind. Show a real
+// message of the kind, not this.
+func ErrorKind(msg string) string {
+	return digitRun.ReplaceAllString(quotedText.ReplaceAllString(msg, `"…"`), "N")
 }
 
 // eventURL is the URL e was sent to, as far as the history knows it.

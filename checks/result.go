@@ -1,6 +1,7 @@
 package checks
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/rlverify/rlverify/history"
@@ -89,6 +90,20 @@ type Result struct {
 	// ExplainedBy names the check whose defect explains this check's
 	// violations (Verdict Explained).
 	ExplainedBy string `json:"explained_by,omitempty"`
+}
+
+// MaxSlack bounds Options.Slack: the shards of one run start within
+// history.MaxShardSpread of each other, and a clock difference beyond that
+// would widen every interval past anything a check could judge (2562047h
+// overflowed the interval arithmetic).
+const MaxSlack = history.MaxShardSpread
+
+// ValidateSlack refuses a slack outside [0, MaxSlack].
+func ValidateSlack(d time.Duration) error {
+	if d < 0 || d > MaxSlack {
+		return fmt.Errorf("checks: slack %s: want 0 … %s", d, MaxSlack)
+	}
+	return nil
 }
 
 // Options tune the checks.

@@ -68,7 +68,9 @@ func (x External) Start(ctx context.Context, spec Spec) (*Stack, error) {
 	}
 	var router Router
 	if len(x.Hooks) > 0 {
-		router = append(router, NewHooks(x.Hooks, x.HookTimeout))
+		hooks := NewHooks(x.Hooks, x.HookTimeout)
+		hooks.Log = spec.Log
+		router = append(router, hooks)
 		for _, h := range x.Hooks {
 			st.Notes = append(st.Notes, fmt.Sprintf("fault hook: on %s %s run %q", h.Action, h.Kind, h.Command))
 		}

@@ -1,12 +1,10 @@
 package envs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/internal/childproc"
+	"github.com/rlverify/rlverify/internal/faultproxy"
 	"github.com/rlverify/rlverify/policy"
 )
 
@@ -41,6 +41,24 @@ func ParseProxySpec(s string) (ProxySpec, error) {
 		}
 	}
 	return ProxySpec{Listen: l, Upstream: u}, nil
+}
+
+// CheckProxySpecs refuses store proxies whose upstream is a store proxy's
+// own listen address, itself or another's (names resolved, 0.0.0.0 taken
+// as every local address): each connection would be forwarded back into
+// rlverify, for ever, at full CPU (`--store-proxy A=A` did that).
+func CheckProxySpecs(specs []ProxySpec) error {
+	for _, s := range specs {
+		for _, other := range specs {
+			if faultproxy.SameEndpoint(other.Listen, s.Upstream) {
+				if other == s {
+					return fmt.Errorf("--store-proxy %s=%s: the upstream is the proxy's own listen address: it would forward to itself; give your store's address as UPSTREAM", s.Listen, s.Upstream)
+				}
+				return fmt.Errorf("--store-proxy %s=%s: the upstream is the listen address of --store-proxy %s=%s: the proxies would forward to each other; give your store's address as UPSTREAM", s.Listen, s.Upstream, other.Listen, other.Upstream)
+			}
+		}
+	}
+	return nil
 }
 
 // Names of the toxics rlverify adds, so it removes only its own.
@@ -88,6 +106,9 @@ type StoreProxy struct {
 
 // StartStoreProxy listens on every spec's Listen address.
 func StartStoreProxy(specs []ProxySpec) (*StoreProxy, error) {
+	if err := CheckProxySpecs(specs); err != nil {
+		return nil, err
+	}
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	sp := &StoreProxy{added: map[string]string{}}
 	for i, s := range specs {
@@ -311,6 +332,8 @@ type Hooks struct {
 	// Env is added to every command's environment: RLVERIFY_FAULT,
 	// RLVERIFY_FAULT_PARAM and RLVERIFY_FAULT_ACTION are always set.
 	Env []string
+	// Log, when set, is told of what a command left behind.
+	Log func(format string, a ...any)
 
 	mu   sync.Mutex
 	last map[string]history.FaultHook
@@ -358,40 +381,50 @@ func (h *Hooks) LastHook(kind, action string) (history.FaultHook, bool) {
 	return r, ok
 }
 
+// ErrHook marks a fault command that failed or ran out of time: the run
+// stops, and (docs/environments.md) exits 3 whatever was judged, since the
+// service may be left in the fault.
+var ErrHook = errors.New("fault command failed")
+
+// hookWaitDelay is how long a hook's output is read after its shell has
+// exited, while a process it started in the background still holds it.
+const hookWaitDelay = 200 * time.Millisecond
+
 func (h *Hooks) run(ctx context.Context, action, kind, param, command string) error {
 	if command == "" {
 		return fmt.Errorf("no --on-%s command for %s", action, kind)
 	}
 	cctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
-	c := exec.CommandContext(cctx, "sh", "-c", command)
+	// Its own process group, killed whole at the timeout or when the run
+	// stops; a process it leaves in the background on success is its own.
+	c := childproc.CommandContext(cctx, hookWaitDelay, "sh", "-c", command)
 	c.Env = append(append(c.Environ(), h.Env...), "RLVERIFY_FAULT="+kind, "RLVERIFY_FAULT_PARAM="+param, "RLVERIFY_FAULT_ACTION="+action)
-	var out bytes.Buffer
-	c.Stdout, c.Stderr = &out, &out
-	c.WaitDelay = time.Second
+	out := &childproc.Output{Max: MaxHookOutput}
+	c.Stdout, c.Stderr = out, out
 	start := time.Now()
-	err := c.Run()
-	rec := history.FaultHook{Action: action, Command: command, Took: int64(time.Since(start)), Output: clipOutput(out.String(), MaxHookOutput)}
+	left, err := childproc.Run(c)
+	rec := history.FaultHook{Action: action, Command: command, Took: int64(time.Since(start)), Output: out.String()}
 	if c.ProcessState != nil {
 		rec.Exit = c.ProcessState.ExitCode()
 	}
 	h.mu.Lock()
 	h.last[kind+"/"+action] = rec
 	h.mu.Unlock()
+	// The output is capped while it is read: Output says where it was
+	// truncated and how much was not kept.
+	shown := strings.TrimSpace(rec.Output)
 	switch {
 	case cctx.Err() == context.DeadlineExceeded:
-		return fmt.Errorf("%s hook for %s did not finish within %s: %q (output: %s)", action, kind, h.Timeout, command, strings.TrimSpace(rec.Output))
+		return fmt.Errorf("%w: %s hook for %s did not finish within %s: %q (output: %s); its process group was killed", ErrHook, action, kind, h.Timeout, command, shown)
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s hook for %s stopped with the run (its process group was killed): %w", action, kind, ctx.Err())
 	case err != nil:
-		return fmt.Errorf("%s hook for %s failed (%v): %q (output: %s)", action, kind, err, command, strings.TrimSpace(rec.Output))
+		return fmt.Errorf("%w: %s hook for %s failed (%v): %q (output: %s)", ErrHook, action, kind, err, command, shown)
+	case left && h.Log != nil:
+		h.Log("%s hook for %s left a process running in the background (its output is not kept): %q", action, kind, command)
 	}
 	return nil
-}
-
-func clipOutput(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + fmt.Sprintf("…[%d more bytes]", len(s)-n)
 }
 
 // Router sends each fault kind to the first injector that supports it:

@@ -6,8 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,4 +161,43 @@ func TestHooksRunTheUsersCommands(t *testing.T) {
 	err := slow.Inject(ctx, FaultStoreDown, "")
 	require.ErrorContains(t, err, "did not finish within 100ms")
 	require.Less(t, time.Since(start), 3*time.Second, "a hanging command is killed at its timeout")
+}
+
+// Issue 26 items 12 and 14: a hook runs in its own process group, killed
+// whole at its timeout; a process it starts in the background does not
+// stop the run; its output is capped while it is read; a failure is ErrHook.
+func TestHooksOwnTheirProcessGroup(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	slow := NewHooks([]Hook{{Kind: FaultStoreDown, Action: "inject", Command: "sleep 600 & echo $! > " + pidFile + "; wait"}}, 300*time.Millisecond)
+	err := slow.Inject(ctx, FaultStoreDown, "")
+	require.ErrorIs(t, err, ErrHook)
+	require.ErrorContains(t, err, "its process group was killed")
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, 5*time.Second, 20*time.Millisecond, "the hook's sleep 600 is gone")
+
+	var logged []string
+	bg := NewHooks([]Hook{{Kind: FaultStoreDown, Action: "inject", Command: "sleep 600 & echo $! > " + pidFile}}, 5*time.Second)
+	bg.Log = func(format string, a ...any) { logged = append(logged, fmt.Sprintf(format, a...)) }
+	require.NoError(t, bg.Inject(ctx, FaultStoreDown, ""), "was: exec: WaitDelay expired before I/O complete")
+	require.Len(t, logged, 1)
+	require.Contains(t, logged[0], "left a process running in the background")
+	b, err = os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL), "the background process is the hook's to start")
+
+	loud := NewHooks([]Hook{{Kind: FaultStoreDown, Action: "inject", Command: "head -c 50000000 /dev/zero; exit 4"}}, 10*time.Second)
+	err = loud.Inject(ctx, FaultStoreDown, "")
+	require.ErrorIs(t, err, ErrHook)
+	require.ErrorContains(t, err, "output truncated: 49995904 more bytes not kept")
+	rec, ok := loud.LastHook(FaultStoreDown, "inject")
+	require.True(t, ok)
+	require.Equal(t, 4, rec.Exit)
+	require.Less(t, len(rec.Output), MaxHookOutput+100)
 }

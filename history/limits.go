@@ -151,6 +151,11 @@ var (
 	maxStart = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
+// InStartRange reports whether t lies in [1970-01-01, 2200-01-01), the
+// instants a run may start at (importers check every timestamp they read
+// against it before converting it to Unix nanoseconds).
+func InStartRange(t time.Time) bool { return !t.Before(minStart) && t.Before(maxStart) }
+
 // MaxOffset bounds the absolute value of every offset in a history (about
 // 50 years).
 const MaxOffset = int64(50 * 365 * 24 * time.Hour)

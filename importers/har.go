@@ -200,12 +200,23 @@ func harRecord(name string, i int, e *harEntry) (record, time.Duration, error) {
 		return record{}, 0, inputErr("%s: no request", where)
 	case e.Response == nil:
 		return record{}, 0, inputErr("%s: no response", where)
-	case e.Time == nil || *e.Time < 0 || math.IsNaN(*e.Time):
-		return record{}, 0, inputErr("%s: want \"time\" (total ms), 0 or more", where)
+	case e.Time == nil || !(*e.Time >= 0 && *e.Time <= maxLatencyMs):
+		return record{}, 0, inputErr("%s: want \"time\" (total ms), 0 … %g", where, maxLatencyMs)
+	}
+	for _, tm := range []struct {
+		name string
+		v    *float64
+	}{{"blocked", e.Timings.Blocked}, {"dns", e.Timings.DNS}, {"connect", e.Timings.Connect}} {
+		if tm.v != nil && *tm.v > maxLatencyMs {
+			return record{}, 0, inputErr("%s: timings.%s %g: want at most %g ms", where, tm.name, *tm.v, maxLatencyMs)
+		}
 	}
 	t, err := time.Parse(time.RFC3339Nano, e.StartedDateTime)
 	if err != nil {
 		return record{}, 0, inputErr("%s: startedDateTime %q is not an ISO 8601 date and time such as 2009-07-24T19:20:30.45+01:00", where, e.StartedDateTime)
+	}
+	if _, err := unixNano(where, "startedDateTime", t); err != nil {
+		return record{}, 0, err
 	}
 	q := resolution(e.StartedDateTime)
 	total := ms(*e.Time)

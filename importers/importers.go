@@ -136,6 +136,21 @@ type Summary struct {
 	Keys int
 }
 
+// maxLatencyMs bounds a latency read from a results file (about 11.6
+// days): a larger one, like a HAR "time" of 1e308, would wrap int64
+// nanoseconds.
+const maxLatencyMs = 1e9
+
+// unixNano is t in Unix nanoseconds, or an error naming where and field when
+// t lies outside the instants a history can hold (before 1970, or from 2200:
+// 9999 wrapped int64 into 1815).
+func unixNano(where, field string, t time.Time) (int64, error) {
+	if !history.InStartRange(t) {
+		return 0, inputErr("%s: %s %s is out of range: want an instant from 1970-01-01 to 2200-01-01", where, field, t.Format(time.RFC3339Nano))
+	}
+	return t.UnixNano(), nil
+}
+
 // record is one request as a format parser sees it.
 type record struct {
 	// where names it in messages: "r.json:3", "r.har: log.entries[2]".
@@ -415,11 +430,17 @@ func (c *converter) finish() ([]history.Event, *Summary, error) {
 		}
 		return nil, nil, inputErr("%s: no HTTP request in this %s", c.o.Name, c.f.title)
 	}
+	if s := time.Unix(0, start).UTC(); !history.InStartRange(s) {
+		return nil, nil, inputErr("%s: the first request starts at %s (its timestamp less the time resolution): want an instant from 1970-01-01 to 2200-01-01", c.o.Name, s.Format(time.RFC3339Nano))
+	}
 	for i := range evs {
 		e := &evs[i]
 		e.Sent -= start
 		e.Recv -= start
 		e.Intended = e.Sent
+		if e.Recv > history.MaxOffset {
+			return nil, nil, inputErr("%s: the requests span more than 50 years (request %d ends %s after the first starts): a history holds at most 50 years", c.o.Name, e.ID, time.Duration(e.Recv))
+		}
 	}
 	run := history.Run{Start: time.Unix(0, start).UTC(), Instances: bases, Target: strings.Join(bases, " ")}
 	run.Notes = append(run.Notes, c.timing)

@@ -295,3 +295,58 @@ func TestJudgeableAndComplete(t *testing.T) {
 	require.False(t, importers.Complete(live), "a live run without an end record was cut off")
 	require.Nil(t, live.End)
 }
+
+// TestImportRefusesTimesAHistoryCannotHold: timestamps before 1970 or from
+// 2200, latencies past maxLatencyMs and spans over 50 years are input
+// errors naming the record (issue 26 item 13: 9999 and a HAR time of 1e308
+// wrapped int64 and wrote histories check refused).
+func TestImportRefusesTimesAHistoryCannotHold(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		require.NoError(t, err)
+		return string(b)
+	}
+	vegetaLine := strings.SplitAfter(read("vegeta-ok.json"), "\n")[0]
+	vegetaAt := func(ts string) string {
+		return strings.Replace(vegetaLine, "2026-12-01T11:40:46.655582364Z", ts, 1)
+	}
+	k6Lines := strings.SplitAfter(read("k6-ok.json"), "\n")
+	harOK := read("har-ok.har")
+	har := importers.Options{Instances: []importers.Instance{{Host: "127.0.0.1:8080"}}}
+	for _, tc := range []struct {
+		name, format, data string
+		opts               importers.Options
+		want               string
+	}{
+		{"vegeta in 9999", importers.Vegeta, vegetaAt("9999-01-01T00:00:00Z"), importers.Options{},
+			"in.txt:1: timestamp 9999-01-01T00:00:00Z is out of range: want an instant from 1970-01-01 to 2200-01-01"},
+		{"vegeta in 1969", importers.Vegeta, vegetaAt("1969-12-31T23:59:59Z"), importers.Options{},
+			"in.txt:1: timestamp 1969-12-31T23:59:59Z is out of range"},
+		{"vegeta from 1970 to 2026", importers.Vegeta, vegetaAt("1970-01-01T00:00:00Z") + vegetaLine, importers.Options{},
+			"in.txt: the requests span more than 50 years"},
+		{"vegeta latency of 292 years", importers.Vegeta, strings.Replace(vegetaLine, `"latency":746613`, `"latency":9223372036854775807`, 1), importers.Options{},
+			"in.txt:1: latency 9223372036854775807 ns: want at most 1e+09 ms"},
+		{"k6 in 9999", importers.K6, k6Lines[0] + strings.Replace(k6Lines[7], "2025-03-04T10:15:00.0120652+01:00", "9999-03-04T10:15:00Z", 1), importers.Options{KeyTag: "key"},
+			"in.txt:2: time 9999-03-04T10:15:00Z is out of range"},
+		{"HAR time 1e308", importers.HAR, strings.Replace(harOK, `"time": 8.412`, `"time": 1e308`, 1), har,
+			`log.entries[0]: want "time" (total ms), 0 … 1e+09`},
+		{"HAR in 9999", importers.HAR, strings.Replace(harOK, "2025-03-04T09:20:00.012Z", "9999-03-04T09:20:00.012Z", 1), har,
+			"log.entries[0]: startedDateTime 9999-03-04T09:20:00.012Z is out of range"},
+		{"HAR at the Unix epoch less its resolution", importers.HAR, strings.Replace(harOK, "2025-03-04T09:20:00.100Z", "1970-01-01T00:00:00Z", 1), har,
+			"the first request starts at 1969-12-31T23:59:59"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.opts
+			o.Policy = loadPolicy(t, "policy-query.yaml")
+			if tc.format != importers.Vegeta {
+				o.Policy = policy.Default()
+			}
+			o.Name = "in.txt"
+			_, err := importers.Import(tc.format, strings.NewReader(tc.data), history.NewWriter(&bytes.Buffer{}), o)
+			require.Error(t, err)
+			var ie *importers.InputError
+			require.True(t, errors.As(err, &ie), "%v", err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}

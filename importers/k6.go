@@ -52,7 +52,7 @@ func parseK6(in *input, o *Options, emit func(*record) error) ([]string, error) 
 		switch {
 		case d.Time == nil:
 			return inputErr("%s: %s point without \"time\"", where, k6Duration)
-		case d.Value == nil || *d.Value < 0 || math.IsNaN(*d.Value) || *d.Value > 1e9:
+		case d.Value == nil || *d.Value < 0 || math.IsNaN(*d.Value) || *d.Value > maxLatencyMs:
 			return inputErr("%s: %s point: want a \"value\" in ms, 0 or more", where, k6Duration)
 		}
 		status, ok := d.Tags["status"]
@@ -67,7 +67,10 @@ func parseK6(in *input, o *Options, emit func(*record) error) ([]string, error) 
 		if !ok {
 			return inputErr("%s: %s point without a url tag (k6 --system-tags must keep status and url)", where, k6Duration)
 		}
-		recv := d.Time.UnixNano()
+		recv, err := unixNano(where, "time", *d.Time)
+		if err != nil {
+			return err
+		}
 		r := record{where: where, id: uint64(n), recv: recv, sent: recv - int64(math.Round(*d.Value*1e6)),
 			status: code, url: u, phase: d.Tags["scenario"]}
 		if r.phase == "" {

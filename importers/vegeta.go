@@ -50,6 +50,9 @@ func parseVegeta(in *input, o *Options, emit func(*record) error) ([]string, err
 		if *v.Latency < 0 {
 			return inputErr("%s: latency %d is negative", where, *v.Latency)
 		}
+		if err := vegetaRange(where, *v.Timestamp, time.Duration(*v.Latency)); err != nil {
+			return err
+		}
 		r := vegetaRecord(where, uint64(n), v.Attack, *v.Code, *v.Timestamp, time.Duration(*v.Latency), v.Error, *v.URL, v.Headers, o)
 		return emit(&r)
 	})
@@ -89,6 +92,12 @@ func parseVegetaBinary(in *input, o *Options, emit func(*record) error) error {
 		if r.Timestamp.IsZero() {
 			return inputErr("%s: not a vegeta result: no timestamp", where)
 		}
+		if r.Latency < 0 {
+			return inputErr("%s: latency %d is negative", where, r.Latency)
+		}
+		if err := vegetaRange(where, r.Timestamp, r.Latency); err != nil {
+			return err
+		}
 		rec := vegetaRecord(where, uint64(n), r.Attack, int(r.Code), r.Timestamp, r.Latency, r.Error, r.URL, r.Headers, o)
 		if err := emit(&rec); err != nil {
 			return err
@@ -116,6 +125,15 @@ func (l *lineCap) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// vegetaRange refuses a timestamp or latency a history cannot hold.
+func vegetaRange(where string, ts time.Time, lat time.Duration) error {
+	if lat > time.Duration(maxLatencyMs)*time.Millisecond {
+		return inputErr("%s: latency %d ns: want at most %g ms", where, int64(lat), maxLatencyMs)
+	}
+	_, err := unixNano(where, "timestamp", ts)
+	return err
 }
 
 func vegetaRecord(where string, id uint64, attack string, code int, ts time.Time, lat time.Duration, errMsg, u string, h http.Header, o *Options) record {

@@ -8,13 +8,14 @@
 #   bash scripts/bench.sh                  # everything
 #   ROUNDS=1 DUR=2s bash scripts/bench.sh  # quicker, noisier
 #   ONLY=checks,limiters bash scripts/bench.sh
+#   ONLY=calibrate ROUNDS=1 bash scripts/bench.sh   # the 10^7-line calibrate row alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 
 ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-4s}"
-ONLY="${ONLY:-load,burst,checks,limiters,redis,scaling,import,audit}"
+ONLY="${ONLY:-load,burst,checks,limiters,redis,scaling,import,audit,calibrate}"
 
 need_apt=()
 command -v wrk >/dev/null || need_apt+=(wrk)

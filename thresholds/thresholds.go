@@ -11,7 +11,6 @@ package thresholds
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -160,19 +159,35 @@ func percentile(stat string) (float64, bool) {
 	return q / 100, true
 }
 
-// parseValue reads a limit in the unit of stat.
+// Bounds on a limit. Each is far beyond any real run, and small enough
+// that the limit converts to the statistic's integer type and prints
+// (a latency of 2^63 ns became math.MinInt64 and overflowed the stack of
+// the duration printer).
+const (
+	// MaxLatency is the largest latency limit: a day.
+	MaxLatency = 24 * time.Hour
+	// MaxCount is the largest count limit: 2^53, the largest whole number
+	// a float64 holds exactly.
+	MaxCount = 1 << 53
+	// MaxRate is the largest rate limit, in requests per second.
+	MaxRate = 1e9
+)
+
+// parseValue reads a limit in the unit of stat. NaN and infinities are
+// refused everywhere: every comparison with NaN is false, so a NaN limit
+// would decide a threshold by its operator alone.
 func parseValue(stat, s string) (float64, error) {
 	switch stat {
 	case Share:
 		if n, ok := strings.CutSuffix(s, "%"); ok {
 			v, err := strconv.ParseFloat(n, 64)
-			if err != nil || v < 0 || v > 100 {
+			if err != nil || !(v >= 0 && v <= 100) {
 				return 0, fmt.Errorf("%q: want a percentage in 0 … 100%%", s)
 			}
 			return v / 100, nil
 		}
 		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || v < 0 || v > 1 {
+		if err != nil || !(v >= 0 && v <= 1) {
 			return 0, fmt.Errorf("%q: want a percentage such as 1%% or a fraction in [0, 1]", s)
 		}
 		return v, nil
@@ -180,6 +195,9 @@ func parseValue(stat, s string) (float64, error) {
 		v, err := strconv.ParseInt(strings.ReplaceAll(strings.ReplaceAll(s, ",", ""), "_", ""), 10, 64)
 		if err != nil || v < 0 {
 			return 0, fmt.Errorf("%q: want a whole number of requests", s)
+		}
+		if v > MaxCount {
+			return 0, fmt.Errorf("%q: want at most %d requests", s, int64(MaxCount))
 		}
 		return float64(v), nil
 	case Rate:
@@ -190,18 +208,23 @@ func parseValue(stat, s string) (float64, error) {
 			}
 		}
 		v, err := strconv.ParseFloat(n, 64)
-		if err != nil || v < 0 || math.IsInf(v, 0) {
-			return 0, fmt.Errorf("%q: want a rate such as 5/s, 300/min or 5 (per second)", s)
+		if err != nil || !(v >= 0 && v/per.Seconds() <= MaxRate) {
+			return 0, fmt.Errorf("%q: want a rate such as 5/s, 300/min or 5 (per second), at most %g/s", s, MaxRate)
 		}
 		return v / per.Seconds(), nil
 	}
 	// Latency: a duration; a bare number is milliseconds, as in k6.
-	if v, err := strconv.ParseFloat(s, 64); err == nil && v >= 0 {
+	bad := fmt.Errorf("%q: want a duration such as 50ms or 1.5s, at most %s (a bare number is milliseconds)", s, MaxLatency)
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		if !(v >= 0 && v*float64(time.Millisecond) <= float64(MaxLatency)) {
+			return 0, bad
+		}
 		return v * float64(time.Millisecond), nil
 	}
+	// time.ParseDuration refuses an overflow as an invalid duration.
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%q: want a duration such as 50ms or 1.5s (a bare number is milliseconds)", s)
+	if err != nil || d < 0 || d > MaxLatency {
+		return 0, bad
 	}
 	return float64(d), nil
 }

@@ -1,6 +1,7 @@
 package thresholds
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -58,6 +59,23 @@ func TestParseErrors(t *testing.T) {
 		{"requests.share<1", "requests.count or requests.rate"},
 		{"phase.latency.p99<5ms", "want phase.NAME.METRIC"},
 		{"errors.ratio<1%", "errors.count or errors.rate"},
+		// Out of range, NaN and infinities (issue 26 item 13: a latency
+		// of 2^63-1 ns overflowed the stack of the printer, NaN% was
+		// accepted and decided a threshold by its operator alone).
+		{"latency.p99<9223372036854775807ns", "at most 24h0m0s"},
+		{"latency.p99<99999999999999999999ns", "at most 24h0m0s"},
+		{"latency.p99<25h", "at most 24h0m0s"},
+		{"latency.p99<1e308", "at most 24h0m0s"},
+		{"latency.p99<Inf", "at most 24h0m0s"},
+		{"latency.p99<NaN", "at most 24h0m0s"},
+		{"latency.p99<-5", "want a duration such as"},
+		{"errors<NaN%", "percentage in 0 … 100%"},
+		{"errors<NaN", "fraction in [0, 1]"},
+		{"errors<Inf%", "percentage in 0 … 100%"},
+		{"admitted.rate<NaN/s", "want a rate"},
+		{"admitted.rate<Inf/s", "want a rate"},
+		{"admitted.rate<1e10/s", "at most 1e+09/s"},
+		{"requests.count<9223372036854775807", "at most 9007199254740992 requests"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			_, err := Parse(tc.in)
@@ -154,4 +172,36 @@ func TestCheckPhases(t *testing.T) {
 	require.NoError(t, CheckPhases([]Threshold{a, c}, []string{"drain", "steady"}))
 	err := CheckPhases([]Threshold{a, b}, []string{"drain", "steady"})
 	require.EqualError(t, err, `threshold phase.drian.errors<1%: no phase "drian" (phases: drain, steady)`)
+}
+
+// FuzzParse: Parse never panics; an accepted threshold has a finite limit
+// in its statistic's range that formats (Format) without panicking, and
+// parses again from its Expr to the same limit.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"latency.p99<50ms", "errors<1%", "admitted.rate>=5/s", "phase.drain.admitted.count<=10",
+		"latency.p99<9223372036854775807ns", "errors<NaN%", "latency.avg<1e308", "requests.rate>300/min", "rejected.share<0.5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		th, err := Parse(s)
+		if err != nil {
+			return
+		}
+		require.False(t, math.IsNaN(th.Limit) || math.IsInf(th.Limit, 0), "%q → %v", s, th.Limit)
+		require.GreaterOrEqual(t, th.Limit, 0.0)
+		switch {
+		case th.Metric == Latency:
+			require.LessOrEqual(t, th.Limit, float64(MaxLatency))
+		case th.Stat == Share:
+			require.LessOrEqual(t, th.Limit, 1.0)
+		case th.Stat == Count:
+			require.LessOrEqual(t, th.Limit, float64(MaxCount))
+		case th.Stat == Rate:
+			require.LessOrEqual(t, th.Limit, MaxRate)
+		}
+		require.NotEmpty(t, Format(th, th.Limit))
+		again, err := Parse(th.Expr)
+		require.NoError(t, err, "%q parsed, its Expr %q did not", s, th.Expr)
+		require.Equal(t, th.Limit, again.Limit)
+	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/envs/docker"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
@@ -119,7 +120,7 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 	fl.StringVar(&f.plan, "plan", "", "built-in plan name or plan file (see rlverify plans)")
 	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to attack in the embedded environment (see rlverify limiters)")
 	fl.StringVar(&f.store, "store", "", "state store of the reference limiter: memory or redis (default: redis when the plan needs it)")
-	newRedisFlag(fl, &f.redisURL, false, "use this Redis (redis://HOST:PORT[/DB]) instead of starting one")
+	newRedisFlag(fl, &f.redisURL, false, "use this Redis (redis://HOST:PORT[/DB]) instead of starting one (embedded env with the redis store; elsewhere a usage error)")
 	fl.IntVar(&f.instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
 	fl.StringVar(&f.out, "out", "rlverify-out", outHelp("history.jsonl, result.json and the reports"))
@@ -193,7 +194,9 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	var ee *exitError
 	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted ||
 		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
-	if r.runE != nil && ctx.Err() == nil && noFinding {
+	// A fault command that failed may have left the service in the fault:
+	// exit 3 (docs/environments.md), even past a finding or a signal.
+	if r.runE != nil && ((ctx.Err() == nil && noFinding) || errors.Is(r.runE, envs.ErrHook)) {
 		// The plan could not be carried out: what was recorded passed, but
 		// the run is not the proof the plan promises.
 		return runErr(fmt.Errorf("the plan did not complete (%v); verdicts above cover what was recorded, history in %s", r.runE, r.histFile))
@@ -255,6 +258,10 @@ func (f *attackFlags) options(stdout, stderr io.Writer) (o rlverify.AttackOption
 		// --history - | check --history -` works) and stdout carries
 		// nothing else: the reports go to DIR only.
 		o.HistoryCopy, report = stdout, io.Discard
+		// A reader that goes away (`| head`) must not kill rlverify with
+		// SIGPIPE before the history file gets its end record: the write
+		// fails with EPIPE instead and the run stops (rlverify.ErrHistoryCopy).
+		catchSIGPIPE()
 	}
 	return o, report, err
 }
@@ -413,8 +420,8 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 // judge reads histories back (from disk; "-" from stdin), checks them and
 // reports: the live run and `rlverify check` share this path, so they give
 // the same verdicts.
-func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
-	doc, rs, h, err := evaluate(files, stdin, pol, o, ts)
+func judge(ctx context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
+	doc, rs, h, err := evaluate(ctx, files, stdin, pol, o, ts)
 	if err != nil {
 		return err
 	}
@@ -423,15 +430,16 @@ func judge(_ context.Context, files []string, stdin io.Reader, pol *policy.Polic
 
 // evaluate reads histories (merging shards; "-" is stdin), judges them
 // against pol (nil: the policy the history declares) and ts, and builds the
-// result document.
-func evaluate(files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold) (*reports.Document, []checks.Result, *history.History, error) {
+// result document. When ctx ends (Ctrl-C, SIGTERM) it returns at once: exit
+// 130.
+func evaluate(ctx context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold) (*reports.Document, []checks.Result, *history.History, error) {
 	restore := pauseGC()
-	h, err := rlverify.ReadHistories(files, stdin)
+	h, err := rlverify.Interruptible(ctx, func() (*history.History, error) { return rlverify.ReadHistories(files, stdin) })
 	restore()
 	if err != nil {
 		return nil, nil, nil, fromLib(err)
 	}
-	out, err := rlverify.Check(context.Background(), rlverify.CheckOptions{History: h, Policy: pol, Checks: o, Thresholds: ts})
+	out, err := rlverify.Check(ctx, rlverify.CheckOptions{History: h, Policy: pol, Checks: o, Thresholds: ts})
 	if err != nil {
 		return nil, nil, nil, fromLib(err)
 	}
@@ -535,7 +543,7 @@ func parseShard(s string) (int, int, error) {
 }
 
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := rawWriter(w).(*os.File)
 	if !ok {
 		return false
 	}

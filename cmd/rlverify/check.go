@@ -66,6 +66,9 @@ input: rlverify attack … --history - | rlverify check --history -.`,
 			if skew < 0 {
 				return usageErr("--clock-skew must not be negative")
 			}
+			if err := checks.ValidateSlack(skew); err != nil {
+				return usageErr("--clock-skew %s: want at most %s, the widest the shards of one run may start apart", skew, checks.MaxSlack)
+			}
 			if !(maxErrorRate > 0 && maxErrorRate <= 1) {
 				return usageErr("--max-error-rate %g: want a share in (0, 1], e.g. 0.01 for 1%%", maxErrorRate)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
@@ -162,6 +163,11 @@ error and decision latency. Each run's history and reports are kept in
 			return nil
 		},
 	}
+	// Every field compare does not set itself keeps attack's default
+	// (--hook-timeout, --max-header-bytes …): the flags registered below
+	// then set their own. Without this a --target column was refused with
+	// "--hook-timeout 0s: want a positive duration".
+	addAttackFlags(pflag.NewFlagSet("attack defaults", pflag.ContinueOnError), &base)
 	fl := c.Flags()
 	fl.StringVar(&base.plan, "plan", "", "built-in plan name or plan file")
 	fl.StringArrayVar(&limiters, "limiter", nil, "limiter to compare, NAME or NAME@POLICY (repeat; see rlverify limiters)")

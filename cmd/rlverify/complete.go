@@ -7,6 +7,7 @@ import (
 
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/calibrate"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/importers"
 	"github.com/rlverify/rlverify/limiters/catalog"
@@ -42,6 +43,15 @@ var completions = map[string]valueCompletion{
 	"from":        {values: importers.Formats},
 	"identity":    {values: fixed("header:", "bearer", "query:", "cookie:"), open: true},
 	"threshold":   {values: thresholdExamples, open: true},
+}
+
+// commandCompletions override completions for one command whose flag of
+// the same name takes other values (calibrate's --format is the traffic's).
+var commandCompletions = map[string]map[string]valueCompletion{
+	"calibrate": {
+		"format": {values: calibrate.Formats},
+		"report": {values: calibrate.ReportFormats, open: true},
+	},
 }
 
 func fixed(vs ...string) func() []string { return func() []string { return vs } }
@@ -87,7 +97,15 @@ func registerCompletions(root *cobra.Command) {
 			if c.LocalNonPersistentFlags().Lookup(name) == nil {
 				continue
 			}
+			if own, ok := commandCompletions[c.Name()][name]; ok {
+				vc = own
+			}
 			_ = c.RegisterFlagCompletionFunc(name, vc.complete)
+		}
+		for name, vc := range commandCompletions[c.Name()] {
+			if _, shared := completions[name]; !shared && c.LocalNonPersistentFlags().Lookup(name) != nil {
+				_ = c.RegisterFlagCompletionFunc(name, vc.complete)
+			}
 		}
 		for _, sub := range c.Commands() {
 			walk(sub)

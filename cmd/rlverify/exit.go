@@ -4,7 +4,11 @@ import (
 	"errors"
 
 	"fmt"
+	"os"
+	"os/signal"
 	"runtime/debug"
+	"sync"
+	"syscall"
 
 	"github.com/rlverify/rlverify"
 )
@@ -97,4 +101,13 @@ func recoverInternal(err *error) {
 		return
 	}
 	*err = &exitError{code: ExitInternal, err: fmt.Errorf("internal error: %v\n\n%s\nThis is a bug in rlverify: please report it at https://github.com/rlverify/rlverify/issues with the command line and this message", r, debug.Stack())}
+}
+
+var sigpipeOnce sync.Once
+
+// catchSIGPIPE makes a write to a closed pipe on stdout fail with EPIPE
+// rather than end the process (Go's default for fds 1 and 2 when SIGPIPE is
+// not notified).
+func catchSIGPIPE() {
+	sigpipeOnce.Do(func() { signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE) })
 }

@@ -72,6 +72,9 @@ func (f *externalFlags) environment(allowRemote bool) (envs.External, error) {
 		}
 		x.StoreProxies = append(x.StoreProxies, p)
 	}
+	if err := envs.CheckProxySpecs(x.StoreProxies); err != nil {
+		return x, err
+	}
 	if f.toxiproxy != "" {
 		if err := loopbackURL("--toxiproxy", f.toxiproxy, allowRemote); err != nil {
 			return x, err

@@ -25,11 +25,11 @@ func main() {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.err != nil {
-				fmt.Fprintln(os.Stderr, "rlverify:", ee.err)
+				fmt.Fprintln(safeStderr(os.Stderr), "rlverify:", ee.err)
 			}
 			os.Exit(ee.code)
 		}
-		fmt.Fprintln(os.Stderr, "rlverify:", err)
+		fmt.Fprintln(safeStderr(os.Stderr), "rlverify:", err)
 		os.Exit(ExitUsage)
 	}
 }

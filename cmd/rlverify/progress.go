@@ -97,11 +97,11 @@ func (p *progress) bar(s attacks.Progress) *phaseBar {
 	}
 	if p.mp == nil {
 		// The width applies where w is not a real terminal (tests).
-		p.mp = mpb.New(mpb.WithOutput(p.w), mpb.ForceTTY(), mpb.WithAutoRefresh(),
+		p.mp = mpb.New(mpb.WithOutput(rawWriter(p.w)), mpb.ForceTTY(), mpb.WithAutoRefresh(),
 			mpb.WithWidth(160), mpb.WithRefreshRate(200*time.Millisecond))
 	}
 	b := &phaseBar{}
-	name := fmt.Sprintf("%d/%d %s", s.Index+1, s.Phases, s.Phase)
+	name := fmt.Sprintf("%d/%d %s", s.Index+1, s.Phases, oneLine(s.Phase))
 	b.bar = p.mp.AddBar(barScale, mpb.BarWidth(24),
 		mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR)),
 		mpb.AppendDecorators(decor.Any(b.text)),
@@ -140,7 +140,7 @@ func (b *phaseBar) text(decor.Statistics) string {
 
 // phaseLine is the log line of a snapshot.
 func phaseLine(s attacks.Progress) string {
-	return fmt.Sprintf("phase %d/%d %-16s %s  %s", s.Index+1, s.Phases, s.Phase, counts(s), timing(s))
+	return fmt.Sprintf("phase %d/%d %-16s %s  %s", s.Index+1, s.Phases, oneLine(s.Phase), counts(s), timing(s))
 }
 
 // counts is the phase's own sent/admitted/rejected/errors.

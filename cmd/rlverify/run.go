@@ -14,6 +14,7 @@ import (
 // command is returned as an internal error (exit 4).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	defer recoverInternal(&err)
+	stderr = safeStderr(stderr)
 	runDepth++
 	defer func() { runDepth-- }()
 	root := &cobra.Command{
@@ -40,6 +41,7 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 		serveCmd(),
 		sinkCmd(),
 		simulateCmd(),
+		calibrateCmd(),
 		reportCmd(),
 		selftestCmd(),
 		compareCmd(),

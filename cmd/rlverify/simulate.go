@@ -120,10 +120,24 @@ func parseTimes(s string) ([]time.Duration, error) {
 
 // buildSim parses NAME:k=v,… into an in-memory limiter.
 func buildSim(spec string) (string, limiters.Limiter, error) {
+	name, entry, l, err := parseLimitSpec(spec)
+	if err != nil {
+		return "", nil, err
+	}
+	lim, err := entry.New([]policy.Limit{l}, catalog.Env{})
+	if err != nil {
+		return "", nil, fmt.Errorf("--limiter %q: %w", spec, err)
+	}
+	return name, lim, nil
+}
+
+// parseLimitSpec parses NAME:k=v,… (a memory limiter of the catalog and
+// its numbers) into the catalog entry and a validated limit.
+func parseLimitSpec(spec string) (string, catalog.Entry, policy.Limit, error) {
 	name, params, _ := strings.Cut(spec, ":")
 	entry, err := catalog.Lookup(name, catalog.Memory)
 	if err != nil {
-		return "", nil, fmt.Errorf("--limiter %q: %w", spec, err)
+		return "", catalog.Entry{}, policy.Limit{}, fmt.Errorf("--limiter %q: %w", spec, err)
 	}
 	l := policy.Limit{Algorithm: entry.Algorithm}
 	for _, kv := range strings.Split(params, ",") {
@@ -132,7 +146,7 @@ func buildSim(spec string) (string, limiters.Limiter, error) {
 		}
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return "", nil, fmt.Errorf("--limiter %q: parameter %q is not key=value", spec, kv)
+			return "", catalog.Entry{}, policy.Limit{}, fmt.Errorf("--limiter %q: parameter %q is not key=value", spec, kv)
 		}
 		switch strings.TrimSpace(k) {
 		case "capacity", "K":
@@ -148,19 +162,15 @@ func buildSim(spec string) (string, limiters.Limiter, error) {
 			w, err = policy.ParseDuration(v)
 			l.Window = policy.Duration(w)
 		default:
-			return "", nil, fmt.Errorf("--limiter %q: unknown parameter %q (want capacity, rate, limit, window)", spec, k)
+			return "", catalog.Entry{}, policy.Limit{}, fmt.Errorf("--limiter %q: unknown parameter %q (want capacity, rate, limit, window)", spec, k)
 		}
 		if err != nil {
-			return "", nil, fmt.Errorf("--limiter %q: %s: %w", spec, k, err)
+			return "", catalog.Entry{}, policy.Limit{}, fmt.Errorf("--limiter %q: %s: %w", spec, k, err)
 		}
 	}
 	p := &policy.Policy{Tiers: []policy.Tier{{Name: "sim", Limits: []policy.Limit{l}}}}
 	if err := p.Validate(); err != nil {
-		return "", nil, fmt.Errorf("--limiter %q: %w", spec, err)
+		return "", catalog.Entry{}, policy.Limit{}, fmt.Errorf("--limiter %q: %w", spec, err)
 	}
-	lim, err := entry.New(p.Tiers[0].Limits, catalog.Env{})
-	if err != nil {
-		return "", nil, fmt.Errorf("--limiter %q: %w", spec, err)
-	}
-	return name, lim, nil
+	return name, entry, p.Tiers[0].Limits[0], nil
 }

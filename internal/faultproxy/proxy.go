@@ -37,10 +37,20 @@ type Proxy struct {
 
 // New listens on 127.0.0.1 with an ephemeral port and forwards to
 // backend.
-func New(backend string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func New(backend string) (*Proxy, error) { return Listen("127.0.0.1:0", backend) }
+
+// Listen listens on listen (host:port; port 0 picks one) and forwards to
+// backend. A backend that is the proxy's own address is refused: every
+// connection would dial the proxy again, for ever, at full CPU
+// (`--store-proxy A=A` did that).
+func Listen(listen, backend string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("fault proxy: listen: %w", err)
+	}
+	if SameEndpoint(ln.Addr().String(), backend) {
+		ln.Close()
+		return nil, fmt.Errorf("fault proxy: backend %s is the proxy's own address %s: it would forward to itself", backend, ln.Addr())
 	}
 	p := &Proxy{ln: ln, backend: backend, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
@@ -116,16 +126,70 @@ func (p *Proxy) track(c net.Conn, on bool) {
 	}
 }
 
+// SameEndpoint reports whether a connection to b would reach a listener on
+// a (both host:port): the same port, and hosts that resolve to a common
+// address, or a listener on every interface (0.0.0.0, ::, "") and a
+// backend on this machine (loopback, or one of its interfaces' addresses).
+// Names are resolved; an address that does not resolve is not the same.
+func SameEndpoint(a, b string) bool {
+	ah, ap, err1 := net.SplitHostPort(a)
+	bh, bp, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || ap != bp {
+		return false
+	}
+	aips, bips := resolve(ah), resolve(bh)
+	for _, x := range aips {
+		for _, y := range bips {
+			if x.Equal(y) || (x.IsUnspecified() && local(y)) || (y.IsUnspecified() && local(x)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func resolve(host string) []net.IP {
+	if host == "" {
+		return []net.IP{net.IPv4zero, net.IPv6unspecified}
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return []net.IP{ip}
+	}
+	ips, _ := net.LookupIP(host)
+	return ips
+}
+
+// local reports whether ip is this machine's: loopback, unspecified, or an
+// interface's address.
+func local(ip net.IP) bool {
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return true
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *Proxy) accept() {
 	defer p.wg.Done()
+	var backoff time.Duration
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || p.closed.Load() {
 				return
 			}
+			// Out of file descriptors and the like: wait before trying
+			// again instead of spinning at full CPU (as net/http does).
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
 			continue
 		}
+		backoff = 0
 		if p.reset.Load() {
 			abort(c)
 			continue

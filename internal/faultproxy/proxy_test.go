@@ -103,3 +103,40 @@ func TestFaultProxy(t *testing.T) {
 	require.NoError(t, exchange(c, 2*time.Second))
 	require.GreaterOrEqual(t, time.Since(start), 60*time.Millisecond, "30 ms each way")
 }
+
+// A proxy to itself is refused (issue 26 item 15: `--store-proxy A=A` spun
+// at full CPU for the rest of the run).
+func TestListenRefusesAProxyToItself(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	_, port, _ := net.SplitHostPort(addr)
+	for _, backend := range []string{addr, "localhost:" + port, "0.0.0.0:" + port} {
+		_, err := Listen(addr, backend)
+		require.ErrorContains(t, err, "is the proxy's own address", backend)
+	}
+	p, err := Listen(addr, "127.0.0.1:1")
+	require.NoError(t, err, "another port is another endpoint")
+	require.NoError(t, p.Close())
+}
+
+func TestSameEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{"127.0.0.1:6379", "127.0.0.1:6379", true},
+		{"localhost:6379", "127.0.0.1:6379", true},
+		{"0.0.0.0:6379", "127.0.0.1:6379", true},
+		{":6379", "127.0.0.1:6379", true},
+		{"127.0.0.1:6379", "0.0.0.0:6379", true},
+		{"[::1]:6379", "[::1]:6379", true},
+		{"127.0.0.1:16379", "127.0.0.1:6379", false},
+		{"127.0.0.1:6379", "192.0.2.1:6379", false},
+		{"127.0.0.1:6379", "no-such-host.invalid:6379", false},
+		{"nonsense", "127.0.0.1:6379", false},
+	} {
+		require.Equal(t, tc.same, SameEndpoint(tc.a, tc.b), "%s vs %s", tc.a, tc.b)
+	}
+}

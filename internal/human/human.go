@@ -66,15 +66,16 @@ func Rate(perSecond float64) string {
 
 // Duration formats a measured duration: microseconds below 1ms, 10µs
 // steps below 1s, milliseconds above ("850µs", "4.21ms", "1.044s").
+// It is total over int64: a negative d is rounded as it stands (Round
+// saturates and rounds halves away from zero), never negated, because
+// -math.MinInt64 is itself.
 func Duration(d time.Duration) string {
 	switch {
 	case d == 0:
 		return "0"
-	case d < 0:
-		return "-" + Duration(-d)
-	case d < time.Millisecond:
+	case d > -time.Millisecond && d < time.Millisecond:
 		return d.Round(time.Microsecond).String()
-	case d < time.Second:
+	case d > -time.Second && d < time.Second:
 		return d.Round(10 * time.Microsecond).String()
 	}
 	return d.Round(time.Millisecond).String()

@@ -50,3 +50,37 @@ func TestDuration(t *testing.T) {
 		require.Equal(t, tc.want, Duration(tc.in))
 	}
 }
+
+// TestDurationIsTotal: every int64 formats without recursing forever
+// (Duration(math.MinInt64) overflowed the stack: -MinInt64 is MinInt64).
+func TestDurationIsTotal(t *testing.T) {
+	for _, tc := range []struct {
+		in   time.Duration
+		want string
+	}{
+		// Rounding past the range saturates (time.Duration.Round).
+		{math.MinInt64, "-2562047h47m16.854775808s"},
+		{math.MinInt64 + 1, "-2562047h47m16.854775808s"},
+		{math.MaxInt64, "2562047h47m16.854775807s"},
+		{-850 * time.Microsecond, "-850µs"},
+		{-4213 * time.Microsecond, "-4.21ms"},
+		{-1044 * time.Millisecond, "-1.044s"},
+		{-1, "0s"},
+	} {
+		require.Equal(t, tc.want, Duration(tc.in), "%d", int64(tc.in))
+	}
+}
+
+// FuzzDuration: Duration is total, never empty, and its sign follows d's.
+func FuzzDuration(f *testing.F) {
+	for _, d := range []int64{0, 1, -1, 850_000, 4_213_000, math.MaxInt64, math.MinInt64, math.MinInt64 + 1} {
+		f.Add(d)
+	}
+	f.Fuzz(func(t *testing.T, d int64) {
+		s := Duration(time.Duration(d))
+		require.NotEmpty(t, s)
+		if d > 0 {
+			require.NotEqual(t, byte('-'), s[0], "%d → %s", d, s)
+		}
+	})
+}

@@ -67,7 +67,7 @@ func main() {
 	flag.StringVar(&c.redisBenchmark, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
 	flag.StringVar(&c.tmp, "tmp", os.TempDir(), "directory for history files")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run here")
-	flag.StringVar(&only, "only", "load,burst,checks,limiters,redis,scaling,import,audit", "sections to run")
+	flag.StringVar(&only, "only", "load,burst,checks,limiters,redis,scaling,import,audit,calibrate", "sections to run")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -105,6 +105,7 @@ func main() {
 		{"scaling", c.scaling},
 		{"import", c.importRows},
 		{"audit", c.auditRow},
+		{"calibrate", c.calibrateRow},
 	}
 	for _, s := range steps {
 		if !c.only[s.name] {

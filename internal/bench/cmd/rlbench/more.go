@@ -34,8 +34,16 @@ type scaleResult struct {
 // checks rows judge, written to FILE (its policy is bench.PolicyYAML), for
 // profiling `rlverify check` by hand.
 func genFile(args []string) error {
+	if len(args) == 4 && args[0] == "access-log" {
+		n, err1 := strconv.Atoi(args[2])
+		keys, err2 := strconv.Atoi(args[3])
+		if err := errors.Join(err1, err2); err != nil || n <= 0 || keys <= 0 {
+			return fmt.Errorf("rlbench gen access-log: LINES and KEYS must be positive whole numbers, not %q and %q", args[2], args[3])
+		}
+		return writeAccessLog(args[1], bench.AccessLogOptions{Lines: n, Keys: keys, PerSecond: 50, Seed: 1, Scraper: true})
+	}
 	if len(args) != 3 {
-		return fmt.Errorf("usage: rlbench gen FILE EVENTS KEYS")
+		return fmt.Errorf("usage: rlbench gen FILE EVENTS KEYS, or rlbench gen access-log FILE LINES KEYS")
 	}
 	n, err1 := strconv.Atoi(args[1])
 	keys, err2 := strconv.Atoi(args[2])
@@ -280,4 +288,78 @@ func lastLines(s string, n int) string {
 		lines = append(lines, sc.Text())
 	}
 	return strings.Join(lines[max(0, len(lines)-n):], " / ")
+}
+
+// writeAccessLog writes bench.AccessLog to file.
+func writeAccessLog(file string, o bench.AccessLogOptions) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := bench.AccessLog(f, o); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ---- calibrate ----
+
+// calibratePolicy is the candidate the calibrate row replays: the
+// example's guess (free 60/min with bursts of 5, paid 600/min with 20).
+const calibratePolicy = `name: bench-calibrate
+version: v1
+tiers:
+  - name: free
+    key_prefix: "free-"
+    limits:
+      - {algorithm: token-bucket, capacity: 5, rate: 60/min}
+  - name: paid
+    key_prefix: "paid-"
+    limits:
+      - {algorithm: token-bucket, capacity: 20, rate: 600/min}
+default_tier: free
+`
+
+// calibrateRow times `rlverify calibrate` of a 10^7-line nginx access log
+// (bench.AccessLog: 10^5 keys, 50 lines a second, a scraper), read from
+// disk: wall time, lines per second and peak RSS. The issue's goal is 20 s.
+func (c *config) calibrateRow(ctx context.Context, t *bench.Table) error {
+	if c.rlverify == "" {
+		return nil
+	}
+	const lines = 10_000_000
+	log, pol := c.tmpFile("access.log"), c.tmpFile("calibrate-policy.yaml")
+	defer os.Remove(log)
+	if err := writeAccessLog(log, bench.AccessLogOptions{Lines: lines, Keys: 100_000, PerSecond: 50, Seed: 1, Scraper: true}); err != nil {
+		return err
+	}
+	if err := os.WriteFile(pol, []byte(calibratePolicy), 0o644); err != nil {
+		return err
+	}
+	st, err := os.Stat(log)
+	if err != nil {
+		return err
+	}
+	var walls []float64
+	var peak int64
+	for i := 0; i < c.rounds; i++ {
+		t0 := time.Now()
+		cmd := exec.CommandContext(ctx, c.rlverify, "calibrate", "--traffic", log, "--key-field", "extra1",
+			"--policy", pol, "--abusive-keys", "free-scraper", "--report", "json")
+		var errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = io.Discard, &errb
+		p, err := runPeak(cmd)
+		if err != nil {
+			return fmt.Errorf("rlverify calibrate: %w: %.500s", err, lastLines(errb.String(), 5))
+		}
+		walls = append(walls, time.Since(t0).Seconds())
+		peak = max(peak, p)
+	}
+	m := bench.Median(walls)
+	t.Check("calibrate", "`rlverify calibrate` of a 10^7-line nginx access log (10^5 keys, 2 tiers), s wall (runs)",
+		fmt.Sprintf("%.1f s (%s); %.2f M lines/s, %.0f MB of log, peak RSS %s", m,
+			bench.Join(walls, func(v float64) string { return fmt.Sprintf("%.1f", v) }), lines/m/1e6, float64(st.Size())/1e6, mb(peak)),
+		"≤ 20 s", m, 20, true)
+	return nil
 }

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/rlverify/rlverify/reports"
+)
+
+// safeWriter is rlverify's standard error. Everything written there —
+// progress, warnings, errors — may carry words a target, a policy or a plan
+// chose (a phase name, a tier, an error a target provoked), so this is the
+// one place where terminal control characters are shown escaped
+// (reports.Printable: ESC as \x1b, CR, BEL, C1, bidirectional overrides,
+// invalid UTF-8), whoever formatted the message. Newline and tab pass:
+// messages have several lines; a name printed inside one line goes through
+// oneLine as well. The progress bars' own escapes are drawn on the raw
+// terminal (rawWriter).
+type safeWriter struct{ w io.Writer }
+
+func (s safeWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(s.w, reports.Printable(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// safeStderr wraps w once.
+func safeStderr(w io.Writer) io.Writer {
+	if _, ok := w.(safeWriter); ok {
+		return w
+	}
+	return safeWriter{w}
+}
+
+// rawWriter is what w writes to, for the progress bars' cursor movements
+// and for deciding whether it is a terminal.
+func rawWriter(w io.Writer) io.Writer {
+	if s, ok := w.(safeWriter); ok {
+		return s.w
+	}
+	return w
+}
+
+// oneLine is s with every control character escaped, newline and tab
+// included (strconv.Quote's escapes, without the quotes): a name from a
+// plan, a policy or a target printed inside a line cannot start a line of
+// its own ("ph\nfake line").
+func oneLine(s string) string {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || !strconv.IsPrint(r) && r != ' ' {
+			q := strconv.Quote(s)
+			return strings.ReplaceAll(q[1:len(q)-1], `\"`, `"`)
+		}
+	}
+	return s
+}
