@@ -495,6 +495,12 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 	out.HistoryFile, out.Stopped = p.HistoryFile, runE
+	if runE != nil && out.Document.Verdict != checks.Interrupted {
+		// A step of the plan could not be done (a fault hook that failed
+		// or timed out): what was recorded is judged, but it is not the
+		// proof the plan promises.
+		out.Document.MarkCut(checks.Incomplete, "the plan did not complete: "+runE.Error())
+	}
 	if temp {
 		out.HistoryFile = ""
 	}

@@ -211,10 +211,13 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	}
 	var cols []reports.AuditColumn
 	for _, ap := range auditPlans {
-		if ctx.Err() != nil {
-			break
-		}
 		if len(o.Plans) > 0 && !slices.Contains(o.Plans, ap.name) {
+			continue
+		}
+		if ctx.Err() != nil {
+			// Listed, not dropped: the audit's verdict is interrupted and
+			// says which plans never ran.
+			cols = append(cols, reports.AuditColumn{Plan: ap.name, NotRun: "not run: the audit was interrupted (" + context.Cause(ctx).Error() + ")"})
 			continue
 		}
 		if why := ap.applies(scope); why != "" {
@@ -237,6 +240,9 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		switch {
 		case errors.As(err, &oe):
 			return nil, fmt.Errorf("audit: plan %s: %w", ap.name, err)
+		case err != nil && ctx.Err() != nil:
+			cols = append(cols, reports.AuditColumn{Plan: ap.name, Dir: pdir, NotRun: "interrupted: " + err.Error()})
+			continue
 		case err != nil:
 			cols = append(cols, reports.AuditColumn{Plan: ap.name, Dir: pdir, Err: err})
 			continue
@@ -246,11 +252,7 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 				return nil, err
 			}
 		}
-		col := reports.AuditColumn{Plan: ap.name, Doc: out.Document, Dir: pdir, Measured: measurements(out.Document)}
-		if out.Stopped != nil {
-			out.Document.Interrupted, out.Document.Reason = true, "the plan did not complete: "+out.Stopped.Error()
-		}
-		cols = append(cols, col)
+		cols = append(cols, reports.AuditColumn{Plan: ap.name, Doc: out.Document, Dir: pdir, Measured: measurements(out.Document)})
 	}
 	return reports.BuildAudit(target, PolicySummary(pol), cols), nil
 }

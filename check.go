@@ -79,7 +79,13 @@ func Check(ctx context.Context, o CheckOptions) (*Outcome, error) {
 				return nil, err
 			}
 		}
-		return judge(h, o.Policy, o.Checks, o.Thresholds)
+		out, err := judge(h, o.Policy, o.Checks, o.Thresholds)
+		if err == nil && len(h.MissingShards) > 0 {
+			// One shard's attack judges its share; checking it as the run
+			// would judge part of the run as the whole.
+			out.Document.MarkCut(checks.Incomplete, fmt.Sprintf("shard %s of the run is missing (give every shard's history: --history A --history B …)", strings.Join(h.MissingShards, ", ")))
+		}
+		return out, err
 	})
 }
 

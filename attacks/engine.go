@@ -382,7 +382,7 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 				break
 			}
 		}
-		e.progress(true)
+		e.progressEnd(runCtx.Err() != nil)
 	}
 	close(tick)
 	wg.Wait()
@@ -393,14 +393,14 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 	sum.Requests = e.sent.Load()
 	switch {
 	case ctx.Err() != nil:
-		sum.Interrupted, sum.Reason = true, "interrupted: "+context.Cause(ctx).Error()
+		sum.Interrupted, sum.Reason = true, history.ReasonSignal+context.Cause(ctx).Error()
 	case e.writeErr.Load() != nil:
 		werr := *e.writeErr.Load()
 		sum.Interrupted, sum.Reason = true, "stopped: the history cannot be written: "+werr.Error()
 		// Later failures to record (the phase, the end) are this one.
 		runErr = fmt.Errorf("the history cannot be written, so the run stopped after %d requests: %w", e.sent.Load(), werr)
 	case limitCtx.Err() != nil:
-		sum.Interrupted, sum.Reason = true, fmt.Sprintf("stopped at --max-duration %s", e.o.MaxDuration)
+		sum.Interrupted, sum.Reason = true, fmt.Sprintf(history.ReasonBound+"duration %s", e.o.MaxDuration)
 	case e.stopReason.Load().(string) != "":
 		sum.Interrupted, sum.Reason = true, e.stopReason.Load().(string)
 	case runErr != nil:
@@ -591,7 +591,7 @@ func (e *Engine) newID() uint64 {
 func (e *Engine) reserve(n int64) bool {
 	if e.sent.Add(n) > e.o.MaxRequests {
 		e.sent.Add(-n)
-		e.stopReason.CompareAndSwap("", fmt.Sprintf("stopped at --max-requests %d", e.o.MaxRequests))
+		e.stopReason.CompareAndSwap("", fmt.Sprintf(history.ReasonBound+"requests %d", e.o.MaxRequests))
 		return false
 	}
 	return true

@@ -364,13 +364,13 @@ func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history
 	}
 	budget := int64(e.o.MaxRequests) - e.sent.Load()
 	if budget <= 0 {
-		e.stopReason.CompareAndSwap("", fmt.Sprintf("stopped at --max-requests %d", e.o.MaxRequests))
+		e.stopReason.CompareAndSwap("", fmt.Sprintf(history.ReasonBound+"requests %d", e.o.MaxRequests))
 		return &history.Phase{Start: e.off(), Notes: []string{"not run: the request budget (--max-requests) is spent"}}, nil
 	}
 	if int64(expected) > budget {
 		expected = uint64(max(budget, 0))
 		limit = expected
-		e.stopReason.CompareAndSwap("", fmt.Sprintf("stopped at --max-requests %d", e.o.MaxRequests))
+		e.stopReason.CompareAndSwap("", fmt.Sprintf(history.ReasonBound+"requests %d", e.o.MaxRequests))
 	}
 	if limit > 0 {
 		pacer = countedPacer{Pacer: pacer, limit: limit}

@@ -26,6 +26,9 @@ type Progress struct {
 	PlannedDuration time.Duration
 	// Done marks the phase's last snapshot: it has ended.
 	Done bool
+	// Cut marks a phase that ended before its plan did (a signal,
+	// --max-duration): a display must not show it as complete.
+	Cut bool
 }
 
 // phaseProgress is where the current phase began, for its own counts.
@@ -48,7 +51,14 @@ func (e *Engine) beginPhase(index, n int, ph *Phase) {
 	})
 }
 
-// progress reports a snapshot; done says the current phase has ended.
+// progressEnd reports the current phase's last snapshot; cut says it was
+// stopped before its end.
+func (e *Engine) progressEnd(cut bool) {
+	e.progress(true, cut)
+}
+
+// progress reports a snapshot; done says the current phase has ended,
+// and a second true that it was cut short.
 func (e *Engine) progress(done ...bool) {
 	if e.o.Progress == nil {
 		return
@@ -56,7 +66,7 @@ func (e *Engine) progress(done ...bool) {
 	now := e.off()
 	s := Progress{
 		Sent: e.sent.Load(), Admitted: e.adm.Load(), Rejected: e.rej.Load(), Errors: e.errs.Load(),
-		Elapsed: time.Duration(now), Done: len(done) > 0 && done[0],
+		Elapsed: time.Duration(now), Done: len(done) > 0 && done[0], Cut: len(done) > 1 && done[1],
 	}
 	if c := e.cur.Load(); c != nil {
 		s.Phase, s.Index, s.Phases = c.name, c.index, c.phases

@@ -132,6 +132,7 @@ func Run(h *history.History, p *policy.Policy, o Options) []Result {
 				}
 				out[i] = run[i].run(ix)
 				out[i].Name = run[i].name
+				ix.discloseSlack(&out[i])
 			}
 		}()
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -266,4 +267,74 @@ func TestMissingHeadersAreMarked(t *testing.T) {
 	}
 	// Request 2 has no RateLimit field; 1, 3 and 4 have wrong ones.
 	assert.Equal(t, map[uint64]string{1: "", 2: CauseMissingHeader, 3: "", 4: ""}, causes)
+}
+
+// Issue 26 item 7: a downstream counter that went backwards (a restart
+// reset it) passed as "saw 0 arrivals". Each fixture under
+// testdata/unknown/downstream-reset-* (downstream-ok-readings with its
+// counter reset) must give UNKNOWN naming the reset; the intact run still
+// passes and downstream-bad-* still fail (TestFixtures).
+func TestDownstreamCounterResetIsUnknown(t *testing.T) {
+	files, err := filepath.Glob("testdata/unknown/downstream-reset-*.jsonl")
+	require.NoError(t, err)
+	require.Len(t, files, 2)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			h, p, _, _ := loadFixture(t, file)
+			r := Run(h, p, Options{Only: []string{"downstream"}})[0]
+			require.Equal(t, Unknown, r.Verdict, dump(r))
+			require.Contains(t, r.Summary, "counter went backwards")
+			require.NotEmpty(t, r.Evidence)
+			require.Equal(t, "counter-reset", r.Evidence[0].Cause)
+			require.Contains(t, r.Evidence[0].Message, "a counter reset")
+			require.NotContains(t, r.Summary, "saw")
+		})
+	}
+}
+
+// Issue 26 item 8: every slack a check used is named in its result, and a
+// slack wider than the run's own timing uncertainty warns. Without one,
+// nothing is named and nothing warns.
+func TestSlackIsNamed(t *testing.T) {
+	h, p, _, _ := loadFixture(t, "testdata/oversell-bad-burst.jsonl")
+	r := Run(h, p, Options{Only: []string{"oversell"}})[0]
+	require.Equal(t, Fail, r.Verdict)
+	require.Empty(t, r.Slack, "no clock_quantum, no --clock-skew: no slack to name")
+	require.Empty(t, r.Warnings)
+
+	wide := *p
+	wide.ClockQuantum = policy.Duration(10 * time.Second)
+	r = Run(h, &wide, Options{Only: []string{"oversell"}, Slack: 2 * time.Millisecond})[0]
+	require.Contains(t, r.Summary, "(slack: clock_quantum 10s, --clock-skew 2ms)")
+	require.Equal(t, []string{"clock_quantum", "--clock-skew"}, []string{r.Slack[0].Name, r.Slack[1].Name})
+	require.Len(t, r.Warnings, 1, "the 2ms skew is within the run's uncertainty; the 10s quantum is not: %v", r.Warnings)
+	require.Contains(t, r.Warnings[0], "oversell: clock_quantum 10s is wider than this run's own timing uncertainty")
+
+	h, p, _, _ = loadFixture(t, "testdata/under-admission-ok.jsonl")
+	u := Run(h, p, Options{Only: []string{"under-admission"}})[0]
+	require.Equal(t, Pass, u.Verdict)
+	require.Contains(t, u.Summary, "tolerance.timing (default)", "the default timing tolerance is named too")
+	require.Empty(t, u.Warnings, "a default derived from the run's own latency does not warn")
+}
+
+// Issue 26 item 6: in an external run (a hook or proxy on someone else's
+// service) a store fault whose window shows no change of behaviour is not
+// evidence about the failure mode: UNKNOWN, where the old check said FAIL
+// ("fail-closed must reject"). The same run with the outage visible (503s
+// where 429s were) is judged, and passes.
+func TestFailModeNeedsAFaultThatTookEffect(t *testing.T) {
+	h, p, _, _ := loadFixture(t, "testdata/unknown/fail-mode-noeffect.jsonl")
+	r := Run(h, p, Options{Only: []string{"fail-mode"}})[0]
+	require.Equal(t, Unknown, r.Verdict, dump(r))
+	require.Contains(t, r.Summary, "the fault hook ran but no behaviour changed")
+	require.Contains(t, r.Summary, "the fault may never have happened")
+
+	h, p, _, _ = loadFixture(t, "testdata/unknown/fail-mode-effect.jsonl")
+	r = Run(h, p, Options{Only: []string{"fail-mode"}})[0]
+	require.Equal(t, Pass, r.Verdict, dump(r))
+
+	h, p, _, _ = loadFixture(t, "testdata/unknown/fail-mode-noeffect.jsonl")
+	h.Run.Env = "embedded" // a store rlverify runs: the fault is real
+	r = Run(h, p, Options{Only: []string{"fail-mode"}})[0]
+	require.Equal(t, Fail, r.Verdict, dump(r))
 }

@@ -29,6 +29,7 @@ func checkFailMode(ix *index) Result {
 	lastRecv := ix.maxRecv
 	n := 0
 	var sc scratch
+	var unverified []string
 	for fi, fault := range ix.h.Faults {
 		if fault.Kind != "store-down" && fault.Kind != "store-slow" {
 			continue
@@ -37,6 +38,12 @@ func checkFailMode(ix *index) Result {
 		end := fault.End
 		if end == 0 {
 			end = lastRecv
+		}
+		if ok, why := ix.faultTookEffect(fault, fault.Start, end); !ok {
+			// Nothing here is evidence about the failure mode.
+			unverified = append(unverified, fmt.Sprintf("%s %s–%s: %s", fault.Kind, fmtDur(time.Duration(fault.Start)), fmtDur(time.Duration(end)), why))
+			figs[fmt.Sprintf("fault%d_unverified", n)] = 1
+			continue
 		}
 		// A slow store that still answers within the timeout is not a failure:
 		// only the latency bound applies then.
@@ -184,6 +191,11 @@ func checkFailMode(ix *index) Result {
 	if n == 0 {
 		return col.result(Skip, "no store-down, store-slow or rules-down fault windows in this run", figs, "")
 	}
+	if len(unverified) > 0 && col.total == 0 {
+		// A pass would claim the failure mode was seen: it was not.
+		return col.result(Unknown, fmt.Sprintf("%s not shown to have taken effect, so the failure mode was not observed: %s",
+			plural(len(unverified), "fault window was", "fault windows were"), unverified[0]), figs, "")
+	}
 	return col.result(Pass, fmt.Sprintf("behaviour in %s matched fail mode %q", plural(n, "fault window", "fault windows"), f.Mode), figs,
 		fmt.Sprintf("%s departed from fail mode %q", plural(col.total, "observation", "observations"), f.Mode))
 }
@@ -243,10 +255,20 @@ func checkDownstream(ix *index) Result {
 	}
 	sort.Strings(keys)
 	var arrivals int64
+	// resets are the keys whose counter went backwards: below the
+	// baseline taken before the run, or below an earlier reading. A
+	// counter only falls when it restarts (the service or the exporter
+	// restarted), so what it says after that is not this run's arrivals:
+	// such a key is not judged, and the check cannot pass.
+	var resets []Evidence
 	for _, key := range keys {
 		rs := readings[key]
 		sort.SliceStable(rs, func(a, b int) bool { return rs[a].phase != "" && (rs[b].phase == "" || rs[a].at < rs[b].at) })
 		final := rs[len(rs)-1]
+		if ev, ok := counterReset(key, rs); ok {
+			resets = append(resets, ev)
+			continue
+		}
 		if key == "*" {
 			ix.judgeGlobalDownstream(col, figs, rs)
 			continue
@@ -279,8 +301,36 @@ func checkDownstream(ix *index) Result {
 		}
 	}
 	figs["arrivals"] = float64(arrivals)
+	if len(resets) > 0 {
+		figs["counter_resets"] = float64(len(resets))
+		if col.total == 0 {
+			r := col.result(Unknown, fmt.Sprintf("the downstream counter went backwards for %s (a counter reset: the service or its exporter restarted?): what reached the downstream cannot be judged; %s",
+				plural(len(resets), "key", "keys"), resets[0].Message), figs, "")
+			r.Evidence = resets[:min(len(resets), ix.o.MaxEvidence)]
+			return r
+		}
+	}
 	return col.result(Pass, fmt.Sprintf("downstream saw %d arrivals, none beyond admissions or the declared limits", arrivals), figs,
 		fmt.Sprintf("%s of downstream traffic beyond what was admitted or allowed", plural(col.total, "case", "cases")))
+}
+
+// counterReset is the evidence that key's downstream counter went
+// backwards in rs (readings in time order, relative to the baseline read
+// before the run), if it did.
+func counterReset(key string, rs []downReading) (Evidence, bool) {
+	prev := downReading{arrivals: 0, phase: "the baseline before the run"}
+	for i, r := range rs {
+		if r.arrivals < prev.arrivals {
+			was := prev.phase
+			if i > 0 {
+				was = "the reading after " + orEnd(prev.phase)
+			}
+			return Evidence{Key: key, From: prev.at, To: r.at, Bound: float64(prev.arrivals), Observed: float64(r.arrivals), Cause: "counter-reset",
+				Message: fmt.Sprintf("key %s: the downstream counter fell from %d (%s) to %d (the reading after %s): a counter reset, not arrivals", key, prev.arrivals, was, r.arrivals, orEnd(r.phase))}, true
+		}
+		prev = r
+	}
+	return Evidence{}, false
 }
 
 func orEnd(phase string) string {

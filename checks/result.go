@@ -23,11 +23,29 @@ const (
 	// check's defect (Result.ExplainedBy): a symptom, not a cause. It
 	// merges above Pass and below Unknown; the defect itself fails.
 	Explained Verdict = "explained"
+	// Interrupted and Incomplete are verdicts of a whole run, never of one
+	// check: a signal or a kill cut the run (Interrupted), or a step of the
+	// plan could not be carried out, such as a fault that never happened
+	// (Incomplete). The checks judged only part of what the plan promised,
+	// so neither is ever shown as a pass; both merge below Fail (a
+	// violation in what was recorded is proven whatever came after).
+	Interrupted Verdict = "interrupted"
+	Incomplete  Verdict = "incomplete"
+	// Modified is the verdict of a history edited after the run (its end
+	// record's digest does not match): no verdict drawn from it stands,
+	// so it merges above Fail.
+	Modified Verdict = "modified"
 )
 
 func (v Verdict) rank() int {
 	switch v {
+	case Modified:
+		return 7
 	case Fail:
+		return 6
+	case Interrupted:
+		return 5
+	case Incomplete:
 		return 4
 	case Unknown:
 		return 3
@@ -39,7 +57,8 @@ func (v Verdict) rank() int {
 	return 0
 }
 
-// Merge returns the more severe verdict: fail > unknown > explained > pass > skip.
+// Merge returns the more severe verdict: modified > fail > interrupted > incomplete >
+// unknown > explained > pass > skip.
 func Merge(a, b Verdict) Verdict {
 	if b.rank() > a.rank() {
 		return b
@@ -90,6 +109,13 @@ type Result struct {
 	// ExplainedBy names the check whose defect explains this check's
 	// violations (Verdict Explained).
 	ExplainedBy string `json:"explained_by,omitempty"`
+	// Slack names every allowance the check used beyond the exact
+	// arithmetic (clock_quantum, --clock-skew, tolerances); its summary
+	// names them too.
+	Slack []Slack `json:"slack,omitempty"`
+	// Warnings say where a slack is wider than the run's own timing
+	// uncertainty: the verdict may hold only because of it.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // MaxSlack bounds Options.Slack: the shards of one run start within

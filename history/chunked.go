@@ -108,6 +108,7 @@ func readChunked(name string, r io.Reader, size int64, chunkSize, procs int) (h 
 			if cut := lineCut(w, maxWindowLines); cut > 0 {
 				w = w[:cut]
 			}
+			s.digest.lines(w)
 			if !s.window(w, chunks) {
 				return nil, false, nil
 			}

@@ -8,6 +8,7 @@ package history
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -268,6 +269,11 @@ type End struct {
 	// intended time; Dropped those the engine could not send at all.
 	Late    int64 `json:"late,omitempty"`
 	Dropped int64 `json:"dropped,omitempty"`
+	// Digest is "crc32c:" and the CRC-32C of the file before this line and
+	// of this line without its digest field (see digest.go): a check that
+	// the history was not edited after the run. Written last; empty in
+	// histories from before digests.
+	Digest string `json:"digest,omitempty"`
 }
 
 // History is a whole run in memory.
@@ -286,6 +292,14 @@ type History struct {
 	// Source names where the history was read from (the file), for
 	// messages; empty for a history built in memory or merged.
 	Source string
+	// Integrity is what the end record's digest says about the file as
+	// read ("" for a history built in memory). A merge is Modified when
+	// any shard is, naming it in ModifiedShards.
+	Integrity      Integrity
+	ModifiedShards []string
+	// MissingShards names the shards of the run's split (e.g. "2/3") that
+	// were not given: the history covers part of the run.
+	MissingShards []string
 }
 
 // Stats counts outcomes.
@@ -318,6 +332,41 @@ func (h *History) StatsBy(classify func(*Event) Outcome) Stats {
 
 // Interrupted reports whether the run did not end normally.
 func (h *History) Interrupted() bool { return h.End == nil || h.End.Interrupted }
+
+// How an End.Reason starts when a signal stopped the run, and when a bound
+// the user chose did (--max-requests, --max-duration).
+const (
+	ReasonSignal = "interrupted: "
+	ReasonBound  = "stopped at --max-"
+)
+
+// Completion is how much of its plan a run carried out.
+type Completion int
+
+const (
+	// Complete: the plan ran to its end, or to a bound the user chose.
+	Complete Completion = iota
+	// CutBySignal: a signal stopped the run, or it was killed (no end
+	// record).
+	CutBySignal
+	// CutShort: a step of the plan could not be carried out (a fault hook
+	// that failed or timed out, a target that went away mid-plan).
+	CutShort
+)
+
+// Completion says how much of its plan the run carried out, and why not
+// all of it.
+func (h *History) Completion() (Completion, string) {
+	switch {
+	case h.End == nil:
+		return CutBySignal, "the history has no end record (the run was killed or is still going)"
+	case !h.End.Interrupted || strings.HasPrefix(h.End.Reason, ReasonBound):
+		return Complete, ""
+	case strings.HasPrefix(h.End.Reason, "interrupted"):
+		return CutBySignal, h.End.Reason
+	}
+	return CutShort, h.End.Reason
+}
 
 // Wall converts an event offset to wall-clock time.
 func (h *History) Wall(off int64) time.Time { return h.Run.Start.Add(time.Duration(off)) }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"runtime"
@@ -26,6 +27,8 @@ type Writer struct {
 	n       int64
 	err     error
 	onEvent func(Event)
+	// sum is the CRC-32C of every byte written (the end record's digest).
+	sum uint32
 }
 
 // NewWriter writes to w; Close closes w when it is an io.Closer.
@@ -74,6 +77,7 @@ func (w *Writer) writeLocked(b []byte) error {
 	if _, err := w.w.Write(b); err != nil {
 		w.err = fmt.Errorf("history: write: %w", err)
 	}
+	w.sum = crc32.Update(w.sum, castagnoli, b)
 	return w.err
 }
 
@@ -118,8 +122,27 @@ func (w *Writer) WritePhase(p Phase) error { p.T = TypePhase; return w.writeJSON
 // WriteSample appends a resource sample.
 func (w *Writer) WriteSample(x Sample) error { x.T = TypeSample; return w.writeJSON(&x, TypeSample) }
 
-// WriteEnd appends the end record, its reason capped.
-func (w *Writer) WriteEnd(e End) error { e.T = TypeEnd; return w.writeJSON(&e, TypeEnd) }
+// WriteEnd appends the end record, its reason capped, with the digest of
+// the history (see digest.go): the CRC-32C of every line written before
+// it and of the end line itself as it reads without its digest field.
+func (w *Writer) WriteEnd(e End) error {
+	e.T, e.Digest = TypeEnd, ""
+	capRecord(&e)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&e); err != nil {
+		return fmt.Errorf("history: encode %T: %w", e, err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e.Digest = formatDigest(crc32.Update(w.sum, castagnoli, buf.Bytes()))
+	buf.Reset()
+	if err := enc.Encode(&e); err != nil {
+		return fmt.Errorf("history: encode %T: %w", e, err)
+	}
+	return w.writeLocked(buf.Bytes())
+}
 
 // Events returns how many events were written.
 func (w *Writer) Events() int64 {
@@ -273,6 +296,7 @@ func Read(name string, r io.Reader) (*History, error) {
 	// A line of MaxLine bytes and its newline fit.
 	sc.Buffer(make([]byte, 0, 1<<16), MaxLine+1)
 	for sc.Scan() {
+		s.digest.line(sc.Bytes())
 		if err := s.feed(sc.Bytes()); err != nil {
 			return nil, err
 		}
@@ -295,10 +319,11 @@ type lineState struct {
 	err        error // the chunked reader's error that ends the read
 	size       int64 // the chunked reader's file size, 0 when unknown
 	consumed   int64 // bytes the chunked reader has replayed
+	digest     *digester
 }
 
 func newLineState(name string) *lineState {
-	return &lineState{name: name, h: &History{Source: name}}
+	return &lineState{name: name, h: &History{Source: name}, digest: newDigester()}
 }
 
 // feed takes the next line (without its line ending). A non-nil error ends
@@ -375,6 +400,10 @@ func (s *lineState) finish() (*History, error) {
 	}
 	if dups := duplicateIDs(s.h.Events); len(dups) > 0 {
 		return nil, fmt.Errorf("%s: %w: %s", s.name, ErrFormat, describeDuplicates(dups))
+	}
+	s.h.Integrity = s.digest.integrity(s.h.End)
+	if s.h.Integrity == Modified {
+		s.h.ModifiedShards = []string{s.name}
 	}
 	return s.h, nil
 }

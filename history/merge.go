@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,6 +30,7 @@ func Merge(hs ...*History) (*History, error) {
 		return nil, errors.New("history: nothing to merge")
 	}
 	if len(hs) == 1 {
+		hs[0].MissingShards = missingShards(hs)
 		return hs[0], nil
 	}
 	if err := checkShards(hs); err != nil {
@@ -96,7 +98,12 @@ func Merge(hs ...*History) (*History, error) {
 			}
 		}
 		out.Truncated = out.Truncated || h.Truncated
+		out.ModifiedShards = append(out.ModifiedShards, h.ModifiedShards...)
+		if integrityRank(h.Integrity) > integrityRank(out.Integrity) {
+			out.Integrity = h.Integrity
+		}
 	}
+	out.MissingShards = missingShards(hs)
 	if dups := duplicateIDs(out.Events); len(dups) > 0 {
 		return nil, sharedIDError(hs, dups[0])
 	}
@@ -260,4 +267,40 @@ func describeDuplicates(dups []uint64) string {
 	}
 	b.WriteString(": every request needs its own id")
 	return b.String()
+}
+
+// integrityRank orders Integrity from the weakest claim down: a merge is
+// as trustworthy as its least trustworthy shard.
+func integrityRank(i Integrity) int {
+	switch i {
+	case Modified:
+		return 4
+	case NoEnd:
+		return 3
+	case NoDigest:
+		return 2
+	case Intact:
+		return 1
+	}
+	return 0
+}
+
+// missingShards names the shards of the split ("i/n") that hs do not
+// hold; nil when the run was not split or every shard is there.
+func missingShards(hs []*History) []string {
+	n, err := strconv.Atoi(splitOf(hs[0].Run.Shard))
+	if err != nil || n < 2 || n > 1<<16 {
+		return nil
+	}
+	have := map[string]bool{}
+	for _, h := range hs {
+		have[h.Run.Shard] = true
+	}
+	var out []string
+	for i := 1; i <= n; i++ {
+		if s := fmt.Sprintf("%d/%d", i, n); !have[s] {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -65,11 +65,15 @@ type AuditPlan struct {
 
 // AuditColumn is one plan's result for BuildAudit.
 type AuditColumn struct {
-	Plan     string
-	Doc      *Document
-	Dir      string
-	Err      error
-	Skip     string
+	Plan string
+	Doc  *Document
+	Dir  string
+	Err  error
+	Skip string
+	// NotRun says why a plan that applies was not run (or not to its end)
+	// because the audit was interrupted: the audit's verdict is then
+	// interrupted, never a pass.
+	NotRun   string
 	Measured []checks.Measurement
 }
 
@@ -87,6 +91,9 @@ func BuildAudit(target string, pol PolicySummary, cols []AuditColumn) *Audit {
 		switch {
 		case c.Skip != "":
 			ap.Why = c.Skip
+		case c.NotRun != "":
+			ap.Why, ap.Verdict = c.NotRun, checks.Interrupted
+			a.Verdict = checks.Merge(a.Verdict, checks.Interrupted)
 		case c.Err != nil:
 			ap.Why, ap.Ran, ap.Verdict = c.Err.Error(), true, checks.Unknown
 			p := byName[checks.EvidenceCheck]
@@ -95,6 +102,9 @@ func BuildAudit(target string, pol PolicySummary, cols []AuditColumn) *Audit {
 			a.Verdict = checks.Merge(a.Verdict, checks.Unknown)
 		default:
 			ap.Ran, ap.Verdict, ap.Requests = true, c.Doc.Verdict, c.Doc.Stats.Requests
+			if v := c.Doc.Verdict; v == checks.Interrupted || v == checks.Incomplete {
+				a.Verdict = checks.Merge(a.Verdict, v)
+			}
 			if c.Doc.Interrupted && c.Doc.Reason != "" {
 				ap.Why = c.Doc.Reason
 			}
@@ -284,6 +294,18 @@ func auditJUnit(w io.Writer, a *Audit) error {
 			s.Skipped++
 		}
 		s.Cases = append(s.Cases, c)
+		s.Tests++
+	}
+	if a.Verdict == checks.Interrupted || a.Verdict == checks.Incomplete {
+		var why []string
+		for _, p := range a.Plans {
+			if p.Verdict == checks.Interrupted || p.Verdict == checks.Incomplete {
+				why = append(why, p.Plan+": "+p.Why)
+			}
+		}
+		s.Cases = append(s.Cases, junitCase{Name: "audit " + string(a.Verdict), Classname: "rlverify.audit", Time: "0",
+			Error: &junitProblem{Message: "the audit is " + string(a.Verdict), Type: string(a.Verdict), Text: strings.Join(why, "\n")}})
+		s.Errors++
 		s.Tests++
 	}
 	return writeJUnit(w, []junitSuite{s})

@@ -76,6 +76,9 @@ func verdictBadge(v checks.Verdict) string {
 }
 
 func htmlNotes(pg *page, d *Document) {
+	for _, w := range d.Warnings {
+		fmt.Fprintf(pg, "<p class=\"note\"><b>Warning:</b> %s</p>\n", esc(w))
+	}
 	if d.Interrupted {
 		fmt.Fprintf(pg, "<p class=\"note\"><b>Interrupted:</b> %s (verdicts judge what was recorded)</p>\n", esc(d.Reason))
 	}

@@ -166,6 +166,14 @@ func junitSuiteOf(d *Document, name string) junitSuite {
 		s.Cases = append(s.Cases, tc)
 	}
 	junitThresholds(&s, d, classname)
+	if d.Verdict == checks.Interrupted || d.Verdict == checks.Incomplete || d.Verdict == checks.Modified {
+		// A cut run is an error of its own, so a CI that counts failures
+		// and errors never shows it green.
+		s.Errors++
+		s.Tests++
+		s.Cases = append(s.Cases, junitCase{Name: "run " + string(d.Verdict), Classname: classname, Time: "0.000",
+			Error: &junitProblem{Message: d.Reason, Type: string(d.Verdict), Text: Headline(d) + "\n"}})
+	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "requests %s\n", statsLine(d.Stats))
 	for _, l := range d.Policy.Limits {
@@ -176,6 +184,9 @@ func junitSuiteOf(d *Document, name string) junitSuite {
 	}
 	if d.Interrupted {
 		fmt.Fprintf(&out, "INTERRUPTED: %s\n", d.Reason)
+	}
+	for _, w := range d.Warnings {
+		fmt.Fprintf(&out, "WARNING: %s\n", w)
 	}
 	s.SystemOut = out.String()
 	return s

@@ -20,6 +20,9 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## rlverify: %s — plan `%s` against `%s`\n\n", badge(d.Verdict), mdCode(orDash(d.Run.Plan)), mdCode(suiteName(d)))
 	fmt.Fprintf(&b, "**Verdict: %s** · %s\n\n%s\n\n", badge(d.Verdict), tally(d.Checks), mdText(Headline(d)))
+	for _, w := range d.Warnings {
+		fmt.Fprintf(&b, "> **WARNING:** %s\n\n", mdText(w))
+	}
 	if d.Interrupted {
 		fmt.Fprintf(&b, "> **INTERRUPTED:** %s (verdicts judge what was recorded)\n\n", mdText(d.Reason))
 	}

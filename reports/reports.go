@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -76,6 +77,21 @@ type Document struct {
 	// Thresholds are the run's pass/fail criteria judged (see
 	// SetThresholds); their verdicts are merged into Verdict.
 	Thresholds []thresholds.Result `json:"thresholds,omitempty"`
+	// Integrity is what the history's digest said: intact, modified,
+	// no-digest (older or imported histories), no-end (a cut run); empty
+	// for a history built in memory.
+	Integrity string `json:"integrity,omitempty"`
+	// Warnings are the checks' warnings (a slack wider than the run's own
+	// timing uncertainty), shown right under the verdict in every format.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// MarkCut records that the run did not carry out its whole plan, and why:
+// its verdict becomes v (checks.Interrupted or checks.Incomplete) unless a
+// check failed, so no format shows a cut run as a pass.
+func (d *Document) MarkCut(v checks.Verdict, reason string) {
+	d.Interrupted, d.Reason = true, reason
+	d.Verdict = checks.Merge(d.Verdict, v)
 }
 
 // Unverified is a property a run did not verify.
@@ -130,9 +146,21 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 		Checks:    rs,
 		Truncated: h.Truncated,
 	}
-	if h.End == nil {
-		d.Interrupted, d.Reason = true, "the history has no end record (the run was killed or is still going)"
-	} else if h.End.Interrupted {
+	d.Integrity = string(h.Integrity)
+	switch h.Integrity {
+	case history.Modified:
+		d.Verdict = checks.Modified
+		d.Warnings = append(d.Warnings, fmt.Sprintf("%s (%s): the verdicts below judge an edited record", h.IntegrityNote(), strings.Join(h.ModifiedShards, ", ")))
+	case history.NoDigest:
+		d.Run.Notes = append(slices.Clip(d.Run.Notes), h.IntegrityNote())
+	}
+	switch c, why := h.Completion(); {
+	case c == history.CutBySignal:
+		d.MarkCut(checks.Interrupted, why)
+	case c == history.CutShort:
+		d.MarkCut(checks.Incomplete, why)
+	case h.End.Interrupted:
+		// Stopped at a bound the user chose: complete for what was asked.
 		d.Interrupted, d.Reason = true, h.End.Reason
 	}
 	d.Policy = PolicySummary{Name: p.Name, Source: p.Source, FailMode: p.Failure.Mode}
@@ -168,6 +196,7 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 		if r.Verdict == checks.Skip {
 			d.NotVerified = append(d.NotVerified, Unverified{Check: r.Name, Reason: r.Summary})
 		}
+		d.Warnings = append(d.Warnings, r.Warnings...)
 	}
 	d.Keys = keyStats(h, p, oc, groups)
 	d.Footprint = footprint(h.Samples)

@@ -25,9 +25,9 @@ func (t Text) paint(v checks.Verdict) string {
 	switch v {
 	case checks.Pass:
 		return "\x1b[32m" + s + "\x1b[0m"
-	case checks.Fail:
+	case checks.Fail, checks.Modified:
 		return "\x1b[31;1m" + s + "\x1b[0m"
-	case checks.Unknown:
+	case checks.Unknown, checks.Interrupted, checks.Incomplete:
 		return "\x1b[33m" + s + "\x1b[0m"
 	}
 	return "\x1b[2m" + s + "\x1b[0m"
@@ -45,6 +45,9 @@ func (t Text) Render(w io.Writer, d *Document) error {
 func (t Text) render(w io.Writer, d *Document) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s\n", t.paint(d.Verdict), Headline(d))
+	for _, w := range d.Warnings {
+		fmt.Fprintf(&b, "WARNING: %s\n", w)
+	}
 	fmt.Fprintf(&b, "rlverify: plan %s", orDash(d.Run.Plan))
 	if d.Run.Limiter != "" {
 		fmt.Fprintf(&b, " · limiter %s", d.Run.Limiter)
@@ -374,6 +377,17 @@ func rateLine(ph history.Phase) string {
 // Headline is the verdict in words: the defect (the first of them, and how
 // many), why nothing could be judged, or what passed.
 func Headline(d *Document) string {
+	switch d.Verdict {
+	case checks.Modified:
+		return fmt.Sprintf("the history was modified after the run (its digest does not match): no verdict drawn from it stands (%s)", recordedTally(d.Checks))
+	case checks.Interrupted, checks.Incomplete:
+		// Never "N checks passed": the checks judged part of the plan.
+		why := d.Reason
+		if d.Verdict == checks.Interrupted {
+			why = "the run was cut short (" + strings.TrimPrefix(why, history.ReasonSignal) + ")"
+		}
+		return fmt.Sprintf("%s; the checks judged only what was recorded (%s)", why, recordedTally(d.Checks))
+	}
 	switch {
 	case len(d.Defects) == 1:
 		return "1 defect: " + checks.DefectLine(d.Defects[0])
@@ -390,4 +404,13 @@ func Headline(d *Document) string {
 		n[r.Verdict]++
 	}
 	return fmt.Sprintf("%d checks passed, %d had nothing to judge", n[checks.Pass], n[checks.Skip])
+}
+
+// recordedTally is what the checks of a cut run said, in a few words.
+func recordedTally(rs []checks.Result) string {
+	n := map[checks.Verdict]int{}
+	for _, r := range rs {
+		n[r.Verdict]++
+	}
+	return fmt.Sprintf("%d passed, %d unknown, %d had nothing to judge", n[checks.Pass]+n[checks.Explained], n[checks.Unknown], n[checks.Skip])
 }

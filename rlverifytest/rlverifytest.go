@@ -92,6 +92,9 @@ func Verify(t testing.TB, target Target, plan string, opts ...Option) *rlverify.
 	if msg := Problems(out.Results); msg != "" {
 		t.Fatalf("rlverifytest: plan %s:\n%s", plan, msg)
 	}
+	if v := out.Document.Verdict; v == checks.Interrupted || v == checks.Incomplete {
+		t.Fatalf("rlverifytest: plan %s: %s: %s", plan, strings.ToUpper(string(v)), out.Document.Reason)
+	}
 	return out
 }
 
@@ -110,6 +113,9 @@ func Audit(t testing.TB, target Target, opts ...Option) *reports.Audit {
 	}
 	if msg := Problems(a.Results()); msg != "" {
 		t.Fatalf("rlverifytest: audit of %s:\n%s", a.Target, msg)
+	}
+	if a.Verdict == checks.Interrupted || a.Verdict == checks.Incomplete {
+		t.Fatalf("rlverifytest: audit of %s: %s (see its plans)", a.Target, strings.ToUpper(string(a.Verdict)))
 	}
 	return a
 }

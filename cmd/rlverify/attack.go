@@ -192,7 +192,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	}
 	err = conclude(r.doc, r.results, r.hist, f.formats, r.dir, fo, r.report, stderr)
 	var ee *exitError
-	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted ||
+	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted || ee.code == ExitRun ||
 		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
 	// A fault command that failed may have left the service in the fault:
 	// exit 3 (docs/environments.md), even past a finding or a signal.
@@ -468,15 +468,29 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
 	}
-	switch fails := append(fo.fails(rs), fo.thresholdFails(doc.Thresholds)...); {
-	case len(fails) > 0:
+	if doc.Verdict == checks.Modified {
+		return cutExit(doc, stderr)
+	}
+	if fails := append(fo.fails(rs), fo.thresholdFails(doc.Thresholds)...); len(fails) > 0 {
 		return &exitError{code: ExitFail, fails: fails}
-	case doc.Interrupted && (h.End == nil || strings.HasPrefix(h.End.Reason, "interrupted")):
-		// Interrupted by a signal, or killed (no end record): the verdicts
-		// cover only part of the plan. Runs stopped by --max-* bounds the
-		// user chose are complete for what they asked.
+	}
+	return cutExit(doc, stderr)
+}
+
+// cutExit is the exit of a run that did not carry out its whole plan (nil
+// for any other): 130 when a signal or a kill cut it, 3 when a step could
+// not be done; 2 for a history modified after the run. Runs stopped by
+// --max-* bounds the user chose are complete for what they asked.
+func cutExit(doc *reports.Document, stderr io.Writer) error {
+	switch doc.Verdict {
+	case checks.Modified:
+		// A history error (exit 2), whatever the checks said of it.
+		return usageErr("the history was modified after the run (its end record's digest does not match); no verdict drawn from it stands: see docs/history.md")
+	case checks.Interrupted:
 		fmt.Fprintln(stderr, "rlverify: run interrupted; verdicts cover what was recorded")
 		return &exitError{code: ExitInterrupted}
+	case checks.Incomplete:
+		return runErr(fmt.Errorf("the run is incomplete (%s); verdicts cover what was recorded", doc.Reason))
 	}
 	return nil
 }

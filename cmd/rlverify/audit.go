@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/reports"
 )
 
@@ -156,11 +157,14 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 	if err := writeAudit(filepath.Join(f.out, "audit.json"), "json", a); err != nil {
 		return runErr(err)
 	}
-	if ctx.Err() != nil {
-		return &exitError{code: ExitInterrupted}
-	}
 	if fails := fo.fails(a.Results()); len(fails) > 0 {
 		return &exitError{code: ExitFail, fails: fails}
+	}
+	switch {
+	case ctx.Err() != nil || a.Verdict == checks.Interrupted:
+		return &exitError{code: ExitInterrupted}
+	case a.Verdict == checks.Incomplete:
+		return runErr(fmt.Errorf("audit: a plan did not complete; see its row under plans"))
 	}
 	return nil
 }

@@ -124,6 +124,12 @@ func (b *phaseBar) show(s attacks.Progress) {
 	b.mu.Lock()
 	b.last = s
 	b.mu.Unlock()
+	if s.Cut {
+		// Left where it stopped: a cut phase is not complete.
+		b.bar.SetCurrent(min(int64(fraction(s)*barScale), barScale-1))
+		b.bar.Abort(false)
+		return
+	}
 	if s.Done {
 		b.bar.SetTotal(barScale, true)
 		return
@@ -158,6 +164,10 @@ func timing(s attacks.Progress) string {
 	var b strings.Builder
 	if sec := s.PhaseElapsed.Seconds(); sec > 0 && s.PhaseSent > 0 {
 		b.WriteString(human.Rate(float64(s.PhaseSent)/sec) + "  ")
+	}
+	if s.Cut {
+		b.WriteString("cut short after " + roundDur(s.PhaseElapsed))
+		return b.String()
 	}
 	if s.Done {
 		b.WriteString("took " + roundDur(s.PhaseElapsed))

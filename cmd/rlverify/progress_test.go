@@ -103,3 +103,21 @@ func TestProgressEstimates(t *testing.T) {
 		})
 	}
 }
+
+// Issue 26 item 5: a phase cut by a signal was drawn as a full bar.
+func TestProgressCutPhaseIsNotShownComplete(t *testing.T) {
+	cut := attacks.Progress{Phase: "soak", Index: 0, Phases: 1, PhaseSent: 50, PlannedRequests: 3000,
+		PhaseElapsed: time.Second, PlannedDuration: 60 * time.Second, Done: true, Cut: true}
+	var log bytes.Buffer
+	p := newProgressOn(&log, false, false)
+	p.update(cut)
+	p.done()
+	require.Contains(t, log.String(), "cut short after 1s")
+	require.NotContains(t, log.String(), "took")
+	var tty bytes.Buffer
+	p = newProgressOn(&tty, true, false)
+	p.update(cut)
+	p.done()
+	require.Contains(t, tty.String(), "cut short after 1s")
+	require.NotContains(t, tty.String(), "[======================]", "a cut phase's bar is not full")
+}

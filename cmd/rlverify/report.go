@@ -25,7 +25,9 @@ func reportCmd() *cobra.Command {
 by compare, told apart by its schema) again, in any format: text, json,
 junit, md or html. Without --out the one format goes to stdout; with --out
 every format is written to DIR/report.EXT (DIR/comparison.EXT for a
-comparison). The exit code does not depend on the verdicts.
+comparison). The exit code is 0 whatever the checks said, except for a
+run that did not carry out its whole plan: 130 for an interrupted one, 3
+for an incomplete one, so a CI step that renders a cut run is not green.
 
 Examples:
   rlverify report --in rlverify-out/latest/result.json --format html --out rlverify-out/latest
@@ -79,7 +81,7 @@ func runReport(in string, formats []string, out string, stdout, stderr io.Writer
 		if err := write(stdout, formats[0], colorOn(stdout)); err != nil {
 			return runErr(err)
 		}
-		return nil
+		return reportExit(doc, stderr)
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return runErr(fmt.Errorf("--out: %w", err))
@@ -98,7 +100,16 @@ func runReport(in string, formats []string, out string, stdout, stderr io.Writer
 		}
 		fmt.Fprintf(stderr, "rlverify: wrote %s\n", file)
 	}
-	return nil
+	return reportExit(doc, stderr)
+}
+
+// reportExit is the exit of rendering doc: that of a cut run (see cutExit),
+// else 0.
+func reportExit(doc *reports.Document, stderr io.Writer) error {
+	if doc == nil {
+		return nil
+	}
+	return cutExit(doc, stderr)
 }
 
 func abs(p string) string {
