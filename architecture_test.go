@@ -21,25 +21,26 @@ const module = "github.com/rlverify/rlverify"
 // The test and tool helpers (helpers) may import anything below cmd.
 var allowed = map[string][]string{
 	// leaves
-	"policies": nil, "history": nil, "headers": nil, "limitread": nil,
-	"policy/yamlx": {"limitread"}, "policy": {"policy/yamlx", "limitread"},
+	"policies": nil, "history": {"headers"}, "headers": nil, "limitread": nil,
+	"policy/yamlx": {"limitread", "internal/suggest"}, "policy": {"policy/yamlx", "limitread"}, "internal/suggest": nil,
 	"envs/redisproc": {"internal/childproc"}, "internal/faultproxy": nil, "internal/human": nil, "internal/childproc": nil,
 	"thresholds": {"history", "internal/human"},
+	"faults":     {"history"},
 	// algorithms and stores
 	"limiters":            {"policy"},
 	"limiters/faulty":     {"limiters", "policy"},
 	"limiters/thirdparty": {"limiters", "policy"},
-	"limiters/catalog":    {"limiters", "limiters/faulty", "limiters/thirdparty", "policy"},
+	"limiters/catalog":    {"limiters", "limiters/faulty", "limiters/thirdparty", "policy", "internal/suggest"},
 	"checks":              {"history", "policy", "headers"},
-	"attacks":             {"history", "policy", "policy/yamlx", "headers", "thresholds"},
+	"attacks":             {"history", "policy", "policy/yamlx", "headers", "thresholds", "faults", "internal/suggest"},
 	"importers":           {"history", "policy", "headers"},
 	"calibrate":           {"history", "importers", "limiters", "policy"},
 	"reports":             {"checks", "history", "policy", "thresholds", "internal/human", "limitread"},
-	"service":             {"limiters", "limiters/catalog", "policy", "headers", "history", "internal/faultproxy", "limitread"},
-	"envs":                {"service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/faultproxy", "internal/childproc"},
-	"envs/docker":         {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc"},
-	"envs/gateway":        {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/childproc"},
-	"":                    {"attacks", "calibrate", "checks", "envs", "history", "importers", "limiters/catalog", "policies", "policy", "reports", "service", "thresholds"},
+	"service":             {"limiters", "limiters/catalog", "policy", "headers", "history", "internal/faultproxy", "limitread", "faults"},
+	"envs":                {"service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/faultproxy", "internal/childproc", "faults"},
+	"envs/docker":         {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "faults"},
+	"envs/gateway":        {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/childproc", "faults"},
+	"":                    {"attacks", "calibrate", "checks", "envs", "faults", "history", "importers", "limiters/catalog", "policies", "policy", "reports", "service", "thresholds", "internal/suggest"},
 	"rlverifytest":        {"", "attacks", "checks", "policy", "reports"},
 	"compose":             nil,
 	"deploy/kubernetes":   nil,
@@ -100,8 +101,12 @@ func rel(path string) (string, bool) {
 	return r, ok
 }
 
+// optionalTags are the build tags of the optional parts (docs/architecture.md,
+// "Optional parts"): the files they add follow the same rules.
+const optionalTags = "docker,gubernator"
+
 func TestImportsFollowTheArchitecture(t *testing.T) {
-	for _, p := range goList(t, "./...") {
+	for _, p := range append(goList(t, "./..."), goList(t, "-tags", optionalTags, "./...")...) {
 		name, _ := rel(p.ImportPath)
 		cmd := strings.HasPrefix(name, "cmd/") || strings.Contains(name, "/cmd/")
 		for _, imp := range p.Imports {
@@ -143,4 +148,26 @@ func TestTheLibraryPullsInNoDocker(t *testing.T) {
 			}
 		}
 	}
+}
+
+// heavy are the modules the default binary leaves to tagged builds: the
+// gubernator cluster (gRPC, etcd, the Kubernetes client), Docker
+// (testcontainers, moby) and the Toxiproxy server (internal/faultproxy is
+// the one fault proxy).
+var heavy = []string{"k8s.io/", "sigs.k8s.io/", "github.com/gubernator-io/", "google.golang.org/grpc", "go.etcd.io/",
+	"github.com/testcontainers/", "github.com/moby/", "github.com/docker/", "github.com/Shopify/toxiproxy"}
+
+// maxDefaultDeps bounds the default binary's packages (345 when the heavy
+// parts moved out, from 995): a new dependency that drags a tree in fails
+// here, where it is cheap to see, not in a user's 16-minute first build.
+const maxDefaultDeps = 400
+
+func TestDefaultBuildIsLean(t *testing.T) {
+	deps := goList(t, "-deps", "./cmd/rlverify")
+	for _, d := range deps {
+		if slices.ContainsFunc(heavy, func(m string) bool { return strings.HasPrefix(d.ImportPath, m) }) {
+			t.Errorf("the default rlverify depends on %s: it belongs behind a build tag (docs/architecture.md, Optional parts)", d.ImportPath)
+		}
+	}
+	require.LessOrEqual(t, len(deps), maxDefaultDeps, "go list -deps ./cmd/rlverify")
 }

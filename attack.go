@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -33,13 +32,6 @@ const (
 	// EnvGateway runs a gateway limiter (nginx, HAProxy, gubernator): the
 	// Environment comes from envs/gateway, already configured.
 	EnvGateway = "gateway"
-)
-
-// The environments' injectors and downstream readers are what the engine
-// takes (attacks declares the interfaces, envs implements them).
-var (
-	_ attacks.FaultInjector = envs.FaultInjector(nil)
-	_ attacks.SinkReader    = envs.SinkReader(nil)
 )
 
 // DefaultLimiter is the reference limiter Attack runs when none is named.
@@ -90,9 +82,6 @@ type AttackOptions struct {
 	// AllowRemote allows targets and a Redis outside loopback (only
 	// services you own).
 	AllowRemote bool
-	// Resolver resolves the target names the loopback rule checks (nil:
-	// the system's resolver); see CheckLoopback.
-	Resolver Resolver
 	// Regions > 1 runs the reference token bucket in that many regions
 	// (embedded and docker; default: the plan's), sharing the quota as
 	// RegionMode says (service.RegionReplicated when empty).
@@ -167,8 +156,11 @@ func Attack(ctx context.Context, o AttackOptions) (*Outcome, error) {
 // is chosen, not yet started. Its RunID and HistoryFile may still be set
 // (the command names the run's folder between the two steps).
 type Prepared struct {
-	o        AttackOptions
-	env      envs.Environment
+	o AttackOptions
+	// Env is the environment Run starts; a command may adjust its value
+	// between the two steps (a gateway keeps its configurations in the
+	// run's folder, known only then).
+	Env      envs.Environment
 	spec     envs.Spec
 	declared *policy.Policy
 	run      history.Run
@@ -179,12 +171,150 @@ type Prepared struct {
 	RunID string
 	// HistoryFile is where the history goes (see AttackOptions).
 	HistoryFile string
+	// Notes are facts for the report added after Prepare.
+	Notes []string
 }
 
-// Prepare checks o and chooses the environment.
-func Prepare(o AttackOptions) (*Prepared, error) {
+// env is the environment o runs in: Targets or Handler imply EnvExternal,
+// nothing EnvEmbedded.
+func (o *AttackOptions) env() string {
+	switch {
+	case o.Handler != nil || len(o.Targets) > 0:
+		return EnvExternal
+	case o.Env == "":
+		return EnvEmbedded
+	}
+	return o.Env
+}
+
+// Validate checks every rule about what an attack may do, before anything
+// starts: a plan, bounds, which options apply to which environment, and
+// consent for every address outside loopback. Prepare calls it; a command
+// calls it (through Prepare) so its users get the same rules as the
+// library's. Errors are *OptionError naming the field at fault.
+func (o AttackOptions) Validate() error {
 	if o.Plan == nil {
-		return nil, optionErr("attack: --plan is required (see rlverify plans)")
+		return fieldErr("Plan", "is required (see rlverify plans)")
+	}
+	plan, env := o.Plan, o.env()
+	if o.Handler != nil && len(o.Targets) > 0 {
+		return fieldErr("Handler", "and Targets: give one, not both")
+	}
+	if o.Instances != 0 {
+		if env == EnvEmbedded && o.Instances < plan.MinInstances() {
+			return fieldErr("Instances", "%d: plan %s needs at least %d", o.Instances, plan.Name, plan.MinInstances())
+		}
+		if o.Instances < 1 || o.Instances > envs.MaxInstances {
+			return fieldErr("Instances", "%d: want 1 … %d", o.Instances, envs.MaxInstances)
+		}
+	}
+	if err := attacks.CheckRequest(plan, o.Request); err != nil {
+		return &OptionError{Field: "Request", Err: err}
+	}
+	if o.Keys != nil {
+		pol := o.Policy
+		if pol == nil {
+			var err error
+			if pol, err = LoadPolicy(plan.Policy); err != nil {
+				return err
+			}
+		}
+		if err := attacks.CheckKeys(plan, pol, o.Keys); err != nil {
+			return &OptionError{Field: "Keys", Err: err}
+		}
+	}
+	if o.MaxHeaderBytes < 0 {
+		return fieldErr("MaxHeaderBytes", "%d: want at least 1", o.MaxHeaderBytes)
+	}
+	if o.MaxHeaders < 0 {
+		return fieldErr("MaxHeaders", "%d: want at least 1", o.MaxHeaders)
+	}
+	if o.MaxHeaderBytes > attacks.MaxHeaderBytesCeiling || o.MaxHeaders > attacks.MaxHeadersCeiling {
+		return fieldErr("MaxHeaderBytes", "%d, MaxHeaders %d: want at most %d bytes and %d fields", o.MaxHeaderBytes, o.MaxHeaders, attacks.MaxHeaderBytesCeiling, attacks.MaxHeadersCeiling)
+	}
+	if o.RedisURL != "" {
+		// The reference limiter writes every key's state there: a remote
+		// Redis is someone's data, so it needs the consent a target does.
+		addr, err := envs.RedisAddr(o.RedisURL)
+		if err == nil {
+			err = envs.CheckLoopbackAddr(addr, o.AllowRemote)
+		}
+		if err != nil {
+			return &OptionError{Field: "RedisURL", Err: err}
+		}
+	}
+	switch env {
+	case EnvGateway:
+		if o.Environment == nil {
+			return fieldErr("Environment", "is required by the gateway environment (envs/gateway)")
+		}
+	case EnvEmbedded:
+	case EnvLocal:
+		if o.Regions > 1 {
+			return fieldErr("Regions", "%d: regions run on the embedded and docker environments", o.Regions)
+		}
+		if o.RedisURL != "" {
+			return fieldErr("Env", "local starts its own redis-server processes: RedisURL %s does not apply (use Env embedded, Store redis and RedisURL)", o.RedisURL)
+		}
+	case EnvDocker:
+		if o.RedisURL != "" || o.RedisCluster > 0 {
+			return fieldErr("RedisURL", "and RedisCluster do not apply: the docker environment starts its own Redis container")
+		}
+		if o.Environment == nil {
+			return fieldErr("Environment", "is required by the docker environment (envs/docker: docker.Docker{})")
+		}
+	case EnvExternal:
+		if o.RedisURL != "" {
+			return fieldErr("RedisURL", "%s does not apply to Env external: your service uses its own store (to break it, see StoreProxies)", o.RedisURL)
+		}
+		if o.Handler == nil {
+			if len(o.Targets) == 0 {
+				return fieldErr("Targets", "is empty: the external environment needs at least one target URL")
+			}
+			if err := CheckTargets(o.Targets, o.AllowRemote); err != nil {
+				return err
+			}
+		}
+		if x, ok := o.Environment.(envs.External); ok {
+			if err := x.Validate(o.AllowRemote); err != nil {
+				return optionWrap(err)
+			}
+		}
+		if err := requireDeclaredPolicy(o); err != nil {
+			return err
+		}
+	default:
+		return fieldErr("Env", "%q: want embedded, local, docker, external or gateway", o.Env)
+	}
+	return nil
+}
+
+// requireDeclaredPolicy is the rule for judging a service rlverify did not
+// start: against the policy its owner declares. A plan's own policy
+// describes how rlverify's reference service is set up (retry-after's slow
+// refill, tiers' seeds): a verdict against it says nothing about a service
+// configured otherwise, so o.Policy must be given and not the plan's own.
+// (A target without any declared policy belongs here too.)
+func requireDeclaredPolicy(o AttackOptions) error {
+	if o.Plan.Policy == "" {
+		return nil
+	}
+	own := o.Policy == nil
+	if !own {
+		if pp, err := LoadPolicy(o.Plan.Policy); err == nil && pp.Source == o.Policy.Source {
+			own = true
+		}
+	}
+	if !own {
+		return nil
+	}
+	return fieldErr("Policy", "is required: plan %s judges against its own policy (%s), which describes rlverify's reference service; against a target give your service's declared policy (rlverify audit measures what a service does)", o.Plan.Name, o.Plan.Policy)
+}
+
+// Prepare checks o (Validate) and chooses the environment.
+func Prepare(o AttackOptions) (*Prepared, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	plan := o.Plan
 	pol := o.Policy
@@ -197,29 +327,16 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 	if o.Limiter == "" {
 		o.Limiter = DefaultLimiter
 	}
-	if o.Env == "" {
-		o.Env = EnvEmbedded
-	}
+	o.Env = o.env()
 	if o.RegionMode == "" {
 		o.RegionMode = service.RegionReplicated
 	}
 	if o.Shards == 0 {
 		o.Shards = 1
 	}
-	if o.Handler != nil {
-		if len(o.Targets) > 0 {
-			return nil, optionErr("attack: give Handler or Targets, not both")
-		}
-		o.Env = EnvExternal
-	}
-	if len(o.Targets) > 0 {
-		o.Env = EnvExternal
-	}
 	instances := o.Instances
 	if instances == 0 {
 		instances = plan.MinInstances()
-	} else if o.Env == EnvEmbedded && instances < plan.MinInstances() {
-		return nil, optionErr("--instances %d: plan %s needs at least %d", instances, plan.Name, plan.MinInstances())
 	}
 	if o.Regions == 0 && (o.Env == EnvEmbedded || o.Env == EnvDocker) {
 		o.Regions = plan.Regions
@@ -228,15 +345,6 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 	if runID == "" && o.Shards > 1 {
 		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", plan.Name, o.Seed)))
 		runID = hex.EncodeToString(sum[:3])
-	}
-	if instances < 1 || instances > envs.MaxInstances {
-		return nil, optionErr("--instances %d: want 1 … %d", instances, envs.MaxInstances)
-	}
-	if o.MaxHeaderBytes < 0 || o.MaxHeaders < 0 {
-		return nil, optionErr("--max-header-bytes %d, --max-headers %d: both must be at least 1", o.MaxHeaderBytes, o.MaxHeaders)
-	}
-	if o.MaxHeaderBytes > attacks.MaxHeaderBytesCeiling || o.MaxHeaders > attacks.MaxHeadersCeiling {
-		return nil, optionErr("--max-header-bytes %d, --max-headers %d: want at most %d bytes and %d fields", o.MaxHeaderBytes, o.MaxHeaders, attacks.MaxHeaderBytesCeiling, attacks.MaxHeadersCeiling)
 	}
 	if o.HistoryFile != "" {
 		if err := checkHistoryFile(o.HistoryFile, o.ReplaceHistory); err != nil {
@@ -255,9 +363,6 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 	}
 	switch o.Env {
 	case EnvGateway:
-		if o.Environment == nil {
-			return nil, optionErr("attack: the gateway environment needs its Environment (envs/gateway)")
-		}
 		// The gateway's own policy, limiter and store, as configured.
 		p.spec.Policy, p.spec.Limiter, p.spec.Store = o.LimiterPolicy, o.Limiter, o.Store
 		if p.spec.Policy == nil {
@@ -267,7 +372,7 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 			p.declared = o.JudgedPolicy
 		}
 		p.run.Limiter, p.run.Target = o.Limiter, o.Limiter
-		p.env = o.Environment
+		p.Env = o.Environment
 	case EnvEmbedded:
 		store := o.Store
 		if store == "" && (plan.NeedsRedis() || o.Regions > 1) {
@@ -291,10 +396,10 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 		if o.RedisURL != "" && entry.Store != catalog.Redis {
 			// It would be silently unused: the user believes the run
 			// exercised their Redis.
-			return nil, optionErr("--redis %s does not apply: %s keeps its state in memory in this run (store %s); give --store redis to use that Redis", o.RedisURL, entry.Name, entry.Store)
+			return nil, fieldErr("RedisURL", "%s does not apply: %s keeps its state in memory in this run (store %s); give Store redis to use that Redis", o.RedisURL, entry.Name, entry.Store)
 		}
 		p.reference(entry, pol, entry.Store)
-		p.env = envs.Embedded{}
+		p.Env = envs.Embedded{}
 	case EnvLocal, EnvDocker:
 		entry, err := catalog.Lookup(o.Limiter, catalog.Redis)
 		if err != nil {
@@ -303,46 +408,22 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 		p.reference(entry, pol, catalog.Redis)
 		p.spec.RedisCluster = o.RedisCluster
 		if o.Regions > 1 {
-			if o.Env == EnvLocal {
-				return nil, optionErr("--regions runs on the embedded and docker environments")
-			}
 			p.spec.Regions = regions()
 		}
+		p.Env = o.Environment
 		if o.Env == EnvLocal {
-			if o.RedisURL != "" {
-				return nil, optionErr("--env local starts its own redis-server processes: --redis %s does not apply (use --env embedded --store redis --redis URL)", o.RedisURL)
-			}
-			p.env = envs.Local{Cluster: o.RedisCluster}
-		} else {
-			if o.RedisURL != "" || o.RedisCluster > 0 {
-				return nil, optionErr("--env docker starts its own Redis container: --redis and --redis-cluster do not apply")
-			}
-			if o.Environment == nil {
-				return nil, optionErr("attack: --env docker needs the docker environment (envs/docker: docker.Docker{})")
-			}
-			p.env = o.Environment
+			p.Env = envs.Local{Cluster: o.RedisCluster}
 		}
 	case EnvExternal:
-		if o.RedisURL != "" {
-			return nil, optionErr("--redis %s does not apply to --env external: your service uses its own store (to break it, see --store-proxy)", o.RedisURL)
-		}
 		if o.Handler == nil {
-			if len(o.Targets) == 0 {
-				return nil, optionErr("--env external needs at least one --target URL")
-			}
-			if err := CheckTargetsWith(context.Background(), o.Resolver, o.Targets, o.AllowRemote); err != nil {
-				return nil, optionWrap(err)
-			}
 			p.run.Target = strings.Join(o.Targets, " ")
 		}
 		p.spec.Policy, p.spec.Targets = pol, o.Targets
 		p.defPath = "" // the target URL's own path, else /
-		p.env = o.Environment
-		if p.env == nil {
-			p.env = envs.External{}
+		p.Env = o.Environment
+		if p.Env == nil {
+			p.Env = envs.External{}
 		}
-	default:
-		return nil, optionErr("--env %q: want embedded, local, docker or external", o.Env)
 	}
 	return p, nil
 }
@@ -364,7 +445,7 @@ func (p *Prepared) reference(entry catalog.Entry, pol *policy.Policy, store stri
 func (p *Prepared) Declared() *policy.Policy { return p.declared }
 
 // EnvName is the environment the run starts.
-func (p *Prepared) EnvName() string { return p.env.Name() }
+func (p *Prepared) EnvName() string { return p.Env.Name() }
 
 // Run starts the environment, runs the plan, tears the environment down
 // and judges the history, read back once from HistoryFile.
@@ -408,20 +489,20 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 	}
 	defer w.Close()
 
-	stack, err := p.env.Start(ctx, p.spec)
+	stack, err := p.Env.Start(ctx, p.spec)
 	if err != nil {
-		return nil, fmt.Errorf("start %s environment: %w", p.env.Name(), err)
+		return nil, fmt.Errorf("start %s environment: %w", p.Env.Name(), err)
 	}
 	defer stack.Close()
 	for _, ph := range plan.Phases {
 		if ph.Kind == attacks.KindFault && ph.Action == "inject" && (stack.Faults == nil || !stack.Faults.Supports(ph.Fault)) {
-			return nil, fmt.Errorf("plan %s injects %s, which the %s environment cannot do with this store (see docs/environments.md)", plan.Name, ph.Fault, p.env.Name())
+			return nil, fmt.Errorf("plan %s injects %s, which the %s environment cannot do with this store (see docs/environments.md)", plan.Name, ph.Fault, p.Env.Name())
 		}
 	}
 	run := p.run
 	run.Instances = stack.Instances
 	run.Store = stack.StoreDesc
-	run.Notes = append(run.Notes, stack.Notes...)
+	run.Notes = append(append(run.Notes, p.Notes...), stack.Notes...)
 	if b, err := json.Marshal(p.declared); err == nil {
 		run.Declared = b
 	}
@@ -456,7 +537,7 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 	}
 	closeErr := w.Close()
 	if err := stack.Close(); err != nil {
-		p.warn("rlverify: tearing down the %s environment: %v", p.env.Name(), err)
+		p.warn("rlverify: tearing down the %s environment: %v", p.Env.Name(), err)
 	}
 	if closeErr != nil {
 		// The history on disk is incomplete: no verdict is drawn from it.
@@ -486,7 +567,7 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 	}
 	if sum.Requests > 0 && allUnreachable(h) {
 		why, n := commonestErr(h)
-		err := fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, kept)
+		err := envs.Unreachable(fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, kept))
 		if h.End != nil && h.End.Interrupted && strings.HasPrefix(h.End.Reason, "interrupted") {
 			// A signal ended the run: that, not the target, is why the
 			// requests in flight got no answer.
@@ -575,25 +656,13 @@ func commonestErr(h *history.History) (string, int) {
 	return example[best], n[best]
 }
 
-// CheckTargets refuses targets outside loopback unless allowRemote (see
-// CheckLoopback: names are resolved first).
+// CheckTargets refuses a target that is not an http(s) base URL, or is
+// outside loopback unless allowRemote (envs.CheckLoopback). Errors are
+// *OptionError of the field Targets.
 func CheckTargets(urls []string, allowRemote bool) error {
-	return CheckTargetsWith(context.Background(), nil, urls, allowRemote)
-}
-
-// CheckTargetsWith is CheckTargets resolving names with r (nil: the
-// system's resolver).
-func CheckTargetsWith(ctx context.Context, r Resolver, urls []string, allowRemote bool) error {
 	for _, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--target %q: want an http(s) base URL such as http://127.0.0.1:8080", raw)
-		}
-		if allowRemote {
-			continue
-		}
-		if err := CheckLoopback(ctx, r, "--target "+raw, u.Hostname()); err != nil {
-			return err
+		if err := envs.CheckLoopbackURL(raw, allowRemote); err != nil {
+			return &OptionError{Field: "Targets", Err: err}
 		}
 	}
 	return nil

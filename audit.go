@@ -12,6 +12,8 @@ import (
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/faults"
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -56,7 +58,7 @@ func needsFaults(kinds ...string) func(a *auditScope) string {
 	return func(a *auditScope) string {
 		for _, k := range kinds {
 			if !a.faults[k] {
-				if a.env == "external" && (k == attacks.FaultStoreDown || k == attacks.FaultStoreSlow) {
+				if a.env == "external" && (k == faults.StoreDown || k == faults.StoreSlow) {
 					return fmt.Sprintf("no way to inject %s: give --store-proxy, --toxiproxy or --on-inject %s=… (see docs/environments.md)", k, k)
 				}
 				if a.env == "external" {
@@ -67,6 +69,20 @@ func needsFaults(kinds ...string) func(a *auditScope) string {
 		}
 		return ""
 	}
+}
+
+func untrustedXFF(a *auditScope) string {
+	if a.pol.Identity.TrustsLoopback() {
+		return "the policy trusts X-Forwarded-For from loopback: the address is part of the identity"
+	}
+	return ""
+}
+
+func noMaxLength(a *auditScope) string {
+	if a.pol.Identity.MaxLength > 0 {
+		return fmt.Sprintf("the policy declares identity.max_length %d: the bypass plan's long variant probes past it", a.pol.Identity.MaxLength)
+	}
+	return ""
 }
 
 func severalTiers(a *auditScope) string {
@@ -109,15 +125,17 @@ var auditPlans = []auditPlan{
 	{"overload", always},
 	{"tenant-isolation", always},
 	{"similar-keys", always},
+	{"long-keys", noMaxLength},
+	{"spoof-tenants", untrustedXFF},
 	{"tiers", severalTiers},
 	{"bypass", always},
 	{"multi-instance", severalInstances},
 	{"retry-elsewhere", severalInstances},
 	{"global-guard", globalGuard},
-	{"store-outage", needsFaults(attacks.FaultStoreDown)},
-	{"slow-store", needsFaults(attacks.FaultStoreSlow)},
-	{"rules-unavailable", needsFaults(attacks.FaultRulesDown)},
-	{"clock-skew", needsFaults(attacks.FaultClockSkew)},
+	{"store-outage", needsFaults(faults.StoreDown)},
+	{"slow-store", needsFaults(faults.StoreSlow)},
+	{"rules-unavailable", needsFaults(faults.RulesDown)},
+	{"clock-skew", needsFaults(faults.ClockSkew)},
 	{"regions", embeddedOnly},
 }
 
@@ -133,6 +151,10 @@ type AuditOptions struct {
 	ForPlan func(plan string, dir string) (AttackOptions, error)
 	// Plans, when set, runs only these of the audit's plans.
 	Plans []string
+	// PlanFiles are the user's own plan files, run after the audit's
+	// plans and judged against the same declared policy; each column is
+	// named "NAME (FILE)". A plan name the audit already has is an error.
+	PlanFiles []string
 	// Dir keeps each plan's history in Dir/PLAN/ (a temporary directory,
 	// removed afterwards, when empty).
 	Dir string
@@ -140,6 +162,17 @@ type AuditOptions struct {
 	Log func(format string, args ...any)
 	// OnPlan, when set, is called with each judged plan and its folder.
 	OnPlan func(plan, dir string, out *Outcome) error
+}
+
+// Validate checks the audit's own options (each plan's are checked as it
+// runs); errors are *OptionError naming the field.
+func (o AuditOptions) Validate() error {
+	for _, n := range o.Plans {
+		if !slices.Contains(AuditPlanNames(), n) {
+			return fieldErr("Plans", "%q: not a plan of the audit%s (%s)", n, suggest.DidYouMean(n, AuditPlanNames()), strings.Join(AuditPlanNames(), ", "))
+		}
+	}
+	return nil
 }
 
 // AuditPlanNames are the audit's plans, in the order they run.
@@ -153,12 +186,25 @@ func AuditPlanNames() []string {
 
 // Audit runs the plans of the audit that apply, in order; a plan that
 // fails to run does not stop the others (its column says why), but an
-// option error does. It stops before the next plan once ctx ends.
+// option error or an unreachable target (envs.ErrUnreachable) does. It stops before the next plan once ctx ends.
 func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
-	for _, n := range o.Plans {
-		if !slices.Contains(AuditPlanNames(), n) {
-			return nil, optionErr("--plans %q: not a plan of the audit (%s)", n, strings.Join(AuditPlanNames(), ", "))
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	type filePlan struct{ file, name string }
+	var files []filePlan
+	for _, f := range o.PlanFiles {
+		if !strings.ContainsAny(f, `/\`) {
+			f = "./" + f // a file, even when named like a built-in plan
 		}
+		p, err := attacks.Load(f)
+		if err != nil {
+			return nil, optionErr("--plan %s: %v", f, err)
+		}
+		if slices.Contains(AuditPlanNames(), p.Name) || slices.ContainsFunc(files, func(x filePlan) bool { return x.name == p.Name }) {
+			return nil, optionErr("--plan %s: plan name %q is already a plan of this audit; give the file's plan another name", f, p.Name)
+		}
+		files = append(files, filePlan{f, p.Name})
 	}
 	base := o.Attack
 	if base.Handler != nil || len(base.Targets) > 0 {
@@ -180,17 +226,12 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	}
 	if base.Env != EnvExternal {
 		scope.instances = 3 // the built-in environments start what a plan needs
-		for _, k := range attacks.FaultKinds {
+		for _, k := range faults.Kinds {
 			scope.faults[k] = true
 		}
 	} else if x, ok := base.Environment.(envs.External); ok {
-		proxy := len(x.StoreProxies) > 0 || x.Toxiproxy != ""
-		scope.faults[attacks.FaultStoreDown] = proxy
-		scope.faults[attacks.FaultStoreSlow] = proxy
-		for _, h := range x.Hooks {
-			if h.Action == "inject" {
-				scope.faults[h.Kind] = true
-			}
+		for _, k := range faults.Kinds {
+			scope.faults[k] = x.CanInject(k)
 		}
 	}
 	target := strings.Join(base.Targets, " ")
@@ -210,6 +251,46 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		dir = tmp
 	}
 	var cols []reports.AuditColumn
+	// run runs plan (a built-in name or a file) as column name in pdir.
+	run := func(plan, name, pdir string) error {
+		if err := os.MkdirAll(pdir, 0o755); err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		if o.Log != nil {
+			o.Log("audit: %s …", name)
+		}
+		ao, err := auditAttack(plan, pdir, base, o.ForPlan)
+		if err != nil {
+			return fmt.Errorf("audit: plan %s: %w", name, err)
+		}
+		out, err := Attack(ctx, ao)
+		var oe *OptionError
+		switch {
+		case errors.As(err, &oe):
+			return fmt.Errorf("audit: plan %s: %w", name, err)
+		case err != nil && ctx.Err() != nil:
+			cols = append(cols, reports.AuditColumn{Plan: name, Dir: pdir, NotRun: "interrupted: " + err.Error()})
+			return nil
+		case errors.Is(err, envs.ErrUnreachable):
+			// Every other plan would end the same way: stop at once
+			// rather than report a table of unknowns.
+			return fmt.Errorf("audit: plan %s: %w; no further plan was run", name, err)
+		case err != nil:
+			cols = append(cols, reports.AuditColumn{Plan: name, Dir: pdir, Err: err})
+			return nil
+		}
+		if o.OnPlan != nil {
+			if err := o.OnPlan(name, pdir, out); err != nil {
+				return err
+			}
+		}
+		col := reports.AuditColumn{Plan: name, Doc: out.Document, Dir: pdir, Measured: measurements(out.Document)}
+		if out.Stopped != nil {
+			out.Document.Interrupted, out.Document.Reason = true, "the plan did not complete: "+out.Stopped.Error()
+		}
+		cols = append(cols, col)
+		return nil
+	}
 	for _, ap := range auditPlans {
 		if len(o.Plans) > 0 && !slices.Contains(o.Plans, ap.name) {
 			continue
@@ -224,35 +305,18 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 			cols = append(cols, reports.AuditColumn{Plan: ap.name, Skip: why})
 			continue
 		}
-		pdir := filepath.Join(dir, ap.name)
-		if err := os.MkdirAll(pdir, 0o755); err != nil {
-			return nil, fmt.Errorf("audit: %w", err)
+		if err := run(ap.name, ap.name, filepath.Join(dir, ap.name)); err != nil {
+			return nil, err
 		}
-		if o.Log != nil {
-			o.Log("audit: %s …", ap.name)
+	}
+	for i, f := range files {
+		if ctx.Err() != nil {
+			break
 		}
-		ao, err := auditAttack(ap.name, pdir, base, o.ForPlan)
-		if err != nil {
-			return nil, fmt.Errorf("audit: plan %s: %w", ap.name, err)
+		// The folder is numbered: a plan's name is the user's text.
+		if err := run(f.file, fmt.Sprintf("%s (%s)", f.name, filepath.Base(f.file)), filepath.Join(dir, fmt.Sprintf("plan-file-%d", i+1))); err != nil {
+			return nil, err
 		}
-		out, err := Attack(ctx, ao)
-		var oe *OptionError
-		switch {
-		case errors.As(err, &oe):
-			return nil, fmt.Errorf("audit: plan %s: %w", ap.name, err)
-		case err != nil && ctx.Err() != nil:
-			cols = append(cols, reports.AuditColumn{Plan: ap.name, Dir: pdir, NotRun: "interrupted: " + err.Error()})
-			continue
-		case err != nil:
-			cols = append(cols, reports.AuditColumn{Plan: ap.name, Dir: pdir, Err: err})
-			continue
-		}
-		if o.OnPlan != nil {
-			if err := o.OnPlan(ap.name, pdir, out); err != nil {
-				return nil, err
-			}
-		}
-		cols = append(cols, reports.AuditColumn{Plan: ap.name, Doc: out.Document, Dir: pdir, Measured: measurements(out.Document)})
 	}
 	return reports.BuildAudit(target, PolicySummary(pol), cols), nil
 }
@@ -273,7 +337,7 @@ func auditAttack(plan, dir string, base AttackOptions, forPlan func(string, stri
 
 // PolicySummary is the declared policy as reports show it.
 func PolicySummary(p *policy.Policy) reports.PolicySummary {
-	s := reports.PolicySummary{Name: p.Name, Source: p.Source, FailMode: p.Failure.Mode}
+	s := reports.PolicySummary{Name: p.Name, Source: p.Source, FailMode: reports.FailModeOf(p)}
 	for _, t := range p.Tiers {
 		for _, l := range t.Limits {
 			s.Limits = append(s.Limits, fmt.Sprintf("%s (%s…): %s", t.Name, t.KeyPrefix, l.Describe()))

@@ -50,13 +50,25 @@ var MutationMatrix = []MatrixRow{
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/racy-token-bucket", Store: "redis", Instances: 3, Root: "oversell", Explained: []string{"instances", "downstream"}},
 	{Plan: "boundary-burst", Good: "conservative/sliding-log", Bad: "faulty/unweighted-fixed-window", Root: "oversell", Explained: []string{"downstream"}},
 	{Plan: "idle-refill", Good: "token-bucket", Bad: "faulty/uncapped-refill", Root: "oversell", Explained: []string{"token-bounds", "headers", "downstream"}},
-	{Plan: "idle-refill", Good: "conservative/sliding-log", Bad: "faulty/deduct-on-reject", Root: "under-admission", Explained: []string{"headers"}},
+	{Plan: "idle-refill", Good: "conservative/sliding-log", Bad: "faulty/deduct-on-reject", Root: "under-admission", Explained: []string{"retry-after", "headers"}},
+	// Clients that kept sending while refused could never honour their
+	// advice: refusals that cost tokens explain it.
+	{Plan: "overload", Good: "token-bucket", Bad: "faulty/deduct-on-reject", Root: "under-admission", Explained: []string{"retry-after", "headers"}},
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/remaining-off-by-one", Root: "token-bounds"},
+	// One too low is as wrong as one too high: overload's first requests
+	// come one by one from a whole bucket.
+	{Plan: "overload", Good: "token-bucket", Bad: "faulty/remaining-one-low", Root: "token-bounds"},
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/long-reset", Root: "headers"},
+	// Exact decisions, absurd advice (10^9 s): no wrongful refusal behind it.
+	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/absurd-retry-after", Root: "retry-after"},
 	{Plan: "retry-after", Good: "token-bucket", Bad: "faulty/short-retry-after", Root: "retry-after"},
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/no-retry-after", Root: "retry-after"},
-	{Plan: "tenant-isolation", Good: "token-bucket", Bad: "faulty/shared-bucket", Root: "isolation", Explained: []string{"under-admission", "retry-after"}},
-	{Plan: "similar-keys", Good: "token-bucket", Bad: "faulty/shared-prefix", Root: "isolation", Explained: []string{"under-admission", "retry-after"}},
+	{Plan: "tenant-isolation", Good: "token-bucket", Bad: "faulty/shared-bucket", Root: "isolation", Explained: []string{"under-admission", "token-bounds", "retry-after"}},
+	{Plan: "similar-keys", Good: "token-bucket", Bad: "faulty/shared-prefix", Root: "isolation", Explained: []string{"under-admission", "token-bounds", "retry-after"}},
+	// Two API keys, one spoofable client address: a limiter keyed on the
+	// address merges the tenants.
+	{Plan: "spoof-tenants", Good: "token-bucket", Bad: "faulty/address-only", Root: "isolation", Explained: []string{"under-admission"},
+		MayExplain: []string{"token-bounds", "retry-after"}},
 	{Plan: "multi-instance", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 3, Root: "instances", Explained: []string{"oversell", "downstream"},
 		// Round robin over instances that each keep their own count makes
 		// consecutive answers report remaining counts no one bucket could.
@@ -67,6 +79,9 @@ var MutationMatrix = []MatrixRow{
 		// answers just after another instance consumed.
 		MayExplain: []string{"token-bounds"}},
 	{Plan: "store-outage", Good: "token-bucket", Bad: "faulty/unguarded-store", Store: "redis", Root: "fail-mode"},
+	// The overrun after the outage is the race oversell proved before it,
+	// not credit created by the downtime.
+	{Plan: "outage-burst", Good: "token-bucket", Bad: "faulty/racy-token-bucket", Store: "redis", Root: "oversell", Explained: []string{"fail-mode", "downstream"}},
 	{Plan: "rules-unavailable", Good: "token-bucket", Bad: "faulty/no-rule-defaults", Root: "fail-mode"},
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/forward-rejected", Root: "downstream"},
 	{Plan: "bypass", Good: "token-bucket", Bad: "faulty/trust-xff", Root: "bypass", Explained: []string{"downstream"}},

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	mrand "math/rand/v2"
@@ -19,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlverify/rlverify/faults"
 	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
@@ -44,8 +44,8 @@ type Options struct {
 	// Writer receives every event as it completes.
 	Writer *history.Writer
 	// Faults and Sink come from the environment; either may be nil.
-	Faults FaultInjector
-	Sink   SinkReader
+	Faults faults.Injector
+	Sink   faults.SinkReader
 	// Client sends the requests; a tuned keep-alive client when nil.
 	Client *http.Client
 	// Now is the engine's clock (time.Now when nil). Offsets in the history
@@ -126,12 +126,14 @@ type Engine struct {
 	rng   *mrand.Rand
 	rngMu sync.Mutex
 	// counters
-	seq                        atomic.Uint64
-	sent, adm, rej, errs, late atomic.Int64
-	cur                        atomic.Pointer[phaseProgress]
-	lastRejection              sync.Map     // key -> rejection
-	keysUsed                   sync.Map     // key -> struct{}
-	stopReason                 atomic.Value // string
+	seq                  atomic.Uint64
+	sent, adm, rej, errs atomic.Int64
+	// samples counts the answers that kept a body sample (maxBodySamples).
+	samples       atomic.Int64
+	cur           atomic.Pointer[phaseProgress]
+	lastRejection sync.Map     // key -> rejection
+	keysUsed      sync.Map     // key -> struct{}
+	stopReason    atomic.Value // string
 	// writeErr is the history writer's first error; stopWrite ends the run
 	// with it, so a full disk never gets load nobody records.
 	writeErr   atomic.Pointer[error]
@@ -245,9 +247,6 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // off is the engine's time since start in ns.
 func (e *Engine) off() int64 { return e.o.Now().Sub(e.start).Nanoseconds() }
-
-// RunID returns the tag appended to every key of this run.
-func (e *Engine) RunID() string { return e.o.RunID }
 
 // Key returns the key sent for the plan's logical key (see keyMapper.key:
 // a generated key carries the run id after its tier prefix; a keys file or
@@ -662,7 +661,7 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		ev.Err = err.Error()
 	} else {
 		ev.Status = resp.StatusCode
-		setFields(ev, headers.FromHTTP(resp.Header))
+		ev.Fields = headers.FromHTTP(resp.Header)
 	}
 	switch e.classify(ev) {
 	case policy.ClassAdmitted:
@@ -674,6 +673,12 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		}
 	default:
 		e.errs.Add(1)
+		if resp != nil && unexpected(resp) && e.samples.Add(1) <= maxBodySamples {
+			ev.Body = bodySample(resp)
+			if e.keys.secret() && ev.Key != "" {
+				ev.Body = strings.ReplaceAll(ev.Body, ev.Key, e.recordedKey(ev.Key))
+			}
+		}
 	}
 	if e.keys.secret() {
 		// The one place a run's events are recorded: a secret key is
@@ -696,21 +701,6 @@ func (e *Engine) wrote(err error) {
 	if e.writeErr.CompareAndSwap(nil, &err) && e.stopWrite != nil {
 		e.stopWrite(err)
 	}
-}
-
-// setFields records a response's rate-limit fields in ev.
-func setFields(ev *history.Event, f headers.Fields) {
-	ev.RetryAfter, ev.RateLimit, ev.RateLimitPolicy = f.RetryAfter, f.RateLimit, f.RateLimitPolicy
-	ev.RLLimit, ev.RLRemaining, ev.RLReset = f.RateLimitLimit, f.RateLimitRemaining, f.RateLimitReset
-	ev.XLimit, ev.XRemaining, ev.XReset = f.XLimit, f.XRemaining, f.XReset
-	ev.Fallback, ev.Scope = f.Fallback, f.Scope
-}
-
-// fieldsOf is what setFields recorded.
-func fieldsOf(ev *history.Event) headers.Fields {
-	return headers.Fields{RetryAfter: ev.RetryAfter, RateLimit: ev.RateLimit, RateLimitPolicy: ev.RateLimitPolicy,
-		RateLimitLimit: ev.RLLimit, RateLimitRemaining: ev.RLRemaining, RateLimitReset: ev.RLReset,
-		XLimit: ev.XLimit, XRemaining: ev.XRemaining, XReset: ev.XReset, Fallback: ev.Fallback, Scope: ev.Scope}
 }
 
 // classify reads ev under the declared response contract.
@@ -756,9 +746,10 @@ func (e *Engine) do(ctx context.Context, r *req) *history.Event {
 	resp, err := e.client.Do(hr)
 	if err == nil {
 		if err = checkHeaderCount(resp, e.maxHeaders()); err == nil {
-			_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			_, err = drainKeep(resp, 1<<20)
+		} else {
+			resp.Body.Close()
 		}
-		resp.Body.Close()
 	}
 	if err != nil && ctx.Err() != nil {
 		err = errCancelled
@@ -851,7 +842,7 @@ func (e *Engine) clearFaults() error {
 	open := maps.Clone(e.openFaults)
 	e.faultMu.Unlock()
 	var errs []error
-	for _, k := range FaultKinds {
+	for _, k := range faults.Kinds {
 		if !e.o.Faults.Supports(k) {
 			continue
 		}

@@ -199,12 +199,21 @@ const DefaultLongKey = 128
 // longest key the policy accepts, so long keys that differ only at their
 // end are tried. A keys file's or --keep-keys' keys are sent as they are.
 func (m *keyMapper) longKey(logical string) (string, error) {
+	want := m.p.Identity.MaxLength
+	if want == 0 {
+		want = DefaultLongKey
+	}
+	return m.paddedKey(logical, want)
+}
+
+// paddedKey is longKey padded to want bytes.
+func (m *keyMapper) paddedKey(logical string, want int) (string, error) {
 	if m.keep || m.kf != nil {
 		return m.key(logical)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	slot := logical + "\x00long"
+	slot := fmt.Sprintf("%s\x00long%d", logical, want)
 	if k, ok := m.assigned[slot]; ok {
 		return k, nil
 	}
@@ -214,10 +223,6 @@ func (m *keyMapper) longKey(logical string) (string, error) {
 		pre = t.KeyPrefix
 	}
 	base, rest := pre+m.run+"-", strings.TrimPrefix(logical, pre)
-	want := m.p.Identity.MaxLength
-	if want == 0 {
-		want = DefaultLongKey
-	}
 	k := base + rest
 	if n := want - len(base) - len(rest) - 1; n > 0 {
 		k = base + strings.Repeat("0", n) + "-" + rest

@@ -458,7 +458,7 @@ func (e *Engine) headerEdge(ctx context.Context, ph *Phase, key string, w, lead 
 	}
 	edge, ok := resetEdge(ev, e.start, e.o.Policy)
 	if !ok {
-		return 0, fmt.Errorf("align: headers: the response (status %d) carries no usable X-RateLimit-Reset or RateLimit reset (t=, reset=, RateLimit-Reset) (X-RateLimit-Reset %q, RateLimit %q, RateLimit-Reset %q); use align: epoch", ev.Status, ev.XReset, ev.RateLimit, ev.RLReset)
+		return 0, fmt.Errorf("align: headers: the response (status %d) carries no usable X-RateLimit-Reset or RateLimit reset (t=, reset=, RateLimit-Reset) (X-RateLimit-Reset %q, RateLimit %q, RateLimit-Reset %q); use align: epoch", ev.Status, ev.XReset, ev.RateLimit, ev.RateLimitReset)
 	}
 	if now := e.off() + int64(lead); edge < now && w > 0 {
 		k := (now - edge + int64(w) - 1) / int64(w)
@@ -472,7 +472,7 @@ func (e *Engine) headerEdge(ctx context.Context, ph *Phase, key string, w, lead 
 func resetEdge(ev *history.Event, start time.Time, p *policy.Policy) (int64, bool) {
 	mid := (ev.Sent + ev.Recv) / 2
 	half := int64(500 * time.Millisecond)
-	f := fieldsOf(ev)
+	f := ev.Fields
 	if f.XReset != "" {
 		form := headers.ResetGuess
 		if p.Headers.XRateLimit {

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -605,25 +606,25 @@ func TestResetEdgeForms(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{"relative, guessed", none, history.Event{XReset: "3"}, mid + 3*sec - sec/2, true},
-		{"epoch, guessed", none, history.Event{XReset: epoch}, 20*sec - sec/2, true},
-		{"date, guessed", none, history.Event{XReset: date}, 30*sec - sec/2, true},
-		{"relative, declared", declare(policy.RateLimitNone, "relative"), history.Event{XReset: "3"}, mid + 3*sec - sec/2, true},
-		{"epoch, declared", declare(policy.RateLimitNone, "epoch"), history.Event{XReset: epoch}, 20*sec - sec/2, true},
-		{"small epoch, declared", declare(policy.RateLimitNone, "epoch"), history.Event{XReset: strconv.FormatInt(start.Unix()+2, 10)}, 2*sec - sec/2, true},
-		{"date, declared", declare(policy.RateLimitNone, "date"), history.Event{XReset: date}, 30*sec - sec/2, true},
-		{"date, declared relative", declare(policy.RateLimitNone, "relative"), history.Event{XReset: date}, 0, false},
-		{"soon", none, history.Event{XReset: "soon"}, 0, false},
-		{"structured", none, history.Event{RateLimit: `"free";r=0;t=2`}, mid + 2*sec - sec/2, true},
-		{"structured, two items", declare(policy.RateLimitStructured, ""), history.Event{RateLimit: `"free";r=0;t=2, "day";r=5;t=100`}, mid + 2*sec - sec/2, true},
-		{"structured without t", none, history.Event{RateLimit: `"free";r=0`}, 0, false},
-		{"dictionary", none, history.Event{RateLimit: `limit=10, remaining=0, reset=4`}, mid + 4*sec - sec/2, true},
-		{"dictionary, declared", declare(policy.RateLimitDictionary, ""), history.Event{RateLimit: `limit=10, remaining=0, reset=4`}, mid + 4*sec - sec/2, true},
-		{"split", none, history.Event{RLLimit: "10", RLRemaining: "0", RLReset: "5"}, mid + 5*sec - sec/2, true},
-		{"split, declared", declare(policy.RateLimitSplit, ""), history.Event{RLReset: "5"}, mid + 5*sec - sec/2, true},
-		{"split declared, structured sent", declare(policy.RateLimitSplit, ""), history.Event{RateLimit: `"free";r=0;t=2`}, 0, false},
-		{"X-RateLimit-Reset first", none, history.Event{XReset: "3", RateLimit: `"free";r=0;t=2`}, mid + 3*sec - sec/2, true},
-		{"bad X-RateLimit-Reset, then RateLimit", none, history.Event{XReset: "x", RateLimit: `"free";r=0;t=2`}, mid + 2*sec - sec/2, true},
+		{"relative, guessed", none, history.Event{Fields: headers.Fields{XReset: "3"}}, mid + 3*sec - sec/2, true},
+		{"epoch, guessed", none, history.Event{Fields: headers.Fields{XReset: epoch}}, 20*sec - sec/2, true},
+		{"date, guessed", none, history.Event{Fields: headers.Fields{XReset: date}}, 30*sec - sec/2, true},
+		{"relative, declared", declare(policy.RateLimitNone, "relative"), history.Event{Fields: headers.Fields{XReset: "3"}}, mid + 3*sec - sec/2, true},
+		{"epoch, declared", declare(policy.RateLimitNone, "epoch"), history.Event{Fields: headers.Fields{XReset: epoch}}, 20*sec - sec/2, true},
+		{"small epoch, declared", declare(policy.RateLimitNone, "epoch"), history.Event{Fields: headers.Fields{XReset: strconv.FormatInt(start.Unix()+2, 10)}}, 2*sec - sec/2, true},
+		{"date, declared", declare(policy.RateLimitNone, "date"), history.Event{Fields: headers.Fields{XReset: date}}, 30*sec - sec/2, true},
+		{"date, declared relative", declare(policy.RateLimitNone, "relative"), history.Event{Fields: headers.Fields{XReset: date}}, 0, false},
+		{"soon", none, history.Event{Fields: headers.Fields{XReset: "soon"}}, 0, false},
+		{"structured", none, history.Event{Fields: headers.Fields{RateLimit: `"free";r=0;t=2`}}, mid + 2*sec - sec/2, true},
+		{"structured, two items", declare(policy.RateLimitStructured, ""), history.Event{Fields: headers.Fields{RateLimit: `"free";r=0;t=2, "day";r=5;t=100`}}, mid + 2*sec - sec/2, true},
+		{"structured without t", none, history.Event{Fields: headers.Fields{RateLimit: `"free";r=0`}}, 0, false},
+		{"dictionary", none, history.Event{Fields: headers.Fields{RateLimit: `limit=10, remaining=0, reset=4`}}, mid + 4*sec - sec/2, true},
+		{"dictionary, declared", declare(policy.RateLimitDictionary, ""), history.Event{Fields: headers.Fields{RateLimit: `limit=10, remaining=0, reset=4`}}, mid + 4*sec - sec/2, true},
+		{"split", none, history.Event{Fields: headers.Fields{RateLimitLimit: "10", RateLimitRemaining: "0", RateLimitReset: "5"}}, mid + 5*sec - sec/2, true},
+		{"split, declared", declare(policy.RateLimitSplit, ""), history.Event{Fields: headers.Fields{RateLimitReset: "5"}}, mid + 5*sec - sec/2, true},
+		{"split declared, structured sent", declare(policy.RateLimitSplit, ""), history.Event{Fields: headers.Fields{RateLimit: `"free";r=0;t=2`}}, 0, false},
+		{"X-RateLimit-Reset first", none, history.Event{Fields: headers.Fields{XReset: "3", RateLimit: `"free";r=0;t=2`}}, mid + 3*sec - sec/2, true},
+		{"bad X-RateLimit-Reset, then RateLimit", none, history.Event{Fields: headers.Fields{XReset: "x", RateLimit: `"free";r=0;t=2`}}, mid + 2*sec - sec/2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := tc.e

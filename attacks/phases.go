@@ -39,15 +39,31 @@ func (e *Engine) runPhase(ctx context.Context, ph *Phase) (*history.Phase, error
 	case KindRate:
 		rec, err = e.rate(ctx, ph, []weighted{{tenant: ph.Key, key: e.Key(ph.Key), w: 1}})
 	case KindTenants:
-		ws := make([]weighted, len(ph.Tenants))
-		for i, t := range ph.Tenants {
+		ws := make([]weighted, 0, len(ph.Tenants))
+		var notes []string
+		for _, t := range ph.Tenants {
 			key := e.Key(t.Key)
-			if t.Long {
+			switch {
+			case t.Long:
 				key = e.longKey(t.Key)
+			case t.Length > 0 && e.o.Policy.Identity.MaxLength > 0 && t.Length > e.o.Policy.Identity.MaxLength:
+				notes = append(notes, fmt.Sprintf("tenant %s (length %d): not sent, the policy's identity.max_length is %d", t.Key, t.Length, e.o.Policy.Identity.MaxLength))
+				continue
+			case t.Length > 0:
+				if k, kerr := e.keys.paddedKey(t.Key, t.Length); kerr == nil {
+					key = k
+				}
 			}
-			ws[i] = weighted{tenant: t.Key, key: key, w: t.Weight}
+			ws = append(ws, weighted{tenant: t.Key, key: key, w: t.Weight})
+		}
+		if len(ws) == 0 {
+			rec = &history.Phase{Notes: notes}
+			break
 		}
 		rec, err = e.rate(ctx, ph, ws)
+		if rec != nil {
+			rec.Notes = append(rec.Notes, notes...)
+		}
 	case KindFault:
 		rec, err = e.fault(ctx, ph)
 	case KindRetry:
@@ -207,24 +223,8 @@ func (e *Engine) clientBurst(ctx context.Context, rs []*req, per map[int]int, at
 	return sent, release, nil
 }
 
-func drain(resp *http.Response) (int64, error) {
-	defer resp.Body.Close()
-	var buf [512]byte
-	var n int64
-	for {
-		m, err := resp.Body.Read(buf[:])
-		n += int64(m)
-		if err != nil {
-			if err.Error() == "EOF" {
-				return n, nil
-			}
-			return n, err
-		}
-		if n > 1<<20 {
-			return n, nil
-		}
-	}
-}
+// drain reads resp's body (at most 1 MiB) and closes it; see drainKeep.
+func drain(resp *http.Response) (int64, error) { return drainKeep(resp, 1<<20) }
 
 // boundary aims one burst just before a window edge and one just after.
 func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error) {

@@ -23,6 +23,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/rlverify/rlverify/faults"
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/policy/yamlx"
 	"github.com/rlverify/rlverify/thresholds"
@@ -141,7 +143,18 @@ type Tenant struct {
 	// when none is declared) with zeros after the run tag, so long keys that
 	// differ only at their end are tried.
 	Long bool `yaml:"long,omitempty"`
+	// Length pads the generated key the same way to exactly this many
+	// bytes (at most MaxTenantKeyLength), to probe past a store's key
+	// limit when the policy declares no maximum (129, 256, 1024: a store
+	// that cuts keys merges tenants only past its limit). A tenant longer
+	// than a declared identity.max_length is not sent (the phase says so):
+	// the bypass plan's "long" variant covers that case.
+	Length int `yaml:"length,omitempty"`
 }
+
+// MaxTenantKeyLength bounds Tenant.Length (a request header of 4 KiB is
+// within every common server's limit).
+const MaxTenantKeyLength = 4096
 
 // Phase kinds.
 const (
@@ -221,7 +234,7 @@ func Load(nameOrFile string, opts ...LoadOption) (*Plan, error) {
 			for _, p := range Builtins() {
 				names = append(names, p.Name)
 			}
-			return nil, fmt.Errorf("no built-in plan %q and no such file (built-ins: %s)", nameOrFile, strings.Join(names, ", "))
+			return nil, fmt.Errorf("no built-in plan %q%s and no such file (built-ins: %s)", nameOrFile, suggest.DidYouMean(nameOrFile, names), strings.Join(names, ", "))
 		}
 	}
 	data, err := yamlx.ReadFile(nameOrFile)
@@ -315,7 +328,7 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 			if !p.needs("faults") {
 				return doc.Errorf(at+".fault", "a plan with fault phases must declare it: needs: [faults]")
 			}
-			if (ph.Fault == FaultStoreDown || ph.Fault == FaultStoreSlow) && !p.needs("redis") {
+			if (ph.Fault == faults.StoreDown || ph.Fault == faults.StoreSlow) && !p.needs("redis") {
 				return doc.Errorf(at+".fault", "%s acts on the shared store: the plan must also declare needs: [redis]", ph.Fault)
 			}
 		}
@@ -379,7 +392,7 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 			kinds = append(kinds, k)
 		}
 		sort.Strings(kinds)
-		return doc.Errorf(at+".kind", "unknown phase kind %q (want one of %s)", ph.Kind, strings.Join(kinds, ", "))
+		return doc.Errorf(at+".kind", "unknown phase kind %q%s (want one of %s)", ph.Kind, suggest.DidYouMean(ph.Kind, kinds), strings.Join(kinds, ", "))
 	}
 	allow := map[string]bool{}
 	for _, f := range allowed {
@@ -456,6 +469,9 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 			if t.Key == "" || !(t.Weight > 0) || t.Weight > 1e6 {
 				return doc.Errorf(fmt.Sprintf("%s.tenants.%d", at, j), "each tenant needs a key and a positive weight")
 			}
+			if t.Length < 0 || t.Length > MaxTenantKeyLength || (t.Length > 0 && t.Long) {
+				return doc.Errorf(fmt.Sprintf("%s.tenants.%d.length", at, j), "%d: want 1 … %d bytes, and not beside long", t.Length, MaxTenantKeyLength)
+			}
 		}
 		if err := ph.validRateX(doc, at); err != nil {
 			return err
@@ -522,7 +538,7 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 			return doc.Errorf(at+".action", "%q: want inject or clear", ph.Action)
 		}
 		switch ph.Fault {
-		case FaultStoreDown, FaultStoreSlow, FaultClockSkew, FaultRulesDown:
+		case faults.StoreDown, faults.StoreSlow, faults.ClockSkew, faults.RulesDown:
 		default:
 			return doc.Errorf(at+".fault", "%q: want store-down, store-slow, clock-skew or rules-down", ph.Fault)
 		}
@@ -539,7 +555,7 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 				if err != nil || d <= 0 || d > time.Minute || strings.HasPrefix(strings.TrimSpace(ph.Param), "+") {
 					return doc.Errorf(at+".param", "store-slow needs param: a latency in (0, 1m], such as 200ms, or stall (nothing gets through)")
 				}
-			case FaultStoreDown:
+			case faults.StoreDown:
 				if ph.Param != "" && ph.Param != "reset" && ph.Param != "partition" {
 					return doc.Errorf(at+".param", "store-down takes no param, reset (TCP resets instead of closed connections) or partition (the store alive but unreachable)")
 				}

@@ -34,7 +34,7 @@ func TestPlanErrorsNameFileLineField(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"wrong type", "name: x\nphases:\n  - kind: burst\n    key: a\n    requests: lots\n", "p.yaml:5: cannot unmarshal a string `lots` into int"},
-		{"unknown field", "name: x\nphases:\n  - kind: burst\n    key: a\n    requests: 3\n    colour: red\n", "p.yaml:6: field colour not found"},
+		{"unknown field", "name: x\nphases:\n  - kind: burst\n    key: a\n    requests: 3\n    colour: red\n", `p.yaml:6: unknown field "colour"`},
 		{"unknown kind", "name: x\nphases:\n  - kind: explode\n", "p.yaml:3: phases.0.kind: unknown phase kind \"explode\""},
 		{"field of another kind", "name: x\nphases:\n  - kind: burst\n    key: a\n    requests: 3\n    rate: 5/s\n", "p.yaml:6: phases.0.rate: field \"rate\" does not apply to a burst phase"},
 		{"missing key", "name: x\nphases:\n  - kind: idle\n    duration: 1s\n  - kind: burst\n    requests: 3\n", "p.yaml:5: phases.1.key: a burst phase needs a key"},

@@ -428,8 +428,7 @@ func (rc *rawConn) exchange(b []byte) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain+1))
-	resp.Body.Close()
+	n, err := drainKeep(resp, maxDrain+1)
 	if err != nil {
 		return nil, err
 	}

@@ -443,7 +443,7 @@ func parseLines(r io.Reader, lp lineParser, format string, out chan<- *lineBatch
 		it := lineItem{line: line}
 		if reason := lp.parse(raw, &rec); reason != "" {
 			if other := looksLike(raw); other != "" && other != format {
-				reason += fmt.Sprintf("; the line looks like %s, not %s (mixed formats? give each file with its own --format run)", other, format)
+				reason += fmt.Sprintf("; the line looks like %s, not %s (mixed formats? read each file in a run of its own, with its format)", other, format)
 				it.other = true
 			}
 			it.reason = reason

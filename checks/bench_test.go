@@ -239,7 +239,7 @@ func headerHistory(g policy.RateLimitHeaders) *history.History {
 		case policy.RateLimitDictionary:
 			e.RateLimit, e.RateLimitPolicy = fmt.Sprintf(`limit=10, remaining=%s, reset=%s`, e.XRemaining, e.XReset), `10;w=2`
 		case policy.RateLimitSplit:
-			e.RLLimit, e.RLRemaining, e.RLReset, e.RateLimitPolicy = "10", e.XRemaining, e.XReset, `10;w=2`
+			e.RateLimitLimit, e.RateLimitRemaining, e.RateLimitReset, e.RateLimitPolicy = "10", e.XRemaining, e.XReset, `10;w=2`
 		}
 	}
 	benchHist.Store(k, h)

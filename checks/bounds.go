@@ -3,12 +3,13 @@ package checks
 import (
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 )
 
-const docBounds = "Reported remaining (X-RateLimit-Remaining, or the remaining of the declared RateLimit generation: r, remaining=, RateLimit-Remaining) lies in [0, limit]; an admission never reports the full quota left; on a single-limit tier a 429 reports 0, both headers agree, and for buckets remaining never grows faster than the refill between two responses that were surely decided in order."
+const docBounds = "Reported remaining (X-RateLimit-Remaining, or the remaining of the declared RateLimit generation: r, remaining=, RateLimit-Remaining) lies in [0, limit]; an admission never reports the full quota left; on a single-limit tier a 429 reports 0, both headers agree, and for buckets remaining never grows faster than the refill between two responses that were surely decided in order; and remaining is never lower than the whole quota less every request of the key that could have consumed by then (off by one in either direction is a finding)."
 
 // remaining returns the remaining count a response reported, and the limit
 // it reported it against (-1 when unknown): X-RateLimit-* first, then the
@@ -174,6 +175,41 @@ func checkBounds(ix *index) Result {
 			}
 			prev[np%8] = j
 			np++
+		}
+	}
+	// Pass 3, per key: remaining is never lower than the whole quota less
+	// every request of the key that could have consumed by the response's
+	// decision (a bucket's level never drops below K − consumed, refill or
+	// not; a window's count never exceeds the requests sent). A count one
+	// too low is as wrong as one too high.
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		if g.tier == nil || len(g.tier.Limits) != 1 || g.tier.Limits[0].PerInstance() {
+			continue
+		}
+		l := &g.tier.Limits[0]
+		all := l.CountsRejected()
+		grems := rems[g.off : int(g.off)+len(g.recs)]
+		// his: the lo of every possibly-consuming request, sorted (recs are).
+		var his []int64
+		for _, x := range g.recs {
+			if all || x.out != history.Rejected {
+				his = append(his, x.lo)
+			}
+		}
+		for j, r := range g.recs {
+			rem := grems[j]
+			if rem < 0 || r.fault {
+				continue
+			}
+			c := sort.Search(len(his), func(i int) bool { return his[i] > r.hi })
+			if low := l.Count - int64(c); int64(rem) < low {
+				e := ix.ev(r)
+				col.add(Evidence{Key: g.key, Limit: l.Name, From: g.recs[0].lo, To: r.hi, Bound: float64(low), Observed: float64(rem),
+					RequestIDs: []uint64{e.ID}, TotalIDs: 1,
+					Message: fmt.Sprintf("request %d of key %s reported %d remaining, but at most %d of the key's requests could have consumed by its decision from a whole quota of %d, so at least %d remained",
+						e.ID, g.key, rem, c, l.Count, low)})
+			}
 		}
 	}
 	figs := map[string]float64{"responses_with_remaining": float64(seen)}

@@ -111,11 +111,12 @@ func (ix *index) calibratePhase(ph history.Phase, col *collector, figs map[strin
 	figs["burst_spread_ms"] = float64(spread) / 1e6
 	var ms []Measurement
 	unknown := 0
-	evidence := func(rs []rec, bound, obs float64, msg string) {
+	evidenceOf := func(rs []rec, bound, obs float64, msg, cause string) {
 		idl, total := ix.idList(rs)
 		col.add(Evidence{Key: key, Limit: l.Name, From: rs[0].lo, To: rs[len(rs)-1].hi, Bound: bound, Observed: obs,
-			RequestIDs: idl, TotalIDs: total, Message: msg})
+			RequestIDs: idl, TotalIDs: total, Message: msg, Cause: cause})
 	}
+	evidence := func(rs []rec, bound, obs float64, msg string) { evidenceOf(rs, bound, obs, msg, "") }
 	// Capacity.
 	capM := Measurement{Name: "capacity", Declared: fmt.Sprint(N), Measured: fmt.Sprint(adm), Verdict: Pass}
 	straddles := l.Algorithm == policy.FixedWindow && !l.AnchoredAtFirst() && floorDiv(ix.startNs+lo, int64(l.W())) != floorDiv(ix.startNs+hi, int64(l.W()))
@@ -167,7 +168,10 @@ func (ix *index) calibratePhase(ph history.Phase, col *collector, figs map[strin
 				unknown++
 			case d < wantMin:
 				raM.Measured, raM.Verdict = fmt.Sprint(d), Fail
-				evidence([]rec{r}, wantMin.Seconds(), d.Seconds(), fmt.Sprintf("request %d of key %s was told to retry after %s; the exact wait was at least %s (rounded up: %ds) — advice rounded down sends clients back too early", e.ID, key, d, fmtDur(wantMin), headers.Seconds(wantMin)))
+				evidenceOf([]rec{r}, wantMin.Seconds(), d.Seconds(), fmt.Sprintf("request %d of key %s was told to retry after %s; the exact wait was at least %s (rounded up: %ds) — advice rounded down sends clients back too early", e.ID, key, d, fmtDur(wantMin), headers.Seconds(wantMin)), CauseAdvice)
+			case d > longestNeed(g.tier)+time.Second+time.Duration(ix.tol):
+				raM.Measured, raM.Verdict = fmtDur(d), Fail
+				evidenceOf([]rec{r}, wantMax.Seconds(), d.Seconds(), fmt.Sprintf("request %d of key %s was told to retry after %s; the exact wait was at most %s, and nothing the declared policy can require takes longer than %s", e.ID, key, fmtDur(d), fmtDur(wantMax), fmtDur(longestNeed(g.tier))), CauseAdvice)
 			case d > time.Duration(headers.Seconds(wantMax))*time.Second:
 				raM.Measured = fmt.Sprintf("%s (longer than the exact wait rounded up)", fmtDur(d))
 				figs["retry_after_excess_s"] = (d - time.Duration(headers.Seconds(wantMax))*time.Second).Seconds()
@@ -308,8 +312,7 @@ func (ix *index) calibrateRefill(l *policy.Limit, key string, lo, hi int64, prob
 // RateLimit generation's, else X-RateLimit-Remaining.
 func (ix *index) remainingOf(e *history.Event) (int64, bool) {
 	if ix.gen != headers.None {
-		o := headers.Read(ix.gen, headers.Fields{RateLimit: e.RateLimit, RateLimitPolicy: e.RateLimitPolicy,
-			RateLimitLimit: e.RLLimit, RateLimitRemaining: e.RLRemaining, RateLimitReset: e.RLReset})
+		o := headers.Read(ix.gen, e.Fields)
 		if o.Remaining.Valid() {
 			return o.Remaining.N, true
 		}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -243,6 +244,8 @@ type index struct {
 	admByLo []rec
 	// attrCands is explainsRefusal's scratch.
 	attrCands cands
+	// attrScratch is sharingKeys' scratch (computeUnder runs once).
+	attrScratch scratch
 }
 
 func newIndex(h *history.History, p *policy.Policy, o Options) *index {
@@ -713,7 +716,26 @@ func (c *collector) result(v Verdict, summary string, figs map[string]float64, f
 
 func plural(n int, one, many string) string {
 	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
+		return "1 " + one
 	}
-	return fmt.Sprintf("%d %s", n, many)
+	return grouped(int64(n)) + " " + many
+}
+
+// grouped writes n with thousands separators ("13,709"), as every report
+// writes counts (internal/human.Count, which checks does not import).
+func grouped(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }

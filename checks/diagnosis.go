@@ -32,6 +32,12 @@ func causeRank(r *Result) int {
 	if r.Name == "instances" && !hasCause(r, CausePerInstanceState) {
 		return slices.Index(rootOrder, "oversell") + 1
 	}
+	// Calibration's only findings on the advice of a refusal measure no
+	// parameter: they rank just after retry-after, as symptoms (of an
+	// overrun, or of the advice retry-after found wrong on that refusal).
+	if r.Name == CalibrationCheck && allCause(r, CauseAdvice) {
+		return slices.Index(rootOrder, "retry-after") + 1
+	}
 	if i := slices.Index(rootOrder, r.Name); i >= 0 {
 		return i
 	}
@@ -53,7 +59,48 @@ const (
 	// overrun, shared quota or per-instance state takes a header away, so
 	// no other check's defect explains it: it is a defect of its own.
 	CauseMissingHeader = "missing-header"
+	// CauseAfterFault: an overrun after a store fault ended (fail-mode's
+	// recovery). Evidence.FaultFrom is when the fault began; an overrun of
+	// the same key that oversell proved before then is the same defect (a
+	// race, not credit created by the downtime).
+	CauseAfterFault = "after-fault"
+	// CauseAdvice: a refusal's advice measured against the exact wait
+	// (calibration). The advice follows the limiter's own state, so a
+	// defect of that state (oversell, under-admission) explains it.
+	CauseAdvice = "advice"
 )
+
+// allCause reports whether r has evidence and every item names cause.
+func allCause(r *Result, cause string) bool {
+	for _, e := range r.Evidence {
+		if e.Cause != cause {
+			return false
+		}
+	}
+	return len(r.Evidence) > 0
+}
+
+// raceBeforeFault reports whether every finding of fail-mode (r) is an
+// overrun after a fault of a key oversell (root) proved oversold before
+// that fault began: the limiter oversells with or without an outage.
+func raceBeforeFault(root, r *Result) bool {
+	if root.Name != "oversell" || r.Name != "fail-mode" || !allCause(r, CauseAfterFault) {
+		return false
+	}
+	for _, e := range r.Evidence {
+		ok := false
+		for _, f := range root.Evidence {
+			if f.Key == e.Key && f.To < e.FaultFrom && f.Cause != CausePerInstanceState {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
 
 func hasCause(r *Result, cause string) bool {
 	for _, e := range r.Evidence {
@@ -77,7 +124,20 @@ func Diagnose(rs []Result, horizon int64) []Result {
 		}
 	}
 	slices.SortStableFunc(failed, func(a, b *Result) int { return causeRank(a) - causeRank(b) })
+	// A fail-mode whose overruns after the fault oversell already proved
+	// before it is a symptom, though fail-mode outranks oversell.
+	for _, r := range failed {
+		for _, root := range failed {
+			if raceBeforeFault(root, r) {
+				r.Verdict, r.ExplainedBy = Explained, root.Name
+				r.Summary = fmt.Sprintf("explained by %s: %s", root.Name, r.Summary)
+			}
+		}
+	}
 	for i, r := range failed {
+		if r.Verdict != Fail {
+			continue
+		}
 		for _, root := range failed[:i] {
 			if root.Verdict != Fail || causeRank(root) >= causeRank(r) {
 				continue
@@ -94,11 +154,18 @@ func Diagnose(rs []Result, horizon int64) []Result {
 
 // explainsAll reports whether every evidence item of r shares a request or
 // a key and interval with some evidence of root (and none is a missing
-// header).
+// header, unless root found the key failing open over it).
 func explainsAll(root, r *Result, horizon int64) bool {
 	for _, e := range r.Evidence {
 		if e.Cause == CauseMissingHeader {
-			return false
+			// Only a limiter that let the request through undecided (it
+			// failed open) takes its headers away.
+			if !slices.ContainsFunc(root.Evidence, func(f Evidence) bool {
+				return f.Cause == CauseFailedOpen && f.Key == e.Key && f.From <= e.From && e.To <= f.To
+			}) {
+				return false
+			}
+			continue
 		}
 		ok := false
 		for _, f := range root.Evidence {

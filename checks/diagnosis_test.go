@@ -64,6 +64,30 @@ func TestDiagnoseLinksViolationsThatShareEvidence(t *testing.T) {
 			fail("oversell", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{1, 2, 3}}),
 			fail("headers", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{2}}, Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{3}, Cause: CauseMissingHeader}),
 		}, nil, []string{"oversell", "headers"}},
+		{"calibration's advice on an overrun key is the overrun's", []Result{
+			fail("oversell", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{1, 2, 3}}),
+			fail(CalibrationCheck, Evidence{Key: "k", From: W / 2, To: W / 2, RequestIDs: []uint64{9}, Cause: CauseAdvice}),
+		}, map[string]string{CalibrationCheck: "oversell"}, []string{"oversell"}},
+		{"a measured parameter stays the cause of the overrun", []Result{
+			fail("oversell", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{1, 2, 3}}),
+			fail(CalibrationCheck, Evidence{Key: "k", From: W / 2, To: W / 2, RequestIDs: []uint64{9}, Cause: CauseAdvice}, Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{3}}),
+		}, map[string]string{"oversell": CalibrationCheck}, []string{CalibrationCheck}},
+		{"an overrun after a fault that oversell proved before it is the race", []Result{
+			fail("oversell", Evidence{Key: "k", From: 1, To: 10}, Evidence{Key: "k", From: 5 * W, To: 5*W + 10}),
+			fail("fail-mode", Evidence{Key: "k", From: 5 * W, To: 5*W + 10, Cause: CauseAfterFault, FaultFrom: 3 * W}),
+		}, map[string]string{"fail-mode": "oversell"}, []string{"oversell"}},
+		{"an overrun only after the fault is credit from the downtime", []Result{
+			fail("oversell", Evidence{Key: "k", From: 5 * W, To: 5*W + 10}),
+			fail("fail-mode", Evidence{Key: "k", From: 5 * W, To: 5*W + 10, Cause: CauseAfterFault, FaultFrom: 3 * W}),
+		}, map[string]string{"oversell": "fail-mode"}, []string{"fail-mode"}},
+		{"another key's race does not explain an overrun after the fault", []Result{
+			fail("oversell", Evidence{Key: "other", From: 1, To: 10}),
+			fail("fail-mode", Evidence{Key: "k", From: 5 * W, To: 5*W + 10, Cause: CauseAfterFault, FaultFrom: 3 * W}),
+		}, nil, []string{"fail-mode", "oversell"}},
+		{"refusals that cost explain every key's unhonoured advice", []Result{
+			fail("under-admission", Evidence{Key: "a", From: 1, To: 2, Cause: CauseSelfInflicted}, Evidence{Key: "a", Keys: []string{"a", "b"}, Cause: CauseSelfInflicted}),
+			fail("retry-after", Evidence{Key: "b", From: 20 * W, To: 20 * W, RequestIDs: []uint64{7, 8}}),
+		}, map[string]string{"retry-after": "under-admission"}, []string{"under-admission"}},
 		{"the evidence gate is never a defect", []Result{
 			{Name: EvidenceCheck, Verdict: Pass},
 			fail("headers", Evidence{Key: "k", From: 0, To: 1}),

@@ -19,8 +19,6 @@ const EvidenceCheck = "evidence"
 // before a run is judged to have given no evidence.
 const DefaultMaxErrorRate = 0.01
 
-const docEvidence = "The run gave the checks something to judge: it sent requests, at most MaxErrorRate of them ended in an error (no response, or a status the policy declares neither admitted nor rejected; a bypass variant refused with a 4xx is not an error), and at least one check could judge it. Otherwise the verdict is unknown with the reason, and no pass is claimed."
-
 // StatusCount is how many requests got one status (0: no response).
 type StatusCount struct {
 	Status int   `json:"status"`
@@ -29,6 +27,9 @@ type StatusCount struct {
 	URL string `json:"url,omitempty"`
 	// Err is the first error message when Status is 0.
 	Err string `json:"err,omitempty"`
+	// Body is a sample of what the target answered with this status (the
+	// first kept one: history.Event.Body).
+	Body string `json:"body,omitempty"`
 }
 
 // Errors counts h's requests that ended in an error under p's contract, by
@@ -55,6 +56,9 @@ func Errors(h *history.History, p *policy.Policy) (total int64, by []StatusCount
 			by = append(by, StatusCount{Status: e.Status, URL: eventURL(h, e), Err: e.Err})
 		}
 		by[j].Count++
+		if by[j].Body == "" {
+			by[j].Body = e.Body
+		}
 	}
 	sort.SliceStable(by, func(a, b int) bool { return by[a].Count > by[b].Count })
 	return total, by

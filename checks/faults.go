@@ -5,13 +5,14 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docFailMode = "While the store is down (or slower than the store timeout, or stalled), requests entirely inside the fault window behave as the declared mode says (open: admitted; closed: 503 with Retry-After or 429; local: per key and instance within LocalShare·(K + r·span); queue: answered within QueueWait + StoreTimeout + 100ms), are decided within StoreTimeout + 250ms, and from the policy's declared recovery time (failure.recovery, default 1 s) after the store is back the envelope holds again from a full bucket. While the rule source is down (rules-down), the service applies its conservative defaults: it still admits, and every key stays within the envelope of the policy's rules_fallback tier."
+const docFailMode = "While the store is down (or slower than the store timeout, or stalled), requests entirely inside the fault window behave as the declared mode says (open: admitted; closed: 503 with Retry-After or 429; local: per key and instance within LocalShare·(K + r·span); queue: answered within QueueWait + StoreTimeout + 100ms), are decided within StoreTimeout + 250ms, and from the policy's declared recovery time (failure.recovery, default 1 s) after the store is back the envelope holds again from a full bucket. While the rule source is down (rules-down), the service applies its conservative defaults: it still admits, and every key stays within the envelope of the policy's rules_fallback tier. Outside every injected fault, a limiter that fails on its own (its store failing under load) is a finding too, with its signature as evidence: admissions without the rate-limit headers its other answers carry, or (fail-closed) the closed status, unless the target says so with X-RateLimit-Fallback (counted in a figure). A policy without a failure section declares no mode: a fault's behaviour is then measured, not judged (unknown)."
 
 // Margins on the declared timeouts, for scheduling and loopback noise.
 const (
@@ -87,6 +88,9 @@ func checkFailMode(ix *index) Result {
 					rej++
 				default:
 					errs++
+				}
+				if f.Undeclared {
+					continue // nothing declared to judge it by: measured only
 				}
 				if time.Duration(lat) > latBound && (e.Status != 0 || f.Mode != policy.FailQueue) {
 					bad("took %s, beyond the bound %s", fmtDur(time.Duration(lat)), latBound)
@@ -173,7 +177,9 @@ func checkFailMode(ix *index) Result {
 					st := ix.judgeLimit(sc.recs, &g.tier.Limits[li], &sc)
 					for ci := range st.certs {
 						ct := &st.certs[ci]
-						col.add(ix.evidence(g.key, ct, fmt.Sprintf("after the %s ended at %s: %s (credit created by the downtime?)", fault.Kind, fmtDur(time.Duration(fault.End)), certMessage(ct))))
+						ev := ix.evidence(g.key, ct, fmt.Sprintf("after the %s ended at %s: %s (credit created by the downtime?)", fault.Kind, fmtDur(time.Duration(fault.End)), certMessage(ct)))
+						ev.Cause, ev.FaultFrom = CauseAfterFault, fault.Start
+						col.add(ev)
 					}
 				}
 			}
@@ -188,16 +194,188 @@ func checkFailMode(ix *index) Result {
 	}
 	n += judgeRulesDown(ix, col, figs, &sc)
 	figs["faults"] = float64(n)
-	if n == 0 {
-		return col.result(Skip, "no store-down, store-slow or rules-down fault windows in this run", figs, "")
+	uninjected := judgeUninjected(ix, col, figs)
+	mode := fmt.Sprintf("fail mode %q", f.Mode)
+	if f.Undeclared {
+		mode = "the failure mode (not declared)"
 	}
-	if len(unverified) > 0 && col.total == 0 {
+	switch {
+	case n == 0 && uninjected == 0 && figs["uninjected_fallback"] > 0:
+		return col.result(Pass, fmt.Sprintf("no fault injected; the target said its failure mode decided %s (X-RateLimit-Fallback: its store slower than its timeout?), counted, not judged", plural(int(figs["uninjected_fallback"]), "request", "requests")), figs, "")
+	case n == 0 && uninjected == 0:
+		return col.result(Skip, "no store-down, store-slow or rules-down fault windows in this run, and no request answered by a failure mode outside one", figs, "")
+	case n == 0:
+		return col.result(Pass, "", figs, fmt.Sprintf("the limiter failed %s with no fault injected (%s)", uninjectedHow(figs), plural(col.total, "observation", "observations")))
+	case f.Undeclared && col.total == 0 && ix.storeFaults() > 0:
+		return col.result(Unknown, fmt.Sprintf("the policy declares no failure mode (no failure section): behaviour in %s measured, not judged (declare failure.mode open, closed, local or queue)", plural(n, "fault window", "fault windows")), figs, "")
+	case len(unverified) > 0 && col.total == 0:
 		// A pass would claim the failure mode was seen: it was not.
 		return col.result(Unknown, fmt.Sprintf("%s not shown to have taken effect, so the failure mode was not observed: %s",
 			plural(len(unverified), "fault window was", "fault windows were"), unverified[0]), figs, "")
 	}
-	return col.result(Pass, fmt.Sprintf("behaviour in %s matched fail mode %q", plural(n, "fault window", "fault windows"), f.Mode), figs,
-		fmt.Sprintf("%s departed from fail mode %q", plural(col.total, "observation", "observations"), f.Mode))
+	return col.result(Pass, fmt.Sprintf("behaviour in %s matched %s", plural(n, "fault window", "fault windows"), mode), figs,
+		fmt.Sprintf("%s departed from %s", plural(col.total, "observation", "observations"), mode))
+}
+
+// storeFaults counts the store fault windows of the run.
+func (ix *index) storeFaults() int {
+	n := 0
+	for _, f := range ix.h.Faults {
+		if f.Kind == "store-down" || f.Kind == "store-slow" {
+			n++
+		}
+	}
+	return n
+}
+
+func uninjectedHow(figs map[string]float64) string {
+	switch {
+	case figs["uninjected_failed_open"] > 0 && figs["uninjected_failed_closed"] > 0:
+		return "open and closed"
+	case figs["uninjected_failed_closed"] > 0:
+		return "closed"
+	}
+	return "open"
+}
+
+// Signatures of a limiter that failed with no fault injected.
+const (
+	// CauseFailedOpen: admissions outside any injected fault carried none
+	// of the rate-limit headers the limiter sends on its other answers:
+	// the limiter let them through undecided, without saying so. Every
+	// overrun of those requests is this defect's.
+	CauseFailedOpen = "failed-open"
+	// CauseFailedClosed: the declared fail-closed status outside any
+	// injected fault: the limiter refused because it could not decide.
+	CauseFailedClosed = "failed-closed"
+)
+
+// judgeUninjected finds requests answered by a failure mode outside every
+// injected fault window (and its recovery): a store failing under load
+// (dial timeouts, a full pool) that nobody injected. Its signatures:
+// admissions without the rate-limit headers the same run's other
+// answers carry and (fail-closed) the closed status, without the target's
+// X-RateLimit-Fallback statement (such answers are counted in the figure
+// uninjected_fallback: the target says what decided them). One evidence item per key and
+// signature, with the key's availability over that span. It returns how
+// many requests showed one.
+func judgeUninjected(ix *index, col *collector, figs map[string]float64) int {
+	// Headers the limiter sends: declared, recorded, and seen on at least
+	// one response of this run.
+	headered := func(e *history.Event) bool {
+		return e.RateLimit != "" || e.RateLimitPolicy != "" || e.XLimit != "" || e.XRemaining != "" || e.RateLimitLimit != "" || e.RateLimitRemaining != ""
+	}
+	declared := !ix.h.Run.NoHeaders && (ix.p.Headers.RateLimit != policy.RateLimitNone || ix.p.Headers.XRateLimit)
+	sendsOnAdmitted := false
+	if declared {
+		for _, r := range ix.recs {
+			if r.out != history.Unknown && headered(ix.ev(r)) {
+				sendsOnAdmitted = true
+				break
+			}
+		}
+	}
+	closedStatus := ix.p.Failure.Mode == policy.FailClosed && !ix.p.Failure.Undeclared
+	// A limiter still recovering from an injected fault (its breaker lets
+	// one probe through when traffic resumes, however long after) says so
+	// with X-RateLimit-Fallback until its store decides again: that is the
+	// injected fault's aftermath, not a failure of its own.
+	type span struct{ from, to int64 }
+	var recovering []span
+	for _, f := range ix.h.Faults {
+		if (f.Kind != "store-down" && f.Kind != "store-slow") || f.End == 0 {
+			continue
+		}
+		back := int64(math.MaxInt64)
+		for _, r := range ix.recs {
+			if e := ix.ev(r); r.lo >= f.End && r.out != history.Unknown && e.Fallback == "" && r.lo < back {
+				back = r.lo
+			}
+		}
+		recovering = append(recovering, span{f.End, back})
+	}
+	afterInjected := func(r rec) bool {
+		for _, s := range recovering {
+			if r.lo >= s.from && r.lo <= s.to {
+				return true
+			}
+		}
+		return false
+	}
+	total := 0
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		var open, closed []rec
+		for _, r := range g.recs {
+			if r.variant || ix.inFault(r.lo, r.hi) {
+				continue
+			}
+			e := ix.ev(r)
+			switch {
+			case e.Fallback != "":
+				// The target says its failure mode decided: a figure, not
+				// a finding. It hides nothing (those decisions are judged
+				// by no envelope), and the built-in services say so
+				// whenever a loaded machine makes a store call slower than
+				// its timeout.
+				if !afterInjected(r) {
+					figs["uninjected_fallback"]++
+				}
+			case r.out == history.Admitted && e.Scope == "" && sendsOnAdmitted && !headered(e):
+				open = append(open, r)
+			case closedStatus && isClosedStatus(ix.p, e.Status):
+				closed = append(closed, r)
+			}
+		}
+		for _, sig := range []struct {
+			rs    []rec
+			cause string
+			what  string
+		}{
+			{open, CauseFailedOpen, "were admitted without the rate-limit headers its other answers carry: the limiter failed open"},
+			{closed, CauseFailedClosed, fmt.Sprintf("were answered with the fail-closed status (%s): the limiter failed closed", closedStatuses(ix.p))},
+		} {
+			if len(sig.rs) == 0 {
+				continue
+			}
+			total += len(sig.rs)
+			figs["uninjected_"+strings.ReplaceAll(sig.cause, "-", "_")] += float64(len(sig.rs))
+			lo, hi := sig.rs[0].lo, sig.rs[0].hi
+			for _, r := range sig.rs {
+				lo, hi = min(lo, r.lo), max(hi, r.hi)
+			}
+			inSpan, adm := 0, 0
+			for _, r := range g.recs {
+				if r.lo >= lo && r.hi <= hi && !r.variant {
+					inSpan++
+					if r.out == history.Admitted && !slices.ContainsFunc(sig.rs, func(x rec) bool { return x.idx == r.idx }) {
+						adm++
+					}
+				}
+			}
+			idl, n := ix.idList(sig.rs)
+			col.add(Evidence{Key: g.key, From: lo, To: hi, Bound: 0, Observed: float64(len(sig.rs)), RequestIDs: idl, TotalIDs: n, Cause: sig.cause,
+				Message: fmt.Sprintf("key %s: %d of its requests in %s–%s, outside any injected fault, %s on its own (a store failing under load?); the limiter decided %d of the %d requests of that span (availability %.0f%%)",
+					g.key, len(sig.rs), fmtDur(time.Duration(lo)), fmtDur(time.Duration(hi)), sig.what, adm, inSpan, 100*float64(adm)/float64(max(1, inSpan)))})
+		}
+	}
+	return total
+}
+
+// isClosedStatus reports whether status is the declared fail-closed
+// status (503 unless statuses.closed says otherwise).
+func isClosedStatus(p *policy.Policy, status int) bool {
+	if len(p.Statuses.Closed) == 0 {
+		return status == 503
+	}
+	return p.Statuses.Closed.Has(status)
+}
+
+func closedStatuses(p *policy.Policy) string {
+	if len(p.Statuses.Closed) == 0 {
+		return "503"
+	}
+	return p.Statuses.Closed.String()
 }
 
 const docDownstream = "What reached the downstream for each key is at most what was admitted for it, and within the declared policy: over the run, and between two readings of the downstream (after each phase), a key's arrivals fit its limits' envelope over that span (K + r·d for buckets, N per window touched for windows, times the instances for per-instance limits), widened by the longest request; with a global guard, the aggregate fits it too, and a sink's peak arrivals in any second stay within Global.K + Global.R."
@@ -224,15 +402,19 @@ func checkDownstream(ix *index) Result {
 	// them, so they widen the bound instead of counting as arrivals unasked.
 	unanswered := map[string]int64{}
 	// byFault are the admissions the failure mode (or another scope)
-	// decided: the envelope does not bound them, so they are added to it.
+	// decided: the envelope does not bound them, so they are added to it —
+	// as far as the declared mode admits at all. A fail-closed limiter
+	// admits nothing on its failure mode, so what it let through during an
+	// outage counts against the envelope like any admission.
 	byFault := map[string][]rec{}
+	modeAdmits := ix.p.Failure.Mode != policy.FailClosed || ix.p.Failure.Undeclared
 	first, last := map[string]int64{}, map[string]int64{}
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		for _, r := range g.recs {
 			if r.out == history.Admitted {
 				adm[g.key]++
-				if r.fault {
+				if r.fault && (modeAdmits || ix.ev(r).Scope != "") {
 					byFault[g.key] = append(byFault[g.key], r)
 				}
 			} else if r.out == history.Unknown {

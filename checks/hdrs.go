@@ -87,8 +87,7 @@ func (ix *index) newObsCache() *obsCache {
 
 // read returns what e's RateLimit fields state.
 func (c *obsCache) read(e *history.Event) headers.Observed {
-	f := headers.Fields{RateLimit: e.RateLimit, RateLimitPolicy: e.RateLimitPolicy,
-		RateLimitLimit: e.RLLimit, RateLimitRemaining: e.RLRemaining, RateLimitReset: e.RLReset}
+	f := e.Fields.RateLimitOnly()
 	if o, ok := c.m[f]; ok {
 		return o
 	}
@@ -292,14 +291,14 @@ func (p *hdrParser) parse(ix *index, e *history.Event, r rec, h *hdr) {
 
 // parseSplit fills the counters of RateLimit-Limit/-Remaining/-Reset.
 func (p *hdrParser) parseSplit(e *history.Event, h *hdr) {
-	if e.RLLimit == "" && e.RLRemaining == "" && e.RLReset == "" {
+	if e.RateLimitLimit == "" && e.RateLimitRemaining == "" && e.RateLimitReset == "" {
 		return
 	}
-	if e.RLLimit == "" || e.RLRemaining == "" || e.RLReset == "" {
+	if e.RateLimitLimit == "" || e.RateLimitRemaining == "" || e.RateLimitReset == "" {
 		h.st |= hOther << sRL
 		return
 	}
-	l, r, t := p.lim.get(e.RLLimit), p.rem.get(e.RLRemaining), p.rset.get(e.RLReset)
+	l, r, t := p.lim.get(e.RateLimitLimit), p.rem.get(e.RateLimitRemaining), p.rset.get(e.RateLimitReset)
 	if !l.ok || !r.ok || !t.ok {
 		h.st |= hOther << sRL
 		return

@@ -67,7 +67,7 @@ func headerMix(g headers.Generation) *history.History {
 		case headers.Dictionary:
 			e.RateLimit = fmt.Sprintf(`limit=10, remaining=%s, reset=1`, rem)
 		case headers.Split:
-			e.RLLimit, e.RLRemaining, e.RLReset = "10", rem, "1"
+			e.RateLimitLimit, e.RateLimitRemaining, e.RateLimitReset = "10", rem, "1"
 		}
 		if i%2 == 0 || g == headers.Structured {
 			e.RateLimitPolicy = pol
@@ -88,31 +88,31 @@ func headerMix(g headers.Generation) *history.History {
 		case headers.Split:
 			switch j {
 			case 1:
-				e.RLLimit = "10, 10;w=2"
+				e.RateLimitLimit = "10, 10;w=2"
 			case 2:
-				e.RLLimit = ""
+				e.RateLimitLimit = ""
 			case 3:
-				e.RLRemaining = "x"
+				e.RateLimitRemaining = "x"
 			case 4:
-				e.RLReset = "500"
+				e.RateLimitReset = "500"
 			case 5:
-				e.RLLimit = "100"
+				e.RateLimitLimit = "100"
 			case 6:
-				e.RLRemaining = "11"
+				e.RateLimitRemaining = "11"
 			case 7:
-				e.RLReset = "-1"
+				e.RateLimitReset = "-1"
 			case 8:
-				e.RLLimit = "3000000000"
+				e.RateLimitLimit = "3000000000"
 			case 9:
 				e.RateLimitPolicy = "10;w=2, 100;w=2"
 			case 10:
 				e.RateLimitPolicy = "10;w=20"
 			case 11:
-				e.RLLimit, e.RLRemaining, e.RLReset = "", "", ""
+				e.RateLimitLimit, e.RateLimitRemaining, e.RateLimitReset = "", "", ""
 			case 12:
-				e.RLRemaining = ""
+				e.RateLimitRemaining = ""
 			case 13:
-				e.RLLimit = "10, 100;w=2"
+				e.RateLimitLimit = "10, 100;w=2"
 			}
 		}
 	}

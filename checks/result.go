@@ -91,6 +91,10 @@ type Evidence struct {
 	Cause string `json:"cause,omitempty"`
 	// Keys are the other keys involved (e.g. the keys sharing a quota).
 	Keys []string `json:"keys,omitempty"`
+	// FaultFrom is, for evidence after a fault (Cause "after-fault"), when
+	// that fault began: the diagnosis asks whether the same overrun was
+	// proven before it.
+	FaultFrom int64 `json:"fault_from,omitempty"`
 }
 
 // Result is one check's verdict.

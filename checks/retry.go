@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rlverify/rlverify/headers"
@@ -11,7 +12,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docRetry = "Every 429 carries a valid Retry-After (delay-seconds, or an HTTP-date not in the past), declared or not; it is no longer than the tier's longest single-request wait (1/r for buckets, W for windows) plus 1 s of rounding; and a request sent after the advised wait, when nothing else of the key could have consumed in between, is admitted."
+const docRetry = "Every 429 carries a valid Retry-After (delay-seconds, or an HTTP-date not in the past), declared or not; advice longer than anything the declared policy can require (a full refill K/r for buckets, a whole window — two for a sliding counter — plus 1 s of rounding and the timing tolerance) is a defect; advice longer than one request's wait (1/r, W) but within that is the key's state (see under-admission); and a request sent after the advised wait, when nothing else of the key could have consumed in between, is admitted."
 
 // maxWait is the longest a single request can have to wait under tier t.
 func maxWait(t *policy.Tier) time.Duration {
@@ -20,6 +21,26 @@ func maxWait(t *policy.Tier) time.Duration {
 		d := l.W()
 		if l.Algorithm.Bucketed() {
 			d = time.Duration(float64(time.Second) / l.R())
+		}
+		w = max(w, d)
+	}
+	return w
+}
+
+// longestNeed is the longest wait any state of tier t can require under
+// the declared policy: a full refill (K/r) for buckets, a whole window for
+// windows (two for a sliding counter, whose previous window still weighs).
+// Advice beyond it plus rounding and the timing tolerance can never be
+// right, whatever the key did.
+func longestNeed(t *policy.Tier) time.Duration {
+	var w time.Duration
+	for _, l := range t.Limits {
+		d := l.W()
+		switch {
+		case l.Algorithm.Bucketed():
+			d = time.Duration(float64(l.K()) / l.R() * float64(time.Second))
+		case l.Algorithm == policy.SlidingCounter:
+			d = 2 * l.W()
 		}
 		w = max(w, d)
 	}
@@ -36,7 +57,7 @@ func checkRetryAfter(ix *index) Result {
 	col := ix.collector()
 	// A refusal without usable advice is a defect whatever the policy says
 	// it sends: a user who accepts that turns the check off (checks_off).
-	var rejections, missing, invalid, tooLong, probed, honoured, early int
+	var rejections, missing, invalid, tooLong, absurdN, probed, honoured, early int
 	maxErr := math.Inf(-1)
 	var next []int32 // per position: index of the next possibly-consuming rec
 	for gi := range ix.groups {
@@ -45,6 +66,7 @@ func checkRetryAfter(ix *index) Result {
 			continue
 		}
 		mw := maxWait(g.tier)
+		absurd := longestNeed(g.tier) + time.Second + time.Duration(ix.tol)
 		// Under a limit that counts refused requests, every request of
 		// the key may have consumed.
 		all := false
@@ -109,9 +131,19 @@ func checkRetryAfter(ix *index) Result {
 			}
 			maxErr = math.Max(maxErr, (d - mw).Seconds())
 			if d > mw+time.Second {
-				// Longer than the policy ever needs: the key's state was
+				// Longer than one request ever needs: the key's state was
 				// wrong (evidence for under-admission), not the advice.
 				tooLong++
+			}
+			if d > absurd {
+				// Longer than any state of the declared policy can need:
+				// the advice itself is wrong (a refusal under-admission
+				// proves wrong on the key explains it).
+				absurdN++
+				e := ev()
+				bad(absurd.Seconds(), d.Seconds(), []uint64{e.ID}, "request %d of key %s was told to retry after %s; nothing the declared policy can require takes longer than %s (%s, plus 1s of rounding and the timing tolerance %s)",
+					e.ID, g.key, fmtDur(d), fmtDur(absurd), describeNeed(g.tier), fmtDur(time.Duration(ix.tol)))
+				continue
 			}
 			// Honoured: the first later request sent after the advice.
 			at := recv + int64(d) // lo_q = Sent_q − slack ≥ Recv + d  ⇔  Sent_q ≥ Recv + d + slack
@@ -154,7 +186,7 @@ func checkRetryAfter(ix *index) Result {
 		}
 	}
 	figs := map[string]float64{"rejections": float64(rejections), "missing": float64(missing), "invalid": float64(invalid),
-		"too_long": float64(tooLong), "probed": float64(probed), "honoured": float64(honoured)}
+		"too_long": float64(tooLong), "beyond_any_need": float64(absurdN), "probed": float64(probed), "honoured": float64(honoured)}
 	if early > 0 {
 		figs["refused_within_tolerance"] = float64(early)
 	}
@@ -163,6 +195,14 @@ func checkRetryAfter(ix *index) Result {
 	}
 	if rejections == 0 {
 		return col.result(Skip, "no refusals to judge", figs, "")
+	}
+	// Probes the plan aimed at the advice (probe phases) that all ended in
+	// errors tried nothing: the advice's property is untested, not kept.
+	if probed == 0 && col.total == 0 {
+		if n, errs, first := ix.probeErrors(); n > 0 && errs == n {
+			figs["probe_errors"] = float64(errs)
+			return col.result(Unknown, fmt.Sprintf("%d of %s carried a valid Retry-After, but all %s aimed at the advice ended in an error (%s): whether a client that waits as advised is served was not tested", rejections-missing-invalid, plural(rejections, "refusal", "refusals"), plural(n, "probe", "probes"), first), figs, "")
+		}
 	}
 	valid := rejections - missing - invalid
 	sum := fmt.Sprintf("%d of %s carried a valid Retry-After", valid, plural(rejections, "refusal", "refusals"))
@@ -222,4 +262,52 @@ func conflict(rs []rec, next []int32, p, q int, maxLat int64, all bool) bool {
 		i = int(next[i+1])
 	}
 	return false
+}
+
+// describeNeed names what longestNeed measured: "a full refill of 10 at 5/s
+// takes 2s".
+func describeNeed(t *policy.Tier) string {
+	var parts []string
+	for _, l := range t.Limits {
+		switch {
+		case l.Algorithm.Bucketed():
+			parts = append(parts, fmt.Sprintf("a full refill of %s takes %s", l.Describe(), fmtDur(time.Duration(float64(l.K())/l.R()*float64(time.Second)))))
+		case l.Algorithm == policy.SlidingCounter:
+			parts = append(parts, fmt.Sprintf("two windows of %s", l.Describe()))
+		default:
+			parts = append(parts, fmt.Sprintf("a whole window of %s", l.Describe()))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// probeErrors counts the requests of the run's probe phases and how many of
+// them ended in an error, with the first error's description.
+func (ix *index) probeErrors() (n, errs int, first string) {
+	probes := map[string]bool{}
+	for _, ph := range ix.h.Phases {
+		if ph.Kind == "probe" {
+			probes[ph.Name] = true
+		}
+	}
+	if len(probes) == 0 {
+		return 0, 0, ""
+	}
+	for _, r := range ix.recs {
+		e := ix.ev(r)
+		if !probes[e.Phase] || r.variant {
+			continue
+		}
+		n++
+		if r.out == history.Unknown {
+			errs++
+			if first == "" {
+				first = fmt.Sprintf("status %d", e.Status)
+				if e.Err != "" {
+					first += ": " + e.Err
+				}
+			}
+		}
+	}
+	return n, errs, first
 }

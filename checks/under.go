@@ -269,6 +269,8 @@ func (ix *index) computeUnder() {
 			}
 		}
 		attributed := 0
+		first := len(res.wrong) // this key's wrong refusals are res.wrong[first:]
+		ambiguous, selfOnly := false, false
 		for _, r := range g.recs {
 			if r.out != history.Rejected || r.variant || !r.limit || r.fault {
 				continue
@@ -277,8 +279,7 @@ func (ix *index) computeUnder() {
 			// A refusal up to the timing tolerance later than the exact
 			// arithmetic is a conservative guard, not a defect: judge it as
 			// if decided tol earlier.
-			rt := r
-			rt.lo -= ix.tol
+			rt := ix.tolerant(r)
 			wrong := true
 			undecided := false
 			room := math.Inf(1)
@@ -317,6 +318,10 @@ func (ix *index) computeUnder() {
 					w.self = ix.explainsRefusal(g, rt, nil, true)
 					if !w.self {
 						w.sharedWith = ix.sharingKeys(g, rt)
+					} else if w.sharedWith = ix.sharingUnrefuted(g, rt); len(w.sharedWith) > 0 {
+						w.self, ambiguous = false, true // both fit: see sharingUnrefuted
+					} else {
+						selfOnly = true
 					}
 				} else {
 					res.unattributed++
@@ -326,7 +331,24 @@ func (ix *index) computeUnder() {
 				res.undecided++
 			}
 		}
+		// A shared quota explains every refusal of a key that its own
+		// charged refusals explain; one it cannot explain means the key's
+		// refusals cost, and so do the ambiguous ones (a key in debt beside
+		// a quiet neighbour whose admissions happen to fill the gap).
+		if ambiguous && selfOnly {
+			for i := first; i < len(res.wrong); i++ {
+				if w := &res.wrong[i]; len(w.sharedWith) > 0 && ix.explainsRefusal(g, ix.tolerant(w.r), nil, true) {
+					w.self, w.sharedWith = true, nil
+				}
+			}
+		}
 	}
+}
+
+// tolerant is refusal r judged as if decided the timing tolerance earlier.
+func (ix *index) tolerant(r rec) rec {
+	r.lo -= ix.tol
+	return r
 }
 
 func roomText(l *policy.Limit, v float64) string {
@@ -453,8 +475,35 @@ func checkUnder(ix *index) Result {
 	if res.judged == 0 {
 		return col.result(Skip, "no 429 rejections outside fault windows to judge", figs, "")
 	}
-	return col.result(Pass, fmt.Sprintf("none of %s could be shown wrong", plural(res.judged, "429", "429s")), figs,
+	r := col.result(Pass, fmt.Sprintf("none of %s could be shown wrong", plural(res.judged, "429", "429s")), figs,
 		fmt.Sprintf("%s rejected while the key provably had room", plural(col.total, "request was", "requests were")))
+	// Every key found paying for its refusals, beyond the evidence cap, so
+	// each of its symptoms (advice it could never honour while it kept
+	// sending, remaining counts and resets of a bucket in debt) is traced
+	// to this defect whichever key the capped evidence shows.
+	if keys := selfInflictedKeys(res); len(keys) > 0 && r.Verdict == Fail {
+		r.Evidence = append(r.Evidence, Evidence{Key: keys[0], Keys: keys, Cause: CauseSelfInflicted,
+			Message: fmt.Sprintf("keys whose own refused requests cost tokens: %s", strings.Join(keys, ", "))})
+	}
+	return r
+}
+
+// selfInflictedKeys lists (up to 50, sorted) the keys with a wrong refusal
+// their own refused requests explain.
+func selfInflictedKeys(res *underResult) []string {
+	seen := map[string]bool{}
+	var keys []string
+	for _, w := range res.wrong {
+		if w.self && !seen[w.g.key] {
+			seen[w.g.key] = true
+			keys = append(keys, w.g.key)
+		}
+	}
+	sort.Strings(keys)
+	if len(keys) > 50 {
+		keys = keys[:50]
+	}
+	return keys
 }
 
 func (ix *index) rejEvidence(w wrongRej, extra string) Evidence {
@@ -690,18 +739,30 @@ func (ix *index) admittedByStart() []rec {
 // sharingKeys lists (up to 5) other keys whose admissions in the
 // attribution window explain refusal r, had they shared g's quota.
 func (ix *index) sharingKeys(g *group, r rec) []string {
+	extra, seen := ix.othersAdmitted(g, r)
+	if len(extra) == 0 || !ix.explainsRefusal(g, r, extra, false) {
+		return nil
+	}
+	return keysOf(ix, seen)
+}
+
+// othersAdmitted returns the other keys' admissions in refusal r's
+// attribution window, and the keys' groups with how many each admitted.
+func (ix *index) othersAdmitted(g *group, r rec) ([]rec, map[int32]int) {
 	var extra []rec
-	seen := map[int32]bool{}
+	seen := map[int32]int{}
 	gid := ix.gid[g.recs[0].idx]
 	for _, x := range windowRecs(ix.admittedByStart(), ix.attributionWindow(g, r), r.hi) {
 		if og := ix.gid[x.idx]; og != gid {
 			extra = append(extra, x)
-			seen[og] = true
+			seen[og]++
 		}
 	}
-	if len(extra) == 0 || !ix.explainsRefusal(g, r, extra, false) {
-		return nil
-	}
+	return extra, seen
+}
+
+// keysOf names (up to 5, sorted) the groups of seen.
+func keysOf(ix *index, seen map[int32]int) []string {
 	keys := make([]string, 0, len(seen))
 	for og := range seen {
 		keys = append(keys, ix.groups[og].key)
@@ -711,4 +772,70 @@ func (ix *index) sharingKeys(g *group, r rec) []string {
 		keys = keys[:5]
 	}
 	return keys
+}
+
+// maxSharingPartners bounds the other keys sharingUnrefuted weighs (those
+// that admitted most in the window).
+const maxSharingPartners = 8
+
+// sharingUnrefuted is sharingKeys for a refusal the key's own charged
+// refusals explain as well: both hypotheses fit, and the admissions decide.
+// Keys that share one quota admit together no more than it allows, so a
+// key whose admissions, taken with g's, overrun one quota in the window
+// does not share it; the refusal is a shared quota's when the remaining
+// keys' admissions (consumption that happened, where charged refusals are
+// only a hypothesis) explain it. The rule depends on the history alone,
+// not on which hypothesis is tried first, so a run that fits both gets
+// the same attribution whatever its timing.
+func (ix *index) sharingUnrefuted(g *group, r rec) []string {
+	_, seen := ix.othersAdmitted(g, r)
+	partners := make([]int32, 0, len(seen))
+	for og := range seen {
+		partners = append(partners, og)
+	}
+	slices.SortFunc(partners, func(a, b int32) int {
+		if seen[a] != seen[b] {
+			return seen[b] - seen[a]
+		}
+		return cmpI64(int64(a), int64(b))
+	})
+	if len(partners) > maxSharingPartners {
+		partners = partners[:maxSharingPartners]
+	}
+	from := ix.attributionWindow(g, r)
+	sc := &ix.attrScratch
+	var own []rec
+	for _, x := range windowRecs(g.recs, from, r.hi) {
+		if x.out == history.Admitted && !x.variant && !x.fault {
+			own = append(own, x)
+		}
+	}
+	var extra []rec
+	kept := map[int32]int{}
+	for _, og := range partners {
+		var theirs []rec
+		for _, x := range windowRecs(ix.groups[og].recs, from, r.hi) {
+			if x.out == history.Admitted && !x.variant && !x.fault {
+				theirs = append(theirs, x)
+			}
+		}
+		union := append(append(sc.recs[:0], own...), theirs...)
+		slices.SortFunc(union, cmpRec)
+		sc.recs = union
+		refuted := false
+		for li := range g.tier.Limits {
+			if st := ix.judgeLimit(union, &g.tier.Limits[li], sc); len(st.certs) > 0 {
+				refuted = true
+				break
+			}
+		}
+		if !refuted {
+			extra = append(extra, theirs...)
+			kept[og] = seen[og]
+		}
+	}
+	if len(extra) == 0 || !ix.explainsRefusal(g, r, extra, false) {
+		return nil
+	}
+	return keysOf(ix, kept)
 }

@@ -1,14 +1,14 @@
 // Package envs starts the stacks rlverify attacks: the embedded (in
 // process), local (redis-server child processes) and external (the user's
 // own instances) environments, their fault injection (store faults through
-// internal/faultproxy, the store proxy on Toxiproxy, fault hooks),
+// internal/faultproxy, a user's Toxiproxy, fault hooks),
 // multi-region stacks, state-store start-up and the downstream readers
 // (JSON counter, Prometheus metric, a remote sink). Docker lives in
 // envs/docker so that only users of --env docker pull in testcontainers.
 //
 // envs imports service, limiters, policy and history; never attacks,
 // checks, reports or the rlverify library. Its FaultInjector and
-// SinkReader have the method sets of the interfaces attacks declares.
+// SinkReader are faults' interfaces, which attacks consumes.
 package envs
 
 import (
@@ -16,10 +16,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/faults"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
-	"github.com/rlverify/rlverify/service"
 )
 
 // Spec says what stack to start.
@@ -50,51 +49,23 @@ type Spec struct {
 	Log func(format string, args ...any)
 }
 
-// Fault kinds an injector may support: the store's, and the two the
-// service's control endpoint takes. They are the names plans use
-// (attacks.FaultKinds).
+// The fault kinds, their parameters and the injector and downstream-reader
+// interfaces live in faults/; these are their names in envs.
 const (
-	FaultStoreDown = "store-down"
-	FaultStoreSlow = "store-slow"
-	FaultClockSkew = service.FaultClockSkew
-	FaultRulesDown = service.FaultRulesDown
+	FaultStoreDown     = faults.StoreDown
+	FaultStoreSlow     = faults.StoreSlow
+	FaultClockSkew     = faults.ClockSkew
+	FaultRulesDown     = faults.RulesDown
+	StoreDownReset     = faults.StoreDownReset
+	StoreDownPartition = faults.StoreDownPartition
+	StoreSlowStall     = faults.StoreSlowStall
 )
 
-// Fault parameters that choose how a store fails.
-const (
-	// StoreDownReset: store-down with TCP resets instead of closed
-	// connections (docker: the Redis container is killed, not stopped).
-	StoreDownReset = "reset"
-	// StoreDownPartition: store-down as a network partition, the store
-	// alive and keeping its state but unreachable (docker: the Redis
-	// container leaves the stack's network; the fault proxy stalls).
-	StoreDownPartition = "partition"
-	// StoreSlowStall: store-slow where nothing gets through at all, so
-	// every call runs into its timeout (docker's store-slow always is).
-	StoreSlowStall = "stall"
-)
+// FaultInjector is faults.Injector: what Stack.Faults holds.
+type FaultInjector = faults.Injector
 
-// FaultInjector breaks and mends parts of a running stack.
-type FaultInjector interface {
-	// Inject starts a fault; param is its size (latency for store-slow,
-	// skew for clock-skew, empty otherwise).
-	Inject(ctx context.Context, kind, param string) error
-	// Clear ends the fault of that kind.
-	Clear(ctx context.Context, kind string) error
-	// Supports reports whether kind can be injected.
-	Supports(kind string) bool
-}
-
-// SinkReader reads what reached the downstream: per request key, plus one
-// record with Key "*" for the aggregate. Counts may be cumulative (a
-// service's own counter) or since start (the sink): the engine reads once
-// before the run and subtracts that reading. Offsets (First, Last) are from
-// start. An unreachable or malformed source is an error, never nothing.
-type SinkReader interface {
-	Read(ctx context.Context, start time.Time) ([]history.Sink, error)
-	// Describe names the source for notes and messages.
-	Describe() string
-}
+// SinkReader is faults.SinkReader: what Stack.Sink holds.
+type SinkReader = faults.SinkReader
 
 // CatalogEntry is spec's catalog entry for store: Entry when it is the one,
 // else looked up.
@@ -147,3 +118,16 @@ type Environment interface {
 // ErrUnavailable wraps errors of an environment that cannot run here (no
 // Docker, no redis-server).
 var ErrUnavailable = fmt.Errorf("environment unavailable")
+
+// ErrUnreachable wraps the error of a target that does not answer (its port
+// refuses connections, or no request got a response): every plan against it
+// would end the same way, so an audit stops at once.
+var ErrUnreachable = fmt.Errorf("target unreachable")
+
+// Unreachable marks err as ErrUnreachable, its message unchanged.
+func Unreachable(err error) error { return unreachableError{err} }
+
+type unreachableError struct{ err error }
+
+func (u unreachableError) Error() string   { return u.err.Error() }
+func (u unreachableError) Unwrap() []error { return []error{u.err, ErrUnreachable} }

@@ -17,8 +17,9 @@ type External struct {
 	// Downstream reads what reached their downstream (a sink, a JSON
 	// counter, a Prometheus metric); nil when not observed.
 	Downstream SinkReader
-	// StoreProxies are Toxiproxy proxies to run in this process: the user
-	// points their service's store address at each Listen.
+	// StoreProxies are fault proxies (internal/faultproxy) to run in this
+	// process: the user points their service's store address at each
+	// Listen.
 	StoreProxies []ProxySpec
 	// Toxiproxy is the API URL of an existing Toxiproxy server, and
 	// ToxiproxyProxies the proxies of it to break.
@@ -33,10 +34,21 @@ type External struct {
 // Name implements Environment.
 func (External) Name() string { return "external" }
 
+// CanInject reports whether x can inject kind: a store fault through a
+// store proxy or Toxiproxy, any kind through an inject hook.
+func (x External) CanInject(kind string) bool {
+	for _, h := range x.Hooks {
+		if h.Action == "inject" && h.Kind == kind {
+			return true
+		}
+	}
+	return (kind == FaultStoreDown || kind == FaultStoreSlow) && (len(x.StoreProxies) > 0 || x.Toxiproxy != "")
+}
+
 // Start implements Environment.
 func (x External) Start(ctx context.Context, spec Spec) (*Stack, error) {
 	if len(spec.Targets) == 0 {
-		return nil, errors.New("external: no --target given")
+		return nil, errors.New("external: no target given")
 	}
 	st := &Stack{Env: "external", StoreDesc: "the target's own"}
 	ok := false
@@ -61,7 +73,7 @@ func (x External) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		d := net.Dialer{Timeout: 3 * time.Second}
 		conn, err := d.DialContext(ctx, "tcp", host)
 		if err != nil {
-			return nil, fmt.Errorf("external: target %s is unreachable: %w", raw, err)
+			return nil, fmt.Errorf("external: target %s is unreachable: %w", raw, Unreachable(err))
 		}
 		conn.Close()
 		st.Instances = append(st.Instances, trimSlash(raw))
@@ -83,7 +95,7 @@ func (x External) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		st.OnClose(sp.Close)
 		router = append(router, sp)
 		for _, p := range x.StoreProxies {
-			st.Notes = append(st.Notes, fmt.Sprintf("store proxy (Toxiproxy) on %s in front of %s: store faults act on it", p.Listen, p.Upstream))
+			st.Notes = append(st.Notes, fmt.Sprintf("store proxy on %s in front of %s: store faults act on it", p.Listen, p.Upstream))
 		}
 	}
 	if x.Toxiproxy != "" {

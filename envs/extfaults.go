@@ -1,17 +1,19 @@
 package envs
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"time"
-
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	tpclient "github.com/Shopify/toxiproxy/v2/client"
-	"github.com/rs/zerolog"
 
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/internal/childproc"
@@ -20,7 +22,7 @@ import (
 )
 
 // Faults on a service rlverify did not start. Three ways, combinable:
-//   - StoreProxy: Toxiproxy proxies run in this process (LISTEN=UPSTREAM);
+//   - StoreProxy: fault proxies run in this process (LISTEN=UPSTREAM);
 //     the user points the service's store address at LISTEN;
 //   - ToxiproxyAPI: an existing Toxiproxy server driven over its HTTP API;
 //   - Hooks: commands run at a fault's start and end (docker stop redis).
@@ -29,15 +31,16 @@ import (
 // Upstream.
 type ProxySpec struct{ Listen, Upstream string }
 
-// ParseProxySpec reads LISTEN=UPSTREAM (host:port each).
+// ParseProxySpec reads LISTEN=UPSTREAM (host:port each); the error names
+// the spec, not where it came from.
 func ParseProxySpec(s string) (ProxySpec, error) {
 	l, u, ok := strings.Cut(s, "=")
 	if !ok || l == "" || u == "" {
-		return ProxySpec{}, fmt.Errorf("--store-proxy %q: want LISTEN=UPSTREAM, e.g. 127.0.0.1:16379=127.0.0.1:6379", s)
+		return ProxySpec{}, fmt.Errorf("%q: want LISTEN=UPSTREAM, e.g. 127.0.0.1:16379=127.0.0.1:6379", s)
 	}
 	for _, a := range []string{l, u} {
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			return ProxySpec{}, fmt.Errorf("--store-proxy %q: %q is not host:port", s, a)
+			return ProxySpec{}, fmt.Errorf("%q: %q is not host:port", s, a)
 		}
 	}
 	return ProxySpec{Listen: l, Upstream: u}, nil
@@ -52,9 +55,9 @@ func CheckProxySpecs(specs []ProxySpec) error {
 		for _, other := range specs {
 			if faultproxy.SameEndpoint(other.Listen, s.Upstream) {
 				if other == s {
-					return fmt.Errorf("--store-proxy %s=%s: the upstream is the proxy's own listen address: it would forward to itself; give your store's address as UPSTREAM", s.Listen, s.Upstream)
+					return fmt.Errorf("%s=%s: the upstream is the proxy's own listen address: it would forward to itself; give your store's address as UPSTREAM", s.Listen, s.Upstream)
 				}
-				return fmt.Errorf("--store-proxy %s=%s: the upstream is the listen address of --store-proxy %s=%s: the proxies would forward to each other; give your store's address as UPSTREAM", s.Listen, s.Upstream, other.Listen, other.Upstream)
+				return fmt.Errorf("%s=%s: the upstream is the listen address of store proxy %s=%s: the proxies would forward to each other; give your store's address as UPSTREAM", s.Listen, s.Upstream, other.Listen, other.Upstream)
 			}
 		}
 	}
@@ -68,52 +71,73 @@ const (
 	toxicReset   = "rlverify_reset"
 )
 
-// toxicFor is the Toxiproxy toxic for a store fault; down (no toxic) means
-// the proxy is disabled: new connections refused, open ones closed.
-func toxicFor(kind, param string) (name, typ string, attrs map[string]any, down bool, err error) {
+// storeFault is what a store fault does to a proxy: closed (down: new
+// connections closed at once, open ones cut), reset (the same with TCP
+// resets), stall (nothing gets through, every call runs into its timeout)
+// or latency (every chunk delayed).
+type storeFault struct {
+	down, reset, stall bool
+	latency            time.Duration
+}
+
+// storeFaultFor reads a store fault's kind and param.
+func storeFaultFor(kind, param string) (storeFault, error) {
 	switch kind {
 	case FaultStoreDown:
 		switch param {
 		case "":
-			return "", "", nil, true, nil
+			return storeFault{down: true}, nil
 		case StoreDownReset:
-			return toxicReset, "reset_peer", map[string]any{"timeout": 0}, false, nil
+			return storeFault{reset: true}, nil
 		case StoreDownPartition:
-			return toxicStall, "timeout", map[string]any{"timeout": 0}, false, nil
+			return storeFault{stall: true}, nil
 		}
 	case FaultStoreSlow:
 		if param == StoreSlowStall {
-			return toxicStall, "timeout", map[string]any{"timeout": 0}, false, nil
+			return storeFault{stall: true}, nil
 		}
 		d, perr := policy.ParseDuration(param)
 		if perr != nil || d <= 0 {
-			return "", "", nil, false, fmt.Errorf("store-slow: param %q is not a latency", param)
+			return storeFault{}, fmt.Errorf("store-slow: param %q is not a latency", param)
 		}
-		return toxicLatency, "latency", map[string]any{"latency": d.Milliseconds()}, false, nil
+		return storeFault{latency: d}, nil
 	}
-	return "", "", nil, false, fmt.Errorf("%s cannot be done by a store proxy", kind)
+	return storeFault{}, fmt.Errorf("%s cannot be done by a store proxy", kind)
 }
 
-// StoreProxy runs Toxiproxy proxies in this process. Safe for concurrent
-// use; build it with StartStoreProxy and Close it.
+// toxic is the Toxiproxy toxic for f; down (no toxic) means the proxy is
+// disabled.
+func (f storeFault) toxic() (name, typ string, attrs map[string]any) {
+	switch {
+	case f.reset:
+		return toxicReset, "reset_peer", map[string]any{"timeout": 0}
+	case f.stall:
+		return toxicStall, "timeout", map[string]any{"timeout": 0}
+	case f.latency > 0:
+		return toxicLatency, "latency", map[string]any{"latency": f.latency.Milliseconds()}
+	}
+	return "", "", nil
+}
+
+// StoreProxy runs store proxies in this process: internal/faultproxy, the
+// same proxy the embedded and local environments break their store with.
+// Safe for concurrent use; build it with StartStoreProxy and Close it.
 type StoreProxy struct {
 	mu      sync.Mutex
-	proxies []*toxiproxy.Proxy
-	// added names the toxics added per fault kind, to remove on Clear.
-	added map[string]string
-	down  bool
+	proxies []*faultproxy.Proxy
+	// on is the fault in effect per kind, to undo on Clear.
+	on map[string]storeFault
 }
 
 // StartStoreProxy listens on every spec's Listen address.
 func StartStoreProxy(specs []ProxySpec) (*StoreProxy, error) {
 	if err := CheckProxySpecs(specs); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("store proxy %w", err)
 	}
-	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	sp := &StoreProxy{added: map[string]string{}}
-	for i, s := range specs {
-		p := toxiproxy.NewProxy(server, fmt.Sprintf("rlverify-store-%d", i), s.Listen, s.Upstream)
-		if err := p.Start(); err != nil {
+	sp := &StoreProxy{on: map[string]storeFault{}}
+	for _, s := range specs {
+		p, err := faultproxy.Listen(s.Listen, s.Upstream)
+		if err != nil {
 			sp.Close()
 			return nil, fmt.Errorf("store proxy %s=%s: cannot listen on %s: %w", s.Listen, s.Upstream, s.Listen, err)
 		}
@@ -129,55 +153,43 @@ func (sp *StoreProxy) Supports(kind string) bool {
 
 // Inject implements FaultInjector.
 func (sp *StoreProxy) Inject(_ context.Context, kind, param string) error {
-	name, typ, attrs, down, err := toxicFor(kind, param)
+	f, err := storeFaultFor(kind, param)
 	if err != nil {
 		return err
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if down {
-		for _, p := range sp.proxies {
-			p.Stop()
-		}
-		sp.down = true
-		return nil
-	}
-	for _, p := range sp.proxies {
-		for _, stream := range []string{"downstream", "upstream"} {
-			body := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name+"_"+stream, typ, stream, jsonAttrs(attrs))
-			if _, err := p.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
-				return fmt.Errorf("store proxy %s: add %s toxic: %w", p.Listen, typ, err)
-			}
-		}
-	}
-	sp.added[kind] = name
+	sp.on[kind] = f
+	sp.apply(f, true)
 	return nil
 }
 
+// apply sets (on) or mends f on every proxy.
+func (sp *StoreProxy) apply(f storeFault, on bool) {
+	for _, p := range sp.proxies {
+		switch {
+		case f.down:
+			p.SetDown(on)
+		case f.reset:
+			p.SetReset(on)
+		case f.stall:
+			p.SetStall(on)
+		case f.latency > 0 && on:
+			p.SetLatency(f.latency)
+		case f.latency > 0:
+			p.SetLatency(0)
+		}
+	}
+}
+
 // Clear implements FaultInjector.
-func (sp *StoreProxy) Clear(ctx context.Context, kind string) error {
+func (sp *StoreProxy) Clear(_ context.Context, kind string) error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if kind == FaultStoreDown && sp.down {
-		for _, p := range sp.proxies {
-			if err := p.Start(); err != nil {
-				return fmt.Errorf("store proxy %s: listen again: %w", p.Listen, err)
-			}
-		}
-		sp.down = false
+	if f, ok := sp.on[kind]; ok {
+		sp.apply(f, false)
+		delete(sp.on, kind)
 	}
-	name, ok := sp.added[kind]
-	if !ok {
-		return nil
-	}
-	for _, p := range sp.proxies {
-		for _, stream := range []string{"downstream", "upstream"} {
-			if err := p.Toxics.RemoveToxic(ctx, name+"_"+stream); err != nil && !errors.Is(err, toxiproxy.ErrToxicNotFound) {
-				return fmt.Errorf("store proxy %s: remove toxic: %w", p.Listen, err)
-			}
-		}
-	}
-	delete(sp.added, kind)
 	return nil
 }
 
@@ -185,31 +197,21 @@ func (sp *StoreProxy) Clear(ctx context.Context, kind string) error {
 func (sp *StoreProxy) Close() error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	var errs []error
 	for _, p := range sp.proxies {
-		p.Stop()
+		errs = append(errs, p.Close())
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-func jsonAttrs(m map[string]any) string {
-	var b strings.Builder
-	b.WriteByte('{')
-	first := true
-	for k, v := range m {
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		fmt.Fprintf(&b, "%q:%v", k, v)
-	}
-	b.WriteByte('}')
-	return b.String()
-}
-
-// ToxiproxyAPI drives proxies of an existing Toxiproxy server.
+// ToxiproxyAPI drives proxies of an existing Toxiproxy server over its
+// HTTP API (GET /proxies, POST /proxies/NAME, POST and DELETE
+// /proxies/NAME/toxics): four calls, so a few lines of net/http rather
+// than Toxiproxy's client and its dependency tree.
 type ToxiproxyAPI struct {
-	client  *tpclient.Client
-	proxies []*tpclient.Proxy
+	url     string
+	client  *http.Client
+	proxies []string
 	mu      sync.Mutex
 	added   map[string]string
 	down    bool
@@ -219,26 +221,60 @@ type ToxiproxyAPI struct {
 // named proxy.
 func ConnectToxiproxy(url string, names []string) (*ToxiproxyAPI, error) {
 	if len(names) == 0 {
-		return nil, fmt.Errorf("--toxiproxy %s: name the proxies to break with --toxiproxy-proxy NAME", url)
+		return nil, fmt.Errorf("toxiproxy %s: name the proxies to break", url)
 	}
-	c := tpclient.NewClient(url)
-	all, err := c.Proxies()
-	if err != nil {
+	t := &ToxiproxyAPI{url: strings.TrimRight(url, "/"), client: &http.Client{Timeout: 10 * time.Second}, added: map[string]string{}}
+	var all map[string]json.RawMessage
+	if err := t.call(http.MethodGet, "/proxies", nil, &all); err != nil {
 		return nil, fmt.Errorf("toxiproxy %s is unreachable: %w", url, err)
 	}
-	t := &ToxiproxyAPI{client: c, added: map[string]string{}}
 	for _, n := range names {
-		p, ok := all[n]
-		if !ok {
+		if _, ok := all[n]; !ok {
 			have := make([]string, 0, len(all))
 			for k := range all {
 				have = append(have, k)
 			}
+			sort.Strings(have)
 			return nil, fmt.Errorf("toxiproxy %s has no proxy %q (it has: %s)", url, n, strings.Join(have, ", "))
 		}
-		t.proxies = append(t.proxies, p)
+		t.proxies = append(t.proxies, n)
 	}
 	return t, nil
+}
+
+// call sends body (JSON, when not nil) to the API and decodes the answer
+// into out (when not nil); a status other than 2xx is an error with the
+// server's message.
+func (t *ToxiproxyAPI) call(method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, t.url+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
 }
 
 // Supports implements FaultInjector.
@@ -248,26 +284,28 @@ func (t *ToxiproxyAPI) Supports(kind string) bool {
 
 // Inject implements FaultInjector.
 func (t *ToxiproxyAPI) Inject(_ context.Context, kind, param string) error {
-	name, typ, attrs, down, err := toxicFor(kind, param)
+	f, err := storeFaultFor(kind, param)
 	if err != nil {
 		return err
 	}
+	name, typ, attrs := f.toxic()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range t.proxies {
-		if down {
-			if err := p.Disable(); err != nil {
-				return fmt.Errorf("toxiproxy proxy %s: disable: %w", p.Name, err)
+		if f.down {
+			if err := t.call(http.MethodPost, "/proxies/"+url.PathEscape(p), map[string]any{"enabled": false}, nil); err != nil {
+				return fmt.Errorf("toxiproxy proxy %s: disable: %w", p, err)
 			}
 			continue
 		}
 		for _, stream := range []string{"downstream", "upstream"} {
-			if _, err := p.AddToxic(name+"_"+stream, typ, stream, 1, tpclient.Attributes(attrs)); err != nil {
-				return fmt.Errorf("toxiproxy proxy %s: add %s toxic: %w", p.Name, typ, err)
+			toxic := map[string]any{"name": name + "_" + stream, "type": typ, "stream": stream, "toxicity": 1, "attributes": attrs}
+			if err := t.call(http.MethodPost, "/proxies/"+url.PathEscape(p)+"/toxics", toxic, nil); err != nil {
+				return fmt.Errorf("toxiproxy proxy %s: add %s toxic: %w", p, typ, err)
 			}
 		}
 	}
-	if down {
+	if f.down {
 		t.down = true
 	} else {
 		t.added[kind] = name
@@ -281,14 +319,14 @@ func (t *ToxiproxyAPI) Clear(_ context.Context, kind string) error {
 	defer t.mu.Unlock()
 	for _, p := range t.proxies {
 		if kind == FaultStoreDown && t.down {
-			if err := p.Enable(); err != nil {
-				return fmt.Errorf("toxiproxy proxy %s: enable: %w", p.Name, err)
+			if err := t.call(http.MethodPost, "/proxies/"+url.PathEscape(p), map[string]any{"enabled": true}, nil); err != nil {
+				return fmt.Errorf("toxiproxy proxy %s: enable: %w", p, err)
 			}
 		}
 		if name, ok := t.added[kind]; ok {
 			for _, stream := range []string{"downstream", "upstream"} {
-				if err := p.RemoveToxic(name + "_" + stream); err != nil {
-					return fmt.Errorf("toxiproxy proxy %s: remove toxic: %w", p.Name, err)
+				if err := t.call(http.MethodDelete, "/proxies/"+url.PathEscape(p)+"/toxics/"+url.PathEscape(name+"_"+stream), nil, nil); err != nil {
+					return fmt.Errorf("toxiproxy proxy %s: remove toxic: %w", p, err)
 				}
 			}
 		}
@@ -310,12 +348,12 @@ func ParseHook(action, s string) (Hook, error) {
 	kind, cmd, ok := strings.Cut(s, "=")
 	kind = strings.TrimSpace(kind)
 	if !ok || strings.TrimSpace(cmd) == "" {
-		return Hook{}, fmt.Errorf("--on-%s %q: want KIND=COMMAND, e.g. store-down='docker stop redis'", action, s)
+		return Hook{}, fmt.Errorf("%q: want KIND=COMMAND, e.g. store-down='docker stop redis'", s)
 	}
 	switch kind {
 	case FaultStoreDown, FaultStoreSlow, FaultClockSkew, FaultRulesDown:
 	default:
-		return Hook{}, fmt.Errorf("--on-%s %q: unknown fault %q (want store-down, store-slow, clock-skew or rules-down)", action, s, kind)
+		return Hook{}, fmt.Errorf("%q: unknown fault %q (want store-down, store-slow, clock-skew or rules-down)", s, kind)
 	}
 	return Hook{Kind: kind, Action: action, Command: cmd}, nil
 }
@@ -392,7 +430,7 @@ const hookWaitDelay = 200 * time.Millisecond
 
 func (h *Hooks) run(ctx context.Context, action, kind, param, command string) error {
 	if command == "" {
-		return fmt.Errorf("no --on-%s command for %s", action, kind)
+		return fmt.Errorf("no %s command for %s", action, kind)
 	}
 	cctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()

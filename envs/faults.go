@@ -39,7 +39,7 @@ func (f *localFaults) Inject(_ context.Context, kind, param string) error {
 		if kind == FaultRulesDown {
 			return fmt.Errorf("%s: this stack has no rule source to break", kind)
 		}
-		return fmt.Errorf("%s faults need the redis store (--store redis)", kind)
+		return fmt.Errorf("%s faults need the redis store (Store: redis)", kind)
 	}
 	switch kind {
 	case FaultRulesDown:

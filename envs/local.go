@@ -64,7 +64,7 @@ func (l Local) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		store = catalog.Redis
 	}
 	if store != catalog.Redis {
-		return nil, fmt.Errorf("local: store %q: the local environment keeps state in redis-server processes (use --store redis, or the embedded environment for memory)", store)
+		return nil, fmt.Errorf("local: store %q: the local environment keeps state in redis-server processes (Store: redis, or the embedded environment for memory)", store)
 	}
 	entry, err := spec.CatalogEntry(store)
 	if err != nil {

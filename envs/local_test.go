@@ -120,7 +120,7 @@ func TestLocalRejects(t *testing.T) {
 	_, err := Local{Cluster: 2}.Start(ctx, Spec{Policy: p, Limiter: "token-bucket"})
 	require.ErrorContains(t, err, "3 … 16")
 	_, err = Local{}.Start(ctx, Spec{Policy: p, Limiter: "token-bucket", Store: "memory"})
-	require.ErrorContains(t, err, "--store redis")
+	require.ErrorContains(t, err, "Store: redis")
 	_, err = Local{}.Start(ctx, Spec{Limiter: "token-bucket"})
 	require.Error(t, err)
 	require.Empty(t, redisServerPIDs(t))

@@ -58,7 +58,7 @@ func startRedis(_ context.Context, url string, st *Stack) (addr, desc string, er
 	case url != "":
 		opt, err := redis.ParseURL(url)
 		if err != nil {
-			return "", "", fmt.Errorf("--redis %q: %w", url, err)
+			return "", "", fmt.Errorf("redis URL %q: %w", url, err)
 		}
 		return opt.Addr, "redis " + opt.Addr + " (given)", nil
 	case redisproc.Available() == nil:

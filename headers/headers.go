@@ -64,13 +64,37 @@ const (
 )
 
 // Fields are the raw values of the rate-limit fields of one response, ""
-// for an absent field. The zero value is a response without any.
+// for an absent field. The zero value is a response without any. A
+// history event records them as they are (history.Event embeds Fields;
+// the JSON names are the history's).
 type Fields struct {
-	RetryAfter                                         string
-	RateLimit, RateLimitPolicy                         string
-	RateLimitLimit, RateLimitRemaining, RateLimitReset string
-	XLimit, XRemaining, XReset                         string
-	Fallback, Scope                                    string
+	RetryAfter      string `json:"retry_after,omitempty"`
+	RateLimit       string `json:"ratelimit,omitempty"`
+	RateLimitPolicy string `json:"ratelimit_policy,omitempty"`
+	XLimit          string `json:"x_limit,omitempty"`
+	XRemaining      string `json:"x_remaining,omitempty"`
+	XReset          string `json:"x_reset,omitempty"`
+	// RateLimit-Limit, -Remaining and -Reset (the split header generation
+	// of the early IETF drafts).
+	RateLimitLimit     string `json:"rl_limit,omitempty"`
+	RateLimitRemaining string `json:"rl_remaining,omitempty"`
+	RateLimitReset     string `json:"rl_reset,omitempty"`
+	// Fallback is the target's own statement (header X-RateLimit-Fallback)
+	// that its failure mode, not its store, made this decision: "open",
+	// "closed", "local" or "queue". Such decisions are judged by fail-mode.
+	Fallback string `json:"fallback,omitempty"`
+	// Scope is the target's statement (header X-RateLimit-Scope) that a
+	// limit other than the key's own decided, e.g. "global" for an
+	// aggregate guard across all keys. Such decisions are not judged against
+	// the key's limits.
+	Scope string `json:"scope,omitempty"`
+}
+
+// RateLimitOnly is f with only the RateLimit fields (both generations):
+// all Read looks at, so a cache of its results keys on this.
+func (f Fields) RateLimitOnly() Fields {
+	return Fields{RateLimit: f.RateLimit, RateLimitPolicy: f.RateLimitPolicy,
+		RateLimitLimit: f.RateLimitLimit, RateLimitRemaining: f.RateLimitRemaining, RateLimitReset: f.RateLimitReset}
 }
 
 // FromHTTP reads the rate-limit fields of a response. The field lines of a

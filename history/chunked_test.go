@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/headers"
 )
 
 // chunkedInputs are histories, good and bad, whose interesting lines sit in
@@ -184,7 +186,7 @@ func TestReadFileLarge(t *testing.T) {
 	w := NewWriter(&buf)
 	require.NoError(t, w.WriteRun(Run{ID: "r", Start: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}))
 	for i := 0; i < 200_000; i++ {
-		e := Event{ID: uint64(i + 1), Key: fmt.Sprintf("free-k%d", i%1000), Phase: "rate", Sent: int64(i), Recv: int64(i + 10), Status: 200, XLimit: "10", XRemaining: fmt.Sprint(i % 10)}
+		e := Event{ID: uint64(i + 1), Key: fmt.Sprintf("free-k%d", i%1000), Phase: "rate", Sent: int64(i), Recv: int64(i + 10), Status: 200, Fields: headers.Fields{XLimit: "10", XRemaining: fmt.Sprint(i % 10)}}
 		require.NoError(t, w.WriteEvent(&e))
 		if i%50_000 == 7 {
 			require.NoError(t, w.WritePhase(Phase{Name: "p", Kind: "rate", Requests: int64(i)}))

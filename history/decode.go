@@ -55,6 +55,7 @@ const (
 	fFallback
 	fScope
 	fErr
+	fBody
 )
 
 // eventFieldNames lists every JSON name of Event (TestDecodeKnowsEveryField
@@ -65,6 +66,7 @@ var eventFieldNames = map[string]eventField{
 	"retry_after": fRetryAfter, "ratelimit": fRateLimit, "ratelimit_policy": fRateLimitPolicy,
 	"x_limit": fXLimit, "x_remaining": fXRemaining, "x_reset": fXReset,
 	"rl_limit": fRLLimit, "rl_remaining": fRLRemaining, "rl_reset": fRLReset, "path": fPath, "fallback": fFallback, "scope": fScope, "err": fErr,
+	"body": fBody,
 }
 
 // lookupField maps a raw (unescaped) field name to its field without the
@@ -303,11 +305,11 @@ func (c *internCache) decode(b []byte, e *Event) bool {
 			case fXReset:
 				e.XReset = s
 			case fRLLimit:
-				e.RLLimit = s
+				e.RateLimitLimit = s
 			case fRLRemaining:
-				e.RLRemaining = s
+				e.RateLimitRemaining = s
 			case fRLReset:
-				e.RLReset = s
+				e.RateLimitReset = s
 			case fPath:
 				e.Path = s
 			case fFallback:
@@ -316,6 +318,8 @@ func (c *internCache) decode(b []byte, e *Event) bool {
 				e.Scope = s
 			case fErr:
 				e.Err = s
+			case fBody:
+				e.Body = s
 			}
 		}
 		i = skipSpace(b, i)

@@ -8,16 +8,23 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/headers"
 )
 
 // TestDecodeKnowsEveryField keeps the fast decoder's field table in step
 // with Event's JSON tags: a field it does not know would send every line
 // carrying it to encoding/json (correct, but slow).
 func TestDecodeKnowsEveryField(t *testing.T) {
-	typ := reflect.TypeFor[Event]()
-	require.Len(t, eventFieldNames, typ.NumField())
-	for i := 0; i < typ.NumField(); i++ {
-		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+	var fields []reflect.StructField
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Event]()) {
+		if !f.Anonymous { // the embedded headers.Fields' own are listed
+			fields = append(fields, f)
+		}
+	}
+	require.Len(t, eventFieldNames, len(fields))
+	for _, f := range fields {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		_, ok := eventFieldNames[name]
 		require.True(t, ok, "decode.go does not know Event field %q", name)
 		require.Equal(t, eventFieldNames[name], lookupField([]byte(name)))
@@ -34,7 +41,7 @@ func strictEvent(b []byte) (Event, error) {
 func TestDecodeFastTakesWrittenLines(t *testing.T) {
 	all := sample()
 	all = append(all, Event{ID: 1<<64 - 1, Key: "k", Variant: "v", Tier: "paid", Instance: -3, Phase: "p", Intended: -1 << 63, Sent: 1<<63 - 1, Recv: 1<<63 - 1,
-		Status: 503, RetryAfter: "Wed, 21 Oct 2026 07:28:00 GMT", RateLimitPolicy: `"free";q=10;w=2`, XLimit: "10", XRemaining: "0", XReset: "2", Fallback: "open", Scope: "global", Err: "tab\there \\ / \"q\""})
+		Status: 503, Err: "tab\there \\ / \"q\"", Fields: headers.Fields{RetryAfter: "Wed, 21 Oct 2026 07:28:00 GMT", RateLimitPolicy: `"free";q=10;w=2`, XLimit: "10", XRemaining: "0", XReset: "2", Fallback: "open", Scope: "global"}})
 	for _, e := range all {
 		e.T = TypeEvent
 		line := AppendEvent(nil, &e)
@@ -113,7 +120,15 @@ func compareDecoders(t *testing.T, line []byte) {
 		}
 		return
 	}
-	if gerr == nil && !reflect.DeepEqual(want, got) {
+	if verr := checkEvent(&want); (gerr == nil) != (verr == nil) {
+		// Declining the fast path is allowed; refusing a line encoding/json
+		// reads is not, unless the event itself is refused.
+		t.Fatalf("decodeEvent on %q: %v; encoding/json's event checked: %v", line, gerr, verr)
+	}
+	if gerr != nil {
+		return
+	}
+	if !reflect.DeepEqual(want, got) {
 		t.Fatalf("decodeEvent differs on %q:\n got %+v\nwant %+v", line, got, want)
 	}
 }
@@ -137,8 +152,7 @@ func benchLines(n int) []byte {
 	var buf bytes.Buffer
 	for i := 0; i < n; i++ {
 		e := Event{T: TypeEvent, ID: uint64(i + 1), Key: fmt.Sprintf("free-k%d", i%10000), Tier: "free", Phase: "rate", Intended: int64(i) * 1000,
-			Sent: int64(i)*1000 + 37, Recv: int64(i)*1000 + 1234567, Status: 200, XLimit: "10", XRemaining: fmt.Sprint(i % 10), XReset: "1",
-			RateLimit: fmt.Sprintf(`"free";r=%d;t=1`, i%10), RateLimitPolicy: `"free";q=10;w=2`}
+			Sent: int64(i)*1000 + 37, Recv: int64(i)*1000 + 1234567, Status: 200, Fields: headers.Fields{XLimit: "10", XRemaining: fmt.Sprint(i % 10), XReset: "1", RateLimit: fmt.Sprintf(`"free";r=%d;t=1`, i%10), RateLimitPolicy: `"free";q=10;w=2`}}
 		if i%3 == 0 {
 			e.Status, e.RetryAfter, e.XRemaining, e.RateLimit = 429, "1", "0", `"free";r=0;t=1`
 		}

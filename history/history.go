@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/rlverify/rlverify/headers"
 )
 
 // Version of the JSONL format written by this package.
@@ -80,28 +82,15 @@ type Event struct {
 	Recv     int64 `json:"recv"`
 	// Status is the HTTP status, 0 when no response arrived (see Err).
 	Status int `json:"status"`
-	// Raw rate-limit response headers, as received.
-	RetryAfter      string `json:"retry_after,omitempty"`
-	RateLimit       string `json:"ratelimit,omitempty"`
-	RateLimitPolicy string `json:"ratelimit_policy,omitempty"`
-	XLimit          string `json:"x_limit,omitempty"`
-	XRemaining      string `json:"x_remaining,omitempty"`
-	XReset          string `json:"x_reset,omitempty"`
-	// RateLimit-Limit, -Remaining and -Reset (the split header generation
-	// of the early IETF drafts).
-	RLLimit     string `json:"rl_limit,omitempty"`
-	RLRemaining string `json:"rl_remaining,omitempty"`
-	RLReset     string `json:"rl_reset,omitempty"`
-	// Fallback is the target's own statement (header X-RateLimit-Fallback)
-	// that its failure mode, not its store, made this decision: "open",
-	// "closed", "local" or "queue". Such decisions are judged by fail-mode.
-	Fallback string `json:"fallback,omitempty"`
-	// Scope is the target's statement (header X-RateLimit-Scope) that a
-	// limit other than the key's own decided, e.g. "global" for an
-	// aggregate guard across all keys. Such decisions are not judged against
-	// the key's limits.
-	Scope string `json:"scope,omitempty"`
-	Err   string `json:"err,omitempty"`
+	// Fields are the raw rate-limit response headers, as received (one
+	// type with what headers parses: no copies between the two).
+	headers.Fields
+	Err string `json:"err,omitempty"`
+	// Body is a sample of the body of an answer that was neither an
+	// admission nor a rejection (at most 256 bytes, one line of printable
+	// text; the first 20 such answers of a run), so a report can show
+	// what the target said ("the API is POST /v1/orders").
+	Body string `json:"body,omitempty"`
 }
 
 // ErrCancelled is the Err of a request cut off because the run stopped

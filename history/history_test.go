@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/headers"
 )
 
 func sample() []Event {
 	return []Event{
-		{ID: 1, Key: "free-a", Tier: "free", Phase: "burst", Intended: 5, Sent: 10, Recv: 20, Status: 200, RateLimit: `"free";r=9;t=1`, XRemaining: "9"},
-		{ID: 2, Key: "free-a", Variant: "FREE-A ", Instance: 1, Phase: "burst", Sent: 11, Recv: 25, Status: 429, RetryAfter: "1", Fallback: "closed", Scope: "global"},
+		{ID: 1, Key: "free-a", Tier: "free", Phase: "burst", Intended: 5, Sent: 10, Recv: 20, Status: 200, Fields: headers.Fields{RateLimit: `"free";r=9;t=1`, XRemaining: "9"}},
+		{ID: 2, Key: "free-a", Variant: "FREE-A ", Instance: 1, Phase: "burst", Sent: 11, Recv: 25, Status: 429, Fields: headers.Fields{RetryAfter: "1", Fallback: "closed", Scope: "global"}},
 		{ID: 3, Key: "weird \"key\" <&> \u2028 é \x01", Phase: "p", Sent: 12, Recv: 30, Status: 0, Err: "dial tcp: refused"},
 	}
 }

@@ -144,13 +144,6 @@ func (w *Writer) WriteEnd(e End) error {
 	return w.writeLocked(buf.Bytes())
 }
 
-// Events returns how many events were written.
-func (w *Writer) Events() int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.n
-}
-
 // Flush pushes buffered lines to the file.
 func (w *Writer) Flush() error {
 	w.mu.Lock()
@@ -217,12 +210,13 @@ func AppendEvent(b []byte, e *Event) []byte {
 		{`,"x_limit":`, e.XLimit},
 		{`,"x_remaining":`, e.XRemaining},
 		{`,"x_reset":`, e.XReset},
-		{`,"rl_limit":`, e.RLLimit},
-		{`,"rl_remaining":`, e.RLRemaining},
-		{`,"rl_reset":`, e.RLReset},
+		{`,"rl_limit":`, e.RateLimitLimit},
+		{`,"rl_remaining":`, e.RateLimitRemaining},
+		{`,"rl_reset":`, e.RateLimitReset},
 		{`,"fallback":`, e.Fallback},
 		{`,"scope":`, e.Scope},
 		{`,"err":`, e.Err},
+		{`,"body":`, e.Body},
 	} {
 		if f.v != "" {
 			b = append(b, f.name...)
@@ -571,6 +565,12 @@ func decodeEventWith(c *internCache, b []byte, e *Event) error {
 			return err
 		}
 	}
+	return checkEvent(e)
+}
+
+// checkEvent refuses a decoded event no writer makes: what decodeEvent
+// adds to decoding.
+func checkEvent(e *Event) error {
 	if e.T != TypeEvent { // a second "t" in the line
 		return fmt.Errorf("event %d: its \"t\" is given twice, the last time as %q", e.ID, e.T)
 	}

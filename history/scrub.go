@@ -107,7 +107,7 @@ func (s *Scrubber) Event(e *Event) {
 	}
 	for _, f := range []*string{&e.Key, &e.Variant, &e.Tier, &e.Phase, &e.Path,
 		&e.RetryAfter, &e.RateLimit, &e.RateLimitPolicy, &e.XLimit, &e.XRemaining, &e.XReset,
-		&e.RLLimit, &e.RLRemaining, &e.RLReset, &e.Fallback, &e.Scope, &e.Err} {
+		&e.RateLimitLimit, &e.RateLimitRemaining, &e.RateLimitReset, &e.Fallback, &e.Scope, &e.Err} {
 		*f = s.String(*f)
 	}
 }

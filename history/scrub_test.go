@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/headers"
 )
 
 func TestScrubber(t *testing.T) {
@@ -24,9 +26,9 @@ func TestScrubber(t *testing.T) {
 	} {
 		require.Equal(t, want, s.String(in), in)
 	}
-	e := Event{Key: "secret-key", XLimit: "secret-key", RateLimitPolicy: `"secret-key";q=3`, Err: "Get http://h/?k=secret-key: refused", Path: "/x?k=secret-key"}
+	e := Event{Key: "secret-key", Fields: headers.Fields{XLimit: "secret-key", RateLimitPolicy: `"secret-key";q=3`}, Err: "Get http://h/?k=secret-key: refused", Path: "/x?k=secret-key"}
 	s.Event(&e)
-	require.Equal(t, Event{Key: "S1", XLimit: "S1", RateLimitPolicy: `"S1";q=3`, Err: "Get http://h/?k=S1: refused", Path: "/x?k=S1"}, e)
+	require.Equal(t, Event{Key: "S1", Fields: headers.Fields{XLimit: "S1", RateLimitPolicy: `"S1";q=3`}, Err: "Get http://h/?k=S1: refused", Path: "/x?k=S1"}, e)
 }
 
 // The engine records events from many goroutines while keys are handed out.

@@ -3,7 +3,6 @@ package importers
 import (
 	"fmt"
 	"net/url"
-	"strings"
 
 	"github.com/rlverify/rlverify/policy"
 )
@@ -39,27 +38,12 @@ func (c *converter) key(r *record, u *url.URL) (key, variant string, from int, e
 		}
 		return "", "", 0, inputErr("%s: no key for this request: %s; give --key KEY%s", r.where, missing, hint)
 	}
-	v := vals[0]
-	if len(vals) > 1 {
-		switch id.Repeated {
-		case policy.RepeatedLast:
-			v = vals[len(vals)-1]
-		case policy.RepeatedRejected:
-			variant = "repeat"
-		}
-	}
-	if id.Trimmed() {
-		v = strings.TrimSpace(v)
-	}
-	if id.CaseFolded() {
-		v = strings.ToLower(v)
-	}
-	if id.MaxLength > 0 && len(v) > id.MaxLength {
-		if id.TooLong == policy.TooLongCut {
-			v = v[:id.MaxLength]
-		} else if variant == "" {
-			variant = "long"
-		}
+	v, repeated, tooLong := id.Key(vals)
+	switch {
+	case repeated:
+		variant = "repeat"
+	case tooLong:
+		variant = "long"
 	}
 	return v, variant, keyFromIdentity, nil
 }
@@ -87,8 +71,8 @@ func identityValues(id *policy.Identity, r *record, u *url.URL, title string) (v
 	}
 	for _, v := range r.reqHeader.Values(id.Name) {
 		if id.In == policy.InBearer {
-			scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
-			if !ok || !strings.EqualFold(scheme, "Bearer") {
+			tok, ok := policy.BearerToken(v)
+			if !ok {
 				continue
 			}
 			v = tok

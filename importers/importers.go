@@ -516,11 +516,7 @@ func setResponseHeaders(e *history.Event, h http.Header) {
 	if h == nil {
 		return
 	}
-	f := headers.FromHTTP(h)
-	e.RetryAfter, e.RateLimit, e.RateLimitPolicy = f.RetryAfter, f.RateLimit, f.RateLimitPolicy
-	e.RLLimit, e.RLRemaining, e.RLReset = f.RateLimitLimit, f.RateLimitRemaining, f.RateLimitReset
-	e.XLimit, e.XRemaining, e.XReset = f.XLimit, f.XRemaining, f.XReset
-	e.Fallback, e.Scope = f.Fallback, f.Scope
+	e.Fields = headers.FromHTTP(h)
 }
 
 // Format returns the format an imported history was converted from (the

@@ -52,10 +52,6 @@ const (
 // QueuePoll is how often a queued request checks whether the store is back.
 const QueuePoll = 5 * time.Millisecond
 
-// errCircuitOpen is the cause given to the failure mode when the breaker
-// refuses to call the store.
-var errCircuitOpen = fmt.Errorf("%w: circuit open", ErrStore)
-
 // Resilient wraps a store-backed Limiter with a per-call timeout, a circuit
 // breaker and the policy's declared failure mode. Errors wrapping ErrStore
 // (and timeouts) count as store failures and are answered by the failure

@@ -572,3 +572,46 @@ func (t *Tolerance) UnmarshalJSON(b []byte) error {
 	*t = Tolerance(p)
 	return nil
 }
+
+// Key is what the identity makes of the values a request carried for it,
+// in the order sent (vals must not be empty): the occurrence that counts
+// (first or last; the first when repeats are refused), trimmed and case
+// folded as declared, cut at MaxLength when the declaration cuts. repeated
+// reports a repeat the declaration refuses, tooLong a key beyond MaxLength
+// it refuses (the key is then returned whole). The reference service and
+// the importers read keys through it, so they agree on what a key is.
+func (id *Identity) Key(vals []string) (key string, repeated, tooLong bool) {
+	key = vals[0]
+	if len(vals) > 1 {
+		switch id.Repeated {
+		case RepeatedLast:
+			key = vals[len(vals)-1]
+		case RepeatedRejected:
+			repeated = true
+		}
+	}
+	if id.Trimmed() {
+		key = strings.TrimSpace(key)
+	}
+	if id.CaseFolded() {
+		key = strings.ToLower(key)
+	}
+	if id.MaxLength > 0 && len(key) > id.MaxLength {
+		if id.TooLong == TooLongCut {
+			key = key[:id.MaxLength]
+		} else {
+			tooLong = true
+		}
+	}
+	return key, repeated, tooLong
+}
+
+// BearerToken is the token of an Authorization value "Bearer TOKEN" (the
+// scheme in any case); ok is false for any other credential.
+func BearerToken(v string) (token string, ok bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return tok, true
+}

@@ -165,6 +165,20 @@ type Failure struct {
 	// decide by its failure mode (breaker cooldown, reconnection); from then
 	// on the envelope must hold again. Default 1s.
 	Recovery Duration `yaml:"recovery,omitempty" json:"recovery,omitempty"`
+	// Undeclared is set when the policy names no failure mode: Mode is
+	// then open for the services that need one, but no check judges a
+	// fault's behaviour against it and reports say "not declared".
+	Undeclared bool `yaml:"-" json:"undeclared,omitempty"`
+}
+
+// MarshalYAML writes f with no mode when none was declared, so the policy
+// read back declares none either.
+func (f Failure) MarshalYAML() (any, error) {
+	type plain Failure // without the method
+	if f.Undeclared {
+		f.Mode = ""
+	}
+	return plain(f), nil
 }
 
 // Policy is the whole declared promise of a limiter. The zero value is not
@@ -334,7 +348,7 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 	}
 	f := &p.Failure
 	if f.Mode == "" {
-		f.Mode = FailOpen
+		f.Mode, f.Undeclared = FailOpen, true
 	}
 	switch f.Mode {
 	case FailOpen, FailClosed, FailQueue:

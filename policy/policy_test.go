@@ -60,6 +60,9 @@ func TestParseRateAndDuration(t *testing.T) {
 	}
 	require.Equal(t, "100/min", FormatRate(100.0/60))
 	require.Equal(t, "5/s", FormatRate(5))
+	require.Equal(t, "2.5/s", FormatRate(2.5), "as declared, not 150/min")
+	require.Equal(t, "12.25/s", FormatRate(12.25))
+	require.Equal(t, "30/min", FormatRate(0.5))
 }
 
 func TestPolicyErrorsNameFileLineField(t *testing.T) {
@@ -72,7 +75,7 @@ func TestPolicyErrorsNameFileLineField(t *testing.T) {
 		{"zero rate", base + "      - capacity: 10\n        rate: 0/s\n", "tiers.0.limits.0"},
 		{"bad algorithm", base + "      - algorithm: leaky\n        capacity: 1\n        rate: 1\n", "p.yaml:6: tiers.0.limits.0.algorithm: unknown algorithm \"leaky\""},
 		{"tiny window", base + "      - limit: 5\n        window: 1ns\n", "tiers.0.limits.0.window"},
-		{"unknown field", base + "      - capacity: 1\n        rate: 1\n        burst: 3\n", "p.yaml:8: field burst not found"},
+		{"unknown field", base + "      - capacity: 1\n        rate: 1\n        burst: 3\n", `p.yaml:8: unknown field "burst"`},
 		{"wrong type", base + "      - capacity: many\n        rate: 1\n", "p.yaml:6: cannot unmarshal a string `many` into int64"},
 		{"bad default", base + "      - capacity: 1\n        rate: 1\ndefault_tier: gold\n", "p.yaml:8: default_tier"},
 		{"bad mode", base + "      - capacity: 1\n        rate: 1\nfailure:\n  mode: maybe\n", "p.yaml:9: failure.mode"},

@@ -137,8 +137,10 @@ func FormatRate(r float64) string {
 	switch {
 	case r == 0:
 		return "0/s"
-	case r >= 1 && r == math.Trunc(r):
-		return strconv.FormatFloat(r, 'f', -1, 64) + "/s"
+	case r >= 1 && math.Abs(r*100-math.Round(r*100)) < 1e-9:
+		// Whole or with at most two decimals: as declared per second
+		// (2.5/s, not 150/min).
+		return strconv.FormatFloat(math.Round(r*100)/100, 'f', -1, 64) + "/s"
 	case r*60 >= 1 && math.Abs(r*60-math.Round(r*60)) < 1e-9:
 		return strconv.FormatFloat(math.Round(r*60), 'f', -1, 64) + "/min"
 	case r*3600 >= 1 && math.Abs(r*3600-math.Round(r*3600)) < 1e-9:

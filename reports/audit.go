@@ -1,10 +1,11 @@
 package reports
 
 import (
-	"encoding/json"
-	"encoding/xml"
 	"fmt"
 	"io"
+	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/rlverify/rlverify/checks"
@@ -30,6 +31,26 @@ type Audit struct {
 	// Measured are the limiter's parameters as the precision plan measured
 	// them, beside the declared ones.
 	Measured []checks.Measurement `json:"measured,omitempty"`
+	// Defects are the distinct problems the plans found, one per root-cause
+	// check, with every plan that found it and the strongest evidence.
+	Defects []AuditDefect `json:"defects,omitempty"`
+	// Elapsed is the plans' run time added up, in ns.
+	Elapsed int64 `json:"elapsed,omitempty"`
+}
+
+// AuditDefect is one defect over the plans of an audit.
+type AuditDefect struct {
+	// Check is the root cause's check.
+	Check string `json:"check"`
+	// Plans found it, in the order they ran.
+	Plans []string `json:"plans"`
+	// Strongest is the evidence that exceeds its bound the most (the
+	// first, when no evidence has a bound).
+	Strongest *PlanEvidence `json:"strongest,omitempty"`
+	// Summary is the summary of the plan the strongest evidence came from.
+	Summary string `json:"summary"`
+	// Explains lists the checks whose violations it explains in any plan.
+	Explains []string `json:"explains,omitempty"`
 }
 
 // Property is one check's verdict over every plan of an audit.
@@ -43,6 +64,11 @@ type Property struct {
 	DecidedBy []string `json:"decided_by,omitempty"`
 	// Evidence is the first evidence of the plans that failed it.
 	Evidence []PlanEvidence `json:"evidence,omitempty"`
+	// Strongest is the evidence that exceeds its bound the most: the
+	// measured figure (Observed) beside what the policy declares (Bound).
+	Strongest *PlanEvidence `json:"strongest,omitempty"`
+	// Figures are the deciding plan's figures for this property.
+	Figures map[string]float64 `json:"figures,omitempty"`
 }
 
 // PlanEvidence is one piece of evidence and the plan it came from.
@@ -61,6 +87,13 @@ type AuditPlan struct {
 	Requests int64          `json:"requests,omitempty"`
 	// Dir holds the plan's history and result.
 	Dir string `json:"dir,omitempty"`
+	// Elapsed is the plan's run time in ns.
+	Elapsed int64 `json:"elapsed,omitempty"`
+	// Headline is the plan's own headline (its defects, or what passed).
+	Headline string `json:"headline,omitempty"`
+	// Reports are the plan's own report files (set by whoever wrote them),
+	// html first when there is one.
+	Reports []string `json:"reports,omitempty"`
 }
 
 // AuditColumn is one plan's result for BuildAudit.
@@ -81,6 +114,7 @@ type AuditColumn struct {
 func BuildAudit(target string, pol PolicySummary, cols []AuditColumn) *Audit {
 	a := &Audit{Schema: AuditSchema, Target: target, Policy: pol, Verdict: checks.Skip}
 	byName := map[string]*Property{}
+	strongSummary := map[string]string{}
 	var order []string
 	for _, n := range append([]string{checks.EvidenceCheck}, checks.Names()...) {
 		byName[n] = &Property{Name: n, Verdict: checks.Skip}
@@ -105,6 +139,9 @@ func BuildAudit(target string, pol PolicySummary, cols []AuditColumn) *Audit {
 			if v := c.Doc.Verdict; v == checks.Interrupted || v == checks.Incomplete {
 				a.Verdict = checks.Merge(a.Verdict, v)
 			}
+			ap.Elapsed, ap.Headline = c.Doc.Elapsed, Headline(c.Doc)
+			a.Elapsed += c.Doc.Elapsed
+			a.addDefects(c.Plan, c.Doc.Defects)
 			if c.Doc.Interrupted && c.Doc.Reason != "" {
 				ap.Why = c.Doc.Reason
 			}
@@ -124,6 +161,7 @@ func BuildAudit(target string, pol PolicySummary, cols []AuditColumn) *Audit {
 				p.DecidedBy = append(p.DecidedBy, c.Plan)
 				if worse(r.Verdict, p.Verdict) || p.Summary == "" || p.Verdict == checks.Skip {
 					p.Summary = c.Plan + ": " + r.Summary
+					p.Figures = r.Figures
 				}
 				p.Verdict = checks.Merge(p.Verdict, r.Verdict)
 				if r.Verdict == checks.Fail {
@@ -133,16 +171,32 @@ func BuildAudit(target string, pol PolicySummary, cols []AuditColumn) *Audit {
 						}
 						p.Evidence = append(p.Evidence, PlanEvidence{Plan: c.Plan, Evidence: e})
 					}
+					if st := stronger(p.Strongest, c.Plan, r.Evidence); st != p.Strongest {
+						p.Strongest, strongSummary[r.Name] = st, c.Plan+": "+r.Summary
+					}
 				}
 			}
 		}
 		a.Measured = append(a.Measured, c.Measured...)
 		a.Plans = append(a.Plans, ap)
 	}
+	failed, judged := 0, 0
+	for _, c := range cols {
+		switch {
+		case c.Err != nil:
+			failed++
+		case c.Doc != nil:
+			judged++
+		}
+	}
 	for _, n := range order {
 		p := byName[n]
 		if p.Verdict == checks.Skip {
-			if p.Summary == "" {
+			switch {
+			case p.Summary != "":
+			case failed > 0 && judged == 0:
+				p.Summary = fmt.Sprintf("no plan that judges it ran (%d plan(s) could not be run)", failed)
+			default:
 				p.Summary = "no plan of this audit applies to it"
 			}
 			p.Summary = "not measured: " + p.Summary
@@ -153,7 +207,101 @@ func BuildAudit(target string, pol PolicySummary, cols []AuditColumn) *Audit {
 	if a.Verdict == checks.Skip {
 		a.Verdict = checks.Unknown
 	}
+	// A defect's strongest evidence is its property's: the one over all
+	// its plans' evidence that exceeds its bound the most.
+	for i := range a.Defects {
+		d := &a.Defects[i]
+		if p := byName[d.Check]; p != nil && p.Strongest != nil {
+			d.Strongest, d.Summary = p.Strongest, strongSummary[d.Check]
+		}
+	}
 	return a
+}
+
+// addDefects merges a plan's defects into a's, one per check.
+func (a *Audit) addDefects(plan string, ds []checks.Defect) {
+	for _, d := range ds {
+		i := slices.IndexFunc(a.Defects, func(x AuditDefect) bool { return x.Check == d.Check })
+		if i < 0 {
+			a.Defects = append(a.Defects, AuditDefect{Check: d.Check})
+			i = len(a.Defects) - 1
+		}
+		ad := &a.Defects[i]
+		ad.Plans = append(ad.Plans, plan)
+		if s := stronger(ad.Strongest, plan, d.Evidence); s != ad.Strongest || ad.Summary == "" {
+			ad.Strongest, ad.Summary = s, plan+": "+d.Summary
+		}
+		for _, e := range d.Explains {
+			if !slices.Contains(ad.Explains, e) {
+				ad.Explains = append(ad.Explains, e)
+			}
+		}
+	}
+}
+
+// excess is how far evidence exceeds its bound (observed/bound), 0 when it
+// has no bound.
+func excess(e checks.Evidence) float64 {
+	if e.Bound <= 0 {
+		return 0
+	}
+	return e.Observed / e.Bound
+}
+
+// stronger returns the strongest of cur and plan's evidence evs: the one
+// that exceeds its bound the most, the earlier one on a tie.
+func stronger(cur *PlanEvidence, plan string, evs []checks.Evidence) *PlanEvidence {
+	for _, e := range evs {
+		if cur == nil || excess(e) > excess(cur.Evidence) {
+			cur = &PlanEvidence{Plan: plan, Evidence: e}
+		}
+	}
+	return cur
+}
+
+// AuditHeadline is the audit's verdict in words: the defects and the
+// strongest evidence, else the unknown properties, else what passed.
+func AuditHeadline(a *Audit) string {
+	if len(a.Defects) > 0 {
+		parts := make([]string, len(a.Defects))
+		for i, d := range a.Defects {
+			parts[i] = fmt.Sprintf("%s (%s)", d.Check, plural(len(d.Plans), "plan"))
+		}
+		s := fmt.Sprintf("%s: %s", plural(len(a.Defects), "defect"), strings.Join(parts, ", "))
+		if e := a.Defects[0].Strongest; e != nil {
+			s += "; the strongest: [" + e.Plan + "] " + e.Message
+		}
+		return s
+	}
+	n := map[checks.Verdict]int{}
+	var unknown []string
+	for _, p := range a.Properties {
+		n[p.Verdict]++
+		if p.Verdict == checks.Unknown {
+			unknown = append(unknown, p.Name)
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Sprintf("no defect found; %s could not be judged (%s)", plural(len(unknown), "property"), strings.Join(unknown, ", "))
+	}
+	ran := 0
+	for _, p := range a.Plans {
+		if p.Ran {
+			ran++
+		}
+	}
+	return fmt.Sprintf("no defect found: %d of %d properties passed over %s, %d not measured", n[checks.Pass], len(a.Properties), plural(ran, "plan"), n[checks.Skip])
+}
+
+// plural is "1 plan", "2 plans", "3 properties".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "y") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // worse reports whether v is more severe than than.
@@ -168,26 +316,6 @@ func (a *Audit) Results() []checks.Result {
 	return out
 }
 
-// RenderAudit writes a in format (text, json, md, junit).
-func RenderAudit(w io.Writer, format string, a *Audit, color bool) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(a)
-	case "text":
-		return auditText(w, a, Text{Color: color})
-	case "md":
-		return auditMarkdown(w, a)
-	case "junit":
-		return auditJUnit(w, a)
-	case "html":
-		return auditHTML(w, a)
-	}
-	return fmt.Errorf("format %q cannot render an audit (want %s)", format, strings.Join(FormatNames(), ", "))
-}
-
 func auditText(w io.Writer, a *Audit, t Text) error {
 	if pa, ok := printableCopy(a); ok {
 		return auditTextPrintable(w, pa, t)
@@ -195,21 +323,82 @@ func auditText(w io.Writer, a *Audit, t Text) error {
 	return escapedOutput(w, func(w io.Writer) error { return auditTextPrintable(w, a, Text{}) })
 }
 
+// decidedBy is the plans that judged p, shortened for a table cell: the
+// first three and how many more.
+func decidedBy(p Property) string {
+	switch n := len(p.DecidedBy); {
+	case n == 0:
+		return "-"
+	case n <= 3:
+		return strings.Join(p.DecidedBy, ", ")
+	default:
+		return fmt.Sprintf("%s +%d", strings.Join(p.DecidedBy[:2], ", "), n-2)
+	}
+}
+
+// evidenceFigure is the measured figure against the declared one, in
+// words: "observed 100, bound 10 (10.00×)".
+func evidenceFigure(e checks.Evidence) string {
+	s := fmt.Sprintf("observed %s, bound %s", human.Number(e.Observed), human.Number(e.Bound))
+	if x := excess(e); x > 0 {
+		s += fmt.Sprintf(" (%.2f×)", x)
+	}
+	return s
+}
+
+// planReport is the path of a plan's own report to show (text and
+// Markdown): its first report file, else its folder.
+func planReport(p AuditPlan) string {
+	if len(p.Reports) > 0 {
+		return p.Reports[0]
+	}
+	return p.Dir
+}
+
+// planOutcome is a plan's line: its verdict, requests and run time, or
+// why it was not run.
+func planOutcome(p AuditPlan) string {
+	if !p.Ran {
+		return "not run: " + p.Why
+	}
+	if p.Headline == "" { // it ran into an error before judging anything
+		return "could not be run: " + p.Why
+	}
+	s := fmt.Sprintf("%s requests in %s", human.Count(p.Requests), dur(p.Elapsed))
+	if p.Why != "" {
+		s += "; " + p.Why
+	}
+	return s
+}
+
 func auditTextPrintable(w io.Writer, a *Audit, t Text) error {
 	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s\n", t.paint(a.Verdict), AuditHeadline(a))
 	fmt.Fprintf(&b, "rlverify audit: %s\npolicy %s (%s)\n", a.Target, a.Policy.Name, a.Policy.Source)
 	for _, l := range a.Policy.Limits {
 		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	if len(a.Defects) > 0 {
+		fmt.Fprintf(&b, "\n%s:\n", plural(len(a.Defects), "defect"))
+		for i, d := range a.Defects {
+			fmt.Fprintf(&b, "  %d. %s, found by %s", i+1, d.Check, strings.Join(d.Plans, ", "))
+			if len(d.Explains) > 0 {
+				fmt.Fprintf(&b, " (explains %s)", strings.Join(d.Explains, ", "))
+			}
+			b.WriteString("\n")
+			if e := d.Strongest; e != nil {
+				fmt.Fprintf(&b, "     strongest: [%s] %s\n", e.Plan, e.Message)
+				for _, l := range evidenceLines(e.Evidence) {
+					fmt.Fprintf(&b, "       %s\n", l)
+				}
+			}
+		}
 	}
 	b.WriteString("\n")
 	tw := newTable(&b)
 	fmt.Fprintln(tw, "PROPERTY\tVERDICT\tDECIDED BY\tSUMMARY")
 	for _, p := range a.Properties {
-		by := strings.Join(p.DecidedBy, ", ")
-		if by == "" {
-			by = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, t.paint(p.Verdict), by, p.Summary)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, t.paint(p.Verdict), decidedBy(p), p.Summary)
 	}
 	tw.Flush()
 	if len(a.Measured) > 0 {
@@ -228,6 +417,9 @@ func auditTextPrintable(w io.Writer, a *Audit, t Text) error {
 		fmt.Fprintf(&b, "\n%s %s:\n", p.Name, strings.ToLower(string(p.Verdict)))
 		for _, e := range p.Evidence {
 			fmt.Fprintf(&b, "  - [%s] %s\n", e.Plan, e.Message)
+			for _, l := range evidenceLines(e.Evidence) {
+				fmt.Fprintf(&b, "    %s\n", l)
+			}
 		}
 	}
 	b.WriteString("\nplans:\n")
@@ -236,10 +428,8 @@ func auditTextPrintable(w io.Writer, a *Audit, t Text) error {
 		switch {
 		case !p.Ran:
 			fmt.Fprintf(tw, "  %s\tnot run\t%s\n", p.Plan, p.Why)
-		case p.Why != "":
-			fmt.Fprintf(tw, "  %s\t%s\t%s requests; %s\n", p.Plan, t.paint(p.Verdict), human.Count(p.Requests), p.Why)
 		default:
-			fmt.Fprintf(tw, "  %s\t%s\t%s requests, history in %s\n", p.Plan, t.paint(p.Verdict), human.Count(p.Requests), p.Dir)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", p.Plan, t.paint(p.Verdict), planOutcome(p), planReport(p))
 		}
 	}
 	tw.Flush()
@@ -250,48 +440,147 @@ func auditTextPrintable(w io.Writer, a *Audit, t Text) error {
 
 func auditMarkdown(w io.Writer, a *Audit) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## rlverify audit: %s — %s\n\nPolicy `%s`.\n\n", badge(a.Verdict), mdText(a.Target), mdText(a.Policy.Name))
-	b.WriteString("| Property | Verdict | Decided by | Summary |\n|---|---|---|---|\n")
+	fmt.Fprintf(&b, "## rlverify audit: %s — %s\n\n", badge(a.Verdict), mdText(a.Target))
+	fmt.Fprintf(&b, "**Verdict: %s** · %s\n\nPolicy `%s` (%s)", badge(a.Verdict), mdText(AuditHeadline(a)), mdCode(a.Policy.Name), mdText(a.Policy.Source))
+	for _, l := range a.Policy.Limits {
+		fmt.Fprintf(&b, " · %s", mdText(l))
+	}
+	b.WriteString("\n")
+	if len(a.Defects) > 0 {
+		b.WriteString("\n### Defects\n\n")
+		for i, d := range a.Defects {
+			fmt.Fprintf(&b, "%d. **%s**, found by %s", i+1, mdText(d.Check), mdText(strings.Join(d.Plans, ", ")))
+			if len(d.Explains) > 0 {
+				fmt.Fprintf(&b, " (explains %s)", mdText(strings.Join(d.Explains, ", ")))
+			}
+			b.WriteString("\n")
+			if e := d.Strongest; e != nil {
+				fmt.Fprintf(&b, "   - strongest: `%s`: %s\n", mdCode(e.Plan), mdText(e.Message))
+				for _, l := range evidenceLines(e.Evidence) {
+					fmt.Fprintf(&b, "     - %s\n", mdText(l))
+				}
+			}
+		}
+	}
+	b.WriteString("\n### Properties\n\n| Property | Verdict | Summary | Measured against declared | Decided by |\n|---|---|---|---|---|\n")
 	for _, p := range a.Properties {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(p.Name), badge(p.Verdict), mdCell(strings.Join(p.DecidedBy, ", ")), mdCell(p.Summary))
+		figure := "-"
+		if e := p.Strongest; e != nil {
+			figure = evidenceFigure(e.Evidence)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", mdCell(p.Name), badge(p.Verdict), mdCell(p.Summary), mdCell(figure), mdCell(orDash(strings.Join(p.DecidedBy, ", "))))
 	}
 	if len(a.Measured) > 0 {
 		b.WriteString("\n### Measured against declared\n\n| Parameter | Declared | Measured | Verdict |\n|---|---|---|---|\n")
 		for _, m := range a.Measured {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(m.Name), mdCell(m.Declared), mdCell(m.Measured), strings.ToUpper(string(m.Verdict)))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(m.Name), mdCell(m.Declared), mdCell(m.Measured), badge(m.Verdict))
 		}
 	}
-	b.WriteString("\n### Plans\n\n")
-	for _, p := range a.Plans {
-		if p.Ran {
-			fmt.Fprintf(&b, "- `%s`: %s, %d requests\n", mdCode(p.Plan), badge(p.Verdict), p.Requests)
-		} else {
-			fmt.Fprintf(&b, "- `%s`: not run — %s\n", mdCode(p.Plan), mdText(p.Why))
+	for _, p := range a.Properties {
+		if len(p.Evidence) == 0 {
+			continue
 		}
+		fmt.Fprintf(&b, "\n### Evidence: %s (%s)\n\n", mdText(p.Name), badge(p.Verdict))
+		for _, e := range p.Evidence {
+			fmt.Fprintf(&b, "- `%s`: %s\n", mdCode(e.Plan), mdText(e.Message))
+			for _, l := range evidenceLines(e.Evidence) {
+				fmt.Fprintf(&b, "  - %s\n", mdText(l))
+			}
+		}
+	}
+	b.WriteString("\n### Plans\n\n| Plan | Verdict | Run | Report |\n|---|---|---|---|\n")
+	for _, p := range a.Plans {
+		v, rep := "not run", "-"
+		if p.Ran {
+			v = badge(p.Verdict)
+		}
+		if r := planReport(p); p.Ran && r != "" {
+			rep = "`" + mdCode(r) + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", mdCode(p.Plan), v, mdCell(planOutcome(p)), rep)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
+// auditJUnit is one suite with a test case per property. Each plan's run
+// time is shared among the properties it judged, so the cases' times add
+// up to the suite's (the plans' run time).
 func auditJUnit(w io.Writer, a *Audit) error {
-	s := junitSuite{Name: "audit " + a.Target, Time: "0"}
+	secs := func(ns float64) string { return fmt.Sprintf("%.3f", ns/1e9) }
+	s := junitSuite{Name: "audit · " + a.Target, Time: secs(float64(a.Elapsed))}
+	judged := map[string]int{}
+	elapsed := map[string]int64{}
 	for _, p := range a.Properties {
-		c := junitCase{Name: p.Name, Classname: "rlverify.audit", Time: "0"}
+		for _, pl := range p.DecidedBy {
+			judged[pl]++
+		}
+	}
+	ran := 0
+	for _, p := range a.Plans {
+		elapsed[p.Plan] = p.Elapsed
+		if p.Ran {
+			ran++
+		}
+	}
+	prop := func(k, v string) {
+		if v != "" {
+			s.Properties = append(s.Properties, junitProperty{k, v})
+		}
+	}
+	prop("target", a.Target)
+	prop("policy", a.Policy.Name+" ("+a.Policy.Source+")")
+	for _, l := range a.Policy.Limits {
+		prop("limit", l)
+	}
+	prop("verdict", string(a.Verdict))
+	prop("headline", AuditHeadline(a))
+	prop("plans_run", fmt.Sprintf("%d of %d", ran, len(a.Plans)))
+	for _, p := range a.Plans {
+		if p.Ran {
+			prop("plan."+p.Plan, fmt.Sprintf("%s, %s, %s", p.Verdict, planOutcome(p), planReport(p)))
+		} else {
+			prop("plan."+p.Plan, "not run: "+p.Why)
+		}
+	}
+	for _, m := range a.Measured {
+		prop("measured."+m.Name, fmt.Sprintf("declared %s, measured %s: %s", m.Declared, m.Measured, m.Verdict))
+	}
+	for _, p := range a.Properties {
+		var ns float64
+		for _, pl := range p.DecidedBy {
+			ns += float64(elapsed[pl]) / float64(judged[pl])
+		}
+		c := junitCase{Name: p.Name, Classname: "rlverify.audit", Time: secs(ns)}
 		msg := p.Summary
+		var text strings.Builder
+		if e := p.Strongest; e != nil {
+			fmt.Fprintf(&text, "strongest: [%s] %s: %s\n", e.Plan, e.Message, evidenceFigure(e.Evidence))
+		}
+		for _, e := range p.Evidence {
+			fmt.Fprintf(&text, "- [%s] %s\n", e.Plan, e.Message)
+			for _, l := range evidenceLines(e.Evidence) {
+				fmt.Fprintf(&text, "  %s\n", l)
+			}
+		}
+		if len(p.Figures) > 0 {
+			fmt.Fprintf(&text, "figures: %s\n", figureText(p.Figures))
+		}
+		if len(p.DecidedBy) > 0 {
+			fmt.Fprintf(&text, "decided by: %s\n", strings.Join(p.DecidedBy, ", "))
+		}
 		switch p.Verdict {
 		case checks.Fail:
-			var ev []string
-			for _, e := range p.Evidence {
-				ev = append(ev, "["+e.Plan+"] "+e.Message)
-			}
-			c.Failure = &junitProblem{Message: msg, Type: "fail", Text: strings.Join(ev, "\n")}
+			c.Failure = &junitProblem{Message: msg, Type: "violation", Text: text.String()}
 			s.Failures++
 		case checks.Unknown:
-			c.Error = &junitProblem{Message: msg, Type: "unknown"}
+			c.Error = &junitProblem{Message: msg, Type: "unknown", Text: text.String()}
 			s.Errors++
-		case checks.Skip:
+		case checks.Skip, checks.Explained:
 			c.Skipped = &junitSkip{Message: msg}
 			s.Skipped++
+		default:
+			c.SystemOut = msg + "\n" + text.String()
 		}
 		s.Cases = append(s.Cases, c)
 		s.Tests++
@@ -311,37 +600,153 @@ func auditJUnit(w io.Writer, a *Audit) error {
 	return writeJUnit(w, []junitSuite{s})
 }
 
+// auditHTML is one page read top to bottom, styled like a result's: the
+// verdict and headline, the run at a glance, the defects with their
+// strongest evidence, the properties, the evidence per property with
+// links to the plans' own reports, the measured parameters, the plans.
 func auditHTML(w io.Writer, a *Audit) error {
-	var b strings.Builder
-	b.WriteString("<!doctype html><html><head><meta charset=\"utf-8\"><title>rlverify audit</title><style>body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}.fail{color:#b00;font-weight:bold}.pass{color:#070}.unknown{color:#a60}.skip{color:#777}</style></head><body>")
-	fmt.Fprintf(&b, "<h1>rlverify audit: <span class=%q>%s</span></h1><p>%s · policy %s</p>", string(a.Verdict), strings.ToUpper(string(a.Verdict)), xmlText(a.Target), xmlText(a.Policy.Name))
-	b.WriteString("<table><tr><th>Property</th><th>Verdict</th><th>Decided by</th><th>Summary</th></tr>")
-	for _, p := range a.Properties {
-		fmt.Fprintf(&b, "<tr><td>%s</td><td class=%q>%s</td><td>%s</td><td>%s</td></tr>", xmlText(p.Name), string(p.Verdict), strings.ToUpper(string(p.Verdict)), xmlText(strings.Join(p.DecidedBy, ", ")), xmlText(p.Summary))
-	}
-	b.WriteString("</table>")
-	if len(a.Measured) > 0 {
-		b.WriteString("<h2>Measured against declared</h2><table><tr><th>Parameter</th><th>Declared</th><th>Measured</th><th>Verdict</th></tr>")
-		for _, m := range a.Measured {
-			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td class=%q>%s</td></tr>", xmlText(m.Name), xmlText(m.Declared), xmlText(m.Measured), string(m.Verdict), strings.ToUpper(string(m.Verdict)))
-		}
-		b.WriteString("</table>")
-	}
-	b.WriteString("<h2>Plans</h2><ul>")
+	pg := &page{}
+	htmlHead(pg, fmt.Sprintf("rlverify audit: %s — %s", badge(a.Verdict), a.Target))
+	fmt.Fprintf(pg, "<header><h1>rlverify audit %s</h1><p><b>%s</b> · policy <b>%s</b> <span class=\"muted\">(%s)</span></p><p class=\"headline\">%s</p></header>\n",
+		verdictBadge(a.Verdict), esc(a.Target), esc(a.Policy.Name), esc(a.Policy.Source), esc(AuditHeadline(a)))
+	ran, requests := 0, int64(0)
 	for _, p := range a.Plans {
 		if p.Ran {
-			fmt.Fprintf(&b, "<li><b>%s</b>: <span class=%q>%s</span>, %d requests</li>", xmlText(p.Plan), string(p.Verdict), strings.ToUpper(string(p.Verdict)), p.Requests)
-		} else {
-			fmt.Fprintf(&b, "<li><b>%s</b>: not run — %s</li>", xmlText(p.Plan), xmlText(p.Why))
+			ran++
+			requests += p.Requests
 		}
 	}
-	b.WriteString("</ul></body></html>\n")
-	_, err := io.WriteString(w, b.String())
+	n := map[checks.Verdict]int{}
+	for _, p := range a.Properties {
+		n[p.Verdict]++
+	}
+	pg.WriteString("<div class=\"cards\">\n")
+	card := func(key, class, val string) {
+		fmt.Fprintf(pg, "<div class=\"card\"><div class=\"k\">%s</div><div class=\"%s\">%s</div></div>\n", esc(key), strings.TrimSpace("v "+class), esc(val))
+	}
+	card("defects", "rej", human.Count(int64(len(a.Defects))))
+	card("properties failed", "rej", human.Count(int64(n[checks.Fail])))
+	card("passed", "adm", human.Count(int64(n[checks.Pass])))
+	card("not measured", "err", human.Count(int64(n[checks.Skip])))
+	card("plans run", "", fmt.Sprintf("%d of %d", ran, len(a.Plans)))
+	card("requests sent", "", human.Count(requests))
+	if a.Elapsed > 0 {
+		card("run time", "", dur(a.Elapsed))
+	}
+	pg.WriteString("</div>\n")
+	links := map[string]string{}
+	for _, p := range a.Plans {
+		if p.Ran && len(p.Reports) > 0 {
+			links[p.Plan] = relativeLink(p.Reports[0])
+		}
+	}
+	planRef := func(plan string) string {
+		if l, ok := links[plan]; ok {
+			return fmt.Sprintf("<a href=\"%s\">%s</a>", esc(l), esc(plan))
+		}
+		return esc(plan)
+	}
+	if len(a.Defects) > 0 {
+		pg.WriteString("<h2>Defects</h2>\n<ol class=\"defects\">\n")
+		for _, d := range a.Defects {
+			plans := make([]string, len(d.Plans))
+			for i, p := range d.Plans {
+				plans[i] = planRef(p)
+			}
+			fmt.Fprintf(pg, "<li><b>%s</b> <span class=\"muted\">found by %s</span>", esc(d.Check), strings.Join(plans, ", "))
+			if len(d.Explains) > 0 {
+				fmt.Fprintf(pg, " <span class=\"muted\">· explains %s</span>", esc(strings.Join(d.Explains, ", ")))
+			}
+			if e := d.Strongest; e != nil {
+				htmlAuditEvidence(pg, planRef(e.Plan), e.Evidence, "strongest")
+			}
+			pg.WriteString("</li>\n")
+		}
+		pg.WriteString("</ol>\n")
+	}
+	pg.WriteString("<h2>Properties</h2>\n<table>\n<tr><th>Property</th><th>Verdict</th><th>Summary</th><th>Measured against declared</th><th>Decided by</th></tr>\n")
+	for _, p := range a.Properties {
+		figure := "-"
+		if e := p.Strongest; e != nil {
+			figure = esc(evidenceFigure(e.Evidence))
+		}
+		plans := make([]string, len(p.DecidedBy))
+		for i, pl := range p.DecidedBy {
+			plans[i] = planRef(pl)
+		}
+		by := "-"
+		if len(plans) > 0 {
+			by = strings.Join(plans, ", ")
+		}
+		name := esc(p.Name)
+		if len(p.Evidence) > 0 {
+			name = fmt.Sprintf("<a href=\"#p-%s\">%s</a>", esc(p.Name), name)
+		}
+		fmt.Fprintf(pg, "<tr><td>%s</td><td>%s</td><td>%s</td><td class=\"mono\">%s</td><td class=\"small\">%s</td></tr>\n",
+			name, verdictBadge(p.Verdict), esc(p.Summary), figure, by)
+	}
+	pg.WriteString("</table>\n")
+	if len(a.Measured) > 0 {
+		pg.WriteString("<h2>Measured against declared</h2>\n<table>\n<tr><th>Parameter</th><th>Declared</th><th>Measured</th><th>Verdict</th></tr>\n")
+		for _, m := range a.Measured {
+			fmt.Fprintf(pg, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n", esc(m.Name), esc(m.Declared), esc(m.Measured), verdictBadge(m.Verdict))
+		}
+		pg.WriteString("</table>\n")
+	}
+	for _, p := range a.Properties {
+		if len(p.Evidence) == 0 {
+			continue
+		}
+		fmt.Fprintf(pg, "<h3 id=\"p-%s\">Evidence: %s %s</h3>\n<ul>\n", esc(p.Name), esc(p.Name), verdictBadge(p.Verdict))
+		for _, e := range p.Evidence {
+			pg.WriteString("<li>")
+			htmlAuditEvidence(pg, planRef(e.Plan), e.Evidence, "")
+			pg.WriteString("</li>\n")
+		}
+		pg.WriteString("</ul>\n")
+	}
+	pg.WriteString("<h2>Plans</h2>\n<table>\n<tr><th>Plan</th><th>Verdict</th><th>Requests</th><th>Run time</th><th>Headline, or why not run</th></tr>\n")
+	for _, p := range a.Plans {
+		if !p.Ran {
+			fmt.Fprintf(pg, "<tr class=\"muted\"><td>%s</td><td>not run</td><td></td><td></td><td>%s</td></tr>\n", esc(p.Plan), esc(p.Why))
+			continue
+		}
+		what := p.Headline
+		if p.Why != "" {
+			what = strings.TrimSpace(what + " · " + p.Why)
+		}
+		fmt.Fprintf(pg, "<tr><td>%s</td><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td>%s</td></tr>\n",
+			planRef(p.Plan), verdictBadge(p.Verdict), human.Count(p.Requests), esc(dur(p.Elapsed)), esc(what))
+	}
+	pg.WriteString("</table>\n")
+	fmt.Fprintf(pg, "<footer class=\"muted\"><p>%s</p></footer>\n", esc(a.Schema))
+	htmlTail(pg)
+	_, err := io.WriteString(w, pg.String())
 	return err
 }
 
-func xmlText(s string) string {
-	var b strings.Builder
-	_ = xml.EscapeText(&b, []byte(s))
-	return b.String()
+// htmlAuditEvidence writes one piece of evidence: the plan (a link to its
+// report), the message, and the key, interval, measured against declared
+// and request ids.
+func htmlAuditEvidence(pg *page, plan string, e checks.Evidence, label string) {
+	if label != "" {
+		fmt.Fprintf(pg, "<div class=\"ev\"><span class=\"muted\">%s:</span> ", esc(label))
+	} else {
+		pg.WriteString("<div class=\"ev\">")
+	}
+	fmt.Fprintf(pg, "[%s] %s", plan, esc(e.Message))
+	if ls := evidenceLines(e); len(ls) > 0 {
+		pg.WriteString("<ul class=\"mono\">")
+		for _, l := range ls {
+			fmt.Fprintf(pg, "<li>%s</li>", esc(l))
+		}
+		pg.WriteString("</ul>")
+	}
+	pg.WriteString("</div>")
+}
+
+// relativeLink is a plan's report as a link from the audit's page, which
+// lies in the folder above the plan's: PLAN/report.html.
+func relativeLink(file string) string {
+	return path.Base(path.Dir(filepath.ToSlash(file))) + "/" + path.Base(filepath.ToSlash(file))
 }

@@ -2,7 +2,6 @@ package reports
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"strings"
 
@@ -146,19 +145,6 @@ func (col *Column) verdictOf(name string) checks.Verdict {
 
 // thresholdRow starts the name of a threshold's row in a comparison.
 const thresholdRow = "threshold "
-
-// RenderComparison writes c in format (one of FormatNames).
-func RenderComparison(w io.Writer, format string, c *Comparison) error {
-	r, err := Lookup(format)
-	if err != nil {
-		return err
-	}
-	cr, ok := r.(ComparisonRenderer)
-	if !ok {
-		return fmt.Errorf("format %q cannot render a comparison", format)
-	}
-	return cr.RenderComparison(w, c)
-}
 
 // comparisonRows are the figure rows under the check rows, as text cells.
 func comparisonRows(c *Comparison) (names []string, cells [][]string) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/internal/human"
 )
 
 // HTML renders one self-contained page: no network, no external script,
@@ -28,8 +29,8 @@ func (HTML) Render(w io.Writer, d *Document) error {
 	pg := &page{}
 	title := fmt.Sprintf("rlverify: %s — %s against %s", badge(d.Verdict), orDash(d.Run.Plan), suiteName(d))
 	htmlHead(pg, title)
-	fmt.Fprintf(pg, "<header><h1>rlverify %s</h1><p>plan <b>%s</b> against <b>%s</b> · %s</p></header>\n",
-		verdictBadge(d.Verdict), esc(orDash(d.Run.Plan)), esc(suiteName(d)), esc(tally(d.Checks)))
+	fmt.Fprintf(pg, "<header><h1>rlverify %s</h1><p>plan <b>%s</b> against <b>%s</b> · %s</p><p class=\"headline\">%s</p></header>\n",
+		verdictBadge(d.Verdict), esc(orDash(d.Run.Plan)), esc(suiteName(d)), esc(tally(d.Checks)), esc(Headline(d)))
 	htmlNotes(pg, d)
 	htmlCards(pg, d)
 	htmlCheckTable(pg, d)
@@ -98,10 +99,10 @@ func htmlCards(pg *page, d *Document) {
 	if g := d.Check(checks.EvidenceCheck); g != nil {
 		card("gate", "evidence gate", "", verdictBadge(g.Verdict)+" "+esc(g.Summary))
 	}
-	card("", "requests sent", "", esc(fmt.Sprint(d.Stats.Requests)))
-	card("", "admitted", "adm", esc(fmt.Sprint(d.Stats.Admitted)))
-	card("", "rejected", "rej", esc(fmt.Sprint(d.Stats.Rejected)))
-	card("", "errors", "err", esc(fmt.Sprint(d.Stats.Errors)))
+	card("", "requests sent", "", esc(human.Count(d.Stats.Requests)))
+	card("", "admitted", "adm", esc(human.Count(d.Stats.Admitted)))
+	card("", "rejected", "rej", esc(human.Count(d.Stats.Rejected)))
+	card("", "errors", "err", esc(human.Count(d.Stats.Errors)))
 	if l := d.Latency; l != nil {
 		card("", "decision latency p50 / p99", "", esc(dur(l.P50)+" / "+dur(l.P99)))
 	}
@@ -138,13 +139,13 @@ func htmlErrors(pg *page, d *Document) {
 	if len(d.Errors) == 0 {
 		return
 	}
-	pg.WriteString("<h3>Errors by status</h3>\n<table>\n<tr><th>Status</th><th>Requests</th><th>Sent to / error</th></tr>\n")
+	pg.WriteString("<h3>Errors by status</h3>\n<table>\n<tr><th>Status</th><th>Requests</th><th>Sent to / error</th><th>The target answered</th></tr>\n")
 	for _, e := range d.Errors {
 		what, detail := fmt.Sprint(e.Status), e.URL
 		if e.Status == 0 {
 			what, detail = "no response", e.Err
 		}
-		fmt.Fprintf(pg, "<tr><td>%s</td><td class=\"num\">%d</td><td class=\"mono\">%s</td></tr>\n", esc(what), e.Count, esc(orDash(detail)))
+		fmt.Fprintf(pg, "<tr><td>%s</td><td class=\"num\">%s</td><td class=\"mono\">%s</td><td class=\"mono\">%s</td></tr>\n", esc(what), human.Count(e.Count), esc(orDash(detail)), esc(orDash(e.Body)))
 	}
 	pg.WriteString("</table>\n")
 }
@@ -217,7 +218,7 @@ func htmlRun(pg *page, d *Document) {
 	for _, l := range d.Policy.Limits {
 		row("limit", l)
 	}
-	row("requests", fmt.Sprintf("%d: admitted %d, rejected %d, errors %d", d.Stats.Requests, d.Stats.Admitted, d.Stats.Rejected, d.Stats.Errors))
+	row("requests", statsLine(d.Stats))
 	if l := d.Latency; l != nil {
 		row("decision latency", fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s", dur(l.P50), dur(l.P90), dur(l.P99), dur(l.Max)))
 	}
@@ -235,20 +236,21 @@ func htmlRun(pg *page, d *Document) {
 
 func htmlPhases(pg *page, d *Document) {
 	if len(d.Phases) > 0 {
-		pg.WriteString("<h2>Phases</h2>\n<table>\n<tr><th>Phase</th><th>Kind</th><th>Requests</th><th>Span</th><th>Spread p50 / p99 / max</th><th>Aim error</th><th>Rate</th></tr>\n")
+		pg.WriteString("<h2>Phases</h2>\n<table>\n<tr>")
+		for _, h := range phaseHead {
+			fmt.Fprintf(pg, "<th>%s</th>", esc(h))
+		}
+		pg.WriteString("</tr>\n")
 		for _, ph := range d.Phases {
-			spread, aim, rate := "-", "-", "-"
-			if ph.SpreadMax > 0 || ph.SpreadP99 > 0 {
-				spread = fmt.Sprintf("%s / %s / %s", dur(ph.SpreadP50), dur(ph.SpreadP99), dur(ph.SpreadMax))
+			pg.WriteString("<tr>")
+			for i, c := range phaseRowOf(ph).cells() {
+				if i == 2 {
+					fmt.Fprintf(pg, "<td class=\"num\">%s</td>", esc(c))
+				} else {
+					fmt.Fprintf(pg, "<td>%s</td>", esc(c))
+				}
 			}
-			if ph.AimError != 0 {
-				aim = dur(ph.AimError)
-			}
-			if ph.Wanted > 0 {
-				rate = fmt.Sprintf("%.0f/s of %.0f/s, late %d, dropped %d", ph.Rate, ph.Wanted, ph.Late, ph.Dropped)
-			}
-			fmt.Fprintf(pg, "<tr><td>%s</td><td>%s</td><td class=\"num\">%d</td><td>%s … %s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
-				esc(ph.Name), esc(ph.Kind), ph.Requests, dur(ph.Start), dur(ph.End), esc(spread), esc(aim), esc(rate))
+			pg.WriteString("</tr>\n")
 		}
 		pg.WriteString("</table>\n")
 	}

@@ -12,7 +12,8 @@ tr.gate td{background:#f6f8fa;border-bottom:2px solid #8c959f}tr.gate .what{disp
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
 .muted{color:var(--mut)}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;font-size:12px;color:#fff;letter-spacing:.03em}
-.badge.pass{background:var(--pass)}.badge.fail,.badge.modified{background:var(--fail)}.badge.unknown,.badge.interrupted,.badge.incomplete{background:var(--unk)}.badge.skip{background:var(--skip)}
+.badge.pass{background:var(--pass)}.badge.fail,.badge.modified{background:var(--fail)}.badge.unknown,.badge.interrupted,.badge.incomplete{background:var(--unk)}.badge.skip{background:var(--skip)}.badge.explained{background:#8250df}
+.headline{font-size:15px;margin:6px 0}ol.defects li{margin:6px 0}.ev{margin:2px 0}td.small{font-size:12px}
 h1 .badge{font-size:15px;vertical-align:middle}
 .note{background:#fff8c5;border:1px solid #d4a72c;padding:6px 10px;border-radius:6px;margin:8px 0}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:12px 0}

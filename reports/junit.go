@@ -121,7 +121,10 @@ func suiteName(d *Document) string {
 	return "target"
 }
 
-func junitSuiteOf(d *Document, name string) junitSuite {
+// junitSuiteOf is d's suite; column names the implementation of a
+// comparison ("" for a single result).
+func junitSuiteOf(d *Document, column string) junitSuite {
+	name := column
 	if name == "" {
 		name = suiteName(d)
 	}
@@ -146,7 +149,14 @@ func junitSuiteOf(d *Document, name string) junitSuite {
 	prop("policy", d.Policy.Source)
 	prop("run_id", d.Run.ID)
 	prop("verdict", string(d.Verdict))
-	classname := "rlverify." + plan + "." + name
+	prop("headline", Headline(d))
+	// CI tools split a class name on dots into packages: the target (a URL)
+	// stays out of it (it is a property), and a comparison's column, which
+	// must tell the cases apart, is one segment with no dots or slashes.
+	classname := "rlverify." + classSegment(plan)
+	if column != "" {
+		classname += "." + classSegment(column)
+	}
 	for _, r := range d.Checks {
 		tc := junitCase{Name: r.Name, Classname: classname, Time: "0.000"}
 		switch r.Verdict {
@@ -213,4 +223,26 @@ func figureSuffix(r checks.Result) string {
 		return ""
 	}
 	return "\nfigures: " + figureText(r.Figures)
+}
+
+// classSegment is s as one segment of a dotted class name: every run of
+// characters other than letters, digits, '-' and '_' becomes one '_'.
+func classSegment(s string) string {
+	var b strings.Builder
+	under := false
+	for _, r := range s {
+		ok := r == '-' || r == '_' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
+		switch {
+		case ok:
+			b.WriteRune(r)
+			under = false
+		case !under:
+			b.WriteByte('_')
+			under = true
+		}
+	}
+	if out := strings.Trim(b.String(), "_"); out != "" {
+		return out
+	}
+	return "_"
 }

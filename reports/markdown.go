@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/rlverify/rlverify/checks"
-	"github.com/rlverify/rlverify/internal/human"
 )
 
 // Markdown renders GitHub-flavoured Markdown for a CI job summary
@@ -82,19 +81,13 @@ func (Markdown) Render(w io.Writer, d *Document) error {
 		}
 	}
 	if len(d.Phases) > 0 {
-		b.WriteString("\n### Phases\n\n| Phase | Kind | Requests | Span | Spread p50 / p99 / max | Aim error | Rate |\n|---|---|---:|---|---|---|---|\n")
+		b.WriteString("\n### Phases\n\n| " + strings.Join(phaseHead, " | ") + " |\n|---|---|---:|---|---|---|---|\n")
 		for _, ph := range d.Phases {
-			spread, aim, rate := "-", "-", "-"
-			if ph.SpreadMax > 0 || ph.SpreadP99 > 0 {
-				spread = fmt.Sprintf("%s / %s / %s", dur(ph.SpreadP50), dur(ph.SpreadP99), dur(ph.SpreadMax))
+			cs := phaseRowOf(ph).cells()
+			for i := range cs {
+				cs[i] = mdCell(cs[i])
 			}
-			if ph.AimError != 0 {
-				aim = dur(ph.AimError)
-			}
-			if ph.Wanted > 0 {
-				rate = rateLine(ph)
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s … %s | %s | %s | %s |\n", mdCell(ph.Name), mdCell(ph.Kind), human.Count(ph.Requests), dur(ph.Start), dur(ph.End), spread, aim, rate)
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(cs, " | "))
 		}
 	}
 	if d.Footprint != nil && d.Footprint.Samples > 2 {

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/rlverify/rlverify/checks"
@@ -118,6 +117,16 @@ type PolicySummary struct {
 	FailMode string   `json:"fail_mode"`
 }
 
+// FailModeOf is p's failure mode as reports show it: "not declared" for a
+// policy without a failure section (the services then fail open, but
+// nothing was promised).
+func FailModeOf(p *policy.Policy) string {
+	if p.Failure.Undeclared {
+		return "not declared"
+	}
+	return p.Failure.Mode
+}
+
 // outcomeBy classifies events under p's response contract.
 func outcomeBy(p *policy.Policy) func(*history.Event) history.Outcome {
 	return func(e *history.Event) history.Outcome { return checks.Outcome(p, e) }
@@ -163,7 +172,7 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 		// Stopped at a bound the user chose: complete for what was asked.
 		d.Interrupted, d.Reason = true, h.End.Reason
 	}
-	d.Policy = PolicySummary{Name: p.Name, Source: p.Source, FailMode: p.Failure.Mode}
+	d.Policy = PolicySummary{Name: p.Name, Source: p.Source, FailMode: FailModeOf(p)}
 	for _, t := range p.Tiers {
 		for _, l := range t.Limits {
 			d.Policy.Limits = append(d.Policy.Limits, fmt.Sprintf("%s (%s…): %s", t.Name, t.KeyPrefix, l.Describe()))
@@ -203,8 +212,8 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 	return d
 }
 
-// Renderer writes a document in one format. Every renderer in Formats also
-// implements ComparisonRenderer.
+// Renderer writes a document in one format. Format (see Lookup) and the
+// renderers behind it (Text, JSON, JUnit, Markdown, HTML) implement it.
 type Renderer interface {
 	Render(w io.Writer, d *Document) error
 }
@@ -212,45 +221,6 @@ type Renderer interface {
 // ComparisonRenderer writes a comparison in one format.
 type ComparisonRenderer interface {
 	RenderComparison(w io.Writer, c *Comparison) error
-}
-
-// Formats maps format names to renderers. Callers must not modify it.
-var Formats = map[string]Renderer{
-	"text":  Text{},
-	"json":  JSON{},
-	"junit": JUnit{},
-	"md":    Markdown{},
-	"html":  HTML{},
-}
-
-// FormatNames lists the formats.
-func FormatNames() []string {
-	var s []string
-	for k := range Formats {
-		s = append(s, k)
-	}
-	sort.Strings(s)
-	return s
-}
-
-// Lookup returns the renderer for name.
-func Lookup(name string) (Renderer, error) {
-	r, ok := Formats[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown format %q (want %s)", name, strings.Join(FormatNames(), ", "))
-	}
-	return r, nil
-}
-
-// Extension is the file extension for a format.
-func Extension(format string) string {
-	switch format {
-	case "text":
-		return "txt"
-	case "junit":
-		return "junit.xml"
-	}
-	return format
 }
 
 // JSON renders the document itself.

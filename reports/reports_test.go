@@ -415,3 +415,15 @@ func TestLevelSims(t *testing.T) {
 	require.InDelta(t, 0.0, sim.at(s/2), 1e-9)
 	require.Equal(t, 2.0, sim.at(10*s))
 }
+
+// TestFailModeNotDeclared: a policy without a failure section is reported
+// "not declared", not the open its services fall back to.
+func TestFailModeNotDeclared(t *testing.T) {
+	p, err := policy.Parse("t.yaml", []byte("name: t\ntiers:\n  - name: a\n    limits:\n      - algorithm: token-bucket\n        capacity: 5\n        rate: 1/s\ndefault_tier: a\n"))
+	require.NoError(t, err)
+	require.Equal(t, "not declared", FailModeOf(p))
+	require.Equal(t, policy.FailOpen, p.Failure.Mode)
+	p, err = policy.Parse("t.yaml", []byte("name: t\ntiers:\n  - name: a\n    limits:\n      - algorithm: token-bucket\n        capacity: 5\n        rate: 1/s\ndefault_tier: a\nfailure:\n  mode: open\n"))
+	require.NoError(t, err)
+	require.Equal(t, "open", FailModeOf(p))
+}

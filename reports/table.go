@@ -20,9 +20,8 @@ func visibleWidth(s string) int { return utf8.RuneCountInString(ansiSeq.ReplaceA
 // not padded. Cells are padded before they are coloured: a line's colour
 // never changes where the next column starts.
 type table struct {
-	w     io.Writer
-	lines [][]string
-	buf   strings.Builder
+	w   io.Writer
+	buf strings.Builder
 }
 
 func newTable(w io.Writer) *table { return &table{w: w} }

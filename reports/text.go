@@ -11,6 +11,7 @@ import (
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/internal/human"
+	"github.com/rlverify/rlverify/thresholds"
 )
 
 // Text renders a terminal table. Color enables ANSI colours (only when
@@ -86,15 +87,16 @@ func (t Text) render(w io.Writer, d *Document) error {
 		b.WriteString("note: the history's last line was cut off and skipped\n")
 	}
 	for _, ph := range d.Phases {
-		fmt.Fprintf(&b, "phase %-14s %-9s %5s req", ph.Name, ph.Kind, human.Count(ph.Requests))
-		if ph.SpreadMax > 0 || ph.SpreadP99 > 0 {
-			fmt.Fprintf(&b, "  spread p50 %s p99 %s max %s", dur(ph.SpreadP50), dur(ph.SpreadP99), dur(ph.SpreadMax))
+		r := phaseRowOf(ph)
+		fmt.Fprintf(&b, "phase %-14s %-9s %5s req", r.Name, r.Kind, r.Requests)
+		if r.Spread != "" {
+			fmt.Fprintf(&b, "  spread p50 / p99 / max %s", r.Spread)
 		}
-		if ph.AimError != 0 {
-			fmt.Fprintf(&b, "  aim error %s", dur(ph.AimError))
+		if r.Aim != "" {
+			fmt.Fprintf(&b, "  aim error %s", r.Aim)
 		}
-		if ph.Wanted > 0 {
-			fmt.Fprintf(&b, "  rate %s", rateLine(ph))
+		if r.Rate != "" {
+			fmt.Fprintf(&b, "  rate %s", r.Rate)
 		}
 		b.WriteString("\n")
 		for _, n := range ph.Notes {
@@ -335,8 +337,9 @@ func textPerSecond(b *strings.Builder, cols [][]Second, names []string) {
 	}
 }
 
-// ErrorSummary writes error counts by status: "404 ×100 (http://h/v1), no
-// response ×2 (connection refused)".
+// ErrorSummary writes error counts by status: "404 ×100 (http://h/v1:
+// "no such route"), no response ×2 (connection refused)", with a sample of
+// the body the target answered when the history kept one.
 func ErrorSummary(by []checks.StatusCount) string {
 	parts := make([]string, 0, len(by))
 	for _, e := range by {
@@ -344,6 +347,9 @@ func ErrorSummary(by []checks.StatusCount) string {
 		detail := e.URL
 		if e.Status == 0 {
 			what, detail = "no response", e.Err
+		}
+		if e.Body != "" {
+			detail = strings.TrimPrefix(detail+": ", ": ") + fmt.Sprintf("%q", e.Body)
 		}
 		if detail != "" {
 			parts = append(parts, fmt.Sprintf("%s ×%d (%s)", what, e.Count, detail))
@@ -369,13 +375,44 @@ func statsLine(s history.Stats) string {
 		human.Count(s.Requests), human.Count(s.Admitted), human.Count(s.Rejected), human.Count(s.Errors))
 }
 
+// phaseRow is one phase as every format shows it; a figure the phase does
+// not have is "".
+type phaseRow struct {
+	Name, Kind, Requests, Span, Spread, Aim, Rate string
+}
+
+// phaseHead are the column names of a phase table (Markdown, HTML).
+var phaseHead = []string{"Phase", "Kind", "Requests", "Span", "Spread p50 / p99 / max", "Aim error", "Rate"}
+
+// phaseRowOf is the one place a phase becomes text, for every format.
+func phaseRowOf(ph history.Phase) phaseRow {
+	r := phaseRow{Name: ph.Name, Kind: ph.Kind, Requests: human.Count(ph.Requests), Span: dur(ph.Start) + " … " + dur(ph.End)}
+	if ph.SpreadMax > 0 || ph.SpreadP99 > 0 {
+		r.Spread = fmt.Sprintf("%s / %s / %s", dur(ph.SpreadP50), dur(ph.SpreadP99), dur(ph.SpreadMax))
+	}
+	if ph.AimError != 0 {
+		r.Aim = dur(ph.AimError)
+	}
+	if ph.Wanted > 0 {
+		r.Rate = rateLine(ph)
+	}
+	return r
+}
+
+// cells are the row's columns under phaseHead, "-" for a missing figure.
+func (r phaseRow) cells() []string {
+	return []string{r.Name, r.Kind, r.Requests, r.Span, orDash(r.Spread), orDash(r.Aim), orDash(r.Rate)}
+}
+
 // rateLine is a rate phase's achieved rate against the wanted one.
 func rateLine(ph history.Phase) string {
 	return fmt.Sprintf("%s of %s, late %s, dropped %s", human.Rate(ph.Rate), human.Rate(ph.Wanted), human.Count(ph.Late), human.Count(ph.Dropped))
 }
 
 // Headline is the verdict in words: the defect (the first of them, and how
-// many), why nothing could be judged, or what passed.
+// many) and any failed threshold by name, why nothing could be judged, or
+// what passed — with the finding the plan exists to show (the edge effect
+// of a fixed window) even when it is the declared behaviour.
 func Headline(d *Document) string {
 	switch d.Verdict {
 	case checks.Modified:
@@ -388,22 +425,55 @@ func Headline(d *Document) string {
 		}
 		return fmt.Sprintf("%s; the checks judged only what was recorded (%s)", why, recordedTally(d.Checks))
 	}
+	var failed []string
+	for _, t := range d.Thresholds {
+		if t.Verdict == thresholds.Fail {
+			failed = append(failed, fmt.Sprintf("threshold %s failed: %s", t.Expr, t.Summary))
+		}
+	}
 	switch {
 	case len(d.Defects) == 1:
-		return "1 defect: " + checks.DefectLine(d.Defects[0])
+		return strings.Join(append([]string{"1 defect: " + checks.DefectLine(d.Defects[0])}, failed...), "; ")
 	case len(d.Defects) > 1:
-		return fmt.Sprintf("%d defects; the first: %s", len(d.Defects), checks.DefectLine(d.Defects[0]))
+		return strings.Join(append([]string{fmt.Sprintf("%d defects; the first: %s", len(d.Defects), checks.DefectLine(d.Defects[0]))}, failed...), "; ")
+	case len(failed) > 0:
+		return strings.Join(failed, "; ")
 	}
 	for _, r := range d.Checks {
 		if r.Verdict == checks.Unknown {
 			return r.Name + ": " + r.Summary
 		}
 	}
+	for _, t := range d.Thresholds {
+		if t.Verdict == thresholds.Unknown {
+			return fmt.Sprintf("threshold %s could not be judged: %s", t.Expr, t.Summary)
+		}
+	}
 	n := map[checks.Verdict]int{}
 	for _, r := range d.Checks {
 		n[r.Verdict]++
 	}
-	return fmt.Sprintf("%d checks passed, %d had nothing to judge", n[checks.Pass], n[checks.Skip])
+	s := fmt.Sprintf("%d checks passed, %d had nothing to judge", n[checks.Pass], n[checks.Skip])
+	if f := finding(d); f != "" {
+		s += "; " + f
+	}
+	return s
+}
+
+// finding is what a passing run shows that a reader came to see: a fixed
+// window's edge admitting up to twice its count within one window's
+// length (boundary-burst), which the declared policy allows.
+func finding(d *Document) string {
+	r := d.Check("oversell")
+	if r == nil || r.Verdict != checks.Pass {
+		return ""
+	}
+	ratio, worst := r.Figures["boundary_ratio"], r.Figures["worst_rolling_window"]
+	if ratio < 1.5 {
+		return ""
+	}
+	return fmt.Sprintf("edge effect: %s admitted within one window's length across a window edge, %s× the window's count (declared behaviour of a fixed window)",
+		human.Number(worst), human.Number(ratio))
 }
 
 // recordedTally is what the checks of a cut run said, in a few words.

@@ -11,5 +11,5 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 bin="$(mktemp -d)/rlverify"
 trap 'rm -rf "$(dirname "$bin")"' EXIT
-go build -o "$bin" ./cmd/rlverify
+go build -tags gubernator -o "$bin" ./cmd/rlverify  # the matrix has gubernator columns
 go run ./internal/matrix/cmd/compare-matrix --rlverify "$bin" "$@"

@@ -2,8 +2,9 @@
 # Installs what rlverify needs on a fresh Debian machine: Go modules, and
 # redis-server/redis-cli (used by the redis store, the local environment and
 # the tests). With --test it also installs what only the tests need:
-# Chromium (the HTML report is rendered in a real browser), docker.io, and
-# the gateways rlverify compare runs as child processes (nginx, haproxy).
+# Chromium (the HTML report is rendered in a real browser), docker.io, tmux
+# (the progress bars are drawn in a real terminal), and the gateways
+# rlverify compare runs as child processes (nginx, haproxy).
 # Safe to run again. Without root it installs nothing from apt and says what
 # is missing.
 set -euo pipefail
@@ -16,6 +17,7 @@ command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 if [ "${1:-}" = --test ]; then
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
   command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
+  command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
   # Debian installs them in /usr/sbin, not always on a user's PATH.
   for gw in nginx haproxy; do
     command -v "$gw" >/dev/null 2>&1 || [ -x "/usr/sbin/$gw" ] || need_apt+=("$gw")

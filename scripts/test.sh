@@ -20,8 +20,14 @@ if [ -n "$unformatted" ]; then
   echo "$unformatted" >&2
   exit 1
 fi
+# The default build leaves out the docker environment and the gubernator
+# cluster (docs/architecture.md, "Optional parts"); the tests run with both
+# built in, so what a tagged build adds is tested, and the default build's
+# own answers (what a binary without them says) run once more without tags.
+tags=docker,gubernator
 echo "test: go vet" >&2
 go vet ./...
+go vet -tags "$tags" ./...
 # Packages with their own concurrency run under the race detector. The
 # end-to-end suites (cmd/rlverify: every built-in plan, the mutation matrix,
 # compare; compose) drive real attacks whose limiters have 200 ms store
@@ -30,10 +36,12 @@ go vet ./...
 integration="./cmd/rlverify ./compose"
 units=$(go list ./... | grep -v -E '/(cmd/rlverify|compose)$')
 echo "test: go test -race (units)" >&2
-go test -race -count=1 -timeout 20m $units
+go test -race -count=1 -timeout 20m -tags "$tags" $units
+echo "test: the default build (no docker, no gubernator)" >&2
+go test -count=1 -run 'TestGubernatorNeedsItsBuildTag|TestDefaultBuild' ./envs/gateway ./cmd/rlverify .
 echo "test: fuzz" >&2
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 echo "test: go test (end to end)" >&2
-go test -count=1 -p 1 -timeout 30m $integration
+go test -count=1 -p 1 -timeout 30m -tags "$tags" $integration
 echo "test: examples module (the library as a user imports it)" >&2
 (cd examples && go vet ./... && go test -count=1 ./...)

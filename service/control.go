@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlverify/rlverify/faults"
 	"github.com/rlverify/rlverify/limiters"
 )
 
@@ -19,13 +20,11 @@ import (
 // (`rlverify serve --control`): the harness injects instance faults and
 // drains regional consumption through them. Anyone who can reach them can
 // break the limiter, so they exist only when asked for.
-// Faults the control endpoint injects into an instance.
+// Faults the control endpoint injects into an instance (faults/ is their
+// home).
 const (
-	// FaultClockSkew shifts the instance's clock (param: the skew).
-	FaultClockSkew = "clock-skew"
-	// FaultRulesDown makes the service's rule source unreadable: it must
-	// apply the conservative defaults from code (policy.Conservative).
-	FaultRulesDown = "rules-down"
+	FaultClockSkew = faults.ClockSkew
+	FaultRulesDown = faults.RulesDown
 )
 
 // EnvControlToken is the environment variable serve reads its control

@@ -102,8 +102,8 @@ func (s *Service) identity(r *http.Request) (string, *errIdentity) {
 	default:
 		for _, v := range r.Header.Values(id.Name) {
 			if id.In == policy.InBearer {
-				scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
-				if !ok || !strings.EqualFold(scheme, "Bearer") {
+				tok, ok := policy.BearerToken(v)
+				if !ok {
 					return "", &errIdentity{http.StatusUnauthorized, "want Authorization: Bearer KEY"}
 				}
 				v = tok
@@ -114,31 +114,12 @@ func (s *Service) identity(r *http.Request) (string, *errIdentity) {
 	if len(vals) == 0 {
 		return "", &errIdentity{http.StatusUnauthorized, "missing API key in " + id.Describe()}
 	}
-	raw := vals[0]
-	if len(vals) > 1 {
-		switch id.Repeated {
-		case policy.RepeatedRejected:
-			return "", &errIdentity{http.StatusBadRequest, "the API key is given more than once"}
-		case policy.RepeatedLast:
-			raw = vals[len(vals)-1]
-		}
+	k, repeated, tooLong := id.Key(vals)
+	if repeated {
+		return "", &errIdentity{http.StatusBadRequest, "the API key is given more than once"}
 	}
-	k := raw
-	if id.Trimmed() {
-		k = strings.TrimSpace(k)
-	}
-	if id.CaseFolded() {
-		k = strings.ToLower(k)
-	}
-	maxLen := id.MaxLength
-	if maxLen == 0 {
-		maxLen = MaxKeyLen
-	}
-	if len(k) > maxLen {
-		if id.TooLong != policy.TooLongCut || id.MaxLength == 0 {
-			return "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
-		}
-		k = k[:maxLen]
+	if tooLong || (id.MaxLength == 0 && len(k) > MaxKeyLen) {
+		return "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
 	}
 	if k == "" {
 		return "", &errIdentity{http.StatusUnauthorized, "malformed API key"}

@@ -19,7 +19,6 @@ import (
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/envs"
-	"github.com/rlverify/rlverify/envs/docker"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
@@ -156,8 +155,8 @@ func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 func addEnvFlags(fl *pflag.FlagSet, f *attackFlags, envUsage string) {
 	fl.StringVar(&f.env, "env", "embedded", envUsage)
 	fl.IntVar(&f.redisCluster, "redis-cluster", 0, "local env: run a Redis Cluster of this many nodes (3 or more)")
-	fl.StringVar(&f.redisImage, "redis-image", "", "docker env: Redis image (default $"+docker.EnvRedisImage+" or "+docker.DefaultRedisImage+")")
-	fl.StringVar(&f.limiterImage, "limiter-image", "", "docker env: rlverify image for the limiter instances (default $"+docker.EnvLimiterImage+" or "+docker.DefaultLimiterImage+")")
+	fl.StringVar(&f.redisImage, "redis-image", "", redisImageHelp)
+	fl.StringVar(&f.limiterImage, "limiter-image", "", limiterImageHelp)
 	fl.StringVar(&f.limiterBinary, "limiter-binary", "", "docker env: static rlverify binary to build the limiter image from when it is missing")
 	fl.BoolVar(&f.noPull, "no-pull", false, "docker env: never pull an image; fail if one is not present locally")
 	fl.IntVar(&f.regions, "regions", 0, "run the reference token bucket in this many regions, each with --instances instances and its own Redis (embedded and docker; default: the plan's)")
@@ -222,11 +221,8 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if f.gw != nil {
 		// A gateway's honest policy and configurations go into the run's
 		// folder, known only now.
-		if err := f.placeGateway(dir, &o); err != nil {
+		if err := f.placeGateway(dir, &prep.Env, &prep.Notes); err != nil {
 			return nil, err
-		}
-		if prep, err = rlverify.Prepare(o); err != nil {
-			return nil, fromLib(err)
 		}
 	}
 	prep.RunID = runID
@@ -269,7 +265,7 @@ func (f *attackFlags) options(stdout, stderr io.Writer) (o rlverify.AttackOption
 func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOptions, error) {
 	var none rlverify.AttackOptions
 	if f.plan == "" {
-		return none, usageErr("attack: --plan is required (see rlverify plans)")
+		return none, fromLib(rlverify.AttackOptions{}.Validate())
 	}
 	if err := checkRunBounds(f); err != nil {
 		return none, err
@@ -294,9 +290,6 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 		return none, usageWrap(err)
 	}
 	shapeReq, err := f.shape.request()
-	if err == nil {
-		err = attacks.CheckRequest(plan, shapeReq)
-	}
 	if err != nil {
 		return none, usageWrap(err)
 	}
@@ -306,9 +299,6 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	var keyFile *attacks.KeyFile
 	if f.shape.keysFile != "" {
 		if keyFile, err = attacks.LoadKeyFile(f.shape.keysFile, pol); err != nil {
-			return none, usageWrap(err)
-		}
-		if err := attacks.CheckKeys(plan, pol, keyFile); err != nil {
 			return none, usageWrap(err)
 		}
 	}
@@ -337,30 +327,13 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	if len(f.targetURLs) > 0 {
 		f.env = "external"
 	}
-	if f.env == "external" && f.policyFile == "" && plan.Policy != "" {
-		// The plan's policy describes how its reference service is set up
-		// (retry-after's slow refill, tiers' seeds): a verdict against it
-		// says nothing about a service configured otherwise.
-		return none, usageErr("attack: plan %s judges against its own policy (%s), which describes rlverify's reference service; against --target give your service's declared policy: --policy FILE (rlverify audit measures what a service does)", plan.Name, plan.Policy)
-	}
 	if f.regions == 0 && (f.env == "embedded" || f.env == "docker") {
 		f.regions = plan.Regions
-	}
-	if f.redisURL != "" {
-		// The reference limiter writes every key's state there: a remote
-		// Redis is someone's data, so it needs the same consent a target does.
-		_, addr, err := parseRedis(f.redisURL)
-		if err != nil {
-			return none, usageWrap(fmt.Errorf("--redis: %w", err))
-		}
-		if err := loopbackAddr("--redis", addr, f.allowRemote); err != nil {
-			return none, usageWrap(err)
-		}
 	}
 	o := rlverify.AttackOptions{
 		Plan: plan, Policy: pol, Env: f.env, Limiter: f.limiter, Store: f.store,
 		RedisURL: f.redisURL, RedisCluster: f.redisCluster, Instances: f.instances,
-		Targets: f.targetURLs, AllowRemote: f.allowRemote, Resolver: resolver,
+		Targets: f.targetURLs, AllowRemote: f.allowRemote,
 		Regions: f.regions, RegionMode: f.regionMode, RegionSync: f.regionSync, RegionLatency: f.regionLat,
 		Request: shapeReq, Keys: keyFile, KeepKeys: f.keepKeys,
 		Checks:      checks.Options{Only: f.only, Off: f.off, MaxErrorRate: f.shape.maxErrorRate},
@@ -388,12 +361,11 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	switch {
 	case isGateway:
 	case f.env == "docker":
-		o.Environment = docker.Docker{RedisImage: f.redisImage, LimiterImage: f.limiterImage, Binary: f.limiterBinary, NoPull: f.noPull}
-	case f.env == "external" && len(f.targetURLs) > 0:
-		if err := rlverify.CheckTargetsWith(context.Background(), resolver, f.targetURLs, f.allowRemote); err != nil {
-			return none, usageWrap(err)
+		if o.Environment, err = dockerEnvironment(f); err != nil {
+			return none, runErr(err)
 		}
-		x, err := f.ext.environment(f.allowRemote)
+	case f.env == "external" && len(f.targetURLs) > 0:
+		x, err := f.ext.environment()
 		if err != nil {
 			return none, usageWrap(err)
 		}
@@ -410,7 +382,8 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 		return none, usageErr("--store-proxy, --toxiproxy, --on-inject/--on-clear, --sink and --downstream-* are for your own service (--env external, --target URL)")
 	}
 	if f.env == "external" {
-		if err := checkExternalFaults(plan, &f.ext); err != nil {
+		x, _ := o.Environment.(envs.External)
+		if err := checkExternalFaults(plan, x); err != nil {
 			return none, usageWrap(err)
 		}
 	}
@@ -468,6 +441,7 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
 	}
+	statusHints(doc, stderr)
 	if doc.Verdict == checks.Modified {
 		return cutExit(doc, stderr)
 	}
@@ -495,52 +469,10 @@ func cutExit(doc *reports.Document, stderr io.Writer) error {
 	return nil
 }
 
-// render writes the first format to stdout and every format into out (when
-// set), plus result.json so `rlverify report` can render it again. Each
-// file is written whole or not at all; when some cannot be written (a full
-// disk) the others still are, and the error names the ones missing.
+// render writes the reports of doc (see emitReports), plus result.json so
+// `rlverify report` can render it again.
 func render(doc *reports.Document, formats []string, out string, stdout io.Writer) error {
-	var failed []string
-	for i, format := range formats {
-		r, err := reports.Lookup(format)
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			if t, ok := r.(reports.Text); ok {
-				t.Color = colorOn(stdout)
-				r = t
-			}
-			if err := r.Render(stdout, doc); err != nil {
-				return err
-			}
-		}
-		if out == "" {
-			continue
-		}
-		file := filepath.Join(out, "report."+reports.Extension(format))
-		if err := writeReport(file, r, doc); err != nil {
-			failed = append(failed, fmt.Sprintf("%s (%v)", file, err))
-		}
-	}
-	if out != "" {
-		file := filepath.Join(out, "result.json")
-		if err := writeReport(file, reports.JSON{}, doc); err != nil {
-			failed = append(failed, fmt.Sprintf("%s (%v)", file, err))
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("not written, nothing partial left behind: %s", strings.Join(failed, "; "))
-	}
-	return nil
-}
-
-func writeReport(file string, r reports.Renderer, doc *reports.Document) error {
-	if t, ok := r.(reports.Text); ok {
-		t.Color = false
-		r = t
-	}
-	return writeAtomic(file, func(w io.Writer) error { return r.Render(w, doc) })
+	return emitReports(formats, out, "report", "result.json", stdout, func(f reports.Format, w io.Writer) error { return f.Render(w, doc) })
 }
 
 func parseShard(s string) (int, int, error) {

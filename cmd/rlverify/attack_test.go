@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -186,7 +187,10 @@ func TestCompareRegionSettings(t *testing.T) {
 	}
 	require.Greater(t, *independent.OverrunPct, 50.0, "two regions, two quotas")
 	require.LessOrEqual(t, *strict.OverrunPct, *replicated.OverrunPct)
-	require.Greater(t, strict.LatencyP99, replicated.LatencyP99, "strict pays the distance on decisions")
+	// A lower bound, not an order of two measurements: the injected 30ms
+	// cannot be skipped however busy the machine, while replicated's own
+	// latency on a loaded runner can be anything.
+	require.GreaterOrEqual(t, strict.LatencyP99, int64(30*time.Millisecond), "strict pays the distance on decisions")
 
 	_, _, code = rl(t, "compare", "--plan", "regions", "--region-setting", "sideways", "--region-setting", "strict")
 	require.Equal(t, ExitUsage, code)

@@ -19,7 +19,7 @@ import (
 
 func auditCmd() *cobra.Command {
 	var f attackFlags
-	var only []string
+	var only, planFiles []string
 	c := &cobra.Command{
 		Use:   "audit [--target URL …] [--policy FILE]",
 		Short: "Check a limiter against its policy: every applicable plan, one verdict per property",
@@ -41,11 +41,12 @@ fails does not stop the others; each plan's history is kept in
   rlverify audit --limiter token-bucket`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runAudit(c.Context(), &f, only, c.OutOrStdout(), c.ErrOrStderr())
+			return runAudit(c.Context(), &f, only, planFiles, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fl := c.Flags()
 	fl.StringSliceVar(&only, "plans", nil, "run only these of the audit's plans")
+	fl.StringArrayVar(&planFiles, "plan", nil, "also run this plan file of your own after the audit's plans, judged against the same policy (repeatable)")
 	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to audit in the embedded environment (without --target)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
 	fl.StringVar(&f.out, "out", "rlverify-audit", outHelp("each plan's folder (PLAN/history.jsonl …) and the audit's reports"))
@@ -67,7 +68,7 @@ fails does not stop the others; each plan's history is kept in
 	return c
 }
 
-func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr io.Writer) error {
+func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, stdout, stderr io.Writer) error {
 	fo, err := parseFailOn(f.failOn)
 	if err == nil {
 		err = fo.checkThresholds(nil) // an audit has no thresholds
@@ -80,10 +81,8 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 			return usageWrap(fmt.Errorf("--format: %w", err))
 		}
 	}
-	for _, n := range only {
-		if !slices.Contains(rlverify.AuditPlanNames(), n) {
-			return usageErr("--plans %q: not a plan of the audit (%s)", n, strings.Join(rlverify.AuditPlanNames(), ", "))
-		}
+	if err := (rlverify.AuditOptions{Plans: only}).Validate(); err != nil {
+		return fromLib(err)
 	}
 	if len(f.targetURLs) > 0 {
 		f.env = "external"
@@ -97,7 +96,7 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 	}
 	base := rlverify.AttackOptions{Policy: pol, Env: f.env, Limiter: f.limiter, Targets: f.targetURLs}
 	if f.env == "external" {
-		if x, err := f.ext.environment(f.allowRemote); err == nil {
+		if x, err := f.ext.environment(); err == nil {
 			base.Environment = x // what faults it can inject; errors come per plan
 		}
 	}
@@ -106,8 +105,9 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 		return err
 	}
 	f.out = dir
+	planReports := map[string][]string{}
 	a, err := rlverify.Audit(ctx, rlverify.AuditOptions{
-		Attack: base, Plans: only, Dir: dir,
+		Attack: base, Plans: only, PlanFiles: planFiles, Dir: dir,
 		Log: func(format string, args ...any) {
 			if !f.quiet {
 				fmt.Fprintf(stderr, format+"\n", args...)
@@ -131,30 +131,33 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 			}
 			o.HistoryFile = pf.historyFile(pdir)
 			if pf.gw != nil {
-				if err := pf.placeGateway(pdir, &o); err != nil {
+				if err := pf.placeGateway(pdir, &o.Environment, &o.Notes); err != nil {
 					return o, err
 				}
 			}
 			return o, nil
 		},
-		OnPlan: func(_, pdir string, out *rlverify.Outcome) error {
-			return runErr(writeReport(filepath.Join(pdir, "result.json"), reports.JSON{}, out.Document))
+		OnPlan: func(plan, pdir string, out *rlverify.Outcome) error {
+			// Each plan's own reports, html always, so the audit's page
+			// links to them.
+			formats := append([]string{"html"}, slices.DeleteFunc(slices.Clone(f.formats), func(s string) bool { return s == "html" })...)
+			doc := out.Document
+			if err := emitReports(formats, pdir, "report", "result.json", nil, func(rf reports.Format, w io.Writer) error { return rf.Render(w, doc) }); err != nil {
+				return runErr(err)
+			}
+			for _, name := range formats {
+				planReports[plan] = append(planReports[plan], filepath.Join(pdir, "report."+reports.Extension(name)))
+			}
+			return nil
 		},
 	})
 	if err != nil {
 		return fromLib(err)
 	}
-	for i, format := range f.formats {
-		if i == 0 {
-			if err := reports.RenderAudit(stdout, format, a, colorOn(stdout)); err != nil {
-				return runErr(err)
-			}
-		}
-		if err := writeAudit(filepath.Join(f.out, "audit."+reports.Extension(format)), format, a); err != nil {
-			return runErr(err)
-		}
+	for i := range a.Plans {
+		a.Plans[i].Reports = planReports[a.Plans[i].Plan]
 	}
-	if err := writeAudit(filepath.Join(f.out, "audit.json"), "json", a); err != nil {
+	if err := emitReports(f.formats, f.out, "audit", "audit.json", stdout, func(rf reports.Format, w io.Writer) error { return rf.RenderAudit(w, a) }); err != nil {
 		return runErr(err)
 	}
 	if fails := fo.fails(a.Results()); len(fails) > 0 {
@@ -165,13 +168,6 @@ func runAudit(ctx context.Context, f *attackFlags, only []string, stdout, stderr
 		return &exitError{code: ExitInterrupted}
 	case a.Verdict == checks.Incomplete:
 		return runErr(fmt.Errorf("audit: a plan did not complete; see its row under plans"))
-	}
-	return nil
-}
-
-func writeAudit(file, format string, a *reports.Audit) error {
-	if err := writeAtomic(file, func(w io.Writer) error { return reports.RenderAudit(w, format, a, false) }); err != nil {
-		return fmt.Errorf("audit report %s not written, nothing partial left behind: %w", file, err)
 	}
 	return nil
 }

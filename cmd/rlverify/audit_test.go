@@ -248,3 +248,33 @@ func TestAuditOfTheReferenceServiceUsesTheDeclaredPolicyForEveryPlan(t *testing.
 	require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
 	require.Regexp(t, `(?m)^  retry-after +PASS +\d+ requests`, out, "the plan ran and passed")
 }
+
+// TestAuditRunsTheUsersPlanFiles: --plan FILE (repeatable) runs the user's
+// own plans after the audit's, judged against the same policy and merged
+// into the same properties; a file whose plan is named like one of the
+// audit's, or that does not parse, is a usage error naming the file.
+func TestAuditRunsTheUsersPlanFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	// Two sequential bursts of a key: a racy bucket oversells the second.
+	plan := writeFile(t, "my-plan.yaml", "name: two-bursts\nphases:\n  - name: one\n    kind: burst\n    key: free-mine\n    requests: 40\n  - name: two\n    kind: burst\n    key: free-mine\n    requests: 40\n")
+	a, code, stderr := audit(t, "--limiter", "faulty/racy-token-bucket", "--plans", "idle-refill", "--plan", plan)
+	require.Equal(t, ExitFail, code, stderr)
+	var plans []string
+	for _, c := range a.Plans {
+		plans = append(plans, c.Plan)
+	}
+	require.Equal(t, []string{"idle-refill", "two-bursts (my-plan.yaml)"}, plans)
+	over := property(t, a, "oversell")
+	require.Equal(t, checks.Fail, over.Verdict)
+	require.Contains(t, over.DecidedBy, "two-bursts (my-plan.yaml)")
+
+	clash := writeFile(t, "clash.yaml", "name: precision\nphases:\n  - kind: burst\n    key: free-x\n    requests: 2\n")
+	_, stderr, code = rl(t, "audit", "--plan", clash, "--quiet", "--out", t.TempDir())
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, stderr, `plan name "precision" is already a plan of this audit`)
+	_, stderr, code = rl(t, "audit", "--plan", filepath.Join(t.TempDir(), "missing.yaml"), "--quiet", "--out", t.TempDir())
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, stderr, "missing.yaml")
+}

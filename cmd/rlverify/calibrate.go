@@ -47,7 +47,7 @@ count N (at the declared window) and the largest window (at the declared N)
 that keep refusals at or below --max-refused, for every algorithm family,
 and each family's refusals on the same traffic.
 
-Formats (--format): combined (nginx/Apache combined log, with more fields
+Formats (--from): combined (nginx/Apache combined log, with more fields
 after the user agent allowed), json (one object per line), history (an
 rlverify history), vegeta, k6, har (through the importers). gzip input is
 recognised by its content and read as a stream. Access logs need the key:
@@ -68,9 +68,9 @@ See docs/calibrate.md.
 
 Examples:
   rlverify calibrate --traffic access.log --key-field extra1 --policy candidate.yaml
-  rlverify calibrate --traffic access.log.gz --format combined --key-regex 'Bearer ([^"]+)' \
+  rlverify calibrate --traffic access.log.gz --from combined --key-regex 'Bearer ([^"]+)' \
       --max-refused 0.1% --report text --report html=calibrate.html --write-policy recommended.yaml
-  rlverify calibrate --traffic app.jsonl --format json --key-field headers.x-api-key --abusive-status 401,403`,
+  rlverify calibrate --traffic app.jsonl --from json --key-field headers.x-api-key --abusive-status 401,403`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runCalibrate(&f, c.InOrStdin(), c.OutOrStdout())
@@ -78,7 +78,7 @@ Examples:
 	}
 	fl := c.Flags()
 	fl.StringArrayVar(&f.traffic, "traffic", nil, "recorded traffic: an access log, results or a history, gzip or not (repeat for rotated files; - for stdin)")
-	fl.StringVar(&f.format, "format", calibrate.Combined, "format of the traffic: "+strings.Join(calibrate.Formats(), ", "))
+	fl.StringVar(&f.format, "from", calibrate.Combined, "format of the traffic (as import --from): "+strings.Join(calibrate.Formats(), ", "))
 	fl.StringVar(&f.keyField, "key-field", "", "where the key is: combined ip, user or extraN; json a field (a.b for nested); vegeta attack or k6 a tag")
 	fl.StringVar(&f.keyRegex, "key-regex", "", "instead of --key-field: a regular expression on the raw line whose first group is the key")
 	fl.StringVar(&f.tierField, "tier-field", "", "where each request's tier is (json a field, combined extraN): it decides the key's tier instead of the policy's key prefixes")
@@ -128,7 +128,7 @@ func runCalibrate(f *calibrateFlags, stdin io.Reader, stdout io.Writer) error {
 		TimeUnit: f.timeUnit, SkipMalformed: f.skipMalformed, MaxDisorder: f.maxDisorder, Hosts: f.hosts,
 	}}
 	if !slices.Contains(calibrate.Formats(), f.format) {
-		return usageErr("--format %q: want %s", f.format, strings.Join(calibrate.Formats(), ", "))
+		return usageErr("--from %q: want %s", f.format, strings.Join(calibrate.Formats(), ", "))
 	}
 	if f.maxDisorder <= 0 {
 		return usageErr("--max-disorder %s: want a positive duration", f.maxDisorder)

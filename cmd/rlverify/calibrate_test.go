@@ -30,11 +30,11 @@ func TestCalibrateEachInputFormat(t *testing.T) {
 		{"combined", []string{"--traffic", calData + "access.log", "--key-field", "extra1"}},
 		{"combined-gzip", []string{"--traffic", calData + "access.log.gz", "--key-field", "extra1"}},
 		{"combined-regex", []string{"--traffic", calData + "access.log", "--key-regex", `"((?:free|paid)-[a-z]+)"$`}},
-		{"json", []string{"--traffic", calData + "access.jsonl", "--format", "json", "--key-field", "headers.x-api-key", "--route-field", "request.path"}},
-		{"history", []string{"--traffic", imp + "vegeta-ok.golden.jsonl", "--format", "history"}},
-		{"vegeta", []string{"--traffic", imp + "vegeta-ok.json", "--format", "vegeta", "--policy", imp + "policy-query.yaml"}},
-		{"k6", []string{"--traffic", imp + "k6-ok.json", "--format", "k6", "--key-field", "key"}},
-		{"har", []string{"--traffic", imp + "har-ok.har", "--format", "har", "--policy", imp + "policy-har.yaml", "--host", "127.0.0.1:8080"}},
+		{"json", []string{"--traffic", calData + "access.jsonl", "--from", "json", "--key-field", "headers.x-api-key", "--route-field", "request.path"}},
+		{"history", []string{"--traffic", imp + "vegeta-ok.golden.jsonl", "--from", "history"}},
+		{"vegeta", []string{"--traffic", imp + "vegeta-ok.json", "--from", "vegeta", "--policy", imp + "policy-query.yaml"}},
+		{"k6", []string{"--traffic", imp + "k6-ok.json", "--from", "k6", "--key-field", "key"}},
+		{"har", []string{"--traffic", imp + "har-ok.har", "--from", "har", "--policy", imp + "policy-har.yaml", "--host", "127.0.0.1:8080"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, stderr, code := rl(t, append([]string{"calibrate", "--timeline-rows", "8"}, tc.args...)...)
@@ -49,7 +49,7 @@ func TestCalibrateReadsTheSameRequestsFromEveryAccessLogFormat(t *testing.T) {
 	for _, args := range [][]string{
 		{"--traffic", calData + "access.log", "--key-field", "extra1"},
 		{"--traffic", calData + "access.log.gz", "--key-field", "extra1"},
-		{"--traffic", calData + "access.jsonl", "--format", "json", "--key-field", "headers.x-api-key", "--route-field", "request.path"},
+		{"--traffic", calData + "access.jsonl", "--from", "json", "--key-field", "headers.x-api-key", "--route-field", "request.path"},
 	} {
 		out, stderr, code := rl(t, append([]string{"calibrate", "--report", "json"}, args...)...)
 		require.Equal(t, ExitPass, code, stderr)
@@ -67,7 +67,7 @@ func TestCalibrateReadsTheSameRequestsFromEveryAccessLogFormat(t *testing.T) {
 // the seeds' token bucket declared and their sliding log compared: the
 // timeline is the seeds' table.
 func TestCalibrateReproducesTheSeedsTable(t *testing.T) {
-	out, stderr, code := rl(t, "calibrate", "--traffic", calData+"seeds.jsonl", "--format", "json", "--key-field", "api_key",
+	out, stderr, code := rl(t, "calibrate", "--traffic", calData+"seeds.jsonl", "--from", "json", "--key-field", "api_key",
 		"--policy", calData+"seeds-policy.yaml", "--compare", "sliding-log:limit=5,window=1s")
 	require.Equal(t, ExitPass, code, stderr)
 	start := strings.Index(out, "  timeline of seed")
@@ -83,7 +83,7 @@ func TestCalibrateReproducesTheSeedsTable(t *testing.T) {
 	}
 	golden(t, "calibrate-seeds.golden", out)
 	for _, f := range []string{"md", "html"} {
-		out, stderr, code := rl(t, "calibrate", "--traffic", calData+"seeds.jsonl", "--format", "json", "--key-field", "api_key",
+		out, stderr, code := rl(t, "calibrate", "--traffic", calData+"seeds.jsonl", "--from", "json", "--key-field", "api_key",
 			"--policy", calData+"seeds-policy.yaml", "--compare", "sliding-log:limit=5,window=1s", "--report", f)
 		require.Equal(t, ExitPass, code, stderr)
 		golden(t, "calibrate-seeds."+f+".golden", out)
@@ -149,8 +149,8 @@ func TestCalibrateBadInput(t *testing.T) {
 		{"faulty compared", []string{"--traffic", calData + "access.log", "--key-field", "ip", "--compare", "faulty/uncapped-refill:capacity=5,rate=1"}, "calibrate replays the reference algorithms"},
 		{"no key matches a tier", []string{"--traffic", calData + "access.log", "--key-field", "ip", "--policy", "../../importers/testdata/policy-har.yaml"}, ""},
 		{"timeline rows", []string{"--traffic", calData + "access.log", "--key-field", "ip", "--timeline-rows", "0"}, "--timeline-rows 0: want 1 … 100000"},
-		{"tier field on a history", []string{"--traffic", "../../importers/testdata/vegeta-ok.golden.jsonl", "--format", "history", "--tier-field", "tier"}, "a tier field is read from combined and JSON logs only"},
-		{"format unknown", []string{"--traffic", calData + "access.log", "--format", "w3c"}, `--format "w3c": want combined, json, history, vegeta, k6, har`},
+		{"tier field on a history", []string{"--traffic", "../../importers/testdata/vegeta-ok.golden.jsonl", "--from", "history", "--tier-field", "tier"}, "a tier field is read from combined and JSON logs only"},
+		{"format unknown", []string{"--traffic", calData + "access.log", "--from", "w3c"}, `--from "w3c": want combined, json, history, vegeta, k6, har`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, code := rl(t, append([]string{"calibrate"}, tc.args...)...)
@@ -245,8 +245,8 @@ func waitUp(t *testing.T, addr string) {
 }
 
 func TestCalibrateCompletesItsOwnFormats(t *testing.T) {
-	require.Equal(t, []string{"json"}, complete(t, "calibrate", "--format", "j"))
-	require.Equal(t, []string{"history", "har"}, complete(t, "calibrate", "--format", "h"))
+	require.Equal(t, []string{"json"}, complete(t, "calibrate", "--from", "j"))
+	require.Equal(t, []string{"history", "har"}, complete(t, "calibrate", "--from", "h"))
 	require.Equal(t, []string{"html"}, complete(t, "calibrate", "--report", "h"))
 	require.Equal(t, []string{"text,json", "text,junit"}, complete(t, "attack", "--format", "text,j"), "other commands keep theirs")
 }

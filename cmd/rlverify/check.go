@@ -22,6 +22,7 @@ func checkCmd() *cobra.Command {
 		failOnS      []string
 		maxErrorRate float64
 		tspecs       []string
+		quiet        bool
 	)
 	c := &cobra.Command{
 		Use:   "check --history FILE [--history FILE …]",
@@ -87,6 +88,9 @@ input: rlverify attack … --history - | rlverify check --history -.`,
 	fl.StringVar(&out, "out", "", "also write result.json and the reports: "+outHelp("them"))
 	fl.DurationVar(&skew, "clock-skew", 0, "largest clock difference between the machines that wrote the shards")
 	fl.StringSliceVar(&only, "checks", nil, "run only these checks")
+	// check draws no progress; the flag is here so that one set of flags
+	// works for attack, check, compare and audit in scripts.
+	fl.BoolVar(&quiet, "quiet", false, "no progress output (check shows none: accepted like attack's, compare's and audit's)")
 	fl.StringSliceVar(&failOnS, "fail-on", []string{"fail"}, failOnUsage)
 	addThresholdFlag(fl, &tspecs)
 	fl.Float64Var(&maxErrorRate, "max-error-rate", checks.DefaultMaxErrorRate, "largest share of requests that may end in an error before the run counts as no evidence (verdict unknown)")

@@ -44,6 +44,19 @@ func setUpRoot(root *cobra.Command) {
 	registerCompletions(root)
 }
 
+// versionCmd prints what --version prints.
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print rlverify's version and commit (as --version does)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			fmt.Fprintln(c.OutOrStdout(), c.Root().Version)
+			return nil
+		},
+	}
+}
+
 func readBuildInfo() *debug.BuildInfo {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {

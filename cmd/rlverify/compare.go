@@ -26,6 +26,7 @@ func compareCmd() *cobra.Command {
 		settings []string
 		formats  []string
 		out      string
+		quiet    bool
 	)
 	c := &cobra.Command{
 		Use:   "compare --plan P --limiter A --limiter B … [--target NAME=URL[,URL…] …]",
@@ -114,7 +115,11 @@ error and decision latency. Each run's history and reports are kept in
 			out = dir
 			co := rlverify.CompareOptions{
 				Plan: base.plan,
-				Log:  func(format string, a ...any) { fmt.Fprintf(c.ErrOrStderr(), format+"\n", a...) },
+				Log: func(format string, a ...any) {
+					if !quiet {
+						fmt.Fprintf(c.ErrOrStderr(), format+"\n", a...)
+					}
+				},
 				OnColumn: func(name string, o *rlverify.Outcome) error {
 					// Each column keeps its history, report.json and
 					// result.json in its own folder.
@@ -134,7 +139,7 @@ error and decision latency. Each run's history and reports are kept in
 				}
 				o.HistoryFile = f.historyFile(f.out)
 				if f.gw != nil {
-					if err := f.placeGateway(f.out, &o); err != nil {
+					if err := f.placeGateway(f.out, &o.Environment, &o.Notes); err != nil {
 						return err
 					}
 				}
@@ -179,6 +184,7 @@ error and decision latency. Each run's history and reports are kept in
 	fl.IntVar(&base.instances, "instances", 0, "instances per embedded implementation")
 	fl.StringVar(&base.policyFile, "policy", "", "declared policy (file or shipped name)")
 	fl.StringSliceVar(&formats, "format", []string{"text"}, "formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first to stdout, all to --out)")
+	fl.BoolVar(&quiet, "quiet", false, "no progress lines (which implementation runs) on stderr")
 	fl.StringVar(&out, "out", "rlverify-compare", outHelp("each implementation's folder (NAME/history.jsonl …) and the comparison reports"))
 	fl.Int64Var(&base.seed, "seed", 1, "seed shared by every run")
 	fl.Int64Var(&base.maxRequests, "max-requests", 200_000, "per-run request bound")
@@ -218,34 +224,11 @@ var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 func safeName(s string) string { return strings.Trim(unsafeChars.ReplaceAllString(s, "_"), "_") }
 
-// renderComparison writes the first format to stdout and every format, plus
+// renderComparison writes the reports of cmp (see emitReports), plus
 // comparison.json, into out.
 func renderComparison(cmp *reports.Comparison, formats []string, out string, stdout io.Writer) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	write := func(file, format string) error {
-		path := filepath.Join(out, file)
-		if err := writeAtomic(path, func(w io.Writer) error { return reports.RenderComparison(w, format, cmp) }); err != nil {
-			return fmt.Errorf("comparison report %s not written, nothing partial left behind: %w", path, err)
-		}
-		return nil
-	}
-	for i, format := range formats {
-		if i == 0 {
-			var err error
-			if format == "text" {
-				err = reports.Text{Color: colorOn(stdout)}.RenderComparison(stdout, cmp)
-			} else {
-				err = reports.RenderComparison(stdout, format, cmp)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if err := write("comparison."+reports.Extension(format), format); err != nil {
-			return err
-		}
-	}
-	return write("comparison.json", "json")
+	return emitReports(formats, out, "comparison", "comparison.json", stdout, func(f reports.Format, w io.Writer) error { return f.RenderComparison(w, cmp) })
 }

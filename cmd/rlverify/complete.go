@@ -35,6 +35,7 @@ var completions = map[string]valueCompletion{
 	"limiter":     {values: limiterNames},
 	"policy":      {values: policies.Names, files: true},
 	"checks":      {values: checks.Names, list: true},
+	"checks-off":  {values: checks.Names, list: true},
 	"format":      {values: reports.FormatNames, list: true},
 	"fail-on":     {values: failOnValues, list: true},
 	"env":         {values: fixed("embedded", "local", "docker", "external")},
@@ -46,10 +47,10 @@ var completions = map[string]valueCompletion{
 }
 
 // commandCompletions override completions for one command whose flag of
-// the same name takes other values (calibrate's --format is the traffic's).
+// the same name takes other values (calibrate's --report takes calibrate's own formats).
 var commandCompletions = map[string]map[string]valueCompletion{
 	"calibrate": {
-		"format": {values: calibrate.Formats},
+		"from":   {values: calibrate.Formats},
 		"report": {values: calibrate.ReportFormats, open: true},
 	},
 }

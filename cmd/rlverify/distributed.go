@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -81,14 +80,4 @@ func (f *distFlags) start(now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("--start-at: %w", err)
 	}
 	return f.startAt.at, nil
-}
-
-// noteWait tells the log when a run waits for its start instant (the pods
-// of a cluster job sit idle until then).
-func noteWait(w io.Writer, at time.Time, quiet bool) {
-	if at.IsZero() || quiet {
-		return
-	}
-	fmt.Fprintf(w, "rlverify: waiting until %s (in %s) to start with the other shards\n",
-		at.UTC().Format(time.RFC3339Nano), time.Until(at).Round(time.Millisecond))
 }

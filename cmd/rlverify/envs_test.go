@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rlverify/rlverify/envs/docker"
 	"github.com/rlverify/rlverify/envs/redisproc"
 )
 
@@ -19,7 +18,7 @@ func needEnv(t *testing.T, env string) {
 	var err error
 	switch env {
 	case "docker":
-		err = docker.DockerAvailable(context.Background())
+		err = dockerAvailable(context.Background())
 	default:
 		err = redisproc.Available()
 	}

@@ -72,7 +72,7 @@ func fromLib(err error) error {
 	}
 	var oe *rlverify.OptionError
 	if errors.As(err, &oe) {
-		return usageWrap(err)
+		return usageWrap(&flagWorded{msg: flagMessage(err), err: err})
 	}
 	var ie *rlverify.InterruptedError
 	if errors.As(err, &ie) {
@@ -81,6 +81,9 @@ func fromLib(err error) error {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return err
+	}
+	if msg := flagMessage(err); msg != err.Error() {
+		err = &flagWorded{msg: msg, err: err}
 	}
 	return runErr(err)
 }

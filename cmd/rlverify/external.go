@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"net/url"
 	"time"
 
 	"github.com/spf13/pflag"
 
-	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/envs"
 )
@@ -56,40 +52,23 @@ func (f *externalFlags) any() bool {
 		f.sinkURL != "" || f.jsonURL != "" || f.promURL != ""
 }
 
-// environment builds the external environment from the flags; every
-// address must be on loopback unless allowRemote.
-func (f *externalFlags) environment(allowRemote bool) (envs.External, error) {
+// environment reads the external environment from the flags; the
+// library checks it (envs.External.Validate: loopback consent, Toxiproxy
+// proxies).
+func (f *externalFlags) environment() (envs.External, error) {
 	var x envs.External
 	for _, s := range f.storeProxies {
 		p, err := envs.ParseProxySpec(s)
 		if err != nil {
-			return x, err
-		}
-		for _, a := range []string{p.Listen, p.Upstream} {
-			if err := loopbackAddr("--store-proxy", a, allowRemote); err != nil {
-				return x, err
-			}
+			return x, fmt.Errorf("--store-proxy %w", err)
 		}
 		x.StoreProxies = append(x.StoreProxies, p)
 	}
-	if err := envs.CheckProxySpecs(x.StoreProxies); err != nil {
-		return x, err
-	}
-	if f.toxiproxy != "" {
-		if err := loopbackURL("--toxiproxy", f.toxiproxy, allowRemote); err != nil {
-			return x, err
-		}
-		if len(f.toxiProxies) == 0 {
-			return x, fmt.Errorf("--toxiproxy %s: name the proxies to break with --toxiproxy-proxy NAME", f.toxiproxy)
-		}
-		x.Toxiproxy, x.ToxiproxyProxies = f.toxiproxy, f.toxiProxies
-	} else if len(f.toxiProxies) > 0 {
-		return x, fmt.Errorf("--toxiproxy-proxy needs --toxiproxy URL")
-	}
+	x.Toxiproxy, x.ToxiproxyProxies = f.toxiproxy, f.toxiProxies
 	for _, s := range f.onInject {
 		h, err := envs.ParseHook("inject", s)
 		if err != nil {
-			return x, err
+			return x, fmt.Errorf("--on-inject %w", err)
 		}
 		x.Hooks = append(x.Hooks, h)
 	}
@@ -100,7 +79,7 @@ func (f *externalFlags) environment(allowRemote bool) (envs.External, error) {
 	for _, s := range f.onClear {
 		h, err := envs.ParseHook("clear", s)
 		if err != nil {
-			return x, err
+			return x, fmt.Errorf("--on-clear %w", err)
 		}
 		if !injects[h.Kind] {
 			return x, fmt.Errorf("--on-clear %s has no --on-inject %s=… to undo", h.Kind, h.Kind)
@@ -113,16 +92,10 @@ func (f *externalFlags) environment(allowRemote bool) (envs.External, error) {
 	x.HookTimeout = f.hookTimeout
 	sources := 0
 	if f.sinkURL != "" {
-		if err := loopbackURL("--sink", f.sinkURL, allowRemote); err != nil {
-			return x, err
-		}
 		x.Downstream = &envs.RemoteSink{URL: f.sinkURL}
 		sources++
 	}
 	if f.jsonURL != "" {
-		if err := loopbackURL("--downstream-json", f.jsonURL, allowRemote); err != nil {
-			return x, err
-		}
 		if f.jsonTotal == "" && f.jsonByKey == "" {
 			return x, fmt.Errorf("--downstream-json %s: give --downstream-by-key PATH (per key) and/or --downstream-total PATH", f.jsonURL)
 		}
@@ -132,9 +105,6 @@ func (f *externalFlags) environment(allowRemote bool) (envs.External, error) {
 		return x, fmt.Errorf("--downstream-total and --downstream-by-key need --downstream-json URL")
 	}
 	if f.promURL != "" {
-		if err := loopbackURL("--downstream-prometheus", f.promURL, allowRemote); err != nil {
-			return x, err
-		}
 		if f.promMetric == "" || f.promLabel == "" {
 			return x, fmt.Errorf("--downstream-prometheus %s: give --downstream-metric NAME (and --downstream-label, default api_key)", f.promURL)
 		}
@@ -149,48 +119,13 @@ func (f *externalFlags) environment(allowRemote bool) (envs.External, error) {
 	return x, nil
 }
 
-// loopbackURL refuses a URL outside loopback unless allowed.
-func loopbackURL(flag, raw string, allow bool) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%s %q: want an http(s) URL such as http://127.0.0.1:9090", flag, raw)
-	}
-	return loopbackHost(flag, raw, u.Hostname(), allow)
-}
-
-// loopbackAddr refuses a host:port outside loopback unless allowed.
-func loopbackAddr(flag, addr string, allow bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%s %q: want host:port", flag, addr)
-	}
-	return loopbackHost(flag, addr, host, allow)
-}
-
-func loopbackHost(flag, what, host string, allow bool) error {
-	if allow {
-		return nil
-	}
-	return rlverify.CheckLoopback(context.Background(), resolver, flag+" "+what, host)
-}
-
-// resolver resolves the names the loopback rule checks (nil: the system's);
-// tests replace it.
-var resolver rlverify.Resolver
-
 // checkExternalFaults says, before anything starts, how to inject each
 // fault a plan needs on a service rlverify did not start.
-func checkExternalFaults(plan *attacks.Plan, f *externalFlags) error {
-	hooks := map[string]bool{}
-	for _, s := range f.onInject {
-		if h, err := envs.ParseHook("inject", s); err == nil {
-			hooks[h.Kind] = true
-		}
-	}
-	proxy := len(f.storeProxies) > 0 || f.toxiproxy != ""
+func checkExternalFaults(plan *attacks.Plan, x envs.External) error {
+	proxy := len(x.StoreProxies) > 0 || x.Toxiproxy != ""
 	for i := range plan.Phases {
 		ph := &plan.Phases[i]
-		if ph.Kind != attacks.KindFault || ph.Action != "inject" || hooks[ph.Fault] {
+		if ph.Kind != attacks.KindFault || ph.Action != "inject" || x.CanInject(ph.Fault) {
 			continue
 		}
 		switch ph.Fault {

@@ -72,7 +72,7 @@ func TestStoreProxyFaultsAServiceWeDidNotStart(t *testing.T) {
 			require.Equal(t, ExitPass, code, "stderr:\n%s", stderr)
 			v, sum := checkOf(t, out, "fail-mode")
 			require.Equal(t, tc.want, v, sum)
-			require.Contains(t, out, "store proxy (Toxiproxy) on "+listen)
+			require.Contains(t, out, "store proxy on "+listen)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -82,22 +81,23 @@ type gatewayRun struct {
 }
 
 // placeGateway writes the honest policy into the run's folder dir, has the
-// generated configurations kept there and says where they are.
-func (f *attackFlags) placeGateway(dir string, o *rlverify.AttackOptions) error {
+// generated configurations kept there (in *env) and says where they are
+// (in *notes): an attack's prepared run, or an audit plan's options.
+func (f *attackFlags) placeGateway(dir string, env *envs.Environment, notes *[]string) error {
 	g := f.gw
 	file := filepath.Join(dir, honestPolicyFile)
 	if err := os.WriteFile(file, g.honest, 0o644); err != nil {
 		return runErr(fmt.Errorf("honest policy: %w", err))
 	}
-	if env, ok := o.Environment.(gateway.Environment); ok {
-		env.KeepConfigs = dir
-		o.Environment = env
+	if e, ok := (*env).(gateway.Environment); ok {
+		e.KeepConfigs = dir
+		*env = e
 	}
 	switch {
 	case f.honest:
-		o.Notes = append(o.Notes, fmt.Sprintf("judged against %s's honest policy (%s), not the declared one", g.name, file))
+		*notes = append(*notes, fmt.Sprintf("judged against %s's honest policy (%s), not the declared one", g.name, file))
 	case g.deviations:
-		o.Notes = append(o.Notes, fmt.Sprintf("the policy %s really enforces is in %s: rlverify check --history %s --policy %s", g.name, file, f.historyFile(dir), file))
+		*notes = append(*notes, fmt.Sprintf("the policy %s really enforces is in %s: rlverify check --history %s --policy %s", g.name, file, f.historyFile(dir), file))
 	}
 	return nil
 }
@@ -108,7 +108,3 @@ func gatewayForm(g *catalog.Gateway) string {
 	}
 	return "in-process cluster"
 }
-
-// unavailable reports an implementation that cannot run on this machine (a
-// gateway whose program is not installed, no Docker): compare skips it.
-func unavailable(err error) bool { return errors.Is(err, envs.ErrUnavailable) }

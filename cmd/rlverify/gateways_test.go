@@ -18,7 +18,8 @@ import (
 )
 
 // needGateway skips (locally) or fails (CI=true) when nginx or haproxy is
-// missing; scripts/install.sh --test installs both.
+// missing (scripts/install.sh --test installs both) or gubernator is not
+// built in (scripts/test.sh tests with -tags docker,gubernator).
 func needGateway(t *testing.T, kinds ...string) {
 	t.Helper()
 	if testing.Short() {
@@ -70,7 +71,7 @@ func requireVerdicts(t *testing.T, got map[string]string, want map[string]string
 // The command of issue 20's "done when": every gateway beside the
 // reference bucket, with the verdicts docs/compare.md explains.
 func TestCompareGatewaysConcurrentBurst(t *testing.T) {
-	needGateway(t, "nginx", "haproxy")
+	needGateway(t, "nginx", "haproxy", "gubernator")
 	dir := t.TempDir()
 	_, stderr, code := rl(t, "compare", "--plan", "concurrent-burst", "--limiter", "nginx/limit-req", "--limiter", "haproxy/stick-table",
 		"--limiter", "gubernator/global", "--limiter", "token-bucket", "--out", dir, "--format", "md")
@@ -98,7 +99,7 @@ func TestCompareGatewaysConcurrentBurst(t *testing.T) {
 // documented semantics passes (nginx and HAProxy send no Retry-After: their
 // honest policies turn retry-after off).
 func TestGatewaysPassTheirHonestPolicy(t *testing.T) {
-	needGateway(t, "nginx", "haproxy")
+	needGateway(t, "nginx", "haproxy", "gubernator")
 	for _, tc := range []struct {
 		limiter         string
 		declared, honst map[string]string
@@ -200,7 +201,7 @@ func TestGatewayMissingProgram(t *testing.T) {
 // Ctrl-C in the middle of a gateway run: rlverify still reports, and no
 // gateway process or temporary configuration of the run is left.
 func TestGatewayInterruptLeavesNothing(t *testing.T) {
-	needGateway(t, "nginx", "haproxy")
+	needGateway(t, "nginx", "haproxy", "gubernator")
 	plan := writeFile(t, "long.yaml", longRatePlan)
 	bin := rlverifyBinary(t)
 	for _, limiter := range []string{"nginx/limit-req", "haproxy/stick-table", "gubernator/global"} {

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/envs"
 )
 
 // Issue 26, item 1: a policy whose name would inject a directive into the
@@ -294,8 +296,8 @@ func TestHardeningLocalhostIsResolvedFirst(t *testing.T) {
 	_, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
 	require.NoError(t, err)
 	local := "http://localhost:" + port
-	t.Cleanup(func() { resolver = nil })
-	resolver = hostsResolver{"localhost": "192.0.2.7"}
+	t.Cleanup(func() { envs.LoopbackResolver = nil })
+	envs.LoopbackResolver = hostsResolver{"localhost": "192.0.2.7"}
 	for _, args := range [][]string{
 		{"--target", local},
 		{"--target", "http://127.0.0.1:" + port, "--sink", "http://localhost:9/sink"},
@@ -306,7 +308,7 @@ func TestHardeningLocalhostIsResolvedFirst(t *testing.T) {
 		require.Contains(t, stderr, "is not a loopback address: localhost resolves to 192.0.2.7", args)
 	}
 	require.False(t, loopbackListen("localhost:8080"), "serve --listen localhost does not count as loopback either")
-	resolver = hostsResolver{"localhost": "127.0.0.1"}
+	envs.LoopbackResolver = hostsResolver{"localhost": "127.0.0.1"}
 	require.True(t, loopbackListen("localhost:8080"))
 	_, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--policy", writeFile(t, "p.yaml", ordersPolicy), "--target", local, "--out", t.TempDir(), "--quiet")
 	require.NotEqual(t, ExitUsage, code, stderr)

@@ -34,7 +34,10 @@ func limitersCmd() *cobra.Command {
 					note = "FAULTY — breaks " + e.Breaks
 				}
 				if e.Gateway != nil {
-					if err := gateway.Available(e.Gateway.Kind); err != nil {
+					switch err := gateway.Available(e.Gateway.Kind); {
+					case err != nil && e.Gateway.Program == "":
+						note += " — NOT IN THIS BUILD: go build -tags gubernator ./cmd/rlverify"
+					case err != nil:
 						note += " — NOT INSTALLED: apt-get install nginx haproxy"
 					}
 				}

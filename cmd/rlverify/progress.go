@@ -97,7 +97,7 @@ func (p *progress) bar(s attacks.Progress) *phaseBar {
 	}
 	if p.mp == nil {
 		// The width applies where w is not a real terminal (tests).
-		p.mp = mpb.New(mpb.WithOutput(rawWriter(p.w)), mpb.ForceTTY(), mpb.WithAutoRefresh(),
+		p.mp = mpb.New(mpb.WithConsoleWriter(newRedrawWriter(rawWriter(p.w), true)), mpb.WithAutoRefresh(),
 			mpb.WithWidth(160), mpb.WithRefreshRate(200*time.Millisecond))
 	}
 	b := &phaseBar{}

@@ -47,6 +47,7 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 		compareCmd(),
 		auditCmd(),
 		importCmd(),
+		versionCmd(),
 	)
 	setUpRoot(root)
 	if testRoot != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rlverify/rlverify"
+	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/service"
@@ -186,5 +186,5 @@ func loopbackListen(addr string) bool {
 	if err != nil {
 		return false
 	}
-	return rlverify.CheckLoopback(context.Background(), resolver, "--listen "+addr, host) == nil
+	return envs.CheckLoopback("--listen "+addr, host, false) == nil
 }

@@ -299,7 +299,7 @@ func (d Docker) plan(spec envs.Spec) (startPlan, error) {
 		store = catalog.Redis
 	}
 	if store != catalog.Redis {
-		return p, fmt.Errorf("docker: store %q: the docker environment keeps state in its Redis container (use --store redis)", store)
+		return p, fmt.Errorf("docker: store %q: the docker environment keeps state in its Redis container (Store: redis)", store)
 	}
 	var err error
 	if p.entry, err = spec.CatalogEntry(store); err != nil {
@@ -319,10 +319,10 @@ func (d Docker) plan(spec envs.Spec) (startPlan, error) {
 		p.regions = &rs
 	}
 	if spec.RedisURL != "" {
-		return p, errors.New("docker: --redis is not used by the docker environment: it runs its own Redis container")
+		return p, errors.New("docker: RedisURL is not used by the docker environment: it runs its own Redis container")
 	}
 	if spec.RedisCluster > 0 {
-		return p, errors.New("docker: a Redis Cluster is not supported in containers (use --env local --redis-cluster N)")
+		return p, errors.New("docker: a Redis Cluster is not supported in containers (the local environment runs one: RedisCluster N)")
 	}
 	p.declared = spec.Policy.WithAlgorithm(p.entry.Algorithm)
 	if _, err := PolicyYAML(p.declared); err != nil {

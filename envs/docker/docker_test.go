@@ -199,7 +199,7 @@ func TestDockerRejects(t *testing.T) {
 	p := envtest.Policy(t)
 	ctx := context.Background()
 	_, err := Docker{}.Start(ctx, envs.Spec{Policy: p, Limiter: "token-bucket", Store: "memory"})
-	require.ErrorContains(t, err, "--store redis")
+	require.ErrorContains(t, err, "Store: redis")
 	_, err = Docker{}.Start(ctx, envs.Spec{Policy: p, Limiter: "gcra", Regions: &envs.RegionSpec{Regions: 2}})
 	require.ErrorContains(t, err, "regions run the reference token-bucket")
 	_, err = Docker{}.Start(ctx, envs.Spec{Policy: p, Limiter: "token-bucket", Regions: &envs.RegionSpec{Regions: 2, Mode: "sideways"}})

@@ -401,13 +401,19 @@ func detectNginx(prog string) (nginxVersion, error) {
 	return v, nil
 }
 
-// Available reports whether the program a gateway needs is installed (nil
-// for in-process gateways), with an error naming the package to install.
+// Available reports whether a gateway can run here: the program it needs
+// is installed (nginx, HAProxy), or this binary was built with it
+// (gubernator needs -tags gubernator); the error wraps ErrUnavailable and
+// says what to install or build.
 func Available(kind string) error {
 	switch kind {
 	case "nginx", "haproxy":
 		_, err := findProgram(kind)
 		return err
+	case "gubernator":
+		if !gubernatorBuilt {
+			return errNoGubernatorBuild
+		}
 	}
 	return nil
 }

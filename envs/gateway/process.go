@@ -97,9 +97,6 @@ func (c *child) stop() error {
 	return err
 }
 
-// pid returns the child's process id.
-func (c *child) pid() int { return c.cmd.Process.Pid }
-
 // output returns the last lines the child wrote.
 func (c *child) output() string {
 	s := strings.TrimSpace(c.out.String())

@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rlverify/rlverify/internal/childproc"
@@ -134,32 +133,6 @@ func (s *Server) Stop() {
 func (s *Server) Restart() error {
 	s.Stop()
 	return s.start()
-}
-
-// Pause stops the process (SIGSTOP): connections hang and commands time out,
-// the "slow store" fault. Resume undoes it.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
-
-func (s *Server) signal(sig syscall.Signal) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil || s.cmd.Process == nil {
-		return errors.New("redisproc: server is not running")
-	}
-	return s.cmd.Process.Signal(sig)
-}
-
-// Output returns what the server wrote so far (its log).
-func (s *Server) Output() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.out == nil {
-		return ""
-	}
-	return s.out.String()
 }
 
 // Cluster is a Redis Cluster of local nodes without replicas.

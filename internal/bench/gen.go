@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 )
 
@@ -73,7 +74,7 @@ func Generate(n, keys int) *history.History {
 		level[k] = min(K, level[k]+r*float64(t-last[k])/1e9)
 		last[k] = t
 		e := history.Event{T: history.TypeEvent, ID: uint64(i + 1), Key: names[k], Phase: "rate", Intended: t, Sent: t,
-			Recv: t + rng.Int64N(maxLat+1), XLimit: small[10]}
+			Recv: t + rng.Int64N(maxLat+1), Fields: headers.Fields{XLimit: small[10]}}
 		if level[k] >= 1 {
 			level[k]--
 			e.Status = 200

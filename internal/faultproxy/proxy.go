@@ -1,6 +1,7 @@
 // Package faultproxy is a TCP proxy that breaks on command: the store
-// faults of the embedded and local environments and the inter-region
-// latency of a standalone instance. It imports only the standard library.
+// faults of the embedded and local environments, the store proxy a user
+// puts in front of their own service's store (envs.StoreProxy) and the
+// inter-region latency of a standalone instance. It imports only the standard library.
 package faultproxy
 
 import (
@@ -46,7 +47,7 @@ func New(backend string) (*Proxy, error) { return Listen("127.0.0.1:0", backend)
 func Listen(listen, backend string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return nil, fmt.Errorf("fault proxy: listen: %w", err)
+		return nil, fmt.Errorf("fault proxy: listen on %s: %w", listen, err)
 	}
 	if SameEndpoint(ln.Addr().String(), backend) {
 		ln.Close()

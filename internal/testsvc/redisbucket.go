@@ -47,6 +47,11 @@ type RedisBucketConfig struct {
 	// Namespace prefixes the Redis keys. Instances on one Redis with one
 	// namespace share state; give each its own to keep per-instance state.
 	Namespace string
+	// MaxStoreCalls, when set, is how many store calls may be in flight at
+	// once; one more fails at once, as on a connection pool exhausted with
+	// no wait. A concurrent burst then fails part-way with no fault
+	// injected (a store failing under load), and the failure mode decides.
+	MaxStoreCalls int
 }
 
 // RedisBucket is the redisbucket service, an http.Handler in front of any
@@ -68,6 +73,8 @@ type RedisBucket struct {
 	failOpen  bool
 	namespace string
 	useClock  bool
+	// calls holds a slot per store call in flight (nil: no bound).
+	calls chan struct{}
 }
 
 // NewRedisBucket builds a redisbucket instance. It loads its script into
@@ -125,10 +132,17 @@ func NewRedisBucket(cfg RedisBucketConfig) (*RedisBucket, error) {
 	warm, cancel := context.WithTimeout(context.Background(), timeout)
 	_ = gcraScript.Load(warm, client).Err()
 	cancel()
+	if cfg.MaxStoreCalls < 0 {
+		return nil, fmt.Errorf("testsvc: redisbucket: max store calls %d: want 0 (no bound) or more", cfg.MaxStoreCalls)
+	}
+	var calls chan struct{}
+	if cfg.MaxStoreCalls > 0 {
+		calls = make(chan struct{}, cfg.MaxStoreCalls)
+	}
 	return &RedisBucket{
 		g: g, client: client, bucket: b, timeout: timeout,
 		failOpen:  mode == FailOpen || cfg.Quirks.FailOpen,
-		namespace: cfg.Namespace, useClock: cfg.Now != nil,
+		namespace: cfg.Namespace, useClock: cfg.Now != nil, calls: calls,
 	}, nil
 }
 
@@ -222,6 +236,14 @@ return {admitted, string.format('%.17g', ahead)}
 
 // decide runs one decision for key in Redis.
 func (s *RedisBucket) decide(ctx context.Context, key string) (decision, error) {
+	if s.calls != nil {
+		select {
+		case s.calls <- struct{}{}:
+			defer func() { <-s.calls }()
+		default:
+			return decision{}, fmt.Errorf("testsvc: redisbucket %s: %d store calls in flight already", key, cap(s.calls))
+		}
+	}
 	p := s.params()
 	if s.g.q.Racy > 0 {
 		return s.decideRacy(ctx, key, p)

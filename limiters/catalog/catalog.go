@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/limiters"
 	"github.com/rlverify/rlverify/limiters/faulty"
 	"github.com/rlverify/rlverify/limiters/thirdparty"
@@ -312,6 +313,18 @@ func faultyEntries() []Entry {
 		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.RemainingOffByOne{Limiter: l} }),
 	})...)
 	out = append(out, both(Entry{
+		Name: "faulty/remaining-one-low", Algorithm: policy.TokenBucket,
+		Breaks:      "token-bounds: remaining counts one less than the bucket holds",
+		Description: "correct token bucket reporting remaining − 1 in its headers",
+		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.RemainingOneLow{Limiter: l} }),
+	})...)
+	out = append(out, both(Entry{
+		Name: "faulty/absurd-retry-after", Algorithm: policy.TokenBucket,
+		Breaks:      "retry-after: advice of 10^9 s, longer than anything the policy can require",
+		Description: "correct token bucket advising a 10^9 s wait on every refusal",
+		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.AbsurdRetryAfter{Limiter: l} }),
+	})...)
+	out = append(out, both(Entry{
 		Name: "faulty/long-reset", Algorithm: policy.TokenBucket,
 		Breaks:      "headers: the reset it reports is far beyond the window",
 		Description: "correct token bucket and advice, reporting a reset 10× the truth plus 10s",
@@ -352,6 +365,12 @@ func faultyEntries() []Entry {
 		Breaks:      "retry-after: advice is half the true wait",
 		Description: "correct token bucket advising half the wait it needs",
 		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.ShortRetryAfter{Limiter: l} }),
+	})...)
+	out = append(out, both(Entry{
+		Name: "faulty/address-only", Algorithm: policy.TokenBucket, TrustXFF: true,
+		Breaks:      "isolation: tenants keyed on a spoofable X-Forwarded-For address alone",
+		Description: "correct token bucket keyed on the X-Forwarded-For address, not the API key, when one is sent",
+		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.AddressOnly{Limiter: l} }),
 	})...)
 	out = append(out, both(Entry{
 		Name: "faulty/trust-xff", Algorithm: policy.TokenBucket, TrustXFF: true,
@@ -497,7 +516,7 @@ func Lookup(name, store string) (Entry, error) {
 		}
 	}
 	if len(cands) == 0 {
-		return Entry{}, fmt.Errorf("unknown limiter %q (known: %s; see rlverify limiters)", name, strings.Join(Names(), ", "))
+		return Entry{}, fmt.Errorf("unknown limiter %q%s (known: %s; see rlverify limiters)", name, suggest.DidYouMean(name, Names()), strings.Join(Names(), ", "))
 	}
 	want := store
 	if want == "" {

@@ -3,6 +3,7 @@ package faulty
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,6 +84,47 @@ func (l RemainingOffByOne) Allow(ctx context.Context, now time.Time, key string,
 		d.Remaining++
 	}
 	return d, err
+}
+
+// RemainingOneLow reports one less remaining than there is (never below
+// 0): correct decisions, a count too low in the headers (token-bounds).
+type RemainingOneLow struct{ limiters.Limiter }
+
+// Allow implements limiters.Limiter.
+func (l RemainingOneLow) Allow(ctx context.Context, now time.Time, key string, n int) (limiters.Decision, error) {
+	d, err := l.Limiter.Allow(ctx, now, key, n)
+	if err == nil && d.Fallback == "" && d.Remaining > 0 {
+		d.Remaining--
+	}
+	return d, err
+}
+
+// AbsurdRetryAfter decides correctly but advises a wait of 10^9 seconds
+// (31 years) on every refusal: no declared policy can require it
+// (retry-after).
+type AbsurdRetryAfter struct{ limiters.Limiter }
+
+// Allow implements limiters.Limiter.
+func (l AbsurdRetryAfter) Allow(ctx context.Context, now time.Time, key string, n int) (limiters.Decision, error) {
+	d, err := l.Limiter.Allow(ctx, now, key, n)
+	if err == nil && !d.Allowed && d.Fallback == "" {
+		d.RetryAfter = 1e9 * time.Second
+	}
+	return d, err
+}
+
+// AddressOnly keys on the client address alone when the service passes one
+// (KEY@ADDRESS, from X-Forwarded-For), as a limiter keyed on a spoofable
+// client address does: two tenants, each with its own API key, sending the
+// same address share one quota (isolation).
+type AddressOnly struct{ limiters.Limiter }
+
+// Allow implements limiters.Limiter.
+func (l AddressOnly) Allow(ctx context.Context, now time.Time, key string, n int) (limiters.Decision, error) {
+	if i := strings.LastIndexByte(key, '@'); i >= 0 {
+		key = "addr:" + key[i+1:]
+	}
+	return l.Limiter.Allow(ctx, now, key, n)
 }
 
 // LongReset reports a reset ten times later than the truth: correct

@@ -2,7 +2,7 @@
 // reports every problem as FILE:LINE: FIELD: MESSAGE, so a user can find it.
 //
 // It is shared by the policy and attack-plan loaders. It must not import any
-// rlverify package but the leaf limitread.
+// rlverify package but the leaves limitread and internal/suggest.
 package yamlx
 
 import (
@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rlverify/rlverify/internal/suggest"
 	"github.com/rlverify/rlverify/limitread"
 )
 
@@ -81,12 +82,12 @@ func Decode(file string, data []byte, v any) (*Doc, error) {
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, convert(file, err)
+		return nil, convert(file, err, nil)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil {
-		return nil, convert(file, err)
+		return nil, convert(file, err, reflect.TypeOf(v))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -230,28 +231,80 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
-// convert turns a yaml.v3 error into an *Error with the first line it names.
-func convert(file string, err error) error {
+var unknownFieldRE = regexp.MustCompile(`^field (\S+) not found in type (\S+)$`)
+
+// convert turns a yaml.v3 error into an *Error per problem, each with its
+// line; several are joined (errors.Join), so a user sees every problem at
+// once. An unknown field of t (the type decoded into; nil when unknown) is
+// named by its YAML name, with the nearest known field as a suggestion,
+// never by a Go type name.
+func convert(file string, err error, t reflect.Type) error {
 	var te *yaml.TypeError
 	msgs := []string{err.Error()}
 	if errors.As(err, &te) && len(te.Errors) > 0 {
 		msgs = te.Errors
 	}
-	m := lineRE.FindStringSubmatch(msgs[0])
+	var errs []error
+	for _, m := range msgs {
+		errs = append(errs, convertOne(file, m, t))
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+func convertOne(file, text string, t reflect.Type) *Error {
+	m := lineRE.FindStringSubmatch(text)
 	if m == nil {
-		return &Error{File: file, Msg: strings.TrimPrefix(msgs[0], "yaml: ")}
+		return &Error{File: file, Msg: strings.TrimPrefix(text, "yaml: ")}
 	}
 	line, _ := strconv.Atoi(m[1])
 	msg := m[2]
+	if u := unknownFieldRE.FindStringSubmatch(msg); u != nil {
+		msg = fmt.Sprintf("unknown field %q", u[1])
+		if st := findType(t, u[2], 0); st != nil {
+			names := make([]string, 0)
+			for n := range yamlFields(st) {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			if hint := suggest.DidYouMean(u[1], names); hint != "" {
+				msg += hint
+			} else {
+				msg += " (known fields: " + strings.Join(names, ", ") + ")"
+			}
+		}
+		return &Error{File: file, Line: line, Msg: msg}
+	}
 	msg = strings.ReplaceAll(msg, "!!str", "a string")
 	msg = strings.ReplaceAll(msg, "!!int", "an integer")
 	msg = strings.ReplaceAll(msg, "!!float", "a number")
 	msg = strings.ReplaceAll(msg, "!!map", "a mapping")
 	msg = strings.ReplaceAll(msg, "!!seq", "a list")
-	if len(msgs) > 1 {
-		msg += fmt.Sprintf(" (and %d more problems)", len(msgs)-1)
-	}
 	return &Error{File: file, Line: line, Msg: msg}
+}
+
+// findType finds the struct type called name (as reflect prints it,
+// "policy.Limit") among t and the types t's fields hold.
+func findType(t reflect.Type, name string, depth int) reflect.Type {
+	if t == nil || depth > 20 {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return findType(t.Elem(), name, depth+1)
+	case reflect.Struct:
+		if t.String() == name {
+			return t
+		}
+		for _, ft := range yamlFields(t) {
+			if found := findType(ft, name, depth+1); found != nil {
+				return found
+			}
+		}
+	}
+	return nil
 }
 
 // Errorf returns an *Error for the field at path (dot separated, list

@@ -70,7 +70,7 @@ func TestDecodeRefusesNonWholeNumbers(t *testing.T) {
 			_, err := Decode("f.yaml", []byte(tc.yaml), &d)
 			switch {
 			case tc.name == "through an alias":
-				require.ErrorContains(t, err, "field x not found")
+				require.ErrorContains(t, err, `unknown field "x"`)
 			case tc.want == "":
 				require.NoError(t, err)
 			default:
@@ -95,4 +95,23 @@ func TestReadFile(t *testing.T) {
 	require.EqualError(t, err, "/dev/zero: document holds more than the 1048576 bytes allowed (not a regular file: read up to the limit)")
 	_, err = ReadFile(filepath.Join(dir, "nope.yaml"))
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// A mistyped field is named as written in the YAML with the field meant,
+// never by a Go type name, and every problem of the document is reported,
+// each with its line.
+func TestUnknownFieldsAreNamedWithASuggestionAndAllReported(t *testing.T) {
+	var d doc
+	_, err := Decode("policy.yaml", []byte("name: x\nitems:\n  - cout: 3\n    ratio: 1.5\n  - count: 2\n    zzzzzz: 1\nrequests: many\n"), &d)
+	require.Error(t, err)
+	lines := strings.Split(err.Error(), "\n")
+	require.Equal(t, []string{
+		`policy.yaml:3: unknown field "cout" (did you mean "count"?)`,
+		`policy.yaml:6: unknown field "zzzzzz" (known fields: count, ratio)`,
+		`policy.yaml:7: cannot unmarshal a string ` + "`many`" + ` into int`,
+	}, lines)
+	require.NotContains(t, err.Error(), "yamlx.inner")
+	var ye *Error
+	require.ErrorAs(t, err, &ye)
+	require.Equal(t, 3, ye.Line)
 }

@@ -1,4 +1,4 @@
-package rlverify
+package envs
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/rlverify/rlverify/attacks"
 )
 
 // fakeResolver answers from a table, as /etc/hosts would.
@@ -30,7 +28,8 @@ func (f fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Ad
 // mapping it elsewhere, --target and --sink dialled the other address. A
 // name is resolved first and every address must be loopback.
 func TestLoopbackRuleResolvesNames(t *testing.T) {
-	hijacked := fakeResolver{"localhost": {"192.0.2.7"}, "mixed": {"127.0.0.1", "10.0.0.1"}, "me": {"127.0.0.1", "::1"}, "mapped": {"::ffff:127.0.0.1"}}
+	t.Cleanup(func() { LoopbackResolver = nil })
+	LoopbackResolver = fakeResolver{"localhost": {"192.0.2.7"}, "mixed": {"127.0.0.1", "10.0.0.1"}, "me": {"127.0.0.1", "::1"}, "mapped": {"::ffff:127.0.0.1"}}
 	for _, tc := range []struct {
 		host, want string
 	}{
@@ -47,22 +46,16 @@ func TestLoopbackRuleResolvesNames(t *testing.T) {
 		{"unknown.invalid", "cannot resolve unknown.invalid"},
 	} {
 		t.Run(tc.host, func(t *testing.T) {
-			err := CheckLoopback(context.Background(), hijacked, "--target http://"+tc.host, tc.host)
+			err := CheckLoopback("--target http://"+tc.host, tc.host, false)
 			if tc.want == "" {
 				require.NoError(t, err)
 				return
 			}
 			require.ErrorContains(t, err, tc.want)
-			require.ErrorContains(t, err, "--allow-remote")
+			require.ErrorContains(t, err, "AllowRemote")
+			require.NoError(t, CheckLoopback("x", tc.host, true), "consent")
 		})
 	}
-	require.ErrorContains(t, CheckTargetsWith(context.Background(), hijacked, []string{"http://localhost:8080"}, false), "--target http://localhost:8080 is not a loopback address: localhost resolves to 192.0.2.7")
-	require.NoError(t, CheckTargetsWith(context.Background(), hijacked, []string{"http://localhost:8080"}, true), "--allow-remote")
-	// The library's Prepare applies the same rule with AttackOptions.Resolver.
-	plan, err := attacks.Load("concurrent-burst")
-	require.NoError(t, err)
-	_, err = Prepare(AttackOptions{Plan: plan, Env: EnvExternal, Targets: []string{"http://localhost:8080"}, Resolver: hijacked})
-	var oe *OptionError
-	require.True(t, errors.As(err, &oe), "%v", err)
-	require.ErrorContains(t, err, "localhost resolves to 192.0.2.7")
+	require.ErrorContains(t, CheckLoopbackURL("http://localhost:8080", false), "http://localhost:8080 is not a loopback address: localhost resolves to 192.0.2.7")
+	require.ErrorIs(t, CheckLoopbackAddr("localhost:6379", false), ErrNotLoopback)
 }

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+
+	"github.com/rlverify/rlverify"
+)
+
+// optionFlags is the one table from the library's option fields to the
+// flags that set them: the library's errors name fields
+// (*rlverify.OptionError), and the command says them as flags. A new
+// option with a rule adds a row here, nothing else in cmd/.
+//
+// A field whose row is "" names no one flag (the request's shape comes from
+// --method, --header and --body): its message stands as the library says it.
+var optionFlags = map[string]string{
+	"Request":                            "",
+	"Keys":                               "",
+	"Plan":                               "--plan",
+	"Plans":                              "--plans",
+	"Policy":                             "--policy FILE",
+	"Env":                                "--env",
+	"Environment":                        "--env",
+	"Handler":                            "--target",
+	"Targets":                            "--target",
+	"Instances":                          "--instances",
+	"Regions":                            "--regions",
+	"RedisURL":                           "--redis",
+	"RedisCluster":                       "--redis-cluster",
+	"AllowRemote":                        "--allow-remote",
+	"MaxHeaderBytes":                     "--max-header-bytes",
+	"MaxHeaders":                         "--max-headers",
+	"Environment.StoreProxies":           "--store-proxy",
+	"StoreProxies":                       "--store-proxy",
+	"Environment.Toxiproxy":              "--toxiproxy",
+	"Environment.ToxiproxyProxies":       "--toxiproxy-proxy",
+	"Environment.Downstream.RemoteSink":  "--sink",
+	"Environment.Downstream.JSONCounter": "--downstream-json",
+	"Environment.Downstream.PromCounter": "--downstream-prometheus",
+}
+
+// fieldNames finds the fields a message mentions besides its subject: the
+// multi-word ones only (AllowRemote, RedisCluster), which no English text
+// is made of.
+var fieldNames = regexp.MustCompile(`\b(AllowRemote|RedisCluster|RedisURL|MaxHeaderBytes|MaxHeaders|ToxiproxyProxies|StoreProxies)\b`)
+
+// fieldValues finds a one-word field set to a value ("Env external",
+// "Store: redis"), said as the flag with its value.
+var fieldValues = regexp.MustCompile(`\b(Env|Store):? (embedded|local|docker|external|gateway|redis|memory)\b`)
+
+// flagMessage is err's message with the option fields it names said as
+// flags: the subject of an *rlverify.OptionError, and any other field the
+// message mentions.
+func flagMessage(err error) string {
+	msg := err.Error()
+	var oe *rlverify.OptionError
+	if errors.As(err, &oe) && oe.Field != "" {
+		if flag, ok := optionFlags[oe.Field]; ok {
+			said := oe.Err.Error()
+			if flag != "" {
+				said = flag + " " + said
+			}
+			msg = strings.Replace(msg, oe.Error(), said, 1)
+		}
+	}
+	msg = fieldValues.ReplaceAllStringFunc(msg, func(s string) string {
+		m := fieldValues.FindStringSubmatch(s)
+		return "--" + strings.ToLower(m[1]) + " " + m[2]
+	})
+	return fieldNames.ReplaceAllStringFunc(msg, func(f string) string { return strings.Fields(optionFlags[f])[0] })
+}
+
+// flagWorded is a library error said with flags; it unwraps to the
+// library's error.
+type flagWorded struct {
+	msg string
+	err error
+}
+
+func (e *flagWorded) Error() string { return e.msg }
+func (e *flagWorded) Unwrap() error { return e.err }
