@@ -120,8 +120,12 @@ type AttackOptions struct {
 	StartAt time.Time
 
 	// HistoryFile is where the history is recorded and read back from to
-	// judge it; a temporary file, removed afterwards, when empty.
+	// judge it; a temporary file, removed afterwards, when empty. An
+	// existing file is an error unless ReplaceHistory.
 	HistoryFile string
+	// ReplaceHistory lets the run replace an existing HistoryFile (--force);
+	// a file another run is writing is refused even so.
+	ReplaceHistory bool
 	// HistoryCopy, when set, receives a copy of the history as it is
 	// recorded; a failing copy does not fail the run.
 	HistoryCopy io.Writer
@@ -347,6 +351,11 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", plan.Name, o.Seed)))
 		runID = hex.EncodeToString(sum[:3])
 	}
+	if o.HistoryFile != "" {
+		if err := checkHistoryFile(o.HistoryFile, o.ReplaceHistory); err != nil {
+			return nil, err
+		}
+	}
 	p := &Prepared{o: o, RunID: runID, HistoryFile: o.HistoryFile, defPath: attacks.DefaultPath, declared: pol,
 		thresholds: append(plan.PlanThresholds(), o.Thresholds...)}
 	p.run = history.Run{Env: o.Env, Policy: pol.Source, Notes: append([]string(nil), o.Notes...)}
@@ -466,9 +475,9 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 		f.Close()
 		defer os.Remove(histFile)
 	}
-	f, err := os.Create(histFile)
+	f, err := createHistory(histFile, temp || o.ReplaceHistory)
 	if err != nil {
-		return nil, fmt.Errorf("history: %w", err)
+		return nil, err
 	}
 	var hw io.Writer = f
 	if o.HistoryCopy != nil {

@@ -195,7 +195,7 @@ func New(o Options) (*Engine, error) {
 		_, _ = rand.Read(b[:])
 		o.RunID = hex.EncodeToString(b[:])
 	}
-	def, field, err := o.Request.compile("")
+	def, field, err := o.Request.fromCaller().compile(bodyFiles{})
 	if err != nil {
 		return nil, fmt.Errorf("attacks: request %s: %w", field, err)
 	}
@@ -447,7 +447,7 @@ func (e *Engine) prepareRun(p *Plan) error {
 	e.shapes = map[string]*shape{}
 	for i := range p.Phases {
 		ph := &p.Phases[i]
-		sh, field, err := p.PhaseRequest(ph).merge(e.o.Request).compile(p.dir())
+		sh, field, err := p.PhaseRequest(ph).merge(e.o.Request.fromCaller()).compile(p.bodyFiles())
 		if err != nil {
 			return &PrepareError{fmt.Errorf("phase %s: request %s: %w", ph.Name, field, err)}
 		}
@@ -681,8 +681,12 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 		}
 	}
 	if e.keys.secret() {
+		// The one place a run's events are recorded: a secret key is
+		// redacted, and scrubbed from every other value too, as a target
+		// may echo it (X-RateLimit-Limit: KEY, an error naming the URL).
 		cp := *ev
 		cp.Key = e.recordedKey(ev.Key)
+		e.keys.scrub.Event(&cp)
 		e.wrote(e.o.Writer.WriteEvent(&cp))
 		return
 	}

@@ -2,8 +2,6 @@ package attacks
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
 
@@ -123,11 +122,22 @@ type keyMapper struct {
 	assigned map[string]string // logical → sent
 	used     map[string]int    // tier → keys of the file handed out
 	tierOf   map[string]string // sent → tier name
+	// scrub knows every secret key handed out (and every key of the keys
+	// file): a target may echo one in any header.
+	scrub history.Scrubber
 }
 
 func newKeyMapper(p *policy.Policy, run string, keep bool, kf *KeyFile) *keyMapper {
-	return &keyMapper{p: p, run: run, keep: keep, kf: kf,
+	m := &keyMapper{p: p, run: run, keep: keep, kf: kf,
 		assigned: map[string]string{}, used: map[string]int{}, tierOf: map[string]string{}}
+	if kf != nil {
+		for tier, keys := range kf.ByTier {
+			for _, k := range keys {
+				m.scrub.Add(k, Redact(p, k, tier))
+			}
+		}
+	}
+	return m
 }
 
 // secret reports whether the keys sent are the user's own (redacted in
@@ -170,6 +180,13 @@ func (m *keyMapper) key(logical string) (string, error) {
 	m.assigned[logical] = k
 	if ok {
 		m.tierOf[k] = t.Name
+	}
+	if m.secret() {
+		tier := ""
+		if ok {
+			tier = t.Name
+		}
+		m.scrub.Add(k, Redact(m.p, k, tier))
 	}
 	return k, nil
 }
@@ -253,20 +270,9 @@ func (m *keyMapper) recorded(sent string) string {
 	return Redact(m.p, sent, m.tier(sent))
 }
 
-// Redact replaces a secret key by its tier's key prefix (or tier name and
-// a colon when the prefix does not match), an ellipsis and 8 hex digits of
-// its SHA-256: distinct keys stay distinct and keep their tier, and nothing
-// of the secret is shown.
-func Redact(p *policy.Policy, key, tier string) string {
-	prefix := ""
-	if t, ok := p.Tier(tier); ok && t.KeyPrefix != "" && strings.HasPrefix(key, t.KeyPrefix) {
-		prefix = t.KeyPrefix
-	} else if tier != "" {
-		prefix = tier + ":"
-	}
-	sum := sha256.Sum256([]byte(key))
-	return prefix + "…" + hex.EncodeToString(sum[:4])
-}
+// Redact replaces a secret key as the history shows it (see
+// policy.Policy.RedactKey).
+func Redact(p *policy.Policy, key, tier string) string { return p.RedactKey(key, tier) }
 
 // PlanKeys lists the plan's logical keys in order of first use.
 func PlanKeys(p *Plan) []string {
@@ -291,12 +297,13 @@ func PlanKeys(p *Plan) []string {
 // line's) on top, so a malformed template or body file is reported before
 // anything starts.
 func CheckRequest(plan *Plan, over Request) error {
-	if _, field, err := over.compile(""); err != nil {
+	over = over.fromCaller()
+	if _, field, err := over.compile(bodyFiles{}); err != nil {
 		return fmt.Errorf("request %s: %w", field, err)
 	}
 	for i := range plan.Phases {
 		ph := &plan.Phases[i]
-		if _, field, err := plan.PhaseRequest(ph).merge(over).compile(plan.dir()); err != nil {
+		if _, field, err := plan.PhaseRequest(ph).merge(over).compile(plan.bodyFiles()); err != nil {
 			return fmt.Errorf("phase %s: request %s: %w", ph.Name, field, err)
 		}
 	}

@@ -61,7 +61,22 @@ type Plan struct {
 
 	// Source is the file or "builtin:NAME".
 	Source string `yaml:"-"`
+
+	// bodyAnywhere lets "@FILE" bodies leave the plan's folder.
+	bodyAnywhere bool
 }
+
+// A LoadOption changes how Load and Parse read a plan.
+type LoadOption func(*Plan)
+
+// BodyFilesAnywhere lets the plan's body: "@FILE" read any file the user
+// can read, not only files inside the plan's folder (rlverify attack
+// --body-files-anywhere). Only for plans you trust: a body is sent to the
+// target.
+func BodyFilesAnywhere() LoadOption { return func(p *Plan) { p.bodyAnywhere = true } }
+
+// bodyFiles says where the plan's "@FILE" bodies may be read from.
+func (p *Plan) bodyFiles() bodyFiles { return bodyFiles{dir: p.dir(), anywhere: p.bodyAnywhere} }
 
 // Phase is one step. Which fields apply depends on Kind; Validate rejects
 // fields that a kind does not use.
@@ -208,7 +223,7 @@ func BuiltinYAML(name string) ([]byte, bool) {
 // Load returns the built-in plan called nameOrFile, or the plan in that
 // file when no built-in has the name (or it contains a path separator or
 // ends in .yaml/.yml).
-func Load(nameOrFile string) (*Plan, error) {
+func Load(nameOrFile string, opts ...LoadOption) (*Plan, error) {
 	looksLikeFile := strings.ContainsAny(nameOrFile, `/\`) || strings.HasSuffix(nameOrFile, ".yaml") || strings.HasSuffix(nameOrFile, ".yml")
 	if !looksLikeFile {
 		if _, ok := BuiltinYAML(nameOrFile); ok {
@@ -226,17 +241,20 @@ func Load(nameOrFile string) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	return Parse(nameOrFile, data)
+	return Parse(nameOrFile, data, opts...)
 }
 
 // Parse decodes and validates a plan; file names it in errors.
-func Parse(file string, data []byte) (*Plan, error) {
+func Parse(file string, data []byte, opts ...LoadOption) (*Plan, error) {
 	var p Plan
 	doc, err := yamlx.Decode(file, data, &p)
 	if err != nil {
 		return nil, err
 	}
 	p.Source = file
+	for _, o := range opts {
+		o(&p)
+	}
 	if err := p.validate(doc); err != nil {
 		return nil, err
 	}
@@ -281,7 +299,7 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 			return doc.Errorf(at, "unknown need %q (want redis, faults, instances>=N)", n)
 		}
 	}
-	if _, field, err := p.Request.compile(p.dir()); err != nil {
+	if _, field, err := p.Request.compile(p.bodyFiles()); err != nil {
 		return doc.Errorf("request."+field, "%v", err)
 	}
 	names := map[string]bool{}
@@ -302,7 +320,7 @@ func (p *Plan) validate(doc *yamlx.Doc) error {
 			return err
 		}
 		if ph.Request != nil {
-			if _, field, err := p.Request.merge(*ph.Request).compile(p.dir()); err != nil {
+			if _, field, err := p.Request.merge(*ph.Request).compile(p.bodyFiles()); err != nil {
 				return doc.Errorf(at+".request."+field, "%v", err)
 			}
 		}

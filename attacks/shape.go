@@ -3,6 +3,7 @@ package attacks
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,8 +30,29 @@ type Request struct {
 	// Headers are sent with every request (the identity header is added
 	// as the policy declares).
 	Headers map[string]string `yaml:"headers,omitempty"`
-	// Body is sent as is; "@FILE" reads it from FILE, relative to the plan.
+	// Body is sent as is; "@FILE" reads it from FILE, relative to the plan
+	// and inside the plan's folder (see BodyFilesAnywhere). In
+	// Options.Request, the caller's own, "@FILE" is any file, relative to
+	// the working directory (as curl -d @FILE).
 	Body string `yaml:"body,omitempty"`
+
+	// bodyFromCaller marks a Body that came from Options.Request.
+	bodyFromCaller bool
+}
+
+// fromCaller marks r as the caller's own request (Options.Request).
+func (r Request) fromCaller() Request {
+	r.bodyFromCaller = r.Body != ""
+	return r
+}
+
+// bodyFiles says where a plan's "@FILE" bodies may be read from.
+type bodyFiles struct {
+	// dir resolves a relative FILE: the plan file's folder ("" the
+	// working directory).
+	dir string
+	// anywhere lifts the confinement to dir (BodyFilesAnywhere).
+	anywhere bool
 }
 
 // Template variables.
@@ -161,7 +183,7 @@ func (r Request) merge(over Request) Request {
 		out.Path = over.Path
 	}
 	if over.Body != "" {
-		out.Body = over.Body
+		out.Body, out.bodyFromCaller = over.Body, over.bodyFromCaller
 	}
 	if len(over.Headers) > 0 {
 		out.Headers = map[string]string{}
@@ -178,9 +200,10 @@ func (r Request) merge(over Request) Request {
 // reservedHeaders are set by the engine itself.
 var reservedHeaders = map[string]bool{"Host": true, "Content-Length": true, "Connection": true, "Transfer-Encoding": true}
 
-// compile checks r and compiles its templates; dir resolves "@FILE" bodies.
-// Errors name the field (method, path, headers.NAME, body).
-func (r Request) compile(dir string) (*shape, string, error) {
+// compile checks r and compiles its templates; files says where "@FILE"
+// bodies of a plan may be read. Errors name the field (method, path,
+// headers.NAME, body).
+func (r Request) compile(files bodyFiles) (*shape, string, error) {
 	s := &shape{method: strings.ToUpper(strings.TrimSpace(r.Method))}
 	if s.method == "" {
 		s.method = http.MethodGet
@@ -226,11 +249,12 @@ func (r Request) compile(dir string) (*shape, string, error) {
 	}
 	body := r.Body
 	if strings.HasPrefix(body, "@") {
-		file := body[1:]
-		if !filepath.IsAbs(file) && dir != "" {
-			file = filepath.Join(dir, file)
+		var b []byte
+		if r.bodyFromCaller {
+			b, err = readLimited(body[1:], MaxBodyBytes)
+		} else {
+			b, err = files.read(body[1:])
 		}
-		b, err := readLimited(file, MaxBodyBytes)
 		if err != nil {
 			return nil, "body", err
 		}
@@ -245,6 +269,60 @@ func (r Request) compile(dir string) (*shape, string, error) {
 	return s, "", nil
 }
 
+// read reads a plan's body file name. A plan is text someone else may have
+// written: unless anywhere, name must stay inside the plan's folder — no
+// absolute path, no ".." out of it, no symbolic link leading out (os.Root
+// resolves them), nothing under /proc — so a plan cannot send a local
+// file such as /proc/self/environ to its target.
+func (f bodyFiles) read(name string) ([]byte, error) {
+	if f.anywhere {
+		if !filepath.IsAbs(name) && f.dir != "" {
+			name = filepath.Join(f.dir, name)
+		}
+		return readLimited(name, MaxBodyBytes)
+	}
+	dir := f.dir
+	if dir == "" {
+		dir = "."
+	}
+	refuse := func(why string) error {
+		return fmt.Errorf("body file %q %s: a plan reads body files only inside its own folder %s (--body-files-anywhere allows any file)", name, why, dir)
+	}
+	if name == "" {
+		return nil, fmt.Errorf("body file: \"@\" names no file")
+	}
+	if filepath.IsAbs(name) || filepath.VolumeName(name) != "" {
+		return nil, refuse("is an absolute path")
+	}
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("body file %q: the plan's folder: %w", name, err)
+	}
+	if abs == "/proc" || strings.HasPrefix(abs, "/proc/") {
+		return nil, refuse("is under /proc")
+	}
+	root, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, fmt.Errorf("body file %q: %w", name, err)
+	}
+	defer root.Close()
+	fh, err := root.Open(name)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("body file: %w", err)
+		}
+		return nil, refuse("leads out of the folder (" + err.Error() + ")")
+	}
+	defer fh.Close()
+	if st, err := fh.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, refuse("is not a regular file")
+	}
+	return readAllLimited(fh, filepath.Join(dir, name), MaxBodyBytes)
+}
+
 // readLimited reads at most limit bytes of file; a longer file is an error.
 func readLimited(file string, limit int64) ([]byte, error) {
 	f, err := os.Open(file)
@@ -252,6 +330,11 @@ func readLimited(file string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("body file: %w", err)
 	}
 	defer f.Close()
+	return readAllLimited(f, file, limit)
+}
+
+// readAllLimited reads at most limit bytes of f, named file in errors.
+func readAllLimited(f io.Reader, file string, limit int64) ([]byte, error) {
 	var b bytes.Buffer
 	if _, err := b.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
 		return nil, fmt.Errorf("body file %s: %w", file, err)

@@ -485,7 +485,10 @@ func (t *Traffic) readHistory(name string, r io.Reader, o *ReadOptions, fs *File
 		}
 		var buf bytes.Buffer
 		w := history.NewWriter(&buf)
-		io := importers.Options{Policy: p, KeyTag: o.KeyField, Name: name}
+		// The history is an intermediate kept in memory: keys stay as the
+		// access-log readers show them (an import saved to a file redacts
+		// them by default).
+		io := importers.Options{Policy: p, KeyTag: o.KeyField, Name: name, PlainKeys: true}
 		for i, h := range o.Hosts {
 			io.Instances = append(io.Instances, importers.Instance{Host: h, Index: i})
 		}

@@ -1,10 +1,14 @@
 package envs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,14 +27,45 @@ var ErrNotLoopback = errors.New("is not a loopback address")
 // host:port as given) when it is not a loopback address and allowRemote is
 // false.
 func CheckLoopback(what, host string, allowRemote bool) error {
-	if allowRemote || host == "localhost" {
+	if allowRemote {
 		return nil
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Unmap().IsLoopback() {
+			return nil
+		}
+		return fmt.Errorf("%s %w; set AllowRemote to use it (only services you own)", what, ErrNotLoopback)
 	}
-	return fmt.Errorf("%s %w; set AllowRemote to use it (only services you own)", what, ErrNotLoopback)
+	// A name — localhost too, which /etc/hosts may map elsewhere — is
+	// resolved, and every address it names must be loopback.
+	r := LoopbackResolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(addrs) == 0 {
+		return fmt.Errorf("%s: cannot resolve %s to check that it is a loopback address (%v); set AllowRemote to use it anyway (only services you own)", what, host, err)
+	}
+	for _, a := range addrs {
+		if !a.Unmap().IsLoopback() {
+			return fmt.Errorf("%s %w: %s resolves to %s; set AllowRemote to use it (only services you own)", what, ErrNotLoopback, host, a)
+		}
+	}
+	return nil
 }
+
+// Resolver looks up the addresses of a host name; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// LoopbackResolver resolves the names CheckLoopback checks (nil: the
+// system's resolver). Tests set it to answer as a hostile /etc/hosts
+// would; nothing else should.
+var LoopbackResolver Resolver
 
 // CheckLoopbackURL is CheckLoopback for an http(s) URL.
 func CheckLoopbackURL(raw string, allowRemote bool) error {

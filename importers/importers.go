@@ -1,9 +1,6 @@
 package importers
 
 import (
-	"bufio"
-	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -37,8 +34,9 @@ const EnvPrefix = "import:"
 type format struct {
 	// title names the input in messages: "vegeta results".
 	title string
-	// parse turns the whole input into records, in input order.
-	parse func(name string, data []byte, o *Options) ([]record, []string, error)
+	// parse streams the input's records to emit, in input order, and
+	// returns notes on what it found.
+	parse func(in *input, o *Options, emit func(*record) error) ([]string, error)
 	// keyTags are the values KeyTag may take (nil: any tag name; empty
 	// non-nil: none).
 	keyTags []string
@@ -121,6 +119,11 @@ type Options struct {
 	// Name names the input in messages and the run header ("stdin" when
 	// empty).
 	Name string
+	// PlainKeys keeps the keys in plain text. By default every key is
+	// redacted (policy.Policy.RedactKey) in the key field and scrubbed
+	// from every other recorded value, as an attack does with --keys: an
+	// imported key is a real key someone sent.
+	PlainKeys bool
 }
 
 // Summary says what Import wrote.
@@ -181,21 +184,25 @@ func Import(formatName string, r io.Reader, w *history.Writer, o Options) (*Summ
 	if o.Name == "" {
 		o.Name = "stdin"
 	}
-	data, err := readInput(o.Name, r)
+	in, empty, err := openInput(o.Name, r, MaxInputBytes)
 	if err != nil {
 		return nil, err
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
+	if empty {
 		return nil, inputErr("%s: the file is empty: want %s", o.Name, f.title)
 	}
-	recs, fnotes, err := f.parse(o.Name, data, &o)
+	c := newConverter(f, &o)
+	fnotes, err := f.parse(in, &o, c.add)
 	if err != nil {
 		return nil, err
 	}
-	c := converter{f: f, o: &o, timing: strings.Join(append([]string{f.timing}, fnotes...), "; ")}
-	evs, sum, err := c.convert(recs)
+	c.timing = strings.Join(append([]string{f.timing}, fnotes...), "; ")
+	evs, sum, err := c.finish()
 	if err != nil {
 		return nil, err
+	}
+	if !o.PlainKeys {
+		scrubKeys(o.Policy, evs, sum.Run.Notes)
 	}
 	sum.Run.Env = EnvPrefix + formatName
 	sum.Run.ID = formatName + "-" + digest(evs)
@@ -210,6 +217,29 @@ func Import(formatName string, r io.Reader, w *history.Writer, o Options) (*Summ
 		return nil, err
 	}
 	return sum, nil
+}
+
+// scrubKeys redacts every key of evs and scrubs it from every other value
+// of evs and from notes (a key in a query string, a header that echoes it).
+func scrubKeys(p *policy.Policy, evs []history.Event, notes []string) {
+	var s history.Scrubber
+	seen := map[string]bool{}
+	for i := range evs {
+		k := evs[i].Key
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		tier := ""
+		if t, ok := p.TierFor(k); ok {
+			tier = t.Name
+		}
+		s.Add(k, p.RedactKey(k, tier))
+	}
+	for i := range evs {
+		s.Event(&evs[i])
+	}
+	s.Strings(notes)
 }
 
 func write(w *history.Writer, run history.Run, evs []history.Event) error {
@@ -289,113 +319,107 @@ func instanceBases(m []Instance) ([]string, error) {
 	return bases, nil
 }
 
-// readInput reads all of r, gunzipping it when it is gzip (k6 writes
-// json=FILE.gz compressed).
-func readInput(name string, r io.Reader) ([]byte, error) {
-	br := bufio.NewReader(r)
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, inputErr("%s: gzip: %v", name, err)
-		}
-		data, err := io.ReadAll(zr)
-		if err != nil {
-			return nil, inputErr("%s: gzip: %v", name, err)
-		}
-		return data, nil
-	}
-	data, err := io.ReadAll(br)
-	if err != nil {
-		return nil, fmt.Errorf("importers: read %s: %w", name, err)
-	}
-	return data, nil
-}
-
-// converter turns records into events.
+// converter turns records into events as they stream in.
 type converter struct {
 	f *format
 	o *Options
 	// timing is the note on how times were derived.
 	timing string
+
+	bases        []string
+	hosts        map[string]int
+	mapped       bool
+	seenBase     []bool
+	skippedHosts map[string]int
+	nonHTTP      int
+	keys         map[string]bool
+	fromKey      int
+	fromTag      int
+	evs          []history.Event
+	start        int64
 }
 
-func (c *converter) convert(recs []record) ([]history.Event, *Summary, error) {
-	bases, _ := instanceBases(c.o.Instances) // Validate checked it
-	hosts := map[string]int{}
-	for _, in := range c.o.Instances {
-		hosts[strings.ToLower(in.Host)] = in.Index
+func newConverter(f *format, o *Options) *converter {
+	bases, _ := instanceBases(o.Instances) // Validate checked it
+	c := &converter{f: f, o: o, bases: bases, hosts: map[string]int{}, mapped: len(bases) > 0,
+		seenBase: make([]bool, len(bases)), skippedHosts: map[string]int{}, keys: map[string]bool{}}
+	for _, in := range o.Instances {
+		c.hosts[strings.ToLower(in.Host)] = in.Index
 	}
-	mapped := len(bases) > 0
-	seenBase := make([]bool, len(bases))
-	skippedHosts := map[string]int{}
-	nonHTTP := 0
-	keys := map[string]bool{}
-	fromKey, fromTag := 0, 0
-	evs := make([]history.Event, 0, len(recs))
-	start := int64(0)
-	for i := range recs {
-		r := &recs[i]
-		u, err := url.Parse(r.url)
-		if err != nil {
-			return nil, nil, inputErr("%s: URL %q: %v", r.where, r.url, err)
-		}
-		switch {
-		case (u.Scheme == "http" || u.Scheme == "https") && u.Host != "":
-		case u.Scheme == "" || u.Scheme == "http" || u.Scheme == "https":
-			return nil, nil, inputErr("%s: URL %q is not an absolute http(s) URL", r.where, r.url)
-		default:
-			nonHTTP++ // data:, blob:, chrome-extension:, ws: … in a browser's HAR
-			continue
-		}
-		host := strings.ToLower(u.Host)
-		idx, ok := hosts[host]
-		if !ok {
-			if mapped {
-				skippedHosts[u.Host]++
-				continue
-			}
-			idx = len(bases)
-			hosts[host] = idx
-			bases = append(bases, u.Scheme+"://"+u.Host)
-			seenBase = append(seenBase, true)
-		}
-		if !seenBase[idx] {
-			bases[idx], seenBase[idx] = u.Scheme+"://"+u.Host, true
-		}
-		k, variant, how, err := c.key(r, u)
-		if err != nil {
-			return nil, nil, err
-		}
-		switch how {
-		case keyFromOption:
-			fromKey++
-		case keyFromTag:
-			fromTag++
-		}
-		keys[k] = true
-		if r.status < 0 || r.status > 999 {
-			return nil, nil, inputErr("%s: status %d is not an HTTP status", r.where, r.status)
-		}
-		if r.recv < r.sent {
-			return nil, nil, inputErr("%s: the response ends before the request starts (latency %s)", r.where, time.Duration(r.recv-r.sent))
-		}
-		ev := history.Event{ID: r.id, Key: k, Variant: variant, Instance: idx, Phase: r.phase,
-			Sent: r.sent, Recv: r.recv, Status: r.status}
-		if p := u.RequestURI(); p != "/" {
-			ev.Path = p
-		}
-		if r.status == 0 {
-			ev.Err = r.err
-			if ev.Err == "" {
-				ev.Err = "no response"
-			}
-		}
-		setResponseHeaders(&ev, r.resp)
-		if len(evs) == 0 || ev.Sent < start {
-			start = ev.Sent
-		}
-		evs = append(evs, ev)
+	return c
+}
+
+// add converts one record (parsers call it as they read).
+func (c *converter) add(r *record) error {
+	if len(c.evs) >= MaxRequests {
+		return inputErr("%s: more than %d requests: import a part of the file at a time (the cap is importers.MaxRequests)", c.o.Name, MaxRequests)
 	}
+	u, err := url.Parse(r.url)
+	if err != nil {
+		return inputErr("%s: URL %q: %v", r.where, r.url, err)
+	}
+	switch {
+	case (u.Scheme == "http" || u.Scheme == "https") && u.Host != "":
+	case u.Scheme == "" || u.Scheme == "http" || u.Scheme == "https":
+		return inputErr("%s: URL %q is not an absolute http(s) URL", r.where, r.url)
+	default:
+		c.nonHTTP++ // data:, blob:, chrome-extension:, ws: … in a browser's HAR
+		return nil
+	}
+	host := strings.ToLower(u.Host)
+	idx, ok := c.hosts[host]
+	if !ok {
+		if c.mapped {
+			c.skippedHosts[u.Host]++
+			return nil
+		}
+		idx = len(c.bases)
+		c.hosts[host] = idx
+		c.bases = append(c.bases, u.Scheme+"://"+u.Host)
+		c.seenBase = append(c.seenBase, true)
+	}
+	if !c.seenBase[idx] {
+		c.bases[idx], c.seenBase[idx] = u.Scheme+"://"+u.Host, true
+	}
+	k, variant, how, err := c.key(r, u)
+	if err != nil {
+		return err
+	}
+	switch how {
+	case keyFromOption:
+		c.fromKey++
+	case keyFromTag:
+		c.fromTag++
+	}
+	c.keys[k] = true
+	if r.status < 0 || r.status > 999 {
+		return inputErr("%s: status %d is not an HTTP status", r.where, r.status)
+	}
+	if r.recv < r.sent {
+		return inputErr("%s: the response ends before the request starts (latency %s)", r.where, time.Duration(r.recv-r.sent))
+	}
+	ev := history.Event{ID: r.id, Key: k, Variant: variant, Instance: idx, Phase: r.phase,
+		Sent: r.sent, Recv: r.recv, Status: r.status}
+	if p := u.RequestURI(); p != "/" {
+		ev.Path = p
+	}
+	if r.status == 0 {
+		ev.Err = r.err
+		if ev.Err == "" {
+			ev.Err = "no response"
+		}
+	}
+	setResponseHeaders(&ev, r.resp)
+	if len(c.evs) == 0 || ev.Sent < c.start {
+		c.start = ev.Sent
+	}
+	c.evs = append(c.evs, ev)
+	return nil
+}
+
+// finish returns the events, relative to the first request, and the run.
+func (c *converter) finish() ([]history.Event, *Summary, error) {
+	evs, start, bases, skippedHosts, nonHTTP, keys, fromKey, fromTag := c.evs, c.start, c.bases, c.skippedHosts, c.nonHTTP, c.keys, c.fromKey, c.fromTag
 	skipped := nonHTTP
 	for _, n := range skippedHosts {
 		skipped += n

@@ -100,7 +100,7 @@ func TestImportTiming(t *testing.T) {
 	t.Run("k6: sent is the point's time minus http_req_duration", func(t *testing.T) {
 		data := `{"metric":"http_req_duration","type":"Point","data":{"time":"2025-03-04T10:15:00.0120652+01:00","value":1.8652,"tags":{"status":"200","url":"http://127.0.0.1:8080/a"}}}` + "\n" +
 			`{"metric":"http_req_duration","type":"Point","data":{"time":"2025-03-04T09:15:00.5+00:00","value":0.25,"tags":{"status":"0","error":"dial: connection refused","url":"http://127.0.0.1:8080/b?x=1"}}}` + "\n"
-		h := readHistory(t, importBytes(t, importers.K6, []byte(data), importers.Options{Policy: policy.Default(), Key: "free-a"}))
+		h := readHistory(t, importBytes(t, importers.K6, []byte(data), importers.Options{Policy: policy.Default(), Key: "free-a", PlainKeys: true}))
 		require.Len(t, h.Events, 2)
 		a, b := h.Events[0], h.Events[1]
 		assert.Equal(t, "2025-03-04T09:15:00.0102Z", h.Run.Start.Format("2006-01-02T15:04:05.999999999Z07:00"), "start is the earliest send, in UTC")
@@ -119,7 +119,7 @@ func TestImportTiming(t *testing.T) {
 			`"request":{"method":"GET","url":"http://h:1/x","headers":[{"name":"X-API-Key","value":" Free-A "}]},` +
 			`"response":{"status":429,"headers":[{"name":"Retry-After","value":"1"},{"name":"ratelimit","value":"\"free\";r=0;t=1"}]},` +
 			`"timings":{"blocked":3.5,"dns":-1,"connect":0.5,"send":0.1,"wait":2,"receive":0.4}}]}}`
-		h := readHistory(t, importBytes(t, importers.HAR, []byte(data), importers.Options{Policy: policy.Default()}))
+		h := readHistory(t, importBytes(t, importers.HAR, []byte(data), importers.Options{Policy: policy.Default(), PlainKeys: true}))
 		e := h.Events[0]
 		// startedDateTime may be cut off to the millisecond: the request
 		// started in [100ms−1ms, 100ms+1ms]; it was sent after blocked and
@@ -135,7 +135,7 @@ func TestImportTiming(t *testing.T) {
 	t.Run("vegeta: timestamp and latency; error only without a status", func(t *testing.T) {
 		data := `{"attack":"a","seq":0,"code":429,"timestamp":"2025-03-04T10:00:00.000000100+01:00","latency":2500,"bytes_out":0,"bytes_in":5,"error":"429 Too Many Requests","body":"eA==","method":"GET","url":"http://127.0.0.1:1/","headers":{"Retry-After":["2"],"X-Ratelimit-Remaining":["0"]}}` + "\n" +
 			`{"attack":"a","seq":1,"code":0,"timestamp":"2025-03-04T09:00:00.001Z","latency":100,"bytes_out":0,"bytes_in":0,"error":"dial tcp: connection refused","body":null,"method":"GET","url":"http://127.0.0.1:1/","headers":null}` + "\n"
-		h := readHistory(t, importBytes(t, importers.Vegeta, []byte(data), importers.Options{Policy: policy.Default(), KeyTag: "attack"}))
+		h := readHistory(t, importBytes(t, importers.Vegeta, []byte(data), importers.Options{Policy: policy.Default(), KeyTag: "attack", PlainKeys: true}))
 		a, b := h.Events[0], h.Events[1]
 		assert.Equal(t, int64(0), a.Sent)
 		assert.Equal(t, int64(2500), a.Recv)
@@ -174,7 +174,7 @@ func TestImportIdentity(t *testing.T) {
 		{"case kept by default", `{"name":"X-API-Key","value":"AbC"}`, "", "AbC", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := readHistory(t, importBytes(t, importers.HAR, har(tc.headers), importers.Options{Policy: pol(tc.policy)}))
+			h := readHistory(t, importBytes(t, importers.HAR, har(tc.headers), importers.Options{Policy: pol(tc.policy), PlainKeys: true}))
 			assert.Equal(t, tc.key, h.Events[0].Key)
 			assert.Equal(t, tc.variant, h.Events[0].Variant)
 		})

@@ -28,10 +28,10 @@ const k6Duration = "http_req_duration"
 // parseK6 reads k6's JSON output. Every request is its http_req_duration
 // point; the other points (http_reqs, the timing parts, checks, custom
 // metrics) are ignored. k6 keeps neither request nor response headers.
-func parseK6(name string, data []byte, o *Options) ([]record, []string, error) {
-	var recs []record
-	lines := 0
-	err := eachLine(data, func(n int, line []byte) error {
+func parseK6(in *input, o *Options, emit func(*record) error) ([]string, error) {
+	name := in.name
+	lines, recs := 0, 0
+	err := in.eachLine(func(n int, line []byte) error {
 		lines++
 		where := fmt.Sprintf("%s:%d", name, n)
 		var l k6Line
@@ -85,14 +85,14 @@ func parseK6(name string, data []byte, o *Options) ([]record, []string, error) {
 		if o.KeyTag != "" {
 			r.label = d.Tags[o.KeyTag]
 		}
-		recs = append(recs, r)
-		return nil
+		recs++
+		return emit(&r)
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if len(recs) == 0 {
-		return nil, nil, inputErr("%s: no %s points in %d lines: not the output of k6 run --out json=FILE with HTTP requests", name, k6Duration, lines)
+	if recs == 0 {
+		return nil, inputErr("%s: no %s points in %d lines: not the output of k6 run --out json=FILE with HTTP requests", name, k6Duration, lines)
 	}
-	return recs, nil, nil
+	return nil, nil
 }

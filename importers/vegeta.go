@@ -28,13 +28,12 @@ type vegetaJSON struct {
 // parseVegeta reads vegeta results: JSON lines (vegeta encode --to json),
 // or vegeta's gob (the default output of vegeta attack) and CSV encodings,
 // which its own decoders read.
-func parseVegeta(name string, data []byte, o *Options) ([]record, []string, error) {
-	if bytes.TrimLeft(data, " \t\r\n")[0] != '{' {
-		recs, err := parseVegetaBinary(name, data, o)
-		return recs, nil, err
+func parseVegeta(in *input, o *Options, emit func(*record) error) ([]string, error) {
+	name := in.name
+	if first, _ := in.r.Peek(1); len(first) == 0 || first[0] != '{' {
+		return nil, parseVegetaBinary(in, o, emit)
 	}
-	var recs []record
-	err := eachLine(data, func(n int, line []byte) error {
+	err := in.eachLine(func(n int, line []byte) error {
 		where := fmt.Sprintf("%s:%d", name, n)
 		var v vegetaJSON
 		if err := json.Unmarshal(line, &v); err != nil {
@@ -54,40 +53,78 @@ func parseVegeta(name string, data []byte, o *Options) ([]record, []string, erro
 		if err := vegetaRange(where, *v.Timestamp, time.Duration(*v.Latency)); err != nil {
 			return err
 		}
-		recs = append(recs, vegetaRecord(where, uint64(n), v.Attack, *v.Code, *v.Timestamp, time.Duration(*v.Latency), v.Error, *v.URL, v.Headers, o))
-		return nil
+		r := vegetaRecord(where, uint64(n), v.Attack, *v.Code, *v.Timestamp, time.Duration(*v.Latency), v.Error, *v.URL, v.Headers, o)
+		return emit(&r)
 	})
-	return recs, nil, err
+	return nil, err
 }
 
 // parseVegetaBinary reads gob or CSV results with vegeta's own decoders.
-func parseVegetaBinary(name string, data []byte, o *Options) ([]record, error) {
-	dec := vegeta.DecoderFor(bytes.NewReader(data))
-	if dec == nil {
-		return nil, inputErr("%s: not vegeta results: neither JSON lines (vegeta encode --to json), gob (vegeta attack's output) nor CSV (vegeta encode --to csv)", name)
+func parseVegetaBinary(in *input, o *Options, emit func(*record) error) error {
+	name := in.name
+	// Tell gob from CSV on the first bytes only (vegeta.DecoderFor keeps
+	// all it reads while it tries, so /dev/zero grew without bound), then
+	// decode the stream; a CSV line is capped like a JSON line.
+	prefix, _ := in.r.Peek(vegetaSniff)
+	var dec vegeta.Decoder
+	switch {
+	case vegeta.NewDecoder(bytes.NewReader(prefix)).Decode(&vegeta.Result{}) == nil:
+		dec = vegeta.NewDecoder(in.r)
+	case vegeta.NewCSVDecoder(bytes.NewReader(prefix)).Decode(&vegeta.Result{}) == nil:
+		dec = vegeta.NewCSVDecoder(&lineCap{r: in.r, name: name})
+	default:
+		return inputErr("%s: not vegeta results: neither JSON lines (vegeta encode --to json), gob (vegeta attack's output) nor CSV (vegeta encode --to csv)", name)
 	}
-	var recs []record
 	for n := 1; ; n++ {
 		var r vegeta.Result
 		err := dec.Decode(&r)
 		if errors.Is(err, io.EOF) {
-			return recs, nil
+			return nil
 		}
 		where := fmt.Sprintf("%s: record %d", name, n)
+		var ie *InputError
+		if errors.As(err, &ie) {
+			return err
+		}
 		if err != nil {
-			return nil, inputErr("%s: not a vegeta result: %v", where, err)
+			return inputErr("%s: not a vegeta result: %v", where, err)
 		}
 		if r.Timestamp.IsZero() {
-			return nil, inputErr("%s: not a vegeta result: no timestamp", where)
+			return inputErr("%s: not a vegeta result: no timestamp", where)
 		}
 		if r.Latency < 0 {
-			return nil, inputErr("%s: latency %d is negative", where, r.Latency)
+			return inputErr("%s: latency %d is negative", where, r.Latency)
 		}
 		if err := vegetaRange(where, r.Timestamp, r.Latency); err != nil {
-			return nil, err
+			return err
 		}
-		recs = append(recs, vegetaRecord(where, uint64(n), r.Attack, int(r.Code), r.Timestamp, r.Latency, r.Error, r.URL, r.Headers, o))
+		rec := vegetaRecord(where, uint64(n), r.Attack, int(r.Code), r.Timestamp, r.Latency, r.Error, r.URL, r.Headers, o)
+		if err := emit(&rec); err != nil {
+			return err
+		}
 	}
+}
+
+// vegetaSniff is how much of the input tells gob from CSV.
+const vegetaSniff = 32 << 10
+
+// lineCap fails a stream with a line longer than MaxLineBytes.
+type lineCap struct {
+	r    io.Reader
+	name string
+	run  int
+}
+
+func (l *lineCap) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	for _, b := range p[:n] {
+		if b == '\n' {
+			l.run = 0
+		} else if l.run++; l.run > MaxLineBytes {
+			return 0, inputErr("%s: a line longer than %d bytes: not a results file rlverify imports", l.name, MaxLineBytes)
+		}
+	}
+	return n, err
 }
 
 // vegetaRange refuses a timestamp or latency a history cannot hold.
@@ -112,23 +149,4 @@ func vegetaRecord(where string, id uint64, attack string, code int, ts time.Time
 		r.phase = Vegeta
 	}
 	return r
-}
-
-// eachLine calls f with every non-blank line of data and its number (from 1).
-func eachLine(data []byte, f func(n int, line []byte) error) error {
-	for n := 1; len(data) > 0; n++ {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		if line = bytes.TrimSpace(line); len(line) == 0 {
-			continue
-		}
-		if err := f(n, line); err != nil {
-			return err
-		}
-	}
-	return nil
 }

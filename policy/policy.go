@@ -277,10 +277,17 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 		if doc != nil {
 			return doc.Errorf(path, format, args...)
 		}
-		return fmt.Errorf("policy %s: %s: %s", p.Name, path, fmt.Sprintf(format, args...))
+		name := p.Name
+		if CheckName(name) != nil {
+			name = fmt.Sprintf("%q", name)
+		}
+		return fmt.Errorf("policy %s: %s: %s", name, path, fmt.Sprintf(format, args...))
 	}
 	if p.Name == "" {
 		p.Name = "policy"
+	}
+	if err := CheckName(p.Name); err != nil {
+		return errf("name", "policy name %v", err)
 	}
 	if p.Version == "" {
 		p.Version = "v1"
@@ -300,6 +307,12 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 		path := fmt.Sprintf("tiers.%d", i)
 		if t.Name == "" {
 			return errf(path+".name", "a tier needs a name")
+		}
+		if err := CheckName(t.Name); err != nil {
+			return errf(path+".name", "tier name %v", err)
+		}
+		if err := CheckKeyPrefix(t.KeyPrefix); err != nil {
+			return errf(path+".key_prefix", "%v", err)
 		}
 		if names[t.Name] {
 			return errf(path+".name", "tier %q is declared twice", t.Name)
@@ -503,6 +516,8 @@ func (l *Limit) normalize(path string, errf func(string, string, ...any) error) 
 	}
 	if l.Name == "" {
 		l.Name = l.defaultName()
+	} else if err := CheckLimitName(l.Name); err != nil {
+		return errf(path+".name", "%v", err)
 	}
 	return nil
 }

@@ -270,7 +270,7 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	if err := checkRunBounds(f); err != nil {
 		return none, err
 	}
-	plan, err := attacks.Load(f.plan)
+	plan, err := attacks.Load(f.plan, f.shape.planOptions()...)
 	if err != nil {
 		return none, usageWrap(err)
 	}
@@ -353,12 +353,18 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
 		MaxHeaderBytes: f.maxHeaderBytes, MaxHeaders: f.maxHeaders,
 		Shard: shard, Shards: shards, Seed: f.seed, RunID: f.runID, StartAt: startAt,
+		ReplaceHistory: f.force,
 		Log: func(format string, a ...any) {
 			if !f.quiet {
 				fmt.Fprintf(stderr, format+"\n", a...)
 			}
 		},
 		Warn: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) },
+	}
+	if f.history != "" && f.history != rlverify.Stdin {
+		// Checked now, before a run folder is made: an existing file (a
+		// policy, an earlier run's history) is not replaced without --force.
+		o.HistoryFile = f.history
 	}
 	isGateway, err := gatewaySetup(f, pol, &o)
 	if err != nil {

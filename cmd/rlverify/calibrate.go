@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -289,27 +288,4 @@ func refuseOverwrite(flag, file string, force bool) error {
 		return usageErr("%s %s already exists: give another file, or --force to replace it", flag, file)
 	}
 	return nil
-}
-
-// writeAtomic writes file whole or not at all (a temporary file renamed
-// into place).
-func writeAtomic(file string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".calibrate-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	bw := bufio.NewWriter(tmp)
-	if err := write(bw); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), file)
 }

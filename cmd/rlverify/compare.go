@@ -62,7 +62,7 @@ error and decision latency. Each run's history and reports are kept in
 			if err != nil {
 				return usageWrap(err)
 			}
-			if plan, err := attacks.Load(base.plan); err == nil {
+			if plan, err := attacks.Load(base.plan, base.shape.planOptions()...); err == nil {
 				if _, err := planThresholds(plan, &base); err != nil {
 					return usageWrap(err)
 				}

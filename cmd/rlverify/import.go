@@ -20,6 +20,7 @@ func importCmd() *cobra.Command {
 	var (
 		from, out, policyFile, key, keyTag string
 		instances                          []string
+		plainKeys, force                   bool
 	)
 	c := &cobra.Command{
 		Use:   "import --from vegeta|k6|har FILE -o history.jsonl",
@@ -61,9 +62,12 @@ Examples:
 			if err != nil {
 				return err
 			}
-			o := importers.Options{Policy: pol, Instances: inst, Key: key, KeyTag: keyTag}
+			o := importers.Options{Policy: pol, Instances: inst, Key: key, KeyTag: keyTag, PlainKeys: plainKeys}
 			if err := importers.Validate(from, o); err != nil {
 				return usageWrap(err)
+			}
+			if err := checkImportOut(args[0], out, force); err != nil {
+				return err
 			}
 			return runImport(from, args[0], out, o, c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr())
 		},
@@ -74,8 +78,37 @@ Examples:
 	fl.StringVar(&policyFile, "policy", "", "declared policy: where the key is, and what check judges (default: the built-in policy)")
 	fl.StringArrayVar(&instances, "instance", nil, "HOST=N: requests to HOST (host[:port] as in the URLs) went to instance N (repeat; default: each host in order of first appearance)")
 	fl.StringVar(&key, "key", "", "key of the requests whose record does not show the declared identity")
+	fl.BoolVar(&force, "force", false, "replace -o FILE when it already exists")
+	fl.BoolVar(&plainKeys, "plain-keys", false, "keep the keys in plain text in the history (by default each is redacted to its tier prefix and a hash, and scrubbed from every recorded value: they are real keys)")
 	fl.StringVar(&keyTag, "key-tag", "", "where else the record carries the key: vegeta attack (the attack name), or a k6 tag name")
 	return c
+}
+
+// checkImportOut refuses an -o that would replace its own input (whatever
+// --force says) or an existing file without --force.
+func checkImportOut(in, out string, force bool) error {
+	if out == "-" {
+		return nil
+	}
+	ost, err := os.Stat(out)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return runErr(fmt.Errorf("import: -o %s: %w", out, err))
+	}
+	if in != "-" {
+		if ist, err := os.Stat(in); err == nil && os.SameFile(ist, ost) {
+			return usageErr("import: -o %s is the file being imported: give another -o", out)
+		}
+	}
+	if !ost.Mode().IsRegular() {
+		return usageErr("import: -o %s exists and is not a regular file", out)
+	}
+	if !force {
+		return usageErr("import: -o %s already exists: give another -o, or --force to replace it", out)
+	}
+	return nil
 }
 
 // parseInstances reads HOST=N flags.

@@ -27,7 +27,7 @@ var symlink = os.Symlink
 
 // addForceFlag registers --force.
 func addForceFlag(fl *pflag.FlagSet, dst *bool) {
-	fl.BoolVar(dst, "force", false, "write into the run's folder under --out even when it already holds another run's files (the same --run-id again)")
+	fl.BoolVar(dst, "force", false, "write into the run's folder under --out even when it already holds another run's files (the same --run-id again), and replace an existing --history FILE")
 }
 
 // outHelp is the help of a --out base directory.

@@ -126,7 +126,10 @@ func emitReports(formats []string, dir, base, saved string, stdout io.Writer, re
 	if dir == "" {
 		return nil
 	}
+	// Each file is written whole or not at all; when some cannot be (a
+	// full disk) the others still are, and the error names the missing.
 	written := map[string]bool{}
+	var failed []string
 	write := func(name, file string) error {
 		if written[file] {
 			return nil
@@ -136,7 +139,11 @@ func emitReports(formats []string, dir, base, saved string, stdout io.Writer, re
 		if err != nil {
 			return err
 		}
-		return writeFileWith(filepath.Join(dir, file), func(w io.Writer) error { return render(f, w) })
+		path := filepath.Join(dir, file)
+		if err := writeFileWith(path, func(w io.Writer) error { return render(f, w) }); err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%v)", path, err))
+		}
+		return nil
 	}
 	for _, name := range formats {
 		if err := write(name, base+"."+reports.Extension(name)); err != nil {
@@ -144,22 +151,19 @@ func emitReports(formats []string, dir, base, saved string, stdout io.Writer, re
 		}
 	}
 	if saved != "" {
-		return write("json", saved)
+		if err := write("json", saved); err != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("not written, nothing partial left behind: %s", strings.Join(failed, "; "))
 	}
 	return nil
 }
 
-// writeFileWith creates file and fills it with fill.
+// writeFileWith fills file with fill, atomically (see writeAtomic).
 func writeFileWith(file string, fill func(io.Writer) error) error {
-	fh, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	if err := fill(fh); err != nil {
-		fh.Close()
-		return err
-	}
-	return fh.Close()
+	return writeAtomic(file, fill)
 }
 
 func abs(p string) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/service"
@@ -185,9 +186,5 @@ func loopbackListen(addr string) bool {
 	if err != nil {
 		return false
 	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return envs.CheckLoopback("--listen "+addr, host, false) == nil
 }

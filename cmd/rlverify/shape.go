@@ -23,17 +23,27 @@ type shapeFlags struct {
 	admitted     []string
 	rejected     []string
 	maxErrorRate float64
+	bodyAnywhere bool
 }
 
 func addShapeFlags(fl *pflag.FlagSet, f *shapeFlags) {
 	fl.StringVar(&f.method, "method", "", "HTTP method of every request (default: the plan's, else GET)")
 	fl.StringArrayVar(&f.headers, "header", nil, "extra request header 'Name: value' (repeatable; templates {key} {tenant} {tier} {i} {run})")
 	fl.StringVar(&f.body, "body", "", "request body, or @FILE to read it from FILE (templates as for --header)")
+	fl.BoolVar(&f.bodyAnywhere, "body-files-anywhere", false, "let a plan's body: \"@FILE\" read any file, not only files inside the plan's folder (only for plans you trust: the body is sent to the target)")
 	fl.StringVar(&f.identity, "identity", "", "where the key goes, overriding the policy: header:NAME, bearer, query:NAME or cookie:NAME")
 	fl.StringVar(&f.keysFile, "keys", "", "YAML file of real API keys by tier (free: [k1, k2], paid: [k3]); each logical key of the plan takes its own, redacted in the history")
 	fl.StringSliceVar(&f.admitted, "admitted", nil, "statuses that mean admitted, overriding the policy (default 2xx), e.g. 2xx,304")
 	fl.StringSliceVar(&f.rejected, "rejected", nil, "statuses that mean rejected by the limit, overriding the policy (default 429)")
 	fl.Float64Var(&f.maxErrorRate, "max-error-rate", checks.DefaultMaxErrorRate, "largest share of requests that may end in an error (no response or an undeclared status) before the run counts as no evidence (verdict unknown)")
+}
+
+// planOptions are the attacks.Load options the flags ask for.
+func (f *shapeFlags) planOptions() []attacks.LoadOption {
+	if f.bodyAnywhere {
+		return []attacks.LoadOption{attacks.BodyFilesAnywhere()}
+	}
+	return nil
 }
 
 // request is the shape given on the command line.

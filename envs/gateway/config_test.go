@@ -191,7 +191,6 @@ func TestInexpressiblePolicies(t *testing.T) {
 	for _, tc := range []struct {
 		name, kind, yaml, want string
 	}{
-		{"prefix with a quote", catalog.NGINX, fmt.Sprintf(base, `fr"ee-`, one), "cannot be written into a configuration"},
 		{"slower than 1r/m", catalog.NGINX, fmt.Sprintf(base, "free-", "      - capacity: 1\n        rate: 1/h\n"), "below nginx's slowest"},
 		{"four limits", catalog.HAProxy, fmt.Sprintf(base, "free-", one+"      - capacity: 20\n        rate: 1/s\n      - capacity: 30\n        rate: 1/s\n      - capacity: 40\n        rate: 1/s\n"), "HAProxy tracks at most 3"},
 		{"header nginx cannot name", catalog.NGINX, fmt.Sprintf(base, "free-", one) + "identity:\n  name: X.Key\n", "nginx variables cannot name"},

@@ -164,11 +164,11 @@ func newTranslation(declared *policy.Policy, gw string) (*translation, error) {
 	t.honest.Name = declared.Name + "-as-" + gw
 	t.honest.Source = ""
 	ids := map[string]bool{}
+	if err := writable(declared, gw); err != nil {
+		return nil, err
+	}
 	for i := range declared.Tiers {
 		tier := &declared.Tiers[i]
-		if !safePrefix(tier.KeyPrefix) {
-			return nil, fmt.Errorf("gateway %s: tier %s: key prefix %q cannot be written into a configuration (letters, digits and -._:@/+=~ only)", gw, tier.Name, tier.KeyPrefix)
-		}
 		t.tiers = append(t.tiers, tier)
 		for j, l := range tier.Limits {
 			id := identifier(tier.Name) + fmt.Sprintf("_%d", j)
@@ -245,9 +245,55 @@ func rejectedStatus(p *policy.Policy) int {
 	return p.Statuses.Rejected[0].Lo
 }
 
-var prefixChars = regexp.MustCompile(`^[A-Za-z0-9._:@/+=~-]*$`)
+// writable refuses a policy whose names or key prefixes a configuration
+// could not hold as data. Load already refuses them (policy.CheckName); a
+// policy built in code may not have been loaded, and the configuration's
+// master process may run as root.
+func writable(p *policy.Policy, gw string) error {
+	if err := policy.CheckName(p.Name); err != nil {
+		return fmt.Errorf("gateway %s: policy name %w", gw, err)
+	}
+	if p.DefaultTier != "" {
+		if err := policy.CheckName(p.DefaultTier); err != nil {
+			return fmt.Errorf("gateway %s: default_tier %w", gw, err)
+		}
+	}
+	limit := func(where string, l policy.Limit) error {
+		if err := policy.CheckLimitName(l.Name); err != nil {
+			return fmt.Errorf("gateway %s: %s: %w", gw, where, err)
+		}
+		return nil
+	}
+	for _, t := range p.Tiers {
+		if err := policy.CheckName(t.Name); err != nil {
+			return fmt.Errorf("gateway %s: tier name %w", gw, err)
+		}
+		if err := policy.CheckKeyPrefix(t.KeyPrefix); err != nil {
+			return fmt.Errorf("gateway %s: tier %s: key prefix %q cannot be written into a configuration: %w", gw, t.Name, t.KeyPrefix, err)
+		}
+		for _, l := range t.Limits {
+			if err := limit("tier "+t.Name, l); err != nil {
+				return err
+			}
+		}
+	}
+	if p.Global != nil {
+		return limit("global", *p.Global)
+	}
+	return nil
+}
 
-func safePrefix(s string) bool { return prefixChars.MatchString(s) }
+// comment makes s safe inside a one-line # comment of any configuration:
+// a line break or other control character would end the comment and let
+// the rest be read as directives.
+func comment(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 {
+			return '?'
+		}
+		return r
+	}, s)
+}
 
 var nonIdent = regexp.MustCompile(`[^A-Za-z0-9]+`)
 

@@ -1,0 +1,52 @@
+package rlverify
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// checkHistoryFile refuses, before anything starts, a history file that
+// would replace an existing file (a policy, an earlier run's history)
+// unless replace, and one that is not a regular file.
+func checkHistoryFile(file string, replace bool) error {
+	st, err := os.Stat(file)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("history file: %w", err)
+	case !st.Mode().IsRegular():
+		return optionErr("history file %s exists and is not a regular file", file)
+	case !replace:
+		return optionErr("history file %s already exists: give another file, or replace it with --force (AttackOptions.ReplaceHistory)", file)
+	}
+	return nil
+}
+
+// createHistory opens file for a run's history. An existing file is
+// refused unless replace (O_EXCL: two runs given the same new file cannot
+// both have it); a file another run is writing is refused even then (an
+// advisory lock), so two runs never interleave their records in one file.
+func createHistory(file string, replace bool) (*os.File, error) {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if replace {
+		flags = os.O_WRONLY | os.O_CREATE
+	}
+	f, err := os.OpenFile(file, flags, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return nil, optionErr("history file %s already exists: give another file, or replace it with --force (AttackOptions.ReplaceHistory)", file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		return nil, optionErr("history file %s is being written by another run (%v): give each run its own file", file, err)
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	return f, nil
+}
