@@ -160,7 +160,7 @@ type Failure struct {
 	// Mode is open (admit), closed (reject with 503), local (per-instance
 	// in-memory limit at LocalShare of the quota) or queue (hold up to
 	// QueueWait, at most QueueSize waiting, then reject).
-	Mode string `yaml:"mode" json:"mode"`
+	Mode string `yaml:"mode,omitempty" json:"mode"`
 	// StoreTimeout bounds every store call.
 	StoreTimeout Duration `yaml:"store_timeout" json:"store_timeout"`
 	// LocalShare is the fraction of each limit an instance enforces alone in
