@@ -8,7 +8,8 @@ import (
 
 // checkHistoryFile refuses, before anything starts, a history file that
 // would replace an existing file (a policy, an earlier run's history)
-// unless replace, and one that is not a regular file.
+// unless replace, and one that is neither a regular file nor a stream (a
+// device or a named pipe: writing to one replaces nothing).
 func checkHistoryFile(file string, replace bool) error {
 	st, err := os.Stat(file)
 	switch {
@@ -16,6 +17,8 @@ func checkHistoryFile(file string, replace bool) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("history file: %w", err)
+	case isStream(st):
+		return nil
 	case !st.Mode().IsRegular():
 		return optionErr("history file %s exists and is not a regular file", file)
 	case !replace:
@@ -29,6 +32,13 @@ func checkHistoryFile(file string, replace bool) error {
 // both have it); a file another run is writing is refused even then (an
 // advisory lock), so two runs never interleave their records in one file.
 func createHistory(file string, replace bool) (*os.File, error) {
+	if st, err := os.Stat(file); err == nil && isStream(st) {
+		f, err := os.OpenFile(file, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		return f, nil
+	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	if replace {
 		flags = os.O_WRONLY | os.O_CREATE
@@ -49,4 +59,10 @@ func createHistory(file string, replace bool) (*os.File, error) {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	return f, nil
+}
+
+// isStream: a device or a named pipe (/dev/stdout, a FIFO a reader waits
+// on) takes the records as they come; nothing in it is overwritten.
+func isStream(st os.FileInfo) bool {
+	return st.Mode()&(os.ModeCharDevice|os.ModeDevice|os.ModeNamedPipe) != 0
 }

@@ -46,3 +46,14 @@ func TestCreateHistoryNeverClobbers(t *testing.T) {
 	require.ErrorContains(t, err, "already exists", "a second run given the same new file")
 	require.NoError(t, f.Close())
 }
+
+// A device or a named pipe is a stream, not a file to overwrite: a history
+// may go to /dev/stdout or to a FIFO a reader waits on, without --force.
+func TestHistoryToAStream(t *testing.T) {
+	require.NoError(t, checkHistoryFile(os.DevNull, false))
+	f, err := createHistory(os.DevNull, false)
+	require.NoError(t, err)
+	_, err = f.WriteString("{}\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}

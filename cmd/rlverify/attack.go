@@ -460,6 +460,16 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 	if fails := append(fo.fails(rs), fo.thresholdFails(doc.Thresholds)...); len(fails) > 0 {
 		return &exitError{code: ExitFail, fails: fails}
 	}
+	if doc.Verdict == checks.Fail && h != nil {
+		// A failure --fail-on set aside still outranks the cut in the
+		// verdict; the exit is then the cut's, never 0 for a cut run.
+		switch c, why := h.Completion(); c {
+		case history.CutBySignal:
+			return cutExit(&reports.Document{Verdict: checks.Interrupted, Reason: why}, stderr)
+		case history.CutShort:
+			return cutExit(&reports.Document{Verdict: checks.Incomplete, Reason: why}, stderr)
+		}
+	}
 	return cutExit(doc, stderr)
 }
 

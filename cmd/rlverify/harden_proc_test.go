@@ -125,7 +125,7 @@ func TestReadmeCompareTargetCommand(t *testing.T) {
 func TestReliabilityFaultHooks(t *testing.T) {
 	url, stop := testsvc.Serve(mustWindowed(t))
 	defer stop()
-	base := []string{"attack", "--target", url + "/search/x", "--plan", "store-outage", "--out", t.TempDir()}
+	base := []string{"attack", "--target", url + "/search/x", "--policy", windowedPolicy(t), "--plan", "store-outage", "--out", t.TempDir()}
 	// The real binary, so that main's printing of the error is what is
 	// checked too (item 18: the hook's colours must reach the terminal
 	// escaped).
@@ -167,7 +167,7 @@ func TestReliabilityStoreProxyToItself(t *testing.T) {
 		{[]string{"127.0.0.1:16390=127.0.0.1:16391", "127.0.0.1:16391=127.0.0.1:16390"}, "the proxies would forward to each other"},
 	} {
 		t.Run(strings.Join(tc.proxies, " "), func(t *testing.T) {
-			args := []string{"attack", "--target", url + "/search/x", "--plan", "store-outage", "--quiet", "--out", t.TempDir()}
+			args := []string{"attack", "--target", url + "/search/x", "--policy", windowedPolicy(t), "--plan", "store-outage", "--quiet", "--out", t.TempDir()}
 			for _, p := range tc.proxies {
 				args = append(args, "--store-proxy", p)
 			}
@@ -259,7 +259,7 @@ func TestReliabilityRedisThatWouldBeIgnored(t *testing.T) {
 		{"memory store by default", nil, "--redis redis://127.0.0.1:1 does not apply: token-bucket keeps its state in memory in this run (store memory); give --store redis"},
 		{"--store memory", []string{"--store", "memory"}, "does not apply: token-bucket keeps its state in memory"},
 		{"--env local", []string{"--env", "local"}, "--env local starts its own redis-server processes: --redis redis://127.0.0.1:1 does not apply"},
-		{"--target", []string{"--target", url + "/search/x"}, "--redis redis://127.0.0.1:1 does not apply to --env external"},
+		{"--target", []string{"--target", url + "/search/x", "--policy", windowedPolicy(t)}, "--redis redis://127.0.0.1:1 does not apply to --env external"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"attack", "--plan", "concurrent-burst", "--redis", "127.0.0.1:1", "--quiet", "--out", t.TempDir()}, tc.args...)
@@ -337,4 +337,13 @@ func TestReadmeThresholdAndClockSkewCommands(t *testing.T) {
 		require.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr)
 		require.Contains(t, stdout, "PASS")
 	})
+}
+
+// windowedPolicy is the honest policy of testsvc's windowed service as a
+// file: a run against a --target declares its service's policy.
+func windowedPolicy(t *testing.T) string {
+	t.Helper()
+	pol, err := testsvc.PolicyYAML("windowed")
+	require.NoError(t, err)
+	return writeFile(t, "windowed.yaml", string(pol))
 }

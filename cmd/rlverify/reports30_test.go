@@ -56,7 +56,7 @@ func TestAuditStopsAtOnceOnAnUnreachableTarget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			out, stderr, code := rl(t, "audit", "--target", "http://"+tc.addr, "--out", dir, "--max-requests", "200")
+			out, stderr, code := rl(t, "audit", "--target", "http://"+tc.addr, "--policy", "default", "--out", dir, "--max-requests", "200")
 			require.Equal(t, ExitRun, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
 			require.Contains(t, stderr, tc.want)
 			require.Contains(t, stderr, "no further plan was run")
@@ -64,6 +64,15 @@ func TestAuditStopsAtOnceOnAnUnreachableTarget(t *testing.T) {
 			require.Equal(t, 1, strings.Count(stderr, " …\n"), "one plan started, then the audit stopped:\n%s", stderr)
 			ents, _ := os.ReadDir(filepath.Join(dir, "latest"))
 			require.LessOrEqual(t, len(ents), 1, "at most the first plan's folder")
+		})
+		// Without a declared policy the audit discovers first: the
+		// discovery is what meets the dead target, and no plan starts.
+		t.Run(tc.name+", no policy", func(t *testing.T) {
+			out, stderr, code := rl(t, "audit", "--target", "http://"+tc.addr, "--out", t.TempDir(), "--max-requests", "200")
+			require.Equal(t, ExitRun, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
+			require.Contains(t, stderr, "discovering the policy")
+			require.Contains(t, stderr, "no probe got a response")
+			require.Zero(t, strings.Count(stderr, " …\n"), "no plan started:\n%s", stderr)
 		})
 	}
 }

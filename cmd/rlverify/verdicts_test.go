@@ -108,7 +108,7 @@ func TestRunWithAFaultThatNeverHappenedIsIncomplete(t *testing.T) {
 	url, stopSvc := testsvc.Serve(mustWindowed(t))
 	defer stopSvc()
 	dir := t.TempDir()
-	stdout, stderr, code := rl(t, "attack", "--target", url+"/search/x", "--plan", "store-outage",
+	stdout, stderr, code := rl(t, "attack", "--target", url+"/search/x", "--policy", windowedPolicy(t), "--plan", "store-outage",
 		"--on-inject", "store-down=sleep 10", "--hook-timeout", "200ms", "--out", dir, "--quiet",
 		"--format", "text,json,junit,md,html")
 	require.Equal(t, ExitRun, code, stderr)
