@@ -8,19 +8,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const benchPolicy = `name: bench-calibrate
-version: v1
-tiers:
-  - name: free
-    key_prefix: "free-"
-    limits:
-      - {algorithm: token-bucket, capacity: 5, rate: 60/min}
-  - name: paid
-    key_prefix: "paid-"
-    limits:
-      - {algorithm: token-bucket, capacity: 20, rate: 600/min}
-default_tier: free
-`
+const benchPolicy = bench.CalibratePolicyYAML
 
 // benchLog is 10^6 lines of bench.AccessLog (10^4 keys, 50 lines a
 // second, with the scraper), about 166 MB.

@@ -116,3 +116,20 @@ func AccessLog(w io.Writer, o AccessLogOptions) error {
 	}
 	return bw.Flush()
 }
+
+// CalibratePolicyYAML is the candidate policy the calibrate benchmarks
+// replay AccessLog through: the example's guess (free 60/min with bursts
+// of 5, paid 600/min with 20).
+const CalibratePolicyYAML = `name: bench-calibrate
+version: v1
+tiers:
+  - name: free
+    key_prefix: "free-"
+    limits:
+      - {algorithm: token-bucket, capacity: 5, rate: 60/min}
+  - name: paid
+    key_prefix: "paid-"
+    limits:
+      - {algorithm: token-bucket, capacity: 20, rate: 600/min}
+default_tier: free
+`

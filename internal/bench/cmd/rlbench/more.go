@@ -305,21 +305,7 @@ func writeAccessLog(file string, o bench.AccessLogOptions) error {
 
 // ---- calibrate ----
 
-// calibratePolicy is the candidate the calibrate row replays: the
-// example's guess (free 60/min with bursts of 5, paid 600/min with 20).
-const calibratePolicy = `name: bench-calibrate
-version: v1
-tiers:
-  - name: free
-    key_prefix: "free-"
-    limits:
-      - {algorithm: token-bucket, capacity: 5, rate: 60/min}
-  - name: paid
-    key_prefix: "paid-"
-    limits:
-      - {algorithm: token-bucket, capacity: 20, rate: 600/min}
-default_tier: free
-`
+const calibratePolicy = bench.CalibratePolicyYAML
 
 // calibrateRow times `rlverify calibrate` of a 10^7-line nginx access log
 // (bench.AccessLog: 10^5 keys, 50 lines a second, a scraper), read from
