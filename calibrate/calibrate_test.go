@@ -351,6 +351,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown format", "w3c", combined, ReadOptions{KeyField: "ip"}, "calibrate: unknown format \"w3c\": want combined, json, history, vegeta, k6, har"},
 		{"truncated gzip", Combined, gz.String()[:gz.Len()/2], ReadOptions{KeyField: "extra1"}, "log: after line "},
 		{"empty", Combined, "", ReadOptions{KeyField: "ip"}, "log: no requests in 0 lines"},
+		{"a key field twice", JSON, `{"time": 1700000000, "k": "a", "k": "b"}` + "\n", ReadOptions{KeyField: "k"}, `log:1: field "k" appears more than once`},
+		{"an escaped name is the same field", JSON, `{"time": 1700000000, "k": "a", "\u006b": "b"}` + "\n", ReadOptions{KeyField: "k"}, `log:1: field "k" appears more than once`},
 		{"milliseconds as seconds", JSON, `{"time": 1700000000123, "k": "a"}` + "\n", ReadOptions{KeyField: "k"}, "log:1: time 1700000000123 is not a Unix time ≥ 0 before 2262 in the time unit (milliseconds need the ms unit) (--skip-malformed skips such lines, counted and listed)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

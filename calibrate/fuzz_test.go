@@ -16,6 +16,8 @@ func FuzzJSONLine(f *testing.F) {
 		`{"time":1764583200,"k":12345}`,
 		`{"time":1764583200,"k":null}`,
 		`{"time":1764583200,"k":"x"} `,
+		`{"time":0,"k":2,"k":5}`,      // CI found it: a repeated field is refused, never half read
+		`{"time":0,"\u006b":"spelt"}`, // an escaped name is the same name
 	} {
 		f.Add(s)
 	}

@@ -391,6 +391,10 @@ type jsonParser struct {
 	tc      *timeCache
 	unit    int64
 	unq     []byte
+	// dup is the index in paths of a field that appeared twice in the
+	// line, -1 for none: readers disagree on which one counts
+	// (encoding/json takes the last), so such a line is refused.
+	dup int
 }
 
 type jsonVal struct {
@@ -404,6 +408,7 @@ func (j *jsonParser) parse(b []byte, rec *parsed) string {
 	for i := range j.vals {
 		j.vals[i] = jsonVal{}
 	}
+	j.dup = -1
 	s := jsonScan{b: b}
 	s.ws()
 	if s.i >= len(b) || b[s.i] != '{' {
@@ -415,6 +420,9 @@ func (j *jsonParser) parse(b []byte, rec *parsed) string {
 	s.ws()
 	if s.i != len(b) {
 		return fmt.Sprintf("text after the JSON object at byte %d", s.i+1)
+	}
+	if j.dup >= 0 {
+		return fmt.Sprintf("field %q appears more than once", strings.Join(j.paths[j.dup], "."))
 	}
 	tv := j.vals[0]
 	if !tv.found {
@@ -500,9 +508,17 @@ func (s *jsonScan) object(j *jsonParser, depth int, prefix []string) bool {
 	}
 	for {
 		s.ws()
-		name, _, _, ok := s.str()
+		name, _, esc, ok := s.str()
 		if !ok {
 			return false
+		}
+		if esc {
+			// A name spelled with escapes ("\u006b") is the same name.
+			var n string
+			if json.Unmarshal(append(append([]byte{'"'}, name...), '"'), &n) != nil {
+				return false
+			}
+			name = []byte(n)
 		}
 		s.ws()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
@@ -534,9 +550,10 @@ func (s *jsonScan) object(j *jsonParser, depth int, prefix []string) bool {
 			if !ok {
 				return false
 			}
-			if !j.vals[want].found {
-				j.vals[want] = v
+			if j.vals[want].found {
+				j.dup = want
 			}
+			j.vals[want] = v
 		default:
 			if _, ok := s.value(depth); !ok {
 				return false
