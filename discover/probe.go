@@ -227,7 +227,7 @@ func (p *prober) tier(ctx context.Context, name string, deadline time.Time, res 
 					return t, err
 				}
 				if aq > 0 {
-					return p.scope(ctx, name, deadline, cl, costly(t, a, silence, q, aq, silence), a)
+					return p.costlyTier(ctx, name, deadline, cl, costly(t, a, silence, q, aq, silence), a, silence, aq)
 				}
 			}
 		}
@@ -552,7 +552,21 @@ func (p *prober) silent(ctx context.Context, name string, deadline time.Time, cl
 		t.Window = Number{Value: probed.Seconds(), Low: probed.Seconds(), High: math.Inf(1), Evidence: fmt.Sprintf("no admission within %s after the quota was spent: W ≥ %s, not pinned", fmtS(probed), fmtS(probed))}
 		return t, nil
 	}
-	return p.scope(ctx, name, deadline, cl, costly(t, a, probed, q, aq, dq), a)
+	return p.costlyTier(ctx, name, deadline, cl, costly(t, a, probed, q, aq, dq), a, dq, aq)
+}
+
+// costlyTier reads the recovery curve of a limiter whose refusals cost (a
+// key left alone dq got aq of a back), then measures the scope.
+func (p *prober) costlyTier(ctx context.Context, name string, deadline time.Time, cl classifier, t Tier, a int, dq time.Duration, aq int) (Tier, error) {
+	full := time.Duration(0)
+	if aq >= a {
+		full = dq
+	}
+	t, scoped, err := p.curve(ctx, name, deadline, cl, t, a, full)
+	if err != nil || scoped {
+		return t, err
+	}
+	return p.scope(ctx, name, deadline, cl, t, a)
 }
 
 // quiet spends a fresh key, leaves it alone for d and counts what came back.
