@@ -141,6 +141,9 @@ type Result struct {
 	Elapsed  time.Duration
 	Estimate time.Duration
 	Notes    []string
+	// NotProbed says what discovery does not measure, so a policy written
+	// from it is silent there only by saying so.
+	NotProbed []string
 	// Events are every probe's record (keys as the engine recorded them).
 	Events []history.Event
 }
@@ -154,6 +157,14 @@ func Estimate(o Options) (most time.Duration, typical string) {
 		b = DefaultBudget
 	}
 	return b, "about 8s plus 3× the longest refill interval or window (a 5-per-2s bucket: ~10s)"
+}
+
+// notProbed is what no probe measures: each needs what discovery cannot
+// cause or see from a few keys.
+var notProbed = []string{
+	"the failure mode (fail-open or fail-closed, and its status): it needs the limiter's store to fail, which only a fault you cause shows; declare failure: yourself",
+	"global guards (a limit over every key together): probes on a few keys at a time stay under one; declare global: if yours has one",
+	"several limits on one key: only the one that refuses first was measured (a longer window behind it, say per hour beside per second, shows only once its own quota is spent); add the others to limits:",
 }
 
 // ErrNothingAdmitted is a service that refused the first request of a fresh
@@ -236,6 +247,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		prefixes(res.Tiers, o.Keys)
 	}
 	res.Headers = readHeaders(p.all, res)
+	res.NotProbed = notProbed
 	res.Requests, res.Elapsed, res.Events = p.requests, time.Since(p.start), p.events
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("discover: interrupted after %s: %w", res.Elapsed.Round(time.Millisecond), ctx.Err())

@@ -17,22 +17,35 @@ import (
 type run struct {
 	first, last obs
 	n           int
-	// before is the last refused probe before it (zero when none).
+	// before is the last refused probe answered before the run's first
+	// admission was sent (zero when none): the quota was not yet free when
+	// it was decided. The last refusal in send order will not do: on a busy
+	// machine a probe sent just before the first admission can be decided
+	// after it, refused because that admission took what had freed (a
+	// stability run read a window 2.018 … 2.055 s long for 2 s that way).
 	before obs
 	// closed: a refusal ended it (its length is the whole quota freed).
 	closed bool
 }
 
-// runs splits a trickle into runs of admitted probes.
-func runs(tr []obs, cl classifier) []run {
+// runs splits a trickle into runs of admitted probes. prior are the probes
+// that spent the key before the trickle: their refusals bound a reset that
+// came before the trickle's first probe (a run with no refusal of its own
+// before it).
+func runs(prior, tr []obs, cl classifier) []run {
 	var out []run
 	var cur *run
-	var lastRefused obs
+	var refused []obs
+	for _, o := range prior {
+		if cl.refused_(o.status) {
+			refused = append(refused, o)
+		}
+	}
 	for _, o := range tr {
 		switch {
 		case cl.admitted_(o.status):
 			if cur == nil {
-				out = append(out, run{first: o, before: lastRefused})
+				out = append(out, run{first: o, before: answeredBefore(refused, o.sent)})
 				cur = &out[len(out)-1]
 			}
 			cur.last = o
@@ -42,10 +55,21 @@ func runs(tr []obs, cl classifier) []run {
 				cur.closed = true
 			}
 			cur = nil
-			lastRefused = o
+			refused = append(refused, o)
 		}
 	}
 	return out
+}
+
+// answeredBefore is the last of refused (in send order) whose answer came
+// before t (zero when none).
+func answeredBefore(refused []obs, t time.Time) obs {
+	for i := len(refused) - 1; i >= 0; i-- {
+		if refused[i].recv.Before(t) {
+			return refused[i]
+		}
+	}
+	return obs{}
 }
 
 // merged joins runs split by at most two refusals when together they are
@@ -204,7 +228,7 @@ func (p *prober) tier(ctx context.Context, name string, deadline time.Time, res 
 			q = math.Min(q*4, maxRate/2) // slower than the refill: speed up
 			continue
 		}
-		rs := runs(tr, cl)
+		rs := runs(capObs, tr, cl)
 		long := 0
 		for _, r := range rs {
 			if r.n >= 3 || (a < 3 && r.n >= a) {
@@ -233,7 +257,7 @@ func (p *prober) tier(ctx context.Context, name string, deadline time.Time, res 
 		}
 		chunk = min(chunk*2, 4*time.Second)
 	}
-	rs := merged(runs(tr, cl), tr, cl, a)
+	rs := merged(runs(capObs, tr, cl), tr, cl, a)
 	trSpan := tr[len(tr)-1].sent.Sub(tr[0].sent)
 	switch {
 	case len(rs) == 0:
@@ -444,7 +468,7 @@ func (p *prober) windowLike(ctx context.Context, name string, deadline time.Time
 		}
 		lo, hi := e2lo.Sub(g1.first.recv), next.first.recv.Sub(before1)
 		w = Number{Value: (lo + hi).Seconds() / 2, Low: lo.Seconds(), High: hi.Seconds(), Pinned: true,
-			Evidence: fmt.Sprintf("the quota came back at once twice, %s apart (probing at %.0f/s)", fmtS(d), q)}
+			Evidence: fmt.Sprintf("the quota came back at once twice, %s apart (probing at %.0f/s; each reset known between a refusal answered before the first admission after it was sent and that admission's answer)", fmtS(d), q)}
 	} else {
 		d := e1.Sub(t0)
 		w = Number{Value: d.Seconds(), Low: (d - h1).Seconds(), High: (d + h1).Seconds(), Pinned: false,
@@ -715,7 +739,8 @@ func (p *prober) anchorProbe(ctx context.Context, name string, deadline time.Tim
 	epochAt := time.Unix(0, (t0.UnixNano()/int64(w)+1)*int64(w))
 	firstLo, firstHi := t0.Add(w), os[0].recv.Add(w)
 	const tol = 30 * time.Millisecond
-	for _, r := range runs(os[n+max(2, n/4):], cl) {
+	ex := min(n+max(2, n/4), len(os))
+	for _, r := range runs(os[:ex], os[ex:], cl) {
 		lo := r.before.sent
 		if lo.IsZero() {
 			lo = r.first.sent

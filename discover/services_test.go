@@ -262,9 +262,12 @@ func TestDiscoverServicesWeDidNotWrite(t *testing.T) {
 				o.Budget = 40 * time.Second
 				res, err := discover.Run(context.Background(), o)
 				require.NoError(t, err)
-				_, p, err := discover.Policy(res)
+				y, p, err := discover.Policy(res)
 				require.NoError(t, err, "the policy written loads")
 				require.NotNil(t, p)
+				for _, what := range []string{"the failure mode", "global guards", "several limits on one key"} {
+					assert.Contains(t, string(y), "# NOT PROBED: "+what, "what discovery does not measure is said, not left silent")
+				}
 				var tier *discover.Tier
 				for j := range res.Tiers {
 					if res.Tiers[j].Name == s.tier {
@@ -384,6 +387,11 @@ func TestDiscoverStability(t *testing.T) {
 							continue
 						}
 						_, bad := judge(s.truth, tier, s.open)
+						if len(bad) > 0 {
+							// The evidence, to find why.
+							y, _, _ := discover.Policy(res)
+							t.Logf("%s run %d: the policy written:\n%s", s.name, run, y)
+						}
 						assert.Empty(t, bad, "%s run %d: %s", s.name, run, discover.Describe(tier))
 						mu.Lock()
 						if len(bad) == 0 {

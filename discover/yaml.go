@@ -151,6 +151,9 @@ func Policy(r *Result) ([]byte, *policy.Policy, error) {
 			w("  rejected: %s\n", ints(r.Refused))
 		}
 	}
+	for _, n := range r.NotProbed {
+		c("", "NOT PROBED: "+n)
+	}
 	p, err := policy.Parse("discovered.yaml", b.Bytes())
 	if err != nil {
 		return b.Bytes(), nil, fmt.Errorf("discover: the policy written does not load: %w", err)
