@@ -42,6 +42,16 @@ func (s sample) String() string { return fmt.Sprintf("%d at %s", s.got, fmtS(s.d
 // spend instant. It returns the samples in order and when the keys were
 // spent.
 func (p *prober) ladder(ctx context.Context, name string, cl classifier, a, m int, d time.Duration) ([]sample, time.Time, error) {
+	ds := make([]time.Duration, m)
+	for i := range ds {
+		ds[i] = d * time.Duration(i+1) / time.Duration(m)
+	}
+	return p.ladderAt(ctx, name, cl, a, ds)
+}
+
+// ladderAt is a ladder sampled at the delays ds (increasing).
+func (p *prober) ladderAt(ctx context.Context, name string, cl classifier, a int, ds []time.Duration) ([]sample, time.Time, error) {
+	m := len(ds)
 	if p.o.Keys != nil {
 		m = min(m, len(p.o.Keys.ByTier[name]))
 	}
@@ -63,7 +73,7 @@ func (p *prober) ladder(ctx context.Context, name string, cl classifier, a, m in
 	}
 	prev := time.Duration(0)
 	for i, k := range keys {
-		at := d * time.Duration(i+1) / time.Duration(m)
+		at := ds[i]
 		ph = append(ph, idle(at-prev))
 		ph = append(ph, burst(k, a+2)...)
 		prev = at
@@ -167,6 +177,13 @@ func (p *prober) curve(ctx context.Context, name string, deadline time.Time, cl 
 		}
 	}
 	t.Notes = kept
+	if fam == policy.SlidingCounter && t.Anchor == "" {
+		if c, ok := nearRoundEdge(t.Window, spent); ok {
+			if err := p.counterAnchor(ctx, name, deadline, cl, &t, a, c); err != nil {
+				return t, false, err
+			}
+		}
+	}
 	if fam == policy.FixedWindow || fam == policy.SlidingLog {
 		// Nothing, then all: a window or a log; half the quota at 0 and half
 		// at W/2 tells them apart (refusals cost in both without changing
@@ -292,6 +309,55 @@ func readCurve(t *Tier, a int, all []sample, spent []time.Time) (policy.Algorith
 		return "", seen + ": fits both a bucket and a sliding counter (too few samples to tell)", false
 	}
 	return "", seen + ": fits neither a bucket, a window nor a sliding counter", false
+}
+
+// counterAnchor tells a counter anchored at a key's first request from one
+// over epoch windows of c: keys spent 0.7·c into an epoch window get back
+// from 0.3·c on when epoch-aligned, nothing before W when anchored first.
+// Samples between the two show which; the anchoring stays open otherwise.
+func (p *prober) counterAnchor(ctx context.Context, name string, deadline time.Time, cl classifier, t *Tier, a int, c time.Duration) error {
+	n := float64(a)
+	wLo := time.Duration(t.Window.Low * float64(time.Second))
+	lo, hi := c*3/10+time.Duration(1.2*float64(c)/n), wLo
+	if hi-lo < 100*time.Millisecond || time.Until(deadline) < c+hi+2*time.Second {
+		t.AnchorEvidence += " (no time or room left to tell them apart)"
+		return nil
+	}
+	off := time.Duration(time.Now().UnixNano() % int64(c))
+	sleep(ctx, (c*7/10-off+c)%c)
+	third := (hi - lo) / 4
+	ss, at, err := p.ladderAt(ctx, name, cl, a, []time.Duration{lo + third, lo + 2*third, lo + 3*third})
+	if err != nil {
+		return err
+	}
+	epochAt := time.Duration(at.UnixNano() % int64(c))
+	var zero, some int
+	var desc []string
+	for _, s := range ss {
+		// Only samples surely between the epoch edge (+ a share) and W.
+		if s.got < 0 || s.d-s.u < c-epochAt+time.Duration(1.2*float64(c)/n) || s.d+s.u > wLo {
+			continue
+		}
+		desc = append(desc, s.String())
+		if s.got == 0 {
+			zero++
+		} else {
+			some++
+		}
+	}
+	switch {
+	case zero > 0 && some == 0:
+		t.Anchor = policy.AnchorFirst
+		t.AnchorEvidence = fmt.Sprintf("keys spent %s into an epoch window of %s got back %s: nothing before W, where an epoch-aligned counter would have given some back after its edge", fmtS(epochAt), c, strings.Join(desc, ", "))
+	case some > 0 && zero == 0:
+		t.Anchor = policy.AnchorEpoch
+		t.AnchorEvidence = fmt.Sprintf("keys spent %s into an epoch window of %s got back %s: some after the next multiple of %s in Unix time, before W after their first request", fmtS(epochAt), c, strings.Join(desc, ", "), c)
+		t.Window = Number{Value: c.Seconds(), Low: c.Seconds(), High: c.Seconds(), Pinned: true, Evidence: fmt.Sprintf("the round window within the range whose Unix-time edges the quota waited for (%s)", t.Window.Evidence)}
+		t.Rate = Number{Value: n / c.Seconds(), Low: n / c.Seconds(), High: n / c.Seconds(), Pinned: true, Evidence: "N / W"}
+	default:
+		t.AnchorEvidence += fmt.Sprintf("; keys spent %s into an epoch window of %s got back %s: still not told apart", fmtS(epochAt), c, orNone(strings.Join(desc, ", "), "no sample in between"))
+	}
+	return nil
 }
 
 // nearRoundEdge reports a round window c within w's range (a multiple of
