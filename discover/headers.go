@@ -124,6 +124,27 @@ func retryRounding(all []obs, adm, ref func(int) bool, h *Headers) string {
 	var shortEx string
 	for _, os := range byKey {
 		sort.Slice(os, func(i, j int) bool { return os[i].sent.Before(os[j].sent) })
+		// nextAdm[i]: the first admission at or after i; lastRef[i]: the
+		// last refusal at or before i (-1 when none). Linear, so a large
+		// limit's hundreds of thousands of probes on one key stay cheap
+		// (a scan from each refusal to the next admission took minutes).
+		nextAdm, lastRefAt := make([]int, len(os)+1), make([]int, len(os))
+		nextAdm[len(os)] = -1
+		for i := len(os) - 1; i >= 0; i-- {
+			nextAdm[i] = nextAdm[i+1]
+			if adm(os[i].status) {
+				nextAdm[i] = i
+			}
+		}
+		for i := range os {
+			lastRefAt[i] = -1
+			if i > 0 {
+				lastRefAt[i] = lastRefAt[i-1]
+			}
+			if ref(os[i].status) {
+				lastRefAt[i] = i
+			}
+		}
 		for i, o := range os {
 			if !ref(o.status) || o.ev.RetryAfter == "" {
 				continue
@@ -132,19 +153,19 @@ func retryRounding(all []obs, adm, ref func(int) bool, h *Headers) string {
 			if err != nil {
 				continue
 			}
-			// The next admission after o, and the last refusal before it.
-			var lastRef obs = o
+			// The next admission sent after o's answer (one in flight with
+			// o, a burst, says nothing by its order), and the last refusal
+			// sent after o's answer before it.
 			var next *obs
-			for j := i + 1; j < len(os); j++ {
-				if !os[j].sent.After(o.recv) {
-					continue // in flight with o (a burst): its order says nothing
-				}
-				if adm(os[j].status) {
-					next = &os[j]
-					break
-				}
-				if ref(os[j].status) {
-					lastRef = os[j]
+			j := nextAdm[i+1]
+			for j >= 0 && !os[j].sent.After(o.recv) {
+				j = nextAdm[j+1]
+			}
+			lastRef := o
+			if j >= 0 {
+				next = &os[j]
+				if k := lastRefAt[j-1]; k > i && os[k].sent.After(o.recv) {
+					lastRef = os[k]
 				}
 			}
 			if next == nil || next.sent.Sub(lastRef.sent) > 500*time.Millisecond {

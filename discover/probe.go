@@ -79,15 +79,27 @@ func merged(rs []run, tr []obs, cl classifier, quota int) []run {
 	if len(rs) < 2 {
 		return rs
 	}
+	// refusedBy(t): refusals sent before t (tr is in send order), so the
+	// refusals between two runs are counted without rescanning tr.
+	cum := make([]int, len(tr)+1)
+	for i, o := range tr {
+		cum[i+1] = cum[i]
+		if cl.refused_(o.status) {
+			cum[i+1]++
+		}
+	}
+	idx := func(t time.Time, after bool) int {
+		return sort.Search(len(tr), func(i int) bool {
+			if after {
+				return tr[i].sent.After(t)
+			}
+			return !tr[i].sent.Before(t)
+		})
+	}
 	out := []run{rs[0]}
 	for _, r := range rs[1:] {
 		last := &out[len(out)-1]
-		between := 0
-		for _, o := range tr {
-			if o.sent.After(last.last.sent) && o.sent.Before(r.first.sent) && cl.refused_(o.status) {
-				between++
-			}
-		}
+		between := max(cum[idx(r.first.sent, false)]-cum[idx(last.last.sent, true)], 0)
 		if between <= 2 && last.n+r.n <= quota && last.n > 1 && r.n > 1 {
 			last.last, last.n, last.closed = r.last, last.n+r.n, r.closed
 			continue
@@ -469,16 +481,17 @@ func (p *prober) windowLike(ctx context.Context, name string, deadline time.Time
 		// The second reset is the first admission after the first run
 		// ended (a log frees one entry at a time: that admission may stand
 		// alone before the run).
-		// An admission a few probes after the run, that the quota (at most
-		// the burst's count) still holds, is the run's own, decided out of
+		// A few admissions after the run, that the quota (at most the
+		// burst's count) still holds, are the run's own, decided out of
 		// order or freed a moment later on a busy machine (stability runs
-		// read W = 0.14 s and 0.13 s for 2 s from one): not a reset.
+		// read W = 0.13 … 0.15 s for 2 s from one): not a reset.
+		// The next reset is the next run of half the quota or more, or a
+		// stray admission the quota cannot hold beside the first run.
 		next := full[1]
-		gap := time.Duration(3 * float64(time.Second) / q)
 		for i, r := range rs {
 			if r.first.sent.Equal(g1.first.sent) {
 				for _, r2 := range rs[i+1:] {
-					if r2.first.sent.Sub(g1.last.sent) > gap || g1.n+r2.n > max(n, a) {
+					if r2.n >= max(2, n/2) || g1.n+r2.n > max(n, a) {
 						next = r2
 						break
 					}
