@@ -161,6 +161,9 @@ func New(o Options) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("attacks: %w", err)
 		}
+		if b.scheme == SchemeGRPC && o.Client == nil {
+			return nil, fmt.Errorf("attacks: target %s is a rate-limit service: its requests need a client whose transport speaks the protocol", in)
+		}
 		bases = append(bases, b)
 	}
 	if o.Policy == nil || o.Writer == nil {
