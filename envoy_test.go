@@ -64,7 +64,6 @@ ratelimit_service:
     - {key: plan, value: "{tier}"}
 `
 
-
 // envoyPolicyAs is envoyPolicy with its free tier's limit declared as
 // algorithm alg (and the service section replaced when svc is set).
 func envoyPolicyAs(t *testing.T, alg, svc string) *policy.Policy {

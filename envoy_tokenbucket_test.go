@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,8 +13,20 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify"
+	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/envoyrls"
+	"github.com/rlverify/rlverify/internal/envtest"
+	"github.com/rlverify/rlverify/policy"
 )
 
 // bucketRLS is a rate-limit service written for the tests, unlike
@@ -121,4 +132,93 @@ ratelimit_service:
     - {key: api_key, value: "{key}"}
 `
 
-var _ = strings.Contains
+// TestServiceTargetOptions: what a grpc:// target needs is an option error
+// (exit 2) before anything starts.
+func TestServiceTargetOptions(t *testing.T) {
+	plan, err := attacks.Load("concurrent-burst")
+	require.NoError(t, err)
+	svc := envoyPolicyAs(t, "fixed-window", "")
+	plain := policy.Default()
+	for _, c := range []struct {
+		name    string
+		targets []string
+		pol     *policy.Policy
+		field   string
+		want    string
+	}{
+		{"no ratelimit_service", []string{"grpc://127.0.0.1:1"}, plain, "Policy", "declares no ratelimit_service"},
+		{"a mix", []string{"grpc://127.0.0.1:1", "http://127.0.0.1:2"}, svc, "Targets", "mixes grpc:// rate-limit services with HTTP services"},
+		{"a path", []string{"grpc://127.0.0.1:1/v1"}, svc, "Targets", "without a path"},
+		{"no port", []string{"grpc://127.0.0.1"}, svc, "Targets", "want grpc://HOST:PORT"},
+		{"remote", []string{"grpc://192.0.2.1:8081"}, svc, "Targets", "192.0.2.1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := rlverify.Prepare(rlverify.AttackOptions{Plan: plan, Targets: c.targets, Policy: c.pol})
+			var oe *rlverify.OptionError
+			require.ErrorAs(t, err, &oe)
+			assert.Equal(t, c.field, oe.Field)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+// TestTokenBucketRateLimitService: the plans that judge envoyproxy/ratelimit
+// judge a rate-limit service built otherwise: its token bucket passes a
+// burst, an idle refill and Retry-After, which reaches the checks from its
+// response_headers_to_add.
+func TestTokenBucketRateLimitService(t *testing.T) {
+	target := startBucketRLS(t)
+	pol, err := policy.Parse("bucket-rls.yaml", []byte(bucketPolicy))
+	require.NoError(t, err)
+	a, err := rlverify.Audit(context.Background(), rlverify.AuditOptions{
+		Attack: rlverify.AttackOptions{Targets: []string{target}, Policy: pol, MaxDuration: time.Minute},
+		Plans:  []string{"concurrent-burst", "idle-refill", "retry-after"},
+	})
+	require.NoError(t, err)
+	text := auditText(t, a)
+	require.Equal(t, checks.Pass, a.Verdict, text)
+	for _, name := range []string{"oversell", "under-admission", "retry-after", "headers"} {
+		assert.Equal(t, checks.Pass, property(a, name).Verdict, "%s\n%s", name, text)
+	}
+}
+
+// TestServiceUnfit: a target no run could judge ends before any load with
+// the reason, never a PASS: descriptors no rule matches (the service
+// answers OK with no limit), an unknown domain (answered so by
+// envoyproxy/ratelimit, refused by another service), a target that is not
+// a rate-limit service (HTTP, or gRPC without the service). An audit stops
+// at the first plan.
+func TestServiceUnfit(t *testing.T) {
+	rl := envtest.StartEnvoyRateLimit(t, envoyConfig, 1)
+	bucket := startBucketRLS(t)
+	healthOnly := serveGRPC(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) })
+	unmatched := "ratelimit_service:\n  domain: rlverify\n  descriptors:\n    - {key: user, value: \"{key}\"}\n"
+	otherDomain := "ratelimit_service:\n  domain: rlverify-typo\n  descriptors:\n    - {key: tenant, value: \"{key}\"}\n    - {key: plan, value: \"{tier}\"}\n"
+	bucketDomain := "ratelimit_service:\n  domain: payments\n  descriptors:\n    - {key: api_key, value: \"{key}\"}\n"
+	for _, c := range []struct {
+		name, target, svc string
+		want              []string
+		notRLS            bool
+	}{
+		{"descriptors match no rule", rl.Targets[0], unmatched, []string{"unlimited: no descriptor matched", `domain "rlverify"`, "user=free-rlverify-probe-"}, false},
+		{"unknown domain, answered OK", rl.Targets[0], otherDomain, []string{"unlimited: no descriptor matched", `domain "rlverify-typo"`}, false},
+		{"unknown domain, refused", bucket, bucketDomain, []string{"NOT_FOUND", `no such domain "payments"`, `domain "payments"`}, false},
+		{"gRPC without the service", healthOnly, "", []string{"not an Envoy rate-limit service", "UNIMPLEMENTED"}, true},
+		{"an HTTP service", "grpc://" + rl.HTTP[0], "", []string{"not an Envoy rate-limit service", "does not speak gRPC"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := rlverify.Audit(context.Background(), rlverify.AuditOptions{
+				Attack: rlverify.AttackOptions{Targets: []string{c.target}, Policy: envoyPolicyAs(t, "fixed-window", c.svc), MaxDuration: time.Minute},
+				Plans:  []string{"concurrent-burst", "idle-refill"},
+			})
+			require.ErrorIs(t, err, rlverify.ErrServiceUnfit)
+			for _, w := range c.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			assert.Contains(t, err.Error(), "no further plan was run")
+			if c.notRLS {
+				assert.ErrorIs(t, err, envoyrls.ErrNotRateLimitService)
+			}
+		})
+	}
+}

@@ -41,10 +41,14 @@ func (e *StatusError) Error() string {
 	if name == "" {
 		name = "code " + strconv.Itoa(e.Code)
 	}
-	if e.Message == "" {
-		return "gRPC " + name
+	s := "gRPC " + name
+	if e.Message != "" {
+		s += ": " + e.Message
 	}
-	return fmt.Sprintf("gRPC %s: %s", name, e.Message)
+	if e.Code == 12 {
+		s += " (" + ErrNotRateLimitService.Error() + ")"
+	}
+	return s
 }
 
 // Unwrap makes an UNIMPLEMENTED answer ErrNotRateLimitService: a gRPC

@@ -41,6 +41,9 @@ func EnvoyRateLimitBin() string {
 type EnvoyRateLimit struct {
 	// Targets are the instances' grpc://127.0.0.1:PORT.
 	Targets []string
+	// HTTP are the instances' HTTP listeners (127.0.0.1:PORT; /json,
+	// /healthcheck): not the protocol.
+	HTTP []string
 	// Redis is the store every instance uses.
 	Redis *redisproc.Server
 	// Dir is RUNTIME_ROOT; the configuration is Dir/rl/config/config.yaml.
@@ -77,7 +80,8 @@ func StartEnvoyRateLimit(t testing.TB, config string, n int, extra ...string) *E
 	}
 	e := &EnvoyRateLimit{Redis: rs, Dir: dir}
 	for i := 0; i < n; i++ {
-		e.Targets = append(e.Targets, startEnvoyRateLimit(t, bin, dir, rs.Addr, extra))
+		target, http := startEnvoyRateLimit(t, bin, dir, rs.Addr, extra)
+		e.Targets, e.HTTP = append(e.Targets, target), append(e.HTTP, http)
 	}
 	return e
 }
@@ -92,8 +96,8 @@ func skipOrFail(t testing.TB, format string, args ...any) {
 }
 
 // startEnvoyRateLimit starts one instance and waits until its gRPC port
-// accepts connections.
-func startEnvoyRateLimit(t testing.TB, bin, dir, redisAddr string, extra []string) string {
+// accepts connections; it returns the gRPC target and the HTTP address.
+func startEnvoyRateLimit(t testing.TB, bin, dir, redisAddr string, extra []string) (string, string) {
 	t.Helper()
 	var last string
 	for attempt := 0; attempt < 3; attempt++ {
@@ -133,7 +137,7 @@ func startEnvoyRateLimit(t testing.TB, bin, dir, redisAddr string, extra []strin
 				if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 					c.Close()
 					t.Cleanup(stop)
-					return "grpc://" + addr
+					return "grpc://" + addr, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 				}
 				if time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)
@@ -146,7 +150,7 @@ func startEnvoyRateLimit(t testing.TB, bin, dir, redisAddr string, extra []strin
 		}
 	}
 	t.Fatalf("envoyproxy/ratelimit did not start: %s", last)
-	return ""
+	return "", ""
 }
 
 // lockedBuffer collects a child's output, written from two pipes.
