@@ -12,7 +12,10 @@ import (
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/envs/redisproc"
 	"github.com/rlverify/rlverify/internal/envtest"
+	"github.com/rlverify/rlverify/internal/faultproxy"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -147,4 +150,43 @@ func result(d *reports.Document, name string) checks.Result {
 		}
 	}
 	return checks.Result{}
+}
+
+// TestEnvoyRateLimitStoreOutage: envoyproxy/ratelimit's Redis broken
+// through the run's store proxy (--store-proxy). Without its store the
+// service answers gRPC errors, not refusals (whether a request then passes
+// is Envoy's failure_mode_deny): declared fail-closed, fail-mode fails with
+// those errors as evidence, and after the store is back the limits hold
+// again.
+func TestEnvoyRateLimitStoreOutage(t *testing.T) {
+	// envoyproxy/ratelimit will not start without its Redis: a proxy of
+	// the test's holds the address while it starts, then gives it to the
+	// run's store proxy. One pooled connection, so the service reconnects
+	// at once (the probe retries the call that finds it closed).
+	rs, err := redisproc.Start()
+	if err != nil {
+		envtest.SkipOrFail(t, "%v", err)
+	}
+	t.Cleanup(rs.Stop)
+	hold, err := faultproxy.New(rs.Addr)
+	require.NoError(t, err)
+	listen := hold.Addr()
+	rl := envtest.StartEnvoyRateLimit(t, envoyConfig, 1, "REDIS_URL="+listen, "REDIS_TIMEOUT=200ms", "REDIS_POOL_SIZE=1")
+	require.NoError(t, hold.Close())
+	plan, err := attacks.Load("store-outage")
+	require.NoError(t, err)
+	pol := envoyPolicyAs(t, "fixed-window", "")
+	pol.Failure.Mode, pol.Failure.Undeclared = policy.FailClosed, false
+	out, err := rlverify.Attack(context.Background(), rlverify.AttackOptions{
+		Targets: rl.Targets, Plan: plan, Policy: pol, MaxDuration: time.Minute, Timeout: time.Second,
+		Environment: envs.External{StoreProxies: []envs.ProxySpec{{Listen: listen, Upstream: rs.Addr}}}})
+	require.NoError(t, err)
+	var b strings.Builder
+	require.NoError(t, reports.Text{}.Render(&b, out.Document))
+	fm := result(out.Document, "fail-mode")
+	require.Equal(t, checks.Fail, fm.Verdict, b.String())
+	require.Positive(t, fm.Figures["fault1_errors"], "the outage took effect: errors, %s", b.String())
+	assert.Zero(t, fm.Figures["fault1_rejected"], "no refusal while the store was down")
+	assert.Equal(t, checks.Pass, result(out.Document, "oversell").Verdict, "enforcement resumed: %s", b.String())
+	assert.Contains(t, b.String(), "gRPC UNKNOWN", "the service's own error is the evidence")
 }

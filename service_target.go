@@ -86,17 +86,51 @@ func probeService(ctx context.Context, c *envoyrls.Client, pol *policy.Policy, i
 		for _, t := range pol.Tiers {
 			key := t.KeyPrefix + "rlverify-probe-" + runID
 			call := serviceCall(pol.Service, attacks.RequestInfo{Key: key, Tenant: "rlverify-probe", Tier: t.Name})
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			_, err := c.Probe(pctx, u.Host, call)
-			cancel()
+			var err error
+			for attempt := 0; attempt < probeAttempts; attempt++ {
+				if attempt > 0 {
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(probeRetry):
+					}
+				}
+				pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err = c.Probe(pctx, u.Host, call)
+				cancel()
+				if !transient(err) {
+					break
+				}
+			}
 			if err != nil {
 				var se *envoyrls.StatusError
 				if errors.As(err, &se) && !errors.Is(err, envoyrls.ErrNotRateLimitService) {
-					return fmt.Errorf("%w: tier %s, domain %q: the service refused the call: %w (an unknown domain is refused so by envoyproxy/ratelimit)", ErrServiceUnfit, t.Name, pol.Service.Domain, err)
+					return fmt.Errorf("%w: tier %s, domain %q: the service refused the call: %w", ErrServiceUnfit, t.Name, pol.Service.Domain, err)
 				}
 				return fmt.Errorf("%w: tier %s: %w", ErrServiceUnfit, t.Name, err)
 			}
 		}
 	}
 	return nil
+}
+
+// The probe tries a call that failed for a reason that may pass (a store
+// connection the service has not yet re-established) a few times before it
+// gives up: a first call is not a verdict.
+const (
+	probeAttempts = 3
+	probeRetry    = 300 * time.Millisecond
+)
+
+// transient reports an error a second call may not get: gRPC UNKNOWN,
+// DEADLINE_EXCEEDED, UNAVAILABLE, or a deadline of the client's own.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var se *envoyrls.StatusError
+	if errors.As(err, &se) {
+		return se.Code == 2 || se.Code == 4 || se.Code == 14
+	}
+	return errors.Is(err, context.DeadlineExceeded)
 }
