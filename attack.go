@@ -281,6 +281,9 @@ func (o AttackOptions) Validate() error {
 			if err != nil {
 				return err
 			}
+			if grpc && (o.Request.Method != "" || o.Request.Path != "" || len(o.Request.Headers) > 0 || o.Request.Body != "") {
+				return fieldErr("Request", "method, path, headers and body do not apply to a rate-limit service (grpc://): each call carries the policy's domain and descriptor")
+			}
 			if grpc && o.Policy != nil && o.Policy.Service == nil {
 				return fieldErr("Policy", "%s declares no ratelimit_service: a grpc:// target is an Envoy rate-limit service, and its calls need the domain and the descriptor entries (e.g. ratelimit_service: {domain: api, descriptors: [{key: tenant, value: \"{key}\"}]})", o.Policy.Source)
 			}

@@ -151,9 +151,14 @@ func TestServiceTargetOptions(t *testing.T) {
 		{"a path", []string{"grpc://127.0.0.1:1/v1"}, svc, "Targets", "without a path"},
 		{"no port", []string{"grpc://127.0.0.1"}, svc, "Targets", "want grpc://HOST:PORT"},
 		{"remote", []string{"grpc://192.0.2.1:8081"}, svc, "Targets", "192.0.2.1"},
+		{"a request shape", []string{"grpc://127.0.0.1:1"}, svc, "Request", "method, path, headers and body do not apply to a rate-limit service"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := rlverify.Prepare(rlverify.AttackOptions{Plan: plan, Targets: c.targets, Policy: c.pol})
+			o := rlverify.AttackOptions{Plan: plan, Targets: c.targets, Policy: c.pol}
+			if c.field == "Request" {
+				o.Request.Method = "POST"
+			}
+			_, err := rlverify.Prepare(o)
 			var oe *rlverify.OptionError
 			require.ErrorAs(t, err, &oe)
 			assert.Equal(t, c.field, oe.Field)

@@ -9,9 +9,9 @@
 //
 // It encodes the two messages with protowire and makes the unary call over
 // unencrypted HTTP/2 with net/http, rather than linking grpc-go and
-// go-control-plane: those add about 150 packages to the default binary
-// (docs/architecture.md, Optional parts), for one call of two small
-// messages. The tests check this codec against go-control-plane's generated
+// go-control-plane: measured, those add 81 packages to the default binary
+// (353 → 434, past TestDefaultBuildIsLean's bound of 400, and grpc is on its
+// list of parts left to tagged builds) for one call of two small messages. The tests check this codec against go-control-plane's generated
 // types served by grpc-go, and against envoyproxy/ratelimit itself.
 //
 // envoyrls imports only headers; it knows nothing of plans or policies.
