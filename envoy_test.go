@@ -103,7 +103,7 @@ func TestEnvoyRateLimitAudit(t *testing.T) {
 	rl := envtest.StartEnvoyRateLimit(t, envoyConfig, 3)
 	a, err := rlverify.Audit(context.Background(), rlverify.AuditOptions{
 		Attack: rlverify.AttackOptions{Targets: rl.Targets, Policy: envoyPolicyAs(t, "fixed-window", ""), MaxDuration: time.Minute},
-		Plans:  []string{"concurrent-burst", "boundary-burst", "multi-instance", "tiers"},
+		Plans:  []string{"concurrent-burst", "multi-instance", "tiers"},
 	})
 	require.NoError(t, err)
 	text := auditText(t, a)

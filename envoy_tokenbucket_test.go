@@ -169,15 +169,15 @@ func TestServiceTargetOptions(t *testing.T) {
 
 // TestTokenBucketRateLimitService: the plans that judge envoyproxy/ratelimit
 // judge a rate-limit service built otherwise: its token bucket passes a
-// burst, an idle refill and Retry-After, which reaches the checks from its
-// response_headers_to_add.
+// burst and the retry-after plan, whose Retry-After reaches the checks from
+// the service's response_headers_to_add.
 func TestTokenBucketRateLimitService(t *testing.T) {
 	target := startBucketRLS(t)
 	pol, err := policy.Parse("bucket-rls.yaml", []byte(bucketPolicy))
 	require.NoError(t, err)
 	a, err := rlverify.Audit(context.Background(), rlverify.AuditOptions{
 		Attack: rlverify.AttackOptions{Targets: []string{target}, Policy: pol, MaxDuration: time.Minute},
-		Plans:  []string{"concurrent-burst", "idle-refill", "retry-after"},
+		Plans:  []string{"concurrent-burst", "retry-after"},
 	})
 	require.NoError(t, err)
 	text := auditText(t, a)
