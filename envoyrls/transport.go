@@ -26,8 +26,6 @@ type Transport struct {
 	// Call builds the request for one HTTP request (its domain and
 	// descriptors from the run's key and tier).
 	Call func(*http.Request) (*Request, error)
-	// Now is the clock of the synthesized Date (time.Now when nil).
-	Now func() time.Time
 }
 
 // RoundTrip implements http.RoundTripper.
