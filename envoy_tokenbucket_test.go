@@ -209,7 +209,7 @@ func TestServiceUnfit(t *testing.T) {
 		{"unknown domain, answered OK", rl.Targets[0], otherDomain, []string{"unlimited: no descriptor matched", `domain "rlverify-typo"`}, false},
 		{"unknown domain, refused", bucket, bucketDomain, []string{"NOT_FOUND", `no such domain "payments"`, `domain "payments"`}, false},
 		{"gRPC without the service", healthOnly, "", []string{"not an Envoy rate-limit service", "UNIMPLEMENTED"}, true},
-		{"an HTTP service", "grpc://" + rl.HTTP[0], "", []string{"not an Envoy rate-limit service", "does not speak gRPC"}, true},
+		{"an HTTP service", "grpc://" + rl.HTTP[0], "", []string{"not an Envoy rate-limit service", "does not speak HTTP/2"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := rlverify.Audit(context.Background(), rlverify.AuditOptions{

@@ -118,11 +118,6 @@ func (c *Client) ShouldRateLimit(ctx context.Context, addr string, r *Request) (
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("ShouldRateLimit at %s: deadline: %w", addr, err)
 		}
-		if strings.Contains(err.Error(), "http2") || strings.Contains(err.Error(), "malformed HTTP") || strings.Contains(err.Error(), "EOF") {
-			// An HTTP/1 server answers the HTTP/2 preface with garbage or
-			// closes the connection.
-			return nil, fmt.Errorf("%s: %w (it does not speak gRPC over HTTP/2: %v)", addr, ErrNotRateLimitService, err)
-		}
 		return nil, fmt.Errorf("ShouldRateLimit at %s: %w", addr, err)
 	}
 	defer resp.Body.Close()

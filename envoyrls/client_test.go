@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -112,4 +114,30 @@ func ExampleClient_ShouldRateLimit() {
 	st := resp.Statuses[0]
 	fmt.Println(resp.Overall, st.Limit.RequestsPerUnit, "per", envoyrls.UnitDuration(st.Limit.Unit), "remaining", st.LimitRemaining)
 	// Output: OK 5 per 1s remaining 4
+}
+
+// TestNotARateLimitService: an HTTP/1 server, and an HTTP/2 one that does
+// not answer gRPC, are ErrNotRateLimitService with what they answered.
+func TestNotARateLimitService(t *testing.T) {
+	h1 := httptest.NewServer(http.NotFoundHandler())
+	defer h1.Close()
+	h2 := httptest.NewUnstartedServer(http.NotFoundHandler())
+	h2.Config.Protocols = new(http.Protocols)
+	h2.Config.Protocols.SetUnencryptedHTTP2(true)
+	h2.Start()
+	defer h2.Close()
+	for _, c := range []struct {
+		name, addr, want string
+	}{
+		{"HTTP/1", h1.Listener.Addr().String(), "it does not speak HTTP/2"},
+		{"HTTP/2, not gRPC", h2.Listener.Addr().String(), `answered HTTP 404, content type "text/plain; charset=utf-8", not gRPC`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := envoyrls.NewClient(2 * time.Second)
+			defer cl.CloseIdleConnections()
+			_, err := cl.Probe(context.Background(), c.addr, &envoyrls.Request{Domain: "api"})
+			require.ErrorIs(t, err, envoyrls.ErrNotRateLimitService)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
 }

@@ -1,10 +1,12 @@
 package envoyrls
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -134,6 +136,14 @@ func (r *Response) Unlimited() bool {
 func (c *Client) Probe(ctx context.Context, addr string, call *Request) (*Response, error) {
 	resp, err := c.ShouldRateLimit(ctx, addr, call)
 	if err != nil {
+		var se *StatusError
+		if !errors.As(err, &se) && !errors.Is(err, ErrNotRateLimitService) && ctx.Err() == nil {
+			// A transport error: an HTTP/1 server closes or resets the
+			// connection at the HTTP/2 preface as often as it answers it.
+			if why := Sniff(ctx, addr); why != "" {
+				return nil, fmt.Errorf("%s: %w (it does not speak HTTP/2: %s): %v", addr, ErrNotRateLimitService, why, err)
+			}
+		}
 		return nil, err
 	}
 	if _, err := Synthesize(resp, nil); err != nil {
@@ -181,4 +191,35 @@ func quoteIfNeeded(s string) string {
 		return `""`
 	}
 	return s
+}
+
+// Sniff says why addr is not an HTTP/2 server ("" when it answered the
+// client preface with a SETTINGS frame, as every HTTP/2 server must): what
+// an HTTP/1 server answered instead, or that it closed the connection.
+func Sniff(ctx context.Context, addr string) string {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	// The client preface, then an empty SETTINGS frame.
+	preface := append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0)
+	if _, err := conn.Write(preface); err != nil {
+		return "it closed the connection at the HTTP/2 preface"
+	}
+	b := make([]byte, 64)
+	n, _ := io.ReadAtLeast(conn, b, 9)
+	b = b[:n]
+	switch {
+	case n == 0:
+		return "it closed the connection at the HTTP/2 preface"
+	case bytes.HasPrefix(b, []byte("HTTP/")):
+		line, _, _ := bytes.Cut(b, []byte("\r\n"))
+		return fmt.Sprintf("it answered %q", line)
+	case n >= 9 && b[3] == 4:
+		return ""
+	}
+	return fmt.Sprintf("its first bytes %q are not an HTTP/2 frame", b)
 }
