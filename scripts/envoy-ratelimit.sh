@@ -18,7 +18,11 @@ mkdir -p "$(dirname "$bin")"
 (
   cd "$scratch"
   printf 'module rlverify.local/envoyratelimit\n\ngo 1.26\n' > go.mod
-  GOFLAGS=-mod=mod go get "github.com/envoyproxy/ratelimit@$version" >/dev/null 2>&1
+  if ! out=$(GOFLAGS=-mod=mod go get "github.com/envoyproxy/ratelimit@$version" 2>&1); then
+    echo "envoy-ratelimit: go get github.com/envoyproxy/ratelimit@$version failed:" >&2
+    echo "$out" >&2
+    exit 1
+  fi
   GOFLAGS=-mod=mod go build -o "$bin.tmp" github.com/envoyproxy/ratelimit/src/service_cmd
 )
 mv "$bin.tmp" "$bin"
