@@ -188,6 +188,8 @@ type prober struct {
 	used    map[string]int
 	lastUse map[string]time.Time
 	refill  time.Duration
+	// retried: tiers measured a second time (once at most).
+	retried map[string]bool
 }
 
 // obs is one probe's outcome on one clock (wall time with monotonic part).
@@ -212,7 +214,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	var b [3]byte
 	_, _ = rand.Read(b[:])
-	p := &prober{o: o, runID: "d" + hex.EncodeToString(b[:]), start: time.Now(), used: map[string]int{}, lastUse: map[string]time.Time{}}
+	p := &prober{o: o, runID: "d" + hex.EncodeToString(b[:]), start: time.Now(), used: map[string]int{}, lastUse: map[string]time.Time{}, retried: map[string]bool{}}
 	p.deadline = p.start.Add(o.Budget)
 	tiers := []string{"all"}
 	if o.Keys != nil {
