@@ -498,23 +498,33 @@ func (p *prober) windowLike(ctx context.Context, name string, deadline time.Time
 		// The second reset is the first admission after the first run
 		// ended (a log frees one entry at a time: that admission may stand
 		// alone before the run).
-		// A few admissions after the run, that the quota (at most the
+		// A few admissions just after the run, that the quota (at most the
 		// burst's count) still holds, are the run's own, decided out of
 		// order or freed a moment later on a busy machine (stability runs
-		// read W = 0.13 … 0.15 s for 2 s from one): not a reset.
-		// The next reset is the next run of half the quota or more, or a
-		// stray admission the quota cannot hold beside the first run.
+		// read W = 0.11 … 0.15 s for 2 s from such pieces): not a reset.
+		// The next reset is the next run after a long gap (a quarter of
+		// the longest between runs: resets are W apart, pieces of one
+		// quota moments apart), or one the quota cannot hold beside the
+		// first run and its pieces.
 		next := full[1]
 		for i, r := range rs {
-			if r.first.sent.Equal(g1.first.sent) {
-				for _, r2 := range rs[i+1:] {
-					if r2.n >= max(2, n/2) || g1.n+r2.n > max(n, a) {
-						next = r2
-						break
-					}
-				}
-				break
+			if !r.first.sent.Equal(g1.first.sent) {
+				continue
 			}
+			var longest time.Duration
+			for j := i + 1; j < len(rs); j++ {
+				longest = max(longest, rs[j].first.sent.Sub(rs[j-1].last.sent))
+			}
+			held := g1.n
+			for j := i + 1; j < len(rs); j++ {
+				r2 := rs[j]
+				if r2.first.sent.Sub(rs[j-1].last.sent) >= longest/4 || held+r2.n > max(n, a) {
+					next = r2
+					break
+				}
+				held += r2.n
+			}
+			break
 		}
 		e2lo := next.before.sent
 		if e2lo.IsZero() {
