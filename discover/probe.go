@@ -240,7 +240,10 @@ func (p *prober) tier(ctx context.Context, name string, deadline time.Time, res 
 			q = math.Min(q*4, maxRate/2) // slower than the refill: speed up
 			continue
 		}
-		rs := runs(capObs, tr, cl)
+		// Merged: pieces of one reset split by the load are one run, so
+		// two long runs are two resets (a window's one reset in two pieces
+		// once ended the trickle with W unpinned).
+		rs := merged(runs(capObs, tr, cl), tr, cl, a)
 		long := 0
 		for _, r := range rs {
 			if r.n >= 3 || (a < 3 && r.n >= a) {
@@ -323,7 +326,23 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 		// ±10%: a counter's steady rate is N/W only on average over a
 		// window (its edges add or hold back one admission).
 		wr := Number{Value: float64(a) / rt.Value, Low: 0.9 * float64(a) / rt.High, High: 1.1 * float64(a) / math.Max(rt.Low, 1e-6), Pinned: true}
-		if wc, ok := snapEpoch(wr, nil, 0); ok && time.Until(deadline) > 2*wc+2*time.Second {
+		// Every whole second within range is tried, the closest to the
+		// estimate first, at most two: under load the steady rate can
+		// mislead toward its neighbour (a counter of 2 s read 2.55 s and
+		// was tried at 3 s only).
+		var cands []time.Duration
+		if wc, ok := snapEpoch(wr, nil, 0); ok {
+			cands = append(cands, wc)
+		}
+		for c := time.Duration(math.Ceil(wr.Low)) * time.Second; c.Seconds() <= wr.High && len(cands) < 2; c += time.Second {
+			if c > 0 && (len(cands) == 0 || c != cands[0]) {
+				cands = append(cands, c)
+			}
+		}
+		for _, wc := range cands {
+			if time.Until(deadline) <= 2*wc+2*time.Second {
+				break
+			}
 			counter, ev, err := p.edgeTest(ctx, name, cl, a, wc, rt.Value)
 			if err != nil {
 				return t, err
@@ -339,7 +358,7 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 				t.Anchor, t.AnchorEvidence = policy.AnchorEpoch, fmt.Sprintf("nothing came back before the next multiple of %s in Unix time", wc)
 				return p.scope(ctx, name, deadline, cl, t, a)
 			}
-			edgeNote = "; " + ev
+			edgeNote += "; " + ev
 		}
 	}
 	// The quiet refill: exhaust a fresh key, wait, count what came back.
