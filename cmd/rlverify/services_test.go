@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -23,11 +25,19 @@ import (
 // arguments that reach it: targets, policy, request shape.
 func testService(t *testing.T, service string, quirks ...string) []string {
 	t.Helper()
+	return testServiceAs(t, service, false, nil, quirks...)
+}
+
+// testServiceAs is testService for a service that serves a repeated
+// identity's last occurrence (serveLast), with its policy's text edited
+// (each old → new, which must be there).
+func testServiceAs(t *testing.T, service string, serveLast bool, edit map[string]string, quirks ...string) []string {
+	t.Helper()
 	var q testsvc.Quirks
 	for _, s := range quirks {
 		require.NoError(t, q.Set(s))
 	}
-	c := testsvc.Common{Quirks: q}
+	c := testsvc.Common{Quirks: q, ServeLast: serveLast}
 	var h http.Handler
 	var path string
 	var extra []string
@@ -51,8 +61,13 @@ func testService(t *testing.T, service string, quirks ...string) []string {
 	}
 	url, stop := testsvc.Serve(h)
 	t.Cleanup(stop)
-	pol, err := testsvc.PolicyYAML(service)
+	b, err := testsvc.PolicyYAML(service)
 	require.NoError(t, err)
+	pol := string(b)
+	for from, to := range edit {
+		require.Contains(t, pol, from)
+		pol = strings.Replace(pol, from, to, 1)
+	}
 	return append([]string{"--target", url + path, "--policy", writeFile(t, service+".yaml", string(pol))}, extra...)
 }
 
@@ -86,6 +101,10 @@ func failing(got map[string]string) []string {
 	return out
 }
 
+// lastOccurrence declares a repeated identity served and counted as its
+// last occurrence.
+var lastOccurrence = map[string]string{"repeated: first": "tenant_occurrence: last\n  limiter_occurrence: last"}
+
 func TestServicesWeDidNotWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
@@ -99,25 +118,42 @@ func TestServicesWeDidNotWrite(t *testing.T) {
 		fails []string
 		// judged lists checks that must have judged (not skip).
 		judged []string
+		// serveLast: the service serves a repeated identity's last
+		// occurrence; edit changes its policy's text.
+		serveLast bool
+		edit      map[string]string
 	}{
-		{"orders", nil, "concurrent-burst", nil, []string{"oversell", "under-admission", "retry-after", "headers", "token-bounds"}},
-		{"orders", nil, "bypass", nil, []string{"bypass"}},
-		{"orders", []string{"last-identity-wins"}, "bypass", []string{"bypass"}, nil},
-		{"windowed", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}},
-		{"windowed", nil, "idle-refill", nil, []string{"oversell", "under-admission"}},
-		{"windowed", nil, "tenant-isolation", nil, []string{"isolation"}},
-		{"windowed", []string{"trust-xff"}, "bypass", []string{"bypass"}, nil},
-		{"windowed", nil, "bypass", nil, []string{"bypass"}},
-		{"windowed", []string{"per-path"}, "bypass", []string{"bypass"}, nil},
-		{"sessions", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}},
-		{"sessions", nil, "bypass", nil, []string{"bypass"}},
-		{"sessions", []string{"no-fold-case"}, "bypass", []string{"bypass"}, nil},
-		{"sessions", []string{"racy"}, "concurrent-burst", []string{"oversell"}, nil},
-		{"orders", []string{"retry-after-down"}, "retry-after", []string{"retry-after"}, nil},
+		{"orders", nil, "concurrent-burst", nil, []string{"oversell", "under-admission", "retry-after", "headers", "token-bounds"}, false, nil},
+		{"orders", nil, "bypass", nil, []string{"bypass"}, false, nil},
+		{"orders", []string{"last-identity-wins"}, "bypass", []string{"bypass"}, nil, false, nil},
+		// The tenant and the limiter read the last occurrence, as declared;
+		// then a limiter that counts the first.
+		{"orders", nil, "bypass", nil, []string{"bypass"}, true, lastOccurrence},
+		{"orders", []string{"first-identity-wins"}, "bypass", []string{"bypass"}, nil, true, lastOccurrence},
+		// A limiter that counts the last while the application serves the
+		// first, declared honestly: the declared mismatch is the bypass.
+		{"orders", []string{"last-identity-wins"}, "bypass", []string{"bypass"}, nil, false, map[string]string{"repeated: first": "tenant_occurrence: first\n  limiter_occurrence: last"}},
+		{"windowed", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}, false, nil},
+		{"windowed", nil, "idle-refill", nil, []string{"oversell", "under-admission"}, false, nil},
+		{"windowed", nil, "tenant-isolation", nil, []string{"isolation"}, false, nil},
+		{"windowed", []string{"trust-xff"}, "bypass", []string{"bypass"}, nil, false, nil},
+		{"windowed", nil, "bypass", nil, []string{"bypass"}, false, nil},
+		{"windowed", []string{"per-path"}, "bypass", []string{"bypass"}, nil, false, nil},
+		{"sessions", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}, false, nil},
+		{"sessions", nil, "bypass", nil, []string{"bypass"}, false, nil},
+		{"sessions", []string{"no-fold-case"}, "bypass", []string{"bypass"}, nil, false, nil},
+		{"sessions", []string{"racy"}, "concurrent-burst", []string{"oversell"}, nil, false, nil},
+		{"orders", []string{"retry-after-down"}, "retry-after", []string{"retry-after"}, nil, false, nil},
 	} {
 		name := fmt.Sprintf("%s/%s/%s", tc.service, strings.Join(tc.quirks, "+"), tc.plan)
+		if tc.serveLast {
+			name += "/serving-last"
+		}
+		if tc.edit != nil {
+			name += "/edited-policy"
+		}
 		t.Run(name, func(t *testing.T) {
-			got, _ := serviceVerdicts(t, tc.plan, testService(t, tc.service, tc.quirks...))
+			got, doc := serviceVerdicts(t, tc.plan, testServiceAs(t, tc.service, tc.serveLast, tc.edit, tc.quirks...))
 			want := make([]string, len(tc.fails))
 			for i, f := range tc.fails {
 				want[i] = f + ":fail"
@@ -126,6 +162,20 @@ func TestServicesWeDidNotWrite(t *testing.T) {
 			require.Equal(t, want, failing(got), "verdicts: %v", got)
 			for _, c := range tc.judged {
 				require.NotEqual(t, "skip", got[c], "%s must judge this run", c)
+			}
+			if slices.Contains(tc.fails, "bypass") && tc.plan == "bypass" {
+				// The finding names the occurrence that was wrongly counted
+				// or the declaration that lets it happen.
+				b, err := json.Marshal(doc.Checks)
+				require.NoError(t, err)
+				want := "the limiter charged another occurrence"
+				if tc.edit != nil && !tc.serveLast {
+					want = "as the policy declares: the limiter counts the last occurrence"
+				}
+				if slices.Contains(tc.quirks, "trust-xff") || slices.Contains(tc.quirks, "per-path") || slices.Contains(tc.quirks, "no-fold-case") {
+					want = "variant"
+				}
+				require.Contains(t, string(b), want)
 			}
 		})
 	}

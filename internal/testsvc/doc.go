@@ -50,6 +50,7 @@
 //	|----------------------|---------------------------------------------------------------------|-------------------------------------------------|---------------------------|-------------------------------|
 //	| cut-keys=N           | keys the limiter on the key's first N bytes (a fixed-width column)  | isolation: long keys differing after N collide  | isolation                 | all                           |
 //	| last-identity-wins   | a repeated identity counts its last occurrence (policy: first)      | bypass: a second identity buys a fresh quota    | bypass                    | all                           |
+//	| first-identity-wins  | with ServeLast: the limiter counts the first occurrence (policy: last) | bypass: a second identity buys a fresh quota    | bypass                    | all (ServeLast)               |
 //	| fold-case            | folds the case of keys the policy calls case-sensitive              | isolation: Key and key share a quota            | isolation                 | orders, windowed, redisbucket |
 //	| no-fold-case         | keeps the case of keys the policy calls case-insensitive            | bypass: KEY buys more than key's quota          | bypass                    | sessions                      |
 //	| trust-xff            | adds X-Forwarded-For, when present, to the limiter key              | bypass: each forged address is a fresh quota    | bypass                    | all                           |

@@ -22,6 +22,10 @@ type Quirks struct {
 	// repeated identity while authentication and the upstream see the
 	// first, as the honest policy says.
 	LastIdentityWins bool
+	// FirstIdentityWins keys the limiter on the first occurrence of a
+	// repeated identity while a service that serves the last (ServeLast)
+	// authenticates and forwards the last, as its honest policy says.
+	FirstIdentityWins bool
 	// FoldCase lower-cases the limiter key of a service whose policy says
 	// keys are case-sensitive.
 	FoldCase bool
@@ -66,6 +70,7 @@ const DefaultRacyPause = 2 * time.Millisecond
 const (
 	QuirkCutKeys           = "cut-keys"
 	QuirkLastIdentityWins  = "last-identity-wins"
+	QuirkFirstIdentityWins = "first-identity-wins"
 	QuirkFoldCase          = "fold-case"
 	QuirkNoFoldCase        = "no-fold-case"
 	QuirkTrustXFF          = "trust-xff"
@@ -96,6 +101,8 @@ var quirkTable = []quirk{
 		func(q *Quirks) bool { return q.CutKeys > 0 }},
 	{QuirkLastIdentityWins, "", func(q *Quirks, _ string) error { q.LastIdentityWins = true; return nil },
 		func(q *Quirks) bool { return q.LastIdentityWins }},
+	{QuirkFirstIdentityWins, "", func(q *Quirks, _ string) error { q.FirstIdentityWins = true; return nil },
+		func(q *Quirks) bool { return q.FirstIdentityWins }},
 	{QuirkFoldCase, "", func(q *Quirks, _ string) error { q.FoldCase = true; return nil },
 		func(q *Quirks) bool { return q.FoldCase }},
 	{QuirkNoFoldCase, "", func(q *Quirks, _ string) error { q.NoFoldCase = true; return nil },
