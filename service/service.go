@@ -179,6 +179,18 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		pol, lims, fallback = s.Rules.Fallback, s.Rules.Limiters, FallbackRules
 	}
+	if _, exempt := pol.ExemptFor(key); exempt {
+		// Never limited: no store call, no rate-limit headers.
+		if s.Downstream != nil {
+			if err := s.Downstream.Forward(r.Context(), tenant); err != nil {
+				http.Error(w, "downstream: "+err.Error(), http.StatusBadGateway)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("ok\n"))
+		return
+	}
 	tier, ok := pol.TierFor(key)
 	if !ok {
 		http.Error(w, "no tier for this API key", http.StatusForbidden)

@@ -217,3 +217,24 @@ func TestServiceServesTheTenantOccurrenceAndLimitsTheLimiters(t *testing.T) {
 		})
 	}
 }
+
+// An exempt class is never limited: its keys are admitted past every
+// quota, forwarded, and carry no rate-limit headers.
+func TestServiceNeverLimitsAnExemptClass(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pol, err := policy.Parse("p.yaml", []byte("name: p\ntiers:\n  - name: one\n    key_prefix: \"\"\n    limits: [{capacity: 1, rate: 1/min}]\ndefault_tier: one\nexempt:\n  - name: internal\n    key_prefix: int-\nheaders: {x_ratelimit: true}\n"))
+	require.NoError(t, err)
+	svc, sink := newServiceFor(t, pol, "token-bucket", func() time.Time { return now })
+	for i := 0; i < 50; i++ {
+		resp := get(t, svc, "/api", map[string]string{"X-API-Key": "int-a"})
+		require.Equal(t, http.StatusOK, resp.StatusCode, i)
+		require.Empty(t, resp.Header.Get("X-RateLimit-Limit"))
+	}
+	require.Equal(t, http.StatusOK, get(t, svc, "/api", map[string]string{"X-API-Key": "k"}).StatusCode)
+	require.Equal(t, http.StatusTooManyRequests, get(t, svc, "/api", map[string]string{"X-API-Key": "k"}).StatusCode, "K = 1")
+	got := map[string]int64{}
+	for _, s := range sink.Snapshot(now.Add(-time.Hour)) {
+		got[s.Key] = s.Arrivals
+	}
+	require.Equal(t, int64(50), got["int-a"])
+}

@@ -25,19 +25,28 @@ import (
 // arguments that reach it: targets, policy, request shape.
 func testService(t *testing.T, service string, quirks ...string) []string {
 	t.Helper()
-	return testServiceAs(t, service, false, nil, quirks...)
+	return testServiceAs(t, service, svcOpts{}, quirks...)
 }
 
-// testServiceAs is testService for a service that serves a repeated
-// identity's last occurrence (serveLast), with its policy's text edited
-// (each old → new, which must be there).
-func testServiceAs(t *testing.T, service string, serveLast bool, edit map[string]string, quirks ...string) []string {
+// svcOpts vary a test service and its policy.
+type svcOpts struct {
+	// serveLast: the service serves a repeated identity's last occurrence.
+	serveLast bool
+	// skip: the windowed service's skip list (a key prefix never limited).
+	skip string
+	// edit changes the policy's text (each old → new, which must be there).
+	edit map[string]string
+}
+
+// testServiceAs is testService with the service and its policy varied.
+func testServiceAs(t *testing.T, service string, o svcOpts, quirks ...string) []string {
 	t.Helper()
 	var q testsvc.Quirks
 	for _, s := range quirks {
 		require.NoError(t, q.Set(s))
 	}
-	c := testsvc.Common{Quirks: q, ServeLast: serveLast}
+	c := testsvc.Common{Quirks: q, ServeLast: o.serveLast}
+	edit := o.edit
 	var h http.Handler
 	var path string
 	var extra []string
@@ -49,7 +58,7 @@ func testServiceAs(t *testing.T, service string, serveLast bool, edit map[string
 		extra = []string{"--method", "POST", "--header", "Content-Type: application/json", "--body", `{"sku": "sku-{i}"}`,
 			"--keys", filepath.Join("..", "..", "internal", "testsvc", "policies", "orders-keys.yaml")}
 	case "windowed":
-		w, err := testsvc.NewWindowed(testsvc.WindowedConfig{Common: c})
+		w, err := testsvc.NewWindowed(testsvc.WindowedConfig{Common: c, Skip: o.skip})
 		require.NoError(t, err)
 		h, path = w, "/search/items"
 	case "sessions":
@@ -105,6 +114,9 @@ func failing(got map[string]string) []string {
 // last occurrence.
 var lastOccurrence = map[string]string{"repeated: first": "tenant_occurrence: last\n  limiter_occurrence: last"}
 
+// exemptInt declares the windowed service's keys under int- exempt.
+var exemptInt = map[string]string{"default_tier: all\n": "default_tier: all\nexempt:\n  - name: internal\n    key_prefix: int-\n"}
+
 func TestServicesWeDidNotWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
@@ -122,28 +134,33 @@ func TestServicesWeDidNotWrite(t *testing.T) {
 		// occurrence; edit changes its policy's text.
 		serveLast bool
 		edit      map[string]string
+		skip      string
 	}{
-		{"orders", nil, "concurrent-burst", nil, []string{"oversell", "under-admission", "retry-after", "headers", "token-bounds"}, false, nil},
-		{"orders", nil, "bypass", nil, []string{"bypass"}, false, nil},
-		{"orders", []string{"last-identity-wins"}, "bypass", []string{"bypass"}, nil, false, nil},
+		{"orders", nil, "concurrent-burst", nil, []string{"oversell", "under-admission", "retry-after", "headers", "token-bounds"}, false, nil, ""},
+		{"orders", nil, "bypass", nil, []string{"bypass"}, false, nil, ""},
+		{"orders", []string{"last-identity-wins"}, "bypass", []string{"bypass"}, nil, false, nil, ""},
 		// The tenant and the limiter read the last occurrence, as declared;
 		// then a limiter that counts the first.
-		{"orders", nil, "bypass", nil, []string{"bypass"}, true, lastOccurrence},
-		{"orders", []string{"first-identity-wins"}, "bypass", []string{"bypass"}, nil, true, lastOccurrence},
+		{"orders", nil, "bypass", nil, []string{"bypass"}, true, lastOccurrence, ""},
+		{"orders", []string{"first-identity-wins"}, "bypass", []string{"bypass"}, nil, true, lastOccurrence, ""},
 		// A limiter that counts the last while the application serves the
 		// first, declared honestly: the declared mismatch is the bypass.
-		{"orders", []string{"last-identity-wins"}, "bypass", []string{"bypass"}, nil, false, map[string]string{"repeated: first": "tenant_occurrence: first\n  limiter_occurrence: last"}},
-		{"windowed", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}, false, nil},
-		{"windowed", nil, "idle-refill", nil, []string{"oversell", "under-admission"}, false, nil},
-		{"windowed", nil, "tenant-isolation", nil, []string{"isolation"}, false, nil},
-		{"windowed", []string{"trust-xff"}, "bypass", []string{"bypass"}, nil, false, nil},
-		{"windowed", nil, "bypass", nil, []string{"bypass"}, false, nil},
-		{"windowed", []string{"per-path"}, "bypass", []string{"bypass"}, nil, false, nil},
-		{"sessions", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}, false, nil},
-		{"sessions", nil, "bypass", nil, []string{"bypass"}, false, nil},
-		{"sessions", []string{"no-fold-case"}, "bypass", []string{"bypass"}, nil, false, nil},
-		{"sessions", []string{"racy"}, "concurrent-burst", []string{"oversell"}, nil, false, nil},
-		{"orders", []string{"retry-after-down"}, "retry-after", []string{"retry-after"}, nil, false, nil},
+		{"orders", []string{"last-identity-wins"}, "bypass", []string{"bypass"}, nil, false, map[string]string{"repeated: first": "tenant_occurrence: first\n  limiter_occurrence: last"}, ""},
+		// A skip list the policy declares exempt: never refused; then a
+		// service that limits it all the same.
+		{"windowed", nil, "exempt", nil, []string{"under-admission"}, false, exemptInt, "int-"},
+		{"windowed", []string{"limit-skipped"}, "exempt", []string{"under-admission"}, nil, false, exemptInt, "int-"},
+		{"windowed", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}, false, nil, ""},
+		{"windowed", nil, "idle-refill", nil, []string{"oversell", "under-admission"}, false, nil, ""},
+		{"windowed", nil, "tenant-isolation", nil, []string{"isolation"}, false, nil, ""},
+		{"windowed", []string{"trust-xff"}, "bypass", []string{"bypass"}, nil, false, nil, ""},
+		{"windowed", nil, "bypass", nil, []string{"bypass"}, false, nil, ""},
+		{"windowed", []string{"per-path"}, "bypass", []string{"bypass"}, nil, false, nil, ""},
+		{"sessions", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}, false, nil, ""},
+		{"sessions", nil, "bypass", nil, []string{"bypass"}, false, nil, ""},
+		{"sessions", []string{"no-fold-case"}, "bypass", []string{"bypass"}, nil, false, nil, ""},
+		{"sessions", []string{"racy"}, "concurrent-burst", []string{"oversell"}, nil, false, nil, ""},
+		{"orders", []string{"retry-after-down"}, "retry-after", []string{"retry-after"}, nil, false, nil, ""},
 	} {
 		name := fmt.Sprintf("%s/%s/%s", tc.service, strings.Join(tc.quirks, "+"), tc.plan)
 		if tc.serveLast {
@@ -153,7 +170,7 @@ func TestServicesWeDidNotWrite(t *testing.T) {
 			name += "/edited-policy"
 		}
 		t.Run(name, func(t *testing.T) {
-			got, doc := serviceVerdicts(t, tc.plan, testServiceAs(t, tc.service, tc.serveLast, tc.edit, tc.quirks...))
+			got, doc := serviceVerdicts(t, tc.plan, testServiceAs(t, tc.service, svcOpts{serveLast: tc.serveLast, skip: tc.skip, edit: tc.edit}, tc.quirks...))
 			want := make([]string, len(tc.fails))
 			for i, f := range tc.fails {
 				want[i] = f + ":fail"

@@ -63,5 +63,6 @@
 //	| retry-after-down     | rounds Retry-After down instead of up                               | retry-after: advice shorter than the wait       | retry-after               | all                           |
 //	| remaining-off-by-one | reports one more remaining than there is                            | headers: remaining disagrees with admissions    | headers, token-bounds     | all                           |
 //	| fail-open            | admits while Redis fails although failing closed is declared        | fail-mode                                       | fail-mode                 | redisbucket                   |
+//	| limit-skipped        | limits the skip list's keys (WindowedConfig.Skip) like any other    | exempt: a key declared exempt is refused        | under-admission           | windowed (with Skip)          |
 //	| per-path             | one window per path where the policy shares one under /search/     | bypass: another path under the prefix is fresh  | bypass                    | windowed                      |
 package testsvc

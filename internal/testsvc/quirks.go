@@ -61,6 +61,9 @@ type Quirks struct {
 	// PerPath keys the limiter on the path too, where the policy says every
 	// path under its prefix shares the key's one quota.
 	PerPath bool
+	// LimitSkipped limits the keys of the windowed service's skip list
+	// like any other, where the policy declares them exempt.
+	LimitSkipped bool
 }
 
 // DefaultRacyPause is the pause of the racy quirk when none is given.
@@ -71,6 +74,7 @@ const (
 	QuirkCutKeys           = "cut-keys"
 	QuirkLastIdentityWins  = "last-identity-wins"
 	QuirkFirstIdentityWins = "first-identity-wins"
+	QuirkLimitSkipped      = "limit-skipped"
 	QuirkFoldCase          = "fold-case"
 	QuirkNoFoldCase        = "no-fold-case"
 	QuirkTrustXFF          = "trust-xff"
@@ -145,6 +149,8 @@ var quirkTable = []quirk{
 		func(q *Quirks) bool { return q.FailOpen }},
 	{QuirkPerPath, "", func(q *Quirks, _ string) error { q.PerPath = true; return nil },
 		func(q *Quirks) bool { return q.PerPath }},
+	{QuirkLimitSkipped, "", func(q *Quirks, _ string) error { q.LimitSkipped = true; return nil },
+		func(q *Quirks) bool { return q.LimitSkipped }},
 }
 
 func positiveInt(v string, dst *int) error {

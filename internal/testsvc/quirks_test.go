@@ -102,6 +102,11 @@ func TestQuirkEffects(t *testing.T) {
 			code := req{target: "/search/x?api_key=fresh&api_key=k"}.send(s).Code
 			return []any{code, s.g.up.Count("k"), s.g.up.Count("fresh")}
 		}, []any{429, int64(10), int64(0)}, []any{200, int64(11), int64(0)}},
+		{"limit-skipped", func(t *testing.T, q Quirks) any {
+			s := must[*Windowed](t)(NewWindowed(WindowedConfig{Common: Common{Now: newClock().Now, Quirks: q}, Skip: "int-"}))
+			codes := search("int-1").statuses(s, 15)
+			return []any{count(codes, http.StatusOK), s.g.up.Count("int-1"), search("k").statuses(s, 11)[10]}
+		}, []any{15, int64(15), 429}, []any{10, int64(10), 429}},
 		{"fold-case", func(t *testing.T, q Quirks) any {
 			s := newWindowed(t, newClock(), q)
 			search("Key").statuses(s, 10)
@@ -245,7 +250,9 @@ func TestQuirksApplyOnlyWhereTheyMean(t *testing.T) {
 	}
 	// Which occurrence the limiter wrongly counts depends on which one the
 	// service serves.
-	_, err := NewWindowed(WindowedConfig{Common: Common{Quirks: quirks(t, "first-identity-wins")}})
+	_, err := NewWindowed(WindowedConfig{Common: Common{Quirks: quirks(t, "limit-skipped")}})
+	require.ErrorContains(t, err, "needs a skip list")
+	_, err = NewWindowed(WindowedConfig{Common: Common{Quirks: quirks(t, "first-identity-wins")}})
 	require.ErrorContains(t, err, "needs a service that serves the last occurrence")
 	_, err = NewWindowed(WindowedConfig{Common: Common{Quirks: quirks(t, "last-identity-wins"), ServeLast: true}})
 	require.ErrorContains(t, err, "needs a service that serves the first occurrence")
