@@ -199,7 +199,7 @@ type group struct {
 	// exempt is set (and tier nil) for a key of an exempt class: never to
 	// be refused.
 	exempt *policy.Exempt
-	recs []rec
+	recs   []rec
 	// off is the position of recs[0] in index.recs.
 	off   int32
 	insts int // distinct instances among non-variant events
