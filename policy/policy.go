@@ -506,6 +506,12 @@ func (l *Limit) normalize(path string, errf func(string, string, ...any) error) 
 		if l.Capacity <= 0 || l.Capacity > MaxCount {
 			return errf(path+".capacity", "%d: want 1 … %d", l.Capacity, MaxCount)
 		}
+		if l.Rate == 0 && l.Capacity > 0 {
+			// Every check, plan and reference limiter works from r (or W =
+			// K/r); a quota that never refills is a window longer than any
+			// run, which they all judge.
+			return errf(path+".rate", "0: a quota that never refills is declared as a window that outlasts the run: algorithm: fixed-window, limit: %d, window: 400d, anchor: first", l.Capacity)
+		}
 		if !(l.Rate > 0) || float64(l.Rate) > MaxCount {
 			return errf(path+".rate", "%g/s: want a positive rate up to %d/s", float64(l.Rate), MaxCount)
 		}
