@@ -70,7 +70,7 @@ func testServiceAs(t *testing.T, service string, o svcOpts, quirks ...string) []
 	}
 	url, stop := testsvc.Serve(h)
 	t.Cleanup(stop)
-	b, err := testsvc.PolicyYAML(service)
+	b, err := testsvc.HonestPolicyYAML(service, testsvc.Variant{ServeLast: o.serveLast, Skip: o.skip})
 	require.NoError(t, err)
 	pol := string(b)
 	for from, to := range edit {
@@ -110,13 +110,6 @@ func failing(got map[string]string) []string {
 	return out
 }
 
-// lastOccurrence declares a repeated identity served and counted as its
-// last occurrence.
-var lastOccurrence = map[string]string{"repeated: first": "tenant_occurrence: last\n  limiter_occurrence: last"}
-
-// exemptInt declares the windowed service's keys under int- exempt.
-var exemptInt = map[string]string{"default_tier: all\n": "default_tier: all\nexempt:\n  - name: internal\n    key_prefix: int-\n"}
-
 func TestServicesWeDidNotWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
@@ -131,7 +124,8 @@ func TestServicesWeDidNotWrite(t *testing.T) {
 		// judged lists checks that must have judged (not skip).
 		judged []string
 		// serveLast: the service serves a repeated identity's last
-		// occurrence; edit changes its policy's text.
+		// occurrence; skip: the windowed service's skip list (both
+		// declared by its honest policy); edit changes the policy's text.
 		serveLast bool
 		edit      map[string]string
 		skip      string
@@ -141,15 +135,15 @@ func TestServicesWeDidNotWrite(t *testing.T) {
 		{"orders", []string{"last-identity-wins"}, "bypass", []string{"bypass"}, nil, false, nil, ""},
 		// The tenant and the limiter read the last occurrence, as declared;
 		// then a limiter that counts the first.
-		{"orders", nil, "bypass", nil, []string{"bypass"}, true, lastOccurrence, ""},
-		{"orders", []string{"first-identity-wins"}, "bypass", []string{"bypass"}, nil, true, lastOccurrence, ""},
+		{"orders", nil, "bypass", nil, []string{"bypass"}, true, nil, ""},
+		{"orders", []string{"first-identity-wins"}, "bypass", []string{"bypass"}, nil, true, nil, ""},
 		// A limiter that counts the last while the application serves the
 		// first, declared honestly: the declared mismatch is the bypass.
 		{"orders", []string{"last-identity-wins"}, "bypass", []string{"bypass"}, nil, false, map[string]string{"repeated: first": "tenant_occurrence: first\n  limiter_occurrence: last"}, ""},
 		// A skip list the policy declares exempt: never refused; then a
 		// service that limits it all the same.
-		{"windowed", nil, "exempt", nil, []string{"under-admission"}, false, exemptInt, "int-"},
-		{"windowed", []string{"limit-skipped"}, "exempt", []string{"under-admission"}, nil, false, exemptInt, "int-"},
+		{"windowed", nil, "exempt", nil, []string{"under-admission"}, false, nil, "int-"},
+		{"windowed", []string{"limit-skipped"}, "exempt", []string{"under-admission"}, nil, false, nil, "int-"},
 		{"windowed", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}, false, nil, ""},
 		{"windowed", nil, "idle-refill", nil, []string{"oversell", "under-admission"}, false, nil, ""},
 		{"windowed", nil, "tenant-isolation", nil, []string{"isolation"}, false, nil, ""},
@@ -165,6 +159,9 @@ func TestServicesWeDidNotWrite(t *testing.T) {
 		name := fmt.Sprintf("%s/%s/%s", tc.service, strings.Join(tc.quirks, "+"), tc.plan)
 		if tc.serveLast {
 			name += "/serving-last"
+		}
+		if tc.skip != "" {
+			name += "/skipping-" + tc.skip
 		}
 		if tc.edit != nil {
 			name += "/edited-policy"

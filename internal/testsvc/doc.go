@@ -28,6 +28,12 @@
 //     its own Lua script, a store timeout, fail closed (503 + Retry-After)
 //     or open; X-RateLimit-* with a relative reset.
 //
+// Two variants change what the honest policy declares (HonestPolicyYAML,
+// testsvc --print-policy): Common.ServeLast serves and limits a repeated
+// identity as its last occurrence (tenant_occurrence and limiter_occurrence
+// last), and the windowed service's skip list (WindowedConfig.Skip, --skip)
+// is never limited (an exempt class).
+//
 // Several instances share state when they are built on one Store (one Redis
 // and Namespace for redisbucket) and keep their own otherwise. Every
 // instance reports to an Upstream, shared by the instances of a deployment,
