@@ -44,8 +44,15 @@ func Policy(r *Result) ([]byte, *policy.Policy, error) {
 			w(ind+"capacity: %d\n", atLeast1(capN.Value))
 			rate := t.Rate
 			if math.IsNaN(rate.Value) || rate.Value <= 0 {
-				rate = Number{Value: capN.Value / math.Max(t.Window.Value, 1e-3)}
-				c(ind, "r NOT PINNED: "+t.Window.Evidence)
+				if w := t.Window.Value; w > 0 && !math.IsNaN(w) && !math.IsInf(w, 0) {
+					rate = Number{Value: capN.Value / math.Max(w, 1e-3)}
+					c(ind, "r NOT PINNED: "+t.Window.Evidence)
+				} else {
+					// No refill was watched (nothing refused): K per
+					// second keeps K/r a loadable window, said open.
+					rate = Number{Value: float64(atLeast1(capN.Value))}
+					c(ind, "r NOT PINNED: no refill was watched; written as K per second so the file loads: declare yours")
+				}
 			} else {
 				c(ind, fmt.Sprintf("r = %s/s%s: %s", rate.Range(), pinnedNote(rate), rate.Evidence))
 			}
