@@ -3,8 +3,10 @@ package history
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"time"
 )
 
@@ -40,7 +42,6 @@ const DefaultReorderBound = 10 * time.Second
 // bound allows: events sent after it had already been passed on.
 type ReorderError struct {
 	Source string
-	Line   int
 	ID     uint64
 	// Sent is the event's send time; Passed the send time of the latest
 	// event already passed on; Bound the stream's reorder bound.
@@ -49,8 +50,8 @@ type ReorderError struct {
 }
 
 func (e *ReorderError) Error() string {
-	return fmt.Sprintf("%s:%d: event %d (sent at %s) comes after events sent up to %s later (%s) were passed on: it is further out of send order than the reorder bound %s allows; give a larger bound or read the whole history into memory",
-		e.Source, e.Line, e.ID, time.Duration(e.Sent), time.Duration(e.Passed-e.Sent), time.Duration(e.Passed), e.Bound)
+	return fmt.Sprintf("%s: event %d (sent at %s) comes after events sent up to %s later (at %s) were passed on: it is further out of send order than the reorder bound %s allows; give a larger bound or read the whole history into memory",
+		e.Source, e.ID, time.Duration(e.Sent), time.Duration(e.Passed-e.Sent), time.Duration(e.Passed), e.Bound)
 }
 
 // StreamOptions tune a Stream. The zero value is ready to use.
@@ -63,24 +64,39 @@ type StreamOptions struct {
 // Stream reads a history's events one at a time, in send order (equal
 // send times in file order). Use it as a bufio.Scanner: Next, Event, and
 // Err when Next returns false; History then holds everything but the
-// events. A Stream is not safe for concurrent use.
+// events. Close it when abandoning it before the end. A Stream is not
+// safe for concurrent use.
+//
+// The file is decoded on all CPUs (the chunked reader's windows) in a
+// goroutine of its own, one window ahead of the events handed out, so the
+// caller's work on the events overlaps the reading.
 type Stream struct {
-	s     *lineState
-	sc    *bufio.Scanner
+	name  string
 	bound int64
 	eof   bool
 	err   error
 	h     *History // set at the end
 
-	// slots hold the events held back; free lists the unused ones and
-	// heap orders the held ones by (Sent, seq).
-	slots []Event
-	seq   []uint64
-	free  []int32
-	heap  []int32
-	next  uint64
-	// cur is the slot of the event last passed on (-1: none).
-	cur int32
+	// batches brings the decoded events of each window; back returns the
+	// buffer; done ends the reading goroutine early; result is its end.
+	batches chan []Event
+	back    chan []Event
+	done    chan struct{}
+	result  chan streamEnd
+	closed  bool
+
+	// Events in send order so far are queued in fifo; the others are
+	// held in slots, ordered by (Sent, seq) in heap.
+	fifo    queue
+	slots   []Event
+	seq     []uint64
+	free    []int32
+	heap    []int32
+	next    uint64
+	// cur is the event last passed on: slots[cur] (-1: none, or the
+	// fifo's, curFifo).
+	cur     int32
+	curFifo *Event
 	// maxSent is the latest send time read; passed the send time of the
 	// last event passed on.
 	maxSent, passed int64
@@ -89,17 +105,75 @@ type Stream struct {
 	ids             idSet
 }
 
+type streamEnd struct {
+	h   *History
+	err error
+}
+
 // NewStream reads the history in r (name is used in messages).
 func NewStream(name string, r io.Reader, o StreamOptions) *Stream {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<16), MaxLine+1)
 	b := o.ReorderBound
 	if b <= 0 {
 		b = DefaultReorderBound
 	}
-	s := newLineState(name)
-	s.h.Events = make([]Event, 0, 1)
-	return &Stream{s: s, sc: sc, bound: int64(b), cur: -1, ids: idSet{pages: map[uint64]*[idPage / 64]uint64{}}}
+	st := &Stream{name: name, bound: int64(b), cur: -1, ids: idSet{pages: map[uint64]*[idPage / 64]uint64{}},
+		batches: make(chan []Event), back: make(chan []Event, 1), done: make(chan struct{}), result: make(chan streamEnd, 1)}
+	st.back <- nil
+	go st.read(r)
+	return st
+}
+
+// read decodes r window by window, handing each window's events over.
+func (st *Stream) read(r io.Reader) {
+	s := newLineState(st.name)
+	ok, err := s.readWindows(r, chunkBytes, min(runtime.GOMAXPROCS(0), maxProcs), func() error {
+		select {
+		case st.batches <- s.h.Events:
+		case <-st.done:
+			return errStreamClosed
+		}
+		select {
+		case b := <-st.back:
+			s.h.Events = b[:0]
+		case <-st.done:
+			return errStreamClosed
+		}
+		return nil
+	})
+	var h *History
+	switch {
+	case err != nil:
+	case !ok:
+		// readChunked's caller would let Read report the line exactly;
+		// the events before it are passed on already.
+		err = fmt.Errorf("%s:%d: %w: a line of %d bytes or more", st.name, s.line+1, bufio.ErrTooLong, MaxLine)
+	default:
+		if len(s.h.Events) > 0 { // none: each took them
+			err = fmt.Errorf("%s: events left after the last window", st.name)
+			break
+		}
+		h, err = s.finish()
+	}
+	st.result <- streamEnd{h, err}
+	close(st.batches)
+}
+
+var errStreamClosed = errors.New("history: the stream was closed")
+
+// Close stops the reading when the stream is abandoned before its end,
+// and returns once the reading goroutine has ended.
+func (st *Stream) Close() {
+	if st.closed {
+		return
+	}
+	st.closed = true
+	close(st.done)
+	if !st.eof {
+		for range st.batches {
+		}
+		<-st.result
+		st.eof = true
+	}
 }
 
 // Next advances to the next event in send order; false at the end of the
@@ -109,73 +183,108 @@ func (st *Stream) Next() bool {
 		st.free = append(st.free, st.cur)
 		st.cur = -1
 	}
-	for st.err == nil {
-		if len(st.heap) > 0 && (st.eof || st.slots[st.heap[0]].Sent <= st.maxSent-st.bound) {
-			st.cur = st.pop()
-			st.passed, st.started = st.slots[st.cur].Sent, true
+	st.curFifo = nil
+	st.fifo.release()
+	for st.err == nil && !st.closed {
+		if ok, fromHeap := st.ready(); ok {
+			if fromHeap {
+				st.cur = st.pop()
+				st.passed = st.slots[st.cur].Sent
+			} else {
+				st.curFifo = st.fifo.pop()
+				st.passed = st.curFifo.Sent
+			}
+			st.started = true
 			return true
 		}
 		if st.eof {
 			return false
 		}
-		st.read()
+		st.fill()
 	}
 	return false
 }
 
-// read takes the next line of the file.
-func (st *Stream) read() {
-	s := st.s
-	if !st.sc.Scan() {
+// ready says whether the earliest event held may be passed on, and
+// whether it is the heap's.
+func (st *Stream) ready() (ok, fromHeap bool) {
+	hasF, hasH := st.fifo.n > 0, len(st.heap) > 0
+	if !hasF && !hasH {
+		return false, false
+	}
+	var sent int64
+	if hasF {
+		f, q := st.fifo.front()
+		sent = f.Sent
+		fromHeap = hasH && st.less(st.slots[st.heap[0]].Sent, st.seq[st.heap[0]], f.Sent, q)
+	} else {
+		fromHeap = true
+	}
+	if fromHeap {
+		sent = st.slots[st.heap[0]].Sent
+	}
+	return st.eof || sent <= st.maxSent-st.bound, fromHeap
+}
+
+// fill takes the next window's events, or the end of the file.
+func (st *Stream) fill() {
+	evs, more := <-st.batches
+	if !more {
 		st.eof = true
-		if err := st.sc.Err(); err != nil {
-			st.err = fmt.Errorf("%s:%d: %w", s.name, s.line+1, err)
-			return
-		}
-		h, err := s.finish()
-		if err != nil {
-			st.err = err
+		end := <-st.result
+		if end.err != nil {
+			st.err = end.err
 			return
 		}
 		if dup, ok := st.ids.firstDup(); ok {
-			st.err = fmt.Errorf("%s: %w: %s", s.name, ErrFormat, describeDuplicates([]uint64{dup}))
+			st.err = fmt.Errorf("%s: %w: %s", st.name, ErrFormat, describeDuplicates([]uint64{dup}))
 			return
 		}
-		h.Events = nil
-		st.h = h
+		end.h.Events = nil
+		st.h = end.h
 		return
 	}
-	b := st.sc.Bytes()
-	s.digest.line(b)
-	if st.err = s.feed(b); st.err != nil || len(s.h.Events) == 0 {
-		return
+	for i := range evs {
+		e := &evs[i]
+		if st.started && e.Sent < st.passed {
+			st.err = &ReorderError{Source: st.name, ID: e.ID, Sent: e.Sent, Passed: st.passed, Bound: time.Duration(st.bound)}
+			break
+		}
+		st.ids.add(e.ID)
+		st.n++
+		st.maxSent = max(st.maxSent, e.Sent)
+		if st.fifo.n == 0 || e.Sent >= st.fifo.lastSent {
+			st.fifo.push(e, st.next)
+		} else {
+			var i int32
+			if n := len(st.free); n > 0 {
+				i = st.free[n-1]
+				st.free = st.free[:n-1]
+			} else {
+				i = int32(len(st.slots))
+				st.slots = append(st.slots, Event{})
+				st.seq = append(st.seq, 0)
+			}
+			st.slots[i] = *e
+			st.seq[i] = st.next
+			st.push(i)
+		}
+		st.next++
 	}
-	e := &s.h.Events[0]
-	if st.started && e.Sent < st.passed {
-		st.err = &ReorderError{Source: s.name, Line: s.line, ID: e.ID, Sent: e.Sent, Passed: st.passed, Bound: time.Duration(st.bound)}
-		return
+	clear(evs) // drop the strings for the collector
+	st.back <- evs
+	if st.err != nil {
+		st.Close()
 	}
-	st.ids.add(e.ID)
-	st.n++
-	st.maxSent = max(st.maxSent, e.Sent)
-	var i int32
-	if n := len(st.free); n > 0 {
-		i = st.free[n-1]
-		st.free = st.free[:n-1]
-	} else {
-		i = int32(len(st.slots))
-		st.slots = append(st.slots, Event{})
-		st.seq = append(st.seq, 0)
-	}
-	st.slots[i] = *e
-	s.h.Events = s.h.Events[:0]
-	st.seq[i] = st.next
-	st.next++
-	st.push(i)
 }
 
 // Event is the event Next moved to, valid until the next call of Next.
-func (st *Stream) Event() *Event { return &st.slots[st.cur] }
+func (st *Stream) Event() *Event {
+	if st.curFifo != nil {
+		return st.curFifo
+	}
+	return &st.slots[st.cur]
+}
 
 // Err is the error that ended the read, nil at a clean end. Events passed
 // on before an error are part of a history that turned out unreadable:
@@ -187,22 +296,25 @@ func (st *Stream) Events() int64 { return st.n }
 
 // Held is how many events the stream holds back now (for tests and
 // benchmarks of its memory).
-func (st *Stream) Held() int { return len(st.heap) }
+func (st *Stream) Held() int { return st.fifo.n + len(st.heap) }
 
 // History is the history without its events, once Next has returned
 // false without an error (nil before).
 func (st *Stream) History() *History { return st.h }
 
-func (st *Stream) less(a, b int32) bool {
-	sa, sb := st.slots[a].Sent, st.slots[b].Sent
-	return sa < sb || sa == sb && st.seq[a] < st.seq[b]
+func (st *Stream) less(sa int64, qa uint64, sb int64, qb uint64) bool {
+	return sa < sb || sa == sb && qa < qb
+}
+
+func (st *Stream) lessSlot(a, b int32) bool {
+	return st.less(st.slots[a].Sent, st.seq[a], st.slots[b].Sent, st.seq[b])
 }
 
 func (st *Stream) push(i int32) {
 	h := append(st.heap, i)
 	for j := len(h) - 1; j > 0; {
 		p := (j - 1) / 2
-		if !st.less(h[j], h[p]) {
+		if !st.lessSlot(h[j], h[p]) {
 			break
 		}
 		h[j], h[p] = h[p], h[j]
@@ -223,10 +335,10 @@ func (st *Stream) pop() int32 {
 			break
 		}
 		m := l
-		if r := l + 1; r < len(h) && st.less(h[r], h[l]) {
+		if r := l + 1; r < len(h) && st.lessSlot(h[r], h[l]) {
 			m = r
 		}
-		if !st.less(h[m], h[j]) {
+		if !st.lessSlot(h[m], h[j]) {
 			break
 		}
 		h[j], h[m] = h[m], h[j]
@@ -236,21 +348,97 @@ func (st *Stream) pop() int32 {
 	return top
 }
 
+// queue is a FIFO of events in blocks of queueBlock, recycled: holding a
+// steady number of events costs no garbage and no copying as it moves.
+type queue struct {
+	blocks []*queueBlk
+	spare  []*queueBlk
+	head   int // next to pop in blocks[0]
+	n      int
+	// lastSent is the Sent of the last event pushed.
+	lastSent int64
+	// done is a block popped to its end, recycled by release (the event
+	// last popped may still be in use until then).
+	done *queueBlk
+}
+
+const queueBlock = 4096
+
+type queueBlk struct {
+	ev  [queueBlock]Event
+	seq [queueBlock]uint64
+	len int
+}
+
+func (q *queue) push(e *Event, seq uint64) {
+	k := len(q.blocks)
+	if k == 0 || q.blocks[k-1].len == queueBlock {
+		var b *queueBlk
+		if m := len(q.spare); m > 0 {
+			b, q.spare = q.spare[m-1], q.spare[:m-1]
+			b.len = 0
+		} else {
+			b = new(queueBlk)
+		}
+		q.blocks = append(q.blocks, b)
+		k++
+	}
+	b := q.blocks[k-1]
+	b.ev[b.len], b.seq[b.len] = *e, seq
+	b.len++
+	q.n++
+	q.lastSent = e.Sent
+}
+
+func (q *queue) front() (*Event, uint64) {
+	b := q.blocks[0]
+	return &b.ev[q.head], b.seq[q.head]
+}
+
+func (q *queue) pop() *Event {
+	b := q.blocks[0]
+	e := &b.ev[q.head]
+	q.head++
+	q.n--
+	if q.head == queueBlock || q.n == 0 && q.head == b.len {
+		q.done = b
+		q.blocks = q.blocks[1:]
+		q.head = 0
+	}
+	return e
+}
+
+// release recycles the block popped to its end, once its last event is no
+// longer in use.
+func (q *queue) release() {
+	if q.done != nil {
+		clear(q.done.ev[:q.done.len]) // drop the strings for the collector
+		q.spare = append(q.spare, q.done)
+		q.done = nil
+	}
+}
+
 // idSet is the set of event ids seen, as a bitmap in pages of idPage ids:
 // the engine numbers events from 1, so 10^8 events take about 12 MB.
 type idSet struct {
 	pages map[uint64]*[idPage / 64]uint64
-	dup   uint64
-	dups  bool
+	// last is the page of lastID (the ids of a file mostly follow on).
+	last   *[idPage / 64]uint64
+	lastID uint64
+	dup    uint64
+	dups   bool
 }
 
 const idPage = 1 << 16
 
 func (s *idSet) add(id uint64) {
-	p := s.pages[id/idPage]
-	if p == nil {
-		p = new([idPage / 64]uint64)
-		s.pages[id/idPage] = p
+	p := s.last
+	if p == nil || id/idPage != s.lastID {
+		if p = s.pages[id/idPage]; p == nil {
+			p = new([idPage / 64]uint64)
+			s.pages[id/idPage] = p
+		}
+		s.last, s.lastID = p, id/idPage
 	}
 	w, bit := (id%idPage)/64, uint64(1)<<(id%64)
 	if p[w]&bit != 0 && !s.dups {

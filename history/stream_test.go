@@ -47,6 +47,14 @@ func completionOrdered(t *testing.T, n, keys int, maxLat int64, seed uint64) []b
 	return buf.Bytes()
 }
 
+// smallWindows makes the stream's windows small (tests only), so that
+// reordering crosses windows.
+func smallWindows(t *testing.T) {
+	cb, wl := chunkBytes, maxWindowLines
+	t.Cleanup(func() { chunkBytes, maxWindowLines = cb, wl })
+	chunkBytes, maxWindowLines = 512, 16
+}
+
 // drain reads st to its end, the events in the order given and the most
 // held back at once.
 func drain(st *Stream) (evs []Event, held int) {
@@ -61,6 +69,7 @@ func drain(st *Stream) (evs []Event, held int) {
 // time (ties in file order), and Read's history but the events, holding
 // back only the events within the reorder bound.
 func TestStreamMatchesRead(t *testing.T) {
+	smallWindows(t)
 	for _, tc := range []struct {
 		name     string
 		n, keys  int
@@ -68,10 +77,11 @@ func TestStreamMatchesRead(t *testing.T) {
 		bound    time.Duration
 		wantHeld int // at most
 	}{
-		{"one key, latency within the bound", 5000, 1, 50_000, 100 * time.Microsecond, 200},
-		{"many keys, latency within the bound", 5000, 300, 50_000, 100 * time.Microsecond, 200},
-		{"default bound", 3000, 7, 2_000_000, 0, 3001},
-		{"no reordering needed", 2000, 3, 0, time.Nanosecond, 3},
+		// A window of 16 lines and the events sent within the bound.
+		{"one key, latency within the bound", 5000, 1, 50_000, 100 * time.Microsecond, 16 + 150},
+		{"many keys, latency within the bound", 5000, 300, 50_000, 100 * time.Microsecond, 16 + 150},
+		{"default bound", 3000, 7, 2_000_000, 0, 3000},
+		{"no reordering needed", 2000, 3, 0, time.Nanosecond, 16 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := completionOrdered(t, tc.n, tc.keys, tc.maxLat, uint64(tc.n))
@@ -103,6 +113,7 @@ func TestStreamMatchesRead(t *testing.T) {
 // TestStreamRefusesBeyondItsBound: an event further out of send order
 // than the bound ends the read with a ReorderError naming it.
 func TestStreamRefusesBeyondItsBound(t *testing.T) {
+	smallWindows(t)
 	data := completionOrdered(t, 2000, 5, 500_000, 3)
 	st := NewStream("h.jsonl", bytes.NewReader(data), StreamOptions{ReorderBound: 10 * time.Microsecond})
 	drain(st)
@@ -117,6 +128,7 @@ func TestStreamRefusesBeyondItsBound(t *testing.T) {
 // TestStreamBadInput: the stream fails where Read fails, with Read's
 // error, and tolerates a cut last line as Read does.
 func TestStreamBadInput(t *testing.T) {
+	smallWindows(t)
 	run := `{"t":"run","version":1,"id":"x","start":"2026-01-01T00:00:00Z"}`
 	ev := func(id, sent int) string {
 		return `{"t":"e","id":` + strconv.Itoa(id) + `,"key":"k","inst":0,"phase":"p","intended":0,"sent":` + strconv.Itoa(sent) + `,"recv":` + strconv.Itoa(sent+5) + `,"status":200}`
@@ -145,4 +157,19 @@ func TestStreamBadInput(t *testing.T) {
 			require.Equal(t, want.Events, got)
 		})
 	}
+}
+
+// TestStreamClose: a stream abandoned before its end stops reading.
+func TestStreamClose(t *testing.T) {
+	smallWindows(t)
+	data := completionOrdered(t, 3000, 2, 1000, 5)
+	st := NewStream("h.jsonl", bytes.NewReader(data), StreamOptions{ReorderBound: 2 * time.Microsecond})
+	require.True(t, st.Next())
+	st.Close()
+	st.Close()
+	_, open := <-st.batches
+	require.False(t, open, "the reading goroutine has ended")
+	require.False(t, st.Next())
+	require.NoError(t, st.Err())
+	require.Nil(t, st.History())
 }

@@ -40,6 +40,12 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "stream" {
+		if err := streamFile(os.Args[2:]); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "gen" {
 		if err := genFile(os.Args[2:]); err != nil {
 			fatal(err)
