@@ -20,17 +20,22 @@ import (
 // Events are written when they complete, so a file is in completion order:
 // an event that took long is written after events sent later. The stream
 // holds each event back until an event sent at least ReorderBound later has
-// been read, then passes it on; an event that comes further out of order
-// than that (its send time before one already passed on) ends the read
-// with a *ReorderError instead of being passed on out of order. So the
-// memory is the events sent within one ReorderBound (at 30,000 requests/s
-// and the default 10 s, 300,000 events, about 80 MB), whatever the length
-// of the run.
+// been read, or until it holds MaxHeld events, then passes it on; an
+// event that comes further out of order than that (its send time before
+// one already passed on) ends the read with a *ReorderError instead of
+// being passed on out of order. So the memory is at most the events sent
+// within one ReorderBound or MaxHeld events (about 140 MB by default), and
+// one window of the file being decoded, whatever the length of the run.
 //
 // Every line is judged as Read judges it (the same lineState): the same
 // errors on the same lines, a cut last line tolerated, the digest checked.
 // The run header, faults, sinks, phases, samples and end record are kept
 // (they are few) and given by History once the events are exhausted.
+
+// DefaultMaxHeld bounds the events a Stream holds back when none is given:
+// about 140 MB of events, and more than a run at 60,000 requests/s holds
+// within the engine's default timeout.
+const DefaultMaxHeld = 1 << 19
 
 // DefaultReorderBound is the reorder bound of a Stream when none is given:
 // twice the engine's default request timeout (5 s), since an event is
@@ -59,6 +64,10 @@ type StreamOptions struct {
 	// ReorderBound is how far (by send time) an event may come after
 	// events sent later; DefaultReorderBound when zero.
 	ReorderBound time.Duration
+	// MaxHeld is the most events held back at once, DefaultMaxHeld when
+	// zero: past it the earliest held event is passed on even before its
+	// ReorderBound has passed, so the memory stays bounded at any rate.
+	MaxHeld int
 }
 
 // Stream reads a history's events one at a time, in send order (equal
@@ -71,11 +80,12 @@ type StreamOptions struct {
 // goroutine of its own, one window ahead of the events handed out, so the
 // caller's work on the events overlaps the reading.
 type Stream struct {
-	name  string
-	bound int64
-	eof   bool
-	err   error
-	h     *History // set at the end
+	name    string
+	bound   int64
+	maxHeld int
+	eof     bool
+	err     error
+	h       *History // set at the end
 
 	// batches brings the decoded events of each window; back returns the
 	// buffer; done ends the reading goroutine early; result is its end.
@@ -87,12 +97,12 @@ type Stream struct {
 
 	// Events in send order so far are queued in fifo; the others are
 	// held in slots, ordered by (Sent, seq) in heap.
-	fifo    queue
-	slots   []Event
-	seq     []uint64
-	free    []int32
-	heap    []int32
-	next    uint64
+	fifo  queue
+	slots []Event
+	seq   []uint64
+	free  []int32
+	heap  []int32
+	next  uint64
 	// cur is the event last passed on: slots[cur] (-1: none, or the
 	// fifo's, curFifo).
 	cur     int32
@@ -116,7 +126,11 @@ func NewStream(name string, r io.Reader, o StreamOptions) *Stream {
 	if b <= 0 {
 		b = DefaultReorderBound
 	}
-	st := &Stream{name: name, bound: int64(b), cur: -1, ids: idSet{pages: map[uint64]*[idPage / 64]uint64{}},
+	mh := o.MaxHeld
+	if mh <= 0 {
+		mh = DefaultMaxHeld
+	}
+	st := &Stream{name: name, bound: int64(b), maxHeld: mh, cur: -1, ids: idSet{pages: map[uint64]*[idPage / 64]uint64{}},
 		batches: make(chan []Event), back: make(chan []Event, 1), done: make(chan struct{}), result: make(chan streamEnd, 1)}
 	st.back <- nil
 	go st.read(r)
@@ -223,7 +237,7 @@ func (st *Stream) ready() (ok, fromHeap bool) {
 	if fromHeap {
 		sent = st.slots[st.heap[0]].Sent
 	}
-	return st.eof || sent <= st.maxSent-st.bound, fromHeap
+	return st.eof || sent <= st.maxSent-st.bound || st.Held() > st.maxHeld, fromHeap
 }
 
 // fill takes the next window's events, or the end of the file.
