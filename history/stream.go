@@ -71,7 +71,8 @@ type StreamOptions struct {
 }
 
 // Stream reads a history's events one at a time, in send order (equal
-// send times in file order). Use it as a bufio.Scanner: Next, Event, and
+// send times by receive time, then in file order: the order of the
+// checks' decision intervals). Use it as a bufio.Scanner: Next, Event, and
 // Err when Next returns false; History then holds everything but the
 // events. Close it when abandoning it before the end. A Stream is not
 // safe for concurrent use.
@@ -107,9 +108,11 @@ type Stream struct {
 	// fifo's, curFifo).
 	cur     int32
 	curFifo *Event
-	// maxSent is the latest send time read; passed the send time of the
-	// last event passed on.
-	maxSent, passed int64
+	// maxSent is the latest send time read; passed and passedRecv the
+	// send and receive times of the last event passed on, curSeq its
+	// position among the file's events.
+	maxSent, passed, passedRecv int64
+	curSeq                      uint64
 	started         bool
 	n               int64
 	ids             idSet
@@ -203,10 +206,11 @@ func (st *Stream) Next() bool {
 		if ok, fromHeap := st.ready(); ok {
 			if fromHeap {
 				st.cur = st.pop()
-				st.passed = st.slots[st.cur].Sent
+				e := &st.slots[st.cur]
+				st.passed, st.passedRecv, st.curSeq = e.Sent, e.Recv, st.seq[st.cur]
 			} else {
-				st.curFifo = st.fifo.pop()
-				st.passed = st.curFifo.Sent
+				st.curFifo, st.curSeq = st.fifo.pop()
+				st.passed, st.passedRecv = st.curFifo.Sent, st.curFifo.Recv
 			}
 			st.started = true
 			return true
@@ -230,7 +234,7 @@ func (st *Stream) ready() (ok, fromHeap bool) {
 	if hasF {
 		f, q := st.fifo.front()
 		sent = f.Sent
-		fromHeap = hasH && st.less(st.slots[st.heap[0]].Sent, st.seq[st.heap[0]], f.Sent, q)
+		fromHeap = hasH && st.less(&st.slots[st.heap[0]], st.seq[st.heap[0]], f, q)
 	} else {
 		fromHeap = true
 	}
@@ -260,14 +264,14 @@ func (st *Stream) fill() {
 	}
 	for i := range evs {
 		e := &evs[i]
-		if st.started && e.Sent < st.passed {
+		if st.started && (e.Sent < st.passed || e.Sent == st.passed && e.Recv < st.passedRecv) {
 			st.err = &ReorderError{Source: st.name, ID: e.ID, Sent: e.Sent, Passed: st.passed, Bound: time.Duration(st.bound)}
 			break
 		}
 		st.ids.add(e.ID)
 		st.n++
 		st.maxSent = max(st.maxSent, e.Sent)
-		if st.fifo.n == 0 || e.Sent >= st.fifo.lastSent {
+		if st.fifo.n == 0 || e.Sent > st.fifo.lastSent || e.Sent == st.fifo.lastSent && e.Recv >= st.fifo.lastRecv {
 			st.fifo.push(e, st.next)
 		} else {
 			var i int32
@@ -291,6 +295,10 @@ func (st *Stream) fill() {
 		st.Close()
 	}
 }
+
+// Seq is the position of the current event among the file's events (0
+// for the first event line): the file order the in-memory checks keep.
+func (st *Stream) Seq() uint64 { return st.curSeq }
 
 // Event is the event Next moved to, valid until the next call of Next.
 func (st *Stream) Event() *Event {
@@ -316,12 +324,20 @@ func (st *Stream) Held() int { return st.fifo.n + len(st.heap) }
 // false without an error (nil before).
 func (st *Stream) History() *History { return st.h }
 
-func (st *Stream) less(sa int64, qa uint64, sb int64, qb uint64) bool {
-	return sa < sb || sa == sb && qa < qb
+// less orders events by send time, then receive time (as the checks order
+// decision intervals), then file order.
+func (st *Stream) less(a *Event, qa uint64, b *Event, qb uint64) bool {
+	if a.Sent != b.Sent {
+		return a.Sent < b.Sent
+	}
+	if a.Recv != b.Recv {
+		return a.Recv < b.Recv
+	}
+	return qa < qb
 }
 
 func (st *Stream) lessSlot(a, b int32) bool {
-	return st.less(st.slots[a].Sent, st.seq[a], st.slots[b].Sent, st.seq[b])
+	return st.less(&st.slots[a], st.seq[a], &st.slots[b], st.seq[b])
 }
 
 func (st *Stream) push(i int32) {
@@ -369,8 +385,8 @@ type queue struct {
 	spare  []*queueBlk
 	head   int // next to pop in blocks[0]
 	n      int
-	// lastSent is the Sent of the last event pushed.
-	lastSent int64
+	// lastSent and lastRecv are the times of the last event pushed.
+	lastSent, lastRecv int64
 	// done is a block popped to its end, recycled by release (the event
 	// last popped may still be in use until then).
 	done *queueBlk
@@ -401,7 +417,7 @@ func (q *queue) push(e *Event, seq uint64) {
 	b.ev[b.len], b.seq[b.len] = *e, seq
 	b.len++
 	q.n++
-	q.lastSent = e.Sent
+	q.lastSent, q.lastRecv = e.Sent, e.Recv
 }
 
 func (q *queue) front() (*Event, uint64) {
@@ -409,9 +425,9 @@ func (q *queue) front() (*Event, uint64) {
 	return &b.ev[q.head], b.seq[q.head]
 }
 
-func (q *queue) pop() *Event {
+func (q *queue) pop() (*Event, uint64) {
 	b := q.blocks[0]
-	e := &b.ev[q.head]
+	e, seq := &b.ev[q.head], b.seq[q.head]
 	q.head++
 	q.n--
 	if q.head == queueBlock || q.n == 0 && q.head == b.len {
@@ -419,7 +435,7 @@ func (q *queue) pop() *Event {
 		q.blocks = q.blocks[1:]
 		q.head = 0
 	}
-	return e
+	return e, seq
 }
 
 // release recycles the block popped to its end, once its last event is no
