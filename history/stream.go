@@ -113,9 +113,9 @@ type Stream struct {
 	// position among the file's events.
 	maxSent, passed, passedRecv int64
 	curSeq                      uint64
-	started         bool
-	n               int64
-	ids             idSet
+	started                     bool
+	n                           int64
+	ids                         idSet
 }
 
 type streamEnd struct {
