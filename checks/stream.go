@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
@@ -28,13 +29,14 @@ import (
 // the MaxEvidence first by that position (orderedCollector).
 
 // Streamable lists the checks a Streamer judges, in the order of All.
-func Streamable() []string { return []string{"token-bounds"} }
+func Streamable() []string { return []string{"token-bounds", "headers"} }
 
 // Streamer judges a history event by event. Not safe for concurrent use.
 type Streamer struct {
-	ix     *index
-	bounds *boundsStream
-	names  []string
+	ix      *index
+	bounds  *boundsStream
+	headers *headersStream
+	names   []string
 }
 
 // NewStreamer judges, against p, the events of the history whose records
@@ -59,14 +61,23 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 	if slices.Contains(names, "token-bounds") {
 		s.bounds = newBoundsStream(ix)
 	}
+	if slices.Contains(names, "headers") {
+		s.headers = newHeadersStream(ix)
+	}
 	return s, nil
 }
 
 // Add judges e, the event at position seq among the file's events
 // (history.Stream.Seq). Events must come in the stream's order.
 func (s *Streamer) Add(e *history.Event, seq uint64) {
-	if s.bounds != nil {
-		s.bounds.add(e, seq)
+	if s.bounds != nil || s.headers != nil {
+		r := s.ix.mkRec(e, 0)
+		if s.bounds != nil {
+			s.bounds.add(e, seq, r)
+		}
+		if s.headers != nil {
+			s.headers.add(e, seq, r)
+		}
 	}
 }
 
@@ -82,6 +93,8 @@ func (s *Streamer) Results() []Result {
 		switch n {
 		case "token-bounds":
 			r = s.bounds.result()
+		case "headers":
+			r = s.headers.result()
 		}
 		r.Name = n
 		s.ix.discloseSlack(&r)
@@ -185,9 +198,8 @@ func (b *boundsStream) key(e *history.Event, lo int64) *boundsKey {
 	return k
 }
 
-func (b *boundsStream) add(e *history.Event, seq uint64) {
+func (b *boundsStream) add(e *history.Event, seq uint64, r rec) {
 	ix := b.ix
-	r := ix.mkRec(e, 0)
 	k := b.key(e, r.lo)
 	at := k.n
 	k.n++
@@ -324,4 +336,86 @@ func (b *boundsStream) result() Result {
 	}
 	return col.result(Pass, fmt.Sprintf("%s reported remaining counts within bounds and consistent", plural(b.seen, "response", "responses")), figs,
 		fmt.Sprintf("%s reported impossible remaining counts", plural(col.total, "response", "responses")))
+}
+
+// headersStream is checkHeaders as a stream: every response on its own,
+// through the full parse (checkHeaders' table of parsed headers is a fast
+// path that answers only when the full parse finds nothing). Per key it
+// keeps the tier.
+type headersStream struct {
+	ix      *index
+	oc      *obsCache
+	col     orderedCollector
+	checked int
+	maxW    map[*policy.Tier]int64
+	tiers   map[string]*policy.Tier
+	probs   []string
+}
+
+func newHeadersStream(ix *index) *headersStream {
+	h := &headersStream{ix: ix, oc: ix.newObsCache(), col: orderedCollector{max: ix.o.MaxEvidence}, maxW: map[*policy.Tier]int64{}, tiers: map[string]*policy.Tier{}}
+	for ti := range ix.p.Tiers {
+		t := &ix.p.Tiers[ti]
+		for li := range t.Limits {
+			h.maxW[t] = max(h.maxW[t], windowSeconds(&t.Limits[li]))
+		}
+	}
+	return h
+}
+
+func (h *headersStream) add(e *history.Event, seq uint64, r rec) {
+	ix := h.ix
+	hp := ix.p.Headers
+	if !hp.RateLimit.Declared() && !hp.XRateLimit {
+		return
+	}
+	t, ok := h.tiers[e.Key]
+	if !ok {
+		if e.Tier != "" {
+			t, _ = ix.p.Tier(e.Tier)
+		} else {
+			t, _ = ix.p.TierFor(e.Key)
+		}
+		h.tiers[e.Key] = t
+	}
+	if t == nil || !ix.judgedResponse(r) {
+		return
+	}
+	if hp.On == policy.HeadersOnAdmitted && r.out != history.Admitted {
+		return
+	}
+	h.checked++
+	probs := h.probs[:0]
+	if hp.RateLimit.Declared() {
+		probs = checkRateLimit(h.oc.read(e), t, h.maxW[t], probs)
+	}
+	if hp.XRateLimit {
+		probs = ix.checkXRateLimit(e, r, t, h.maxW[t], probs)
+	}
+	h.probs = probs
+	if len(probs) == 0 {
+		return
+	}
+	ev := Evidence{Key: e.Key, Limit: limitNames(t), From: r.lo, To: r.hi, RequestIDs: []uint64{e.ID}, TotalIDs: 1,
+		Message: fmt.Sprintf("request %d (status %d): %s", e.ID, e.Status, strings.Join(probs, "; "))}
+	if slices.ContainsFunc(probs, func(p string) bool { return strings.HasSuffix(p, " is missing") }) {
+		ev.Cause = CauseMissingHeader
+	}
+	h.col.add(ordered{pass: 1, at: seq, ev: ev})
+}
+
+func (h *headersStream) result() Result {
+	ix := h.ix
+	hp := ix.p.Headers
+	col := h.col.collector()
+	figs := map[string]float64{}
+	if !hp.RateLimit.Declared() && !hp.XRateLimit {
+		return col.result(Skip, "the policy declares neither RateLimit nor X-RateLimit headers", figs, "")
+	}
+	figs["responses_checked"] = float64(h.checked)
+	if h.checked == 0 {
+		return col.result(Skip, "no admitted or 429 responses outside fault windows", figs, "")
+	}
+	return col.result(Pass, fmt.Sprintf("%s %s valid and consistent with the policy", plural(h.checked, "response's", "responses'"), strings.Join(headerKinds(ix), " and ")), figs,
+		fmt.Sprintf("%s with missing or wrong rate-limit headers", plural(col.total, "response", "responses")))
 }

@@ -26,6 +26,12 @@ import (
 func TestStreamerMatchesRun(t *testing.T) {
 	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
 	require.NoError(t, err)
+	// The same policy declaring the RateLimit headers the events lack, and
+	// the X-RateLimit ones on admissions only.
+	rlPol, err := policy.Parse("bench-ratelimit", []byte(strings.Replace(strings.Replace(bench.PolicyYAML, "ratelimit: false", "ratelimit: true", 1),
+		"headers:\n", "headers:\n  on: admitted\n", 1)))
+	require.NoError(t, err)
+	require.True(t, rlPol.Headers.RateLimit.Declared())
 	sec := int64(time.Second)
 	// broken reports wrong remaining counts on some responses: too many,
 	// negative, growing faster than the refill, too few.
@@ -37,6 +43,14 @@ func TestStreamerMatchesRun(t *testing.T) {
 			}
 			e := &h.Events[i]
 			e.XRemaining = []string{"11", "-1", "9", "0", "10", "3"}[rng.IntN(6)]
+			switch rng.IntN(8) {
+			case 0:
+				e.XLimit = "ten"
+			case 1:
+				e.XReset = "99"
+			case 2:
+				e.XReset = ""
+			}
 		}
 	}
 	for _, tc := range []struct {
@@ -79,8 +93,13 @@ func TestStreamerMatchesRun(t *testing.T) {
 	} {
 		// All the evidence (every pass's, in Run's order) and the default
 		// cap (which examples are kept).
-		for _, maxEv := range []int{0, 1 << 20} {
-			t.Run(tc.name+"/max evidence "+strconv.Itoa(maxEv), func(t *testing.T) {
+		for _, run := range []struct {
+			what  string
+			maxEv int
+			pol   *policy.Policy
+		}{{"X-RateLimit, 5 examples", 0, pol}, {"X-RateLimit, all evidence", 1 << 20, pol}, {"RateLimit too, all evidence", 1 << 20, rlPol}} {
+			maxEv, pol := run.maxEv, run.pol
+			t.Run(tc.name+"/"+run.what, func(t *testing.T) {
 				h := tc.h()
 				file := filepath.Join(t.TempDir(), "h.jsonl")
 				writeHistory(t, file, h)
