@@ -24,7 +24,7 @@ import (
 // event that comes further out of order than that (its send time before
 // one already passed on) ends the read with a *ReorderError instead of
 // being passed on out of order. So the memory is at most the events sent
-// within one ReorderBound or MaxHeld events (about 140 MB by default), and
+// within one ReorderBound or MaxHeld events (about 70 MB by default), and
 // one window of the file being decoded, whatever the length of the run.
 //
 // Every line is judged as Read judges it (the same lineState): the same
@@ -33,9 +33,10 @@ import (
 // (they are few) and given by History once the events are exhausted.
 
 // DefaultMaxHeld bounds the events a Stream holds back when none is given:
-// about 140 MB of events, and more than a run at 60,000 requests/s holds
-// within the engine's default timeout.
-const DefaultMaxHeld = 1 << 19
+// about 70 MB of events, what a run at 50,000 requests/s has in flight
+// within the engine's default 5 s timeout. (Every event held is written
+// once and read once much later: a larger bound costs cache misses too.)
+const DefaultMaxHeld = 1 << 18
 
 // DefaultReorderBound is the reorder bound of a Stream when none is given:
 // twice the engine's default request timeout (5 s), since an event is
