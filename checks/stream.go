@@ -37,6 +37,14 @@ type Streamer struct {
 	bounds  *boundsStream
 	headers *headersStream
 	names   []string
+	// keys is the state of each key the checks share (its tier) and keep.
+	keys map[string]*streamKey
+}
+
+// streamKey is what the streaming checks keep of one key.
+type streamKey struct {
+	tier   *policy.Tier
+	bounds boundsKey
 }
 
 // NewStreamer judges, against p, the events of the history whose records
@@ -57,7 +65,7 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 		o.MaxEvidence = DefaultMaxEvidence
 	}
 	ix := &index{h: rec, p: p, o: o, slack: max(0, int64(o.Slack)+int64(p.ClockQuantum)), gen: headers.Generation(p.Headers.RateLimit)}
-	s := &Streamer{ix: ix, names: names}
+	s := &Streamer{ix: ix, names: names, keys: map[string]*streamKey{}}
 	if slices.Contains(names, "token-bounds") {
 		s.bounds = newBoundsStream(ix)
 	}
@@ -70,14 +78,25 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 // Add judges e, the event at position seq among the file's events
 // (history.Stream.Seq). Events must come in the stream's order.
 func (s *Streamer) Add(e *history.Event, seq uint64) {
-	if s.bounds != nil || s.headers != nil {
-		r := s.ix.mkRec(e, 0)
-		if s.bounds != nil {
-			s.bounds.add(e, seq, r)
+	r := s.ix.mkRec(e, 0)
+	k := s.keys[e.Key]
+	if k == nil {
+		// The key's tier: the one its first event gives (a key's events
+		// give one), else the policy's for its name.
+		k = &streamKey{}
+		if e.Tier != "" {
+			k.tier, _ = s.ix.p.Tier(e.Tier)
+		} else {
+			k.tier, _ = s.ix.p.TierFor(e.Key)
 		}
-		if s.headers != nil {
-			s.headers.add(e, seq, r)
-		}
+		k.bounds.firstLo = r.lo
+		s.keys[e.Key] = k
+	}
+	if s.bounds != nil {
+		s.bounds.add(e, seq, r, k)
+	}
+	if s.headers != nil {
+		s.headers.add(e, seq, r, k.tier)
 	}
 }
 
@@ -92,7 +111,7 @@ func (s *Streamer) Results() []Result {
 		var r Result
 		switch n {
 		case "token-bounds":
-			r = s.bounds.result()
+			r = s.bounds.result(s.keys)
 		case "headers":
 			r = s.headers.result()
 		}
@@ -146,13 +165,13 @@ func (c *orderedCollector) collector() *collector {
 // boundsStream is checkBounds as a stream. Per key it keeps the tier, the
 // last 8 reports (pass 2) and, until the key has had as many possibly
 // consuming requests as its quota, the reports waiting for every request
-// that could have consumed before them (pass 3).
+// that could have consumed before them (pass 3): boundsKey, in the
+// Streamer's streamKey.
 type boundsStream struct {
 	ix   *index
 	oc   *obsCache
 	col  orderedCollector
 	seen int
-	keys map[string]*boundsKey
 }
 
 type boundsReport struct {
@@ -164,8 +183,7 @@ type boundsReport struct {
 }
 
 type boundsKey struct {
-	tier *policy.Tier
-	n    uint64 // events of the key so far
+	n uint64 // events of the key so far
 	// prev are the last 8 reports (pass 2), np how many there were.
 	prev [8]boundsReport
 	np   int
@@ -179,39 +197,23 @@ type boundsKey struct {
 }
 
 func newBoundsStream(ix *index) *boundsStream {
-	return &boundsStream{ix: ix, oc: ix.newObsCache(), col: orderedCollector{max: ix.o.MaxEvidence}, keys: map[string]*boundsKey{}}
+	return &boundsStream{ix: ix, oc: ix.newObsCache(), col: orderedCollector{max: ix.o.MaxEvidence}}
 }
 
-func (b *boundsStream) key(e *history.Event, lo int64) *boundsKey {
-	k := b.keys[e.Key]
-	if k == nil {
-		k = &boundsKey{firstLo: lo}
-		// The key's tier: the first one its events give (they give one),
-		// else the policy's for its name.
-		if e.Tier != "" {
-			k.tier, _ = b.ix.p.Tier(e.Tier)
-		} else {
-			k.tier, _ = b.ix.p.TierFor(e.Key)
-		}
-		b.keys[e.Key] = k
-	}
-	return k
-}
-
-func (b *boundsStream) add(e *history.Event, seq uint64, r rec) {
+func (b *boundsStream) add(e *history.Event, seq uint64, r rec, sk *streamKey) {
 	ix := b.ix
-	k := b.key(e, r.lo)
+	k := &sk.bounds
 	at := k.n
 	k.n++
-	if k.tier == nil {
+	t := sk.tier
+	if t == nil {
 		return
 	}
-	t := k.tier
 	single := len(t.Limits) == 1
 	// Pass 3 first: the reports waiting for this key's requests decided
 	// before r.lo are complete.
 	if single && !t.Limits[0].PerInstance() && !k.done {
-		b.settle(e.Key, k, r.lo)
+		b.settle(e.Key, t, k, r.lo)
 		if t.Limits[0].CountsRejected() || r.out != history.Rejected {
 			k.consumed++
 		}
@@ -219,7 +221,7 @@ func (b *boundsStream) add(e *history.Event, seq uint64, r rec) {
 	// Pass 1: this response alone.
 	rem := int64(-1)
 	if ix.judgedResponse(r) {
-		rem = b.pass1(e, seq, r, k)
+		rem = b.pass1(e, seq, r, t)
 	}
 	if rem < 0 {
 		return
@@ -255,13 +257,12 @@ func (b *boundsStream) add(e *history.Event, seq uint64, r rec) {
 
 // pass1 judges one response's remaining on its own, and returns what it
 // reported against its tier's single limit for passes 2 and 3 (-1: none).
-func (b *boundsStream) pass1(e *history.Event, seq uint64, r rec, k *boundsKey) int64 {
+func (b *boundsStream) pass1(e *history.Event, seq uint64, r rec, t *policy.Tier) int64 {
 	rem, lim, xrem, ok := remaining(e, b.oc)
 	if !ok {
 		return -1
 	}
 	b.seen++
-	t := k.tier
 	maxK := int64(0)
 	for _, l := range t.Limits {
 		maxK = max(maxK, l.Count)
@@ -297,8 +298,8 @@ func (b *boundsStream) pass1(e *history.Event, seq uint64, r rec, k *boundsKey) 
 // upTo: every request of the key that could have consumed by their
 // decision has been counted. Once the key has had its quota of possibly
 // consuming requests no report can fail: its state for pass 3 goes.
-func (b *boundsStream) settle(key string, k *boundsKey, upTo int64) {
-	l := &k.tier.Limits[0]
+func (b *boundsStream) settle(key string, t *policy.Tier, k *boundsKey, upTo int64) {
+	l := &t.Limits[0]
 	keep := k.waiting[:0]
 	for _, w := range k.waiting {
 		if w.hi >= upTo {
@@ -318,15 +319,10 @@ func (b *boundsStream) settle(key string, k *boundsKey, upTo int64) {
 	}
 }
 
-func (b *boundsStream) result() Result {
-	keys := make([]string, 0, len(b.keys))
-	for key := range b.keys {
-		keys = append(keys, key)
-	}
-	slices.Sort(keys)
-	for _, key := range keys {
-		if k := b.keys[key]; k.tier != nil && len(k.tier.Limits) == 1 && !k.tier.Limits[0].PerInstance() && !k.done {
-			b.settle(key, k, math.MaxInt64)
+func (b *boundsStream) result(all map[string]*streamKey) Result {
+	for key, k := range all {
+		if t := k.tier; t != nil && len(t.Limits) == 1 && !t.Limits[0].PerInstance() && !k.bounds.done {
+			b.settle(key, t, &k.bounds, math.MaxInt64)
 		}
 	}
 	col := b.col.collector()
@@ -348,12 +344,11 @@ type headersStream struct {
 	col     orderedCollector
 	checked int
 	maxW    map[*policy.Tier]int64
-	tiers   map[string]*policy.Tier
 	probs   []string
 }
 
 func newHeadersStream(ix *index) *headersStream {
-	h := &headersStream{ix: ix, oc: ix.newObsCache(), col: orderedCollector{max: ix.o.MaxEvidence}, maxW: map[*policy.Tier]int64{}, tiers: map[string]*policy.Tier{}}
+	h := &headersStream{ix: ix, oc: ix.newObsCache(), col: orderedCollector{max: ix.o.MaxEvidence}, maxW: map[*policy.Tier]int64{}}
 	for ti := range ix.p.Tiers {
 		t := &ix.p.Tiers[ti]
 		for li := range t.Limits {
@@ -363,20 +358,11 @@ func newHeadersStream(ix *index) *headersStream {
 	return h
 }
 
-func (h *headersStream) add(e *history.Event, seq uint64, r rec) {
+func (h *headersStream) add(e *history.Event, seq uint64, r rec, t *policy.Tier) {
 	ix := h.ix
 	hp := ix.p.Headers
 	if !hp.RateLimit.Declared() && !hp.XRateLimit {
 		return
-	}
-	t, ok := h.tiers[e.Key]
-	if !ok {
-		if e.Tier != "" {
-			t, _ = ix.p.Tier(e.Tier)
-		} else {
-			t, _ = ix.p.TierFor(e.Key)
-		}
-		h.tiers[e.Key] = t
 	}
 	if t == nil || !ix.judgedResponse(r) {
 		return
