@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -19,12 +20,23 @@ import (
 // peak RSS: the streaming reader alone on histories too large for memory.
 // With judge, also ReadRecords first and every streaming check
 // (checks.Streamer) and the run figures (reports.Tally) on the way, against
-// bench.PolicyYAML.
+// bench.PolicyYAML. RLBENCH_CPUPROFILE=FILE writes a CPU profile.
 func streamFile(args []string) error {
 	if len(args) < 1 || len(args) > 2 || len(args) == 2 && args[1] != "judge" {
 		return fmt.Errorf("usage: rlbench stream FILE [judge]")
 	}
 	judge := len(args) == 2
+	if prof := os.Getenv("RLBENCH_CPUPROFILE"); prof != "" {
+		f, err := os.Create(prof)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	t0, c0 := time.Now(), cpuTime()
 	var s *checks.Streamer
 	var tally *reports.Tally
