@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"time"
 )
 
@@ -255,8 +256,8 @@ func (st *Stream) fill() {
 			st.err = end.err
 			return
 		}
-		if dup, ok := st.ids.firstDup(); ok {
-			st.err = fmt.Errorf("%s: %w: %s", st.name, ErrFormat, describeDuplicates([]uint64{dup}))
+		if st.ids.ndups > 0 {
+			st.err = fmt.Errorf("%s: %w: %s", st.name, ErrFormat, describeDuplicatesN(st.ids.dups, st.ids.ndups))
 			return
 		}
 		end.h.Events = nil
@@ -450,14 +451,17 @@ func (q *queue) release() {
 }
 
 // idSet is the set of event ids seen, as a bitmap in pages of idPage ids:
-// the engine numbers events from 1, so 10^8 events take about 12 MB.
+// the engine numbers events from 1, so 10^8 events take about 12 MB. The
+// ids seen twice are a second such set; dups are the least of them (as
+// many as a message names) and ndups how many there are, as Read says.
 type idSet struct {
 	pages map[uint64]*[idPage / 64]uint64
 	// last is the page of lastID (the ids of a file mostly follow on).
 	last   *[idPage / 64]uint64
 	lastID uint64
-	dup    uint64
-	dups   bool
+	twice  map[uint64]*[idPage / 64]uint64
+	dups   []uint64
+	ndups  int
 }
 
 const idPage = 1 << 16
@@ -472,13 +476,32 @@ func (s *idSet) add(id uint64) {
 		s.last, s.lastID = p, id/idPage
 	}
 	w, bit := (id%idPage)/64, uint64(1)<<(id%64)
-	if p[w]&bit != 0 && !s.dups {
-		s.dup, s.dups = id, true
+	if p[w]&bit != 0 {
+		s.addTwice(id, w, bit)
 	}
 	p[w] |= bit
 }
 
-func (s *idSet) firstDup() (uint64, bool) { return s.dup, s.dups }
+func (s *idSet) addTwice(id, w, bit uint64) {
+	if s.twice == nil {
+		s.twice = map[uint64]*[idPage / 64]uint64{}
+	}
+	p := s.twice[id/idPage]
+	if p == nil {
+		p = new([idPage / 64]uint64)
+		s.twice[id/idPage] = p
+	}
+	if p[w]&bit != 0 {
+		return // a third time: counted already
+	}
+	p[w] |= bit
+	s.ndups++
+	i, _ := slices.BinarySearch(s.dups, id)
+	if i < shownDuplicates {
+		s.dups = slices.Insert(s.dups, i, id)
+		s.dups = s.dups[:min(len(s.dups), shownDuplicates)]
+	}
+}
 
 // ReadRecords reads everything of a history but its events, which it
 // counts without decoding them (a Stream judges their lines): the faults,

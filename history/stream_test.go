@@ -142,6 +142,7 @@ func TestStreamBadInput(t *testing.T) {
 		{"cut last line", strings.Join([]string{run, ev(1, 1), ev(2, 2), `{"t":"e","id":3,"ke`}, "\n"), true},
 		{"no header", strings.Join([]string{ev(1, 1), ev(2, 2)}, "\n"), false},
 		{"duplicate ids", strings.Join([]string{run, ev(1, 1), ev(1, 2)}, "\n"), false},
+		{"many duplicate ids", strings.Join([]string{run, ev(1, 1), ev(1, 2), ev(2, 3), ev(2, 4), ev(2, 5), ev(3, 6), ev(3, 7), ev(4, 8), ev(4, 9), ev(5, 10), ev(5, 11)}, "\n"), false},
 		{"recv before sent", strings.Join([]string{run, `{"t":"e","id":1,"key":"k","inst":0,"phase":"p","intended":0,"sent":9,"recv":2,"status":200}`}, "\n"), false},
 		{"empty", "", false},
 	} {
