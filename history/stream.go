@@ -99,7 +99,7 @@ type Stream struct {
 	closed  bool
 
 	// Events in send order so far are queued in fifo; the others are
-	// held in slots, ordered by (Sent, seq) in heap.
+	// held in slots, ordered by (Sent, Recv, seq) in heap.
 	fifo  queue
 	slots []Event
 	seq   []uint64
