@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"math/rand/v2"
@@ -174,4 +175,16 @@ func TestStreamClose(t *testing.T) {
 	require.False(t, st.Next())
 	require.NoError(t, st.Err())
 	require.Nil(t, st.History())
+}
+
+// TestStreamLineTooLong: a line longer than any the writer writes ends the
+// read, as it ends Read's.
+func TestStreamLineTooLong(t *testing.T) {
+	data := `{"t":"run","version":1,"id":"x","start":"2026-01-01T00:00:00Z"}` + "\n" +
+		`{"t":"sink","key":"` + strings.Repeat("x", MaxLine+5) + `","arrivals":1}` + "\n"
+	_, err := Read("h.jsonl", strings.NewReader(data))
+	require.ErrorIs(t, err, bufio.ErrTooLong)
+	st := NewStream("h.jsonl", strings.NewReader(data), StreamOptions{})
+	require.False(t, st.Next())
+	require.ErrorIs(t, st.Err(), bufio.ErrTooLong)
 }
