@@ -139,7 +139,7 @@ func (e *Engine) burstOf(ctx context.Context, rs []*req, at int64) (*history.Pha
 		per[r.inst]++
 	}
 	asap := at < 0
-	sent, release, ok, err := e.rawBurst(ctx, rs, at)
+	sent, release, staged, ok, err := e.rawBurst(ctx, rs, at)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +148,7 @@ func (e *Engine) burstOf(ctx context.Context, rs []*req, at int64) (*history.Pha
 		if err != nil {
 			return nil, err
 		}
+		staged = release // warmed connections, nothing staged
 	}
 	spread := make([]int64, n)
 	for i, s := range sent {
@@ -155,7 +156,7 @@ func (e *Engine) burstOf(ctx context.Context, rs []*req, at int64) (*history.Pha
 	}
 	spread = sortedCopy(spread)
 	rec := &history.Phase{
-		Start: release, Requests: int64(n),
+		Start: release, Requests: int64(n), Staged: max(release-staged, 0),
 		SpreadP50: percentile(spread, 0.5), SpreadP99: percentile(spread, 0.99), SpreadMax: spread[len(spread)-1],
 	}
 	if !asap {
@@ -270,8 +271,8 @@ func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error
 	rec := &history.Phase{
 		Start: r1.Start, Requests: r1.Requests + r2.Requests, Target: edge,
 		SpreadP50: max(r1.SpreadP50, r2.SpreadP50), SpreadP99: max(r1.SpreadP99, r2.SpreadP99),
-		SpreadMax: max(r1.SpreadMax, r2.SpreadMax),
-		AimError:  absMax(r1.AimError, r2.AimError),
+		SpreadMax: max(r1.SpreadMax, r2.SpreadMax), Staged: max(r1.Staged, r2.Staged),
+		AimError: absMax(r1.AimError, r2.AimError),
 	}
 	return rec, err
 }

@@ -198,10 +198,20 @@ func checkRetryAfter(ix *index) Result {
 	}
 	// Probes the plan aimed at the advice (probe phases) that all ended in
 	// errors tried nothing: the advice's property is untested, not kept.
+	staged := ix.probeStaged()
+	stagedNote := ""
+	if staged > 0 {
+		figs["probe_staged_s"] = staged.Seconds()
+		stagedNote = fmt.Sprintf("each probe was staged (connected, all but its last byte written) at most %s before its send time", fmtDur(staged))
+	}
 	if probed == 0 && col.total == 0 {
 		if n, errs, first := ix.probeErrors(); n > 0 && errs == n {
 			figs["probe_errors"] = float64(errs)
-			return col.result(Unknown, fmt.Sprintf("%d of %s carried a valid Retry-After, but all %s aimed at the advice ended in an error (%s): whether a client that waits as advised is served was not tested", rejections-missing-invalid, plural(rejections, "refusal", "refusals"), plural(n, "probe", "probes"), first), figs, "")
+			why := ""
+			if staged > 0 {
+				why = "; " + stagedNote + ", and a server that times out a request's header sooner answers it 400"
+			}
+			return col.result(Unknown, fmt.Sprintf("%d of %s carried a valid Retry-After, but all %s aimed at the advice ended in an error (%s), so whether a client that waits as advised is served was not tested%s", rejections-missing-invalid, plural(rejections, "refusal", "refusals"), plural(n, "probe", "probes"), first, why), figs, "")
 		}
 	}
 	valid := rejections - missing - invalid
@@ -211,6 +221,9 @@ func checkRetryAfter(ix *index) Result {
 		sum += fmt.Sprintf("; %d of %d followed at the advised time (nothing else of the key in between) were admitted", honoured, probed)
 	default:
 		sum += "; none was followed at its advised time with nothing else of the key in between, so the advice itself was not tried"
+	}
+	if staged > 0 {
+		sum += "; " + stagedNote
 	}
 	if tooLong > 0 {
 		sum += fmt.Sprintf("; %d advised longer than the policy ever needs (the key's state, see under-admission)", tooLong)
@@ -310,4 +323,16 @@ func (ix *index) probeErrors() (n, errs int, first string) {
 		}
 	}
 	return n, errs, first
+}
+
+// probeStaged is the longest a request of the run's probe phases was staged
+// before its send time (0: none was staged).
+func (ix *index) probeStaged() time.Duration {
+	var d int64
+	for _, ph := range ix.h.Phases {
+		if ph.Kind == "probe" {
+			d = max(d, ph.Staged)
+		}
+	}
+	return time.Duration(d)
 }
