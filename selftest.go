@@ -61,6 +61,9 @@ var MutationMatrix = []MatrixRow{
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/long-reset", Root: "headers"},
 	// Exact decisions, absurd advice (10^9 s): no wrongful refusal behind it.
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/absurd-retry-after", Root: "retry-after"},
+	// Exact decisions, advice ten times the wait (2 s where 0.2 s is due):
+	// within a full refill, proven where the state is known.
+	{Plan: "precision", Good: "token-bucket", Bad: "faulty/tenfold-retry-after", Root: "retry-after", Explained: []string{"calibration"}},
 	{Plan: "retry-after", Good: "token-bucket", Bad: "faulty/short-retry-after", Root: "retry-after"},
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/no-retry-after", Root: "retry-after"},
 	{Plan: "tenant-isolation", Good: "token-bucket", Bad: "faulty/shared-bucket", Root: "isolation", Explained: []string{"under-admission", "token-bounds", "retry-after"}},

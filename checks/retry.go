@@ -12,7 +12,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docRetry = "Every 429 carries a valid Retry-After (delay-seconds, or an HTTP-date not in the past), declared or not; advice longer than anything the declared policy can require (a full refill K/r for buckets, a whole window — two for a sliding counter — plus 1 s of rounding and the timing tolerance) is a defect; advice longer than one request's wait (1/r, W) but within that is the key's state (see under-admission); and a request sent after the advised wait, when nothing else of the key could have consumed in between, is admitted."
+const docRetry = "Every 429 carries a valid Retry-After (delay-seconds, or an HTTP-date not in the past), declared or not; advice longer than anything the declared policy can require (a full refill K/r for buckets, a whole window — two for a sliding counter — plus 1 s of rounding and the timing tolerance) is a defect, and so is advice after a refusal whose state is known (a calibrate burst from a whole quota that admitted exactly the quota) longer than the exact wait plus 1 s of rounding and the tolerance; advice longer than one request's wait (1/r, W) but within that is the key's state (see under-admission); and a request sent after the advised wait, when nothing else of the key could have consumed in between, is admitted."
 
 // maxWait is the longest a single request can have to wait under tier t.
 func maxWait(t *policy.Tier) time.Duration {
@@ -60,6 +60,8 @@ func checkRetryAfter(ix *index) Result {
 	var rejections, missing, invalid, tooLong, absurdN, probed, honoured, early int
 	maxErr := math.Inf(-1)
 	var next []int32 // per position: index of the next possibly-consuming rec
+	exact := ix.calibrateWaits()
+	var beyondExact int
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		if g.tier == nil {
@@ -145,6 +147,16 @@ func checkRetryAfter(ix *index) Result {
 					e.ID, g.key, fmtDur(d), fmtDur(absurd), describeNeed(g.tier), fmtDur(time.Duration(ix.tol)))
 				continue
 			}
+			if want, ok := exact[r.idx]; ok && d > want+time.Second+time.Duration(ix.tol) {
+				// From a whole quota (a calibrate burst that admitted
+				// exactly the quota) the state is known: advice beyond the
+				// exact wait is the advice's own defect.
+				beyondExact++
+				e := ev()
+				bad(want.Seconds(), d.Seconds(), []uint64{e.ID}, "request %d of key %s was told to retry after %s; it was refused from a whole quota after exactly the declared quota was admitted, so the exact wait was at most %s (plus 1s of rounding and the timing tolerance %s)",
+					e.ID, g.key, fmtDur(d), fmtDur(want), fmtDur(time.Duration(ix.tol)))
+				continue
+			}
 			// Honoured: the first later request sent after the advice.
 			at := recv + int64(d) // lo_q = Sent_q − slack ≥ Recv + d  ⇔  Sent_q ≥ Recv + d + slack
 			qi := searchLo(g.recs, pos, at)
@@ -186,7 +198,7 @@ func checkRetryAfter(ix *index) Result {
 		}
 	}
 	figs := map[string]float64{"rejections": float64(rejections), "missing": float64(missing), "invalid": float64(invalid),
-		"too_long": float64(tooLong), "beyond_any_need": float64(absurdN), "probed": float64(probed), "honoured": float64(honoured)}
+		"too_long": float64(tooLong), "beyond_any_need": float64(absurdN), "beyond_exact_wait": float64(beyondExact), "probed": float64(probed), "honoured": float64(honoured)}
 	if early > 0 {
 		figs["refused_within_tolerance"] = float64(early)
 	}
