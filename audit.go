@@ -48,6 +48,17 @@ func windowsOnly(a *auditScope) string {
 	return "every limit is a bucket: no window edge to aim at"
 }
 
+func firstAnchored(a *auditScope) string {
+	for _, t := range a.pol.Tiers {
+		for _, l := range t.Limits {
+			if l.AnchoredAtFirst() {
+				return ""
+			}
+		}
+	}
+	return "no window is anchored at a key's first request (anchor: first)"
+}
+
 func severalInstances(a *auditScope) string {
 	if a.instances < 2 {
 		return "one instance: give every --target of your deployment to spread a key over them"
@@ -122,6 +133,7 @@ var auditPlans = []auditPlan{
 	{"precision", always},
 	{"idle-refill", always},
 	{"boundary-burst", windowsOnly},
+	{"first-edge", firstAnchored},
 	{"retry-after", always},
 	{"overload", always},
 	{"tenant-isolation", always},
@@ -132,6 +144,7 @@ var auditPlans = []auditPlan{
 	{"bypass", always},
 	{"multi-instance", severalInstances},
 	{"retry-elsewhere", severalInstances},
+	{"refill-elsewhere", severalInstances},
 	{"global-guard", globalGuard},
 	{"store-outage", needsFaults(faults.StoreDown)},
 	{"slow-store", needsFaults(faults.StoreSlow)},

@@ -249,12 +249,22 @@ func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error
 	w := lim.W()
 	lead := edgeLead + before
 	var edge int64
-	if ph.Align == "headers" {
+	// late is how much later than edge the edge may lie (a first-anchored
+	// window opened somewhere in its opener's [send, receive]).
+	var late int64
+	switch ph.Align {
+	case "headers":
 		edge, err = e.headerEdge(ctx, ph, key, w, lead)
 		if err != nil {
 			return nil, err
 		}
-	} else {
+	case "first":
+		sent, recv, err := e.openWindow(ctx, ph)
+		if err != nil {
+			return nil, err
+		}
+		edge, late = sent+int64(w), recv-sent
+	default:
 		// Next epoch-aligned edge far enough ahead to warm up.
 		nowWall := e.wall(e.off())
 		edgeWall := nowWall.Add(lead).Truncate(w).Add(w)
@@ -267,7 +277,7 @@ func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error
 	if err != nil || ctx.Err() != nil {
 		return r1, err
 	}
-	r2, err := e.burst(ctx, ph, ph.Key, n, edge+int64(after))
+	r2, err := e.burst(ctx, ph, ph.Key, n, edge+late+int64(after))
 	rec := &history.Phase{
 		Start: r1.Start, Requests: r1.Requests + r2.Requests, Target: edge,
 		SpreadP50: max(r1.SpreadP50, r2.SpreadP50), SpreadP99: max(r1.SpreadP99, r2.SpreadP99),
@@ -275,6 +285,22 @@ func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error
 		AimError: absMax(r1.AimError, r2.AimError),
 	}
 	return rec, err
+}
+
+// openWindow sends the key's first request of a boundary phase aligned
+// "first": it opens the key's window (when the key has none open: the
+// plan's key must be fresh), somewhere in [sent, recv].
+func (e *Engine) openWindow(ctx context.Context, ph *Phase) (sent, recv int64, err error) {
+	if !e.reserve(1) {
+		return 0, 0, fmt.Errorf("align: first: the request budget (--max-requests) is spent")
+	}
+	r := e.newReq(ph, ph.Key, e.pickInstance(ph, 0))
+	r.intended = e.off()
+	ev := e.do(ctx, r)
+	if ev.Status == 0 {
+		return 0, 0, fmt.Errorf("align: first: the request that opens the window failed: %s", ev.Err)
+	}
+	return ev.Sent, ev.Recv, nil
 }
 
 func absMax(a, b int64) int64 {

@@ -105,8 +105,10 @@ type Phase struct {
 	// Before and After place boundary bursts around the window edge.
 	Before policy.Duration `yaml:"before,omitempty"`
 	After  policy.Duration `yaml:"after,omitempty"`
-	// Align is "epoch" (default) or "headers" (discover the edge from the
-	// target's reset headers).
+	// Align is "epoch" (default), "headers" (discover the edge from the
+	// target's reset headers) or "first" (one request opens the key's
+	// window; the edge is W after it: windows anchored at a key's first
+	// request).
 	Align string `yaml:"align,omitempty"`
 	// Tenants of a tenants phase.
 	Tenants []Tenant `yaml:"tenants,omitempty"`
@@ -115,7 +117,9 @@ type Phase struct {
 	Retries int             `yaml:"retries,omitempty"`
 	Jitter  policy.Duration `yaml:"jitter,omitempty"`
 	// At is when a probe fires: "retry-after" (exactly when the last
-	// rejection of Key advised) or a duration after the phase starts.
+	// rejection of Key advised), "retry-after+D" (D after that: past the
+	// timing tolerance, where a refusal is decisive) or a duration after
+	// the phase starts.
 	At string `yaml:"at,omitempty"`
 	// Variants of a bypass phase: xff, case, space, path.
 	Variants []string `yaml:"variants,omitempty"`
@@ -440,9 +444,9 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 			return doc.Errorf(at+".before", "before and after must not be negative")
 		}
 		switch ph.Align {
-		case "", "epoch", "headers":
+		case "", "epoch", "headers", "first":
 		default:
-			return doc.Errorf(at+".align", "%q: want epoch or headers", ph.Align)
+			return doc.Errorf(at+".align", "%q: want epoch, headers or first", ph.Align)
 		}
 	case KindIdle:
 		if (ph.Duration == 0) == (ph.Until == "") {
@@ -513,11 +517,8 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 		if ph.At == "" {
 			ph.At = "retry-after"
 		}
-		if ph.At != "retry-after" {
-			d, err := policy.ParseDuration(ph.At)
-			if err != nil || d < 0 || d > MaxPhaseDuration {
-				return doc.Errorf(at+".at", "%q: want retry-after or a duration in 0 … %s", ph.At, MaxPhaseDuration)
-			}
+		if _, _, err := ProbeAt(ph.At); err != nil {
+			return doc.Errorf(at+".at", "%q: want retry-after, retry-after+DURATION (up to 10s) or a duration in 0 … %s", ph.At, MaxPhaseDuration)
 		}
 	case KindBypass:
 		if ph.Requests > MaxBurstRequests {
@@ -662,4 +663,27 @@ func printableName(name string) error {
 		}
 	}
 	return nil
+}
+
+// maxProbeLate bounds D in a probe's at: retry-after+D.
+const maxProbeLate = 10 * time.Second
+
+// ProbeAt reads a probe's at: retry-after (advice true, d the extra wait
+// after the advice) or a duration after the phase starts.
+func ProbeAt(at string) (advice bool, d time.Duration, err error) {
+	if at == "" || at == "retry-after" {
+		return true, 0, nil
+	}
+	if rest, ok := strings.CutPrefix(at, "retry-after+"); ok {
+		v, err := policy.ParseDuration(rest)
+		if err != nil || v < 0 || v > maxProbeLate {
+			return false, 0, fmt.Errorf("probe at %q: want retry-after+D with D in 0 … %s", at, maxProbeLate)
+		}
+		return true, v, nil
+	}
+	v, err := policy.ParseDuration(at)
+	if err != nil || v < 0 || v > MaxPhaseDuration {
+		return false, 0, fmt.Errorf("probe at %q: want a duration in 0 … %s", at, MaxPhaseDuration)
+	}
+	return false, v, nil
 }

@@ -63,4 +63,5 @@
 //	| remaining-off-by-one | reports one more remaining than there is                            | headers: remaining disagrees with admissions    | headers, token-bounds     | all                           |
 //	| fail-open            | admits while Redis fails although failing closed is declared        | fail-mode                                       | fail-mode                 | redisbucket                   |
 //	| per-path             | one window per path where the policy shares one under /search/     | bypass: another path under the prefix is fresh  | bypass                    | windowed                      |
+//	| extend-on-hit        | every request pushes the window's close to W after it (EXPIRE/hit) | under-admission: a first-anchored edge is late  | under-admission           | windowed                      |
 package testsvc

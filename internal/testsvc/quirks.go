@@ -57,6 +57,10 @@ type Quirks struct {
 	// PerPath keys the limiter on the path too, where the policy says every
 	// path under its prefix shares the key's one quota.
 	PerPath bool
+	// ExtendOnHit pushes a window's close to W after every request of the
+	// key, admitted or refused (an INCR with an EXPIRE on every hit), where
+	// the policy says the window closes W after the request that opened it.
+	ExtendOnHit bool
 }
 
 // DefaultRacyPause is the pause of the racy quirk when none is given.
@@ -79,6 +83,7 @@ const (
 	QuirkRemainingOffByOne = "remaining-off-by-one"
 	QuirkFailOpen          = "fail-open"
 	QuirkPerPath           = "per-path"
+	QuirkExtendOnHit       = "extend-on-hit"
 )
 
 // quirk is one entry of the quirk table: how its value is written, how it
@@ -138,6 +143,8 @@ var quirkTable = []quirk{
 		func(q *Quirks) bool { return q.FailOpen }},
 	{QuirkPerPath, "", func(q *Quirks, _ string) error { q.PerPath = true; return nil },
 		func(q *Quirks) bool { return q.PerPath }},
+	{QuirkExtendOnHit, "", func(q *Quirks, _ string) error { q.ExtendOnHit = true; return nil },
+		func(q *Quirks) bool { return q.ExtendOnHit }},
 }
 
 func positiveInt(v string, dst *int) error {
