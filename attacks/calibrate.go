@@ -3,6 +3,8 @@ package attacks
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rlverify/rlverify/history"
@@ -93,4 +95,49 @@ func (e *Engine) calibrate(ctx context.Context, ph *Phase) (*history.Phase, erro
 	}
 	rec.Target = t0
 	return rec, nil
+}
+
+// expandTiers returns p with each calibrate phase marked tiers: all
+// replaced by one calibrate phase per tier of the policy (named
+// NAME-TIER), the phase's own key for its own tier and, for each other
+// tier, a key of that tier with the same ending (paid-precise beside
+// free-precise). A tier no key can be given (a keys file without keys for
+// it) is named in the notes, not calibrated. p itself is not changed.
+func (e *Engine) expandTiers(p *Plan) (*Plan, []string) {
+	if e.o.Policy == nil || !slices.ContainsFunc(p.Phases, func(ph Phase) bool { return ph.Kind == KindCalibrate && ph.Tiers == "all" }) {
+		return p, nil
+	}
+	out := *p
+	out.Phases = nil
+	var notes []string
+	for _, ph := range p.Phases {
+		if ph.Kind != KindCalibrate || ph.Tiers != "all" {
+			out.Phases = append(out.Phases, ph)
+			continue
+		}
+		own, _ := PlanTier(e.o.Policy, ph.Key)
+		_, rest, _ := strings.Cut(ph.Key, "-")
+		for i := range e.o.Policy.Tiers {
+			t := &e.o.Policy.Tiers[i]
+			key := ph.Key
+			if own == nil || own.Name != t.Name {
+				key = t.Name + "-" + rest
+				if t.KeyPrefix != "" {
+					key = t.KeyPrefix + rest
+				}
+				if got, ok := PlanTier(e.o.Policy, key); !ok || got.Name != t.Name {
+					notes = append(notes, fmt.Sprintf("%s: tier %s not calibrated: no plan key maps to it", ph.Name, t.Name))
+					continue
+				}
+				if _, err := e.keys.key(key); err != nil {
+					notes = append(notes, fmt.Sprintf("%s: tier %s not calibrated: %v", ph.Name, t.Name, err))
+					continue
+				}
+			}
+			tp := ph
+			tp.Tiers, tp.Key, tp.Name = "", key, ph.Name+"-"+t.Name
+			out.Phases = append(out.Phases, tp)
+		}
+	}
+	return &out, notes
 }

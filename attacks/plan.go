@@ -137,6 +137,9 @@ type Phase struct {
 	// the due time, default 0.05).
 	Tokens int     `yaml:"tokens,omitempty"`
 	Margin float64 `yaml:"margin,omitempty"`
+	// Tiers "all" makes a calibrate phase calibrate every tier the policy
+	// declares, each with a key of its own, one phase each (NAME-TIER).
+	Tiers string `yaml:"tiers,omitempty"`
 }
 
 // Tenant is one key of a tenants phase with its share of the requests.
@@ -372,7 +375,7 @@ var used = map[string][]string{
 	KindProbe:     {"key", "at", "instances", "instance", "request"},
 	KindBypass:    {"key", "requests", "variants", "instances", "instance", "request"},
 	KindFault:     {"action", "fault", "param", "instance"},
-	KindCalibrate: {"key", "tokens", "margin", "instances", "instance", "request"},
+	KindCalibrate: {"key", "tokens", "margin", "tiers", "instances", "instance", "request"},
 }
 
 func (ph *Phase) set() map[string]bool {
@@ -385,6 +388,7 @@ func (ph *Phase) set() map[string]bool {
 		"at": ph.At != "", "variants": len(ph.Variants) > 0, "action": ph.Action != "",
 		"fault": ph.Fault != "", "param": ph.Param != "", "request": ph.Request != nil,
 		"rate_x": ph.RateX != 0, "tokens": ph.Tokens != 0, "margin": ph.Margin != 0,
+		"tiers": ph.Tiers != "",
 	}
 }
 
@@ -512,6 +516,9 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 		}
 		if ph.Margin < 0 || ph.Margin >= 0.5 || math.IsNaN(ph.Margin) {
 			return doc.Errorf(at+".margin", "%g: want a fraction in (0, 0.5) (0 means the default, %g)", ph.Margin, DefaultCalibrateMargin)
+		}
+		if ph.Tiers != "" && ph.Tiers != "all" {
+			return doc.Errorf(at+".tiers", "%q: the only value is all", ph.Tiers)
 		}
 	case KindProbe:
 		if ph.At == "" {
