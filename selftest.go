@@ -77,6 +77,10 @@ var MutationMatrix = []MatrixRow{
 		// consecutive answers report remaining counts no one bucket could.
 		MayExplain: []string{"token-bounds"}},
 	{Plan: "multi-instance-20", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 20, Root: "instances", Explained: []string{"oversell", "downstream"}},
+	// Drained on one instance, burst on the other 700ms later: state kept
+	// per instance starts the second full.
+	{Plan: "refill-elsewhere", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 2, Root: "instances", Explained: []string{"oversell", "downstream"},
+		MayExplain: []string{"token-bounds"}},
 	{Plan: "clock-skew", Good: "token-bucket", Bad: "faulty/instance-clock", Store: "redis", Instances: 3, Root: "oversell", Explained: []string{"instances", "downstream"},
 		// The skewed instance's remaining counts are impossible when it
 		// answers just after another instance consumed.
