@@ -121,6 +121,13 @@ func (e *Engine) expandTiers(p *Plan) (*Plan, []string) {
 			t := &e.o.Policy.Tiers[i]
 			key := ph.Key
 			if own == nil || own.Name != t.Name {
+				if d := tierPeriod(t); d < minCalibratePeriod {
+					// A burst of K+1 on a loaded machine can take longer than
+					// that: a token back during it leaves the capacity
+					// undecided, an unknown on a correct limiter.
+					notes = append(notes, fmt.Sprintf("%s: tier %s not calibrated: a token (or window) every %s is finer than a burst's timing on a loaded machine (at least %s); oversell and under-admission still judge it wherever a plan sends its keys", ph.Name, t.Name, d, minCalibratePeriod))
+					continue
+				}
 				key = t.Name + "-" + rest
 				if t.KeyPrefix != "" {
 					key = t.KeyPrefix + rest
@@ -140,4 +147,22 @@ func (e *Engine) expandTiers(p *Plan) (*Plan, []string) {
 		}
 	}
 	return &out, notes
+}
+
+// minCalibratePeriod is the shortest refill period (1/r, or W) of a tier
+// that tiers: all calibrates besides the phase key's own.
+const minCalibratePeriod = 50 * time.Millisecond
+
+// tierPeriod is the shortest time in which tier t frees one request: 1/r
+// for buckets, W for windows.
+func tierPeriod(t *policy.Tier) time.Duration {
+	d := time.Duration(1<<63 - 1)
+	for _, l := range t.Limits {
+		p := l.W()
+		if l.Algorithm.Bucketed() {
+			p = time.Duration(float64(time.Second) / l.R())
+		}
+		d = min(d, p)
+	}
+	return d
 }
