@@ -198,9 +198,12 @@ func checkRetryAfter(ix *index) Result {
 		}
 	}
 	figs := map[string]float64{"rejections": float64(rejections), "missing": float64(missing), "invalid": float64(invalid),
-		"too_long": float64(tooLong), "beyond_any_need": float64(absurdN), "beyond_exact_wait": float64(beyondExact), "probed": float64(probed), "honoured": float64(honoured)}
+		"too_long": float64(tooLong), "beyond_any_need": float64(absurdN), "probed": float64(probed), "honoured": float64(honoured)}
 	if early > 0 {
 		figs["refused_within_tolerance"] = float64(early)
+	}
+	if beyondExact > 0 {
+		figs["beyond_exact_wait"] = float64(beyondExact)
 	}
 	if !math.IsInf(maxErr, -1) {
 		figs["retry_after_max_error_s"] = maxErr
