@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -25,8 +26,8 @@ func judged(t *testing.T, plan string, urls []string) map[string]string {
 	return verdicts(decodeDoc(t, out))
 }
 
-// requireOnly: the checks named in want have those verdicts, every
-// other check passes or has nothing to judge.
+// requireOnly: the checks named in want have those verdicts ("a|b": either),
+// every other check passes or has nothing to judge.
 func requireOnly(t *testing.T, got, want map[string]string) {
 	t.Helper()
 	for name, v := range got {
@@ -41,7 +42,7 @@ func requireOnly(t *testing.T, got, want map[string]string) {
 			require.Contains(t, []string{"pass", "skip"}, v, "%s: %v", name, got)
 			continue
 		}
-		require.Equal(t, w, v, "%s: %v", name, got)
+		require.Contains(t, strings.Split(w, "|"), v, "%s: %v", name, got)
 	}
 }
 
@@ -84,8 +85,10 @@ func TestFirstAnchoredEdge(t *testing.T) {
 // later (still inside the window); retry-elsewhere retries where the advice
 // said on the other. With one clock both keep their promises; the second
 // instance's clock 1.5 s ahead opens a new window early (oversell), 1.5 s
-// behind keeps the window shut past its advice (the probe 100ms after
-// the advice is a refusal under-admission proves wrong); a remaining count one too
+// behind keeps the window shut past its advice (the probe 300ms after
+// the advice is a refusal under-admission proves wrong; that instance's
+// reset headers are wrong too, a symptom the diagnosis links to it when
+// their timing lets it); a remaining count one too
 // high on both leaves the sequences' checks quiet.
 func TestCrossInstanceSequences(t *testing.T) {
 	if testing.Short() {
@@ -100,7 +103,7 @@ func TestCrossInstanceSequences(t *testing.T) {
 		{"refill clock ahead", "refill-elsewhere", "", 1500 * time.Millisecond, map[string]string{"instances": "fail", "oversell": "explained", "headers": "explained"}},
 		{"refill remaining-off-by-one", "refill-elsewhere", testsvc.QuirkRemainingOffByOne, 0, map[string]string{"token-bounds": "fail"}},
 		{"retry one clock", "retry-elsewhere", "", 0, nil},
-		{"retry clock behind", "retry-elsewhere", "", -1500 * time.Millisecond, map[string]string{"under-admission": "fail", "headers": "explained"}},
+		{"retry clock behind", "retry-elsewhere", "", -1500 * time.Millisecond, map[string]string{"under-admission": "fail", "headers": "explained|fail"}},
 		{"retry remaining-off-by-one", "retry-elsewhere", testsvc.QuirkRemainingOffByOne, 0, map[string]string{"token-bounds": "fail"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
