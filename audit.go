@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
@@ -28,7 +29,10 @@ type auditPlan struct {
 
 // auditScope is what decides which plans apply.
 type auditScope struct {
-	pol       *policy.Policy
+	pol *policy.Policy
+	// service: the targets are rate-limit services (grpc://), which get
+	// descriptors Envoy built, not requests.
+	service   bool
 	instances int
 	env       string
 	// faults lists the fault kinds that can be injected.
@@ -47,6 +51,30 @@ func windowsOnly(a *auditScope) string {
 	}
 	return "every limit is a bucket: no window edge to aim at"
 }
+
+func firstAnchored(a *auditScope) string {
+	longest := time.Duration(0)
+	for _, t := range a.pol.Tiers {
+		for _, l := range t.Limits {
+			if l.AnchoredAtFirst() {
+				if l.W() <= maxFirstEdge {
+					return ""
+				}
+				longest = max(longest, l.W())
+			}
+		}
+	}
+	if longest > 0 {
+		// A one-off quota spelt as a window of days: its close is beyond
+		// any run.
+		return fmt.Sprintf("every window anchored at a key's first request is longer than %s (%s): its close is beyond a run", maxFirstEdge, longest)
+	}
+	return "no window is anchored at a key's first request (anchor: first)"
+}
+
+// maxFirstEdge is the longest first-anchored window whose close the
+// first-edge plan waits for.
+const maxFirstEdge = 5 * time.Minute
 
 func severalInstances(a *auditScope) string {
 	if a.instances < 2 {
@@ -72,7 +100,22 @@ func needsFaults(kinds ...string) func(a *auditScope) string {
 	}
 }
 
+// notService skips plans about how a request carries its identity: a
+// rate-limit service gets the descriptor Envoy built, so spelling, length and
+// X-Forwarded-For are Envoy's concern.
+const notService = "a rate-limit service gets descriptors Envoy built, not requests: how a request spells its key is Envoy's concern"
+
+func httpIdentity(a *auditScope) string {
+	if a.service {
+		return notService
+	}
+	return ""
+}
+
 func untrustedXFF(a *auditScope) string {
+	if a.service {
+		return notService
+	}
 	if a.pol.Identity.TrustsLoopback() {
 		return "the policy trusts X-Forwarded-For from loopback: the address is part of the identity"
 	}
@@ -80,6 +123,9 @@ func untrustedXFF(a *auditScope) string {
 }
 
 func noMaxLength(a *auditScope) string {
+	if a.service {
+		return notService
+	}
 	if a.pol.Identity.MaxLength > 0 {
 		return fmt.Sprintf("the policy declares identity.max_length %d: the bypass plan's long variant probes past it", a.pol.Identity.MaxLength)
 	}
@@ -95,6 +141,13 @@ func severalTiers(a *auditScope) string {
 	}
 	if len(seen) < 2 {
 		return "the policy's tiers are not free and paid (the plan's keys would share one tier)"
+	}
+	return ""
+}
+
+func exemptClass(a *auditScope) string {
+	if len(a.pol.Exempt) == 0 {
+		return "the policy declares no exempt class"
 	}
 	return ""
 }
@@ -122,6 +175,7 @@ var auditPlans = []auditPlan{
 	{"precision", always},
 	{"idle-refill", always},
 	{"boundary-burst", windowsOnly},
+	{"first-edge", firstAnchored},
 	{"retry-after", always},
 	{"overload", always},
 	{"tenant-isolation", always},
@@ -129,9 +183,11 @@ var auditPlans = []auditPlan{
 	{"long-keys", noMaxLength},
 	{"spoof-tenants", untrustedXFF},
 	{"tiers", severalTiers},
-	{"bypass", always},
+	{"bypass", httpIdentity},
+	{"exempt", exemptClass},
 	{"multi-instance", severalInstances},
 	{"retry-elsewhere", severalInstances},
+	{"refill-elsewhere", severalInstances},
 	{"global-guard", globalGuard},
 	{"store-outage", needsFaults(faults.StoreDown)},
 	{"slow-store", needsFaults(faults.StoreSlow)},
@@ -286,6 +342,7 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		pol = policy.Default()
 	}
 	scope := &auditScope{pol: pol, env: base.Env, instances: len(base.Targets), faults: map[string]bool{}}
+	scope.service, _ = serviceTargets(base.Targets)
 	if base.Handler != nil {
 		scope.instances = 1
 	}
@@ -339,7 +396,7 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		case err != nil && ctx.Err() != nil:
 			cols = append(cols, reports.AuditColumn{Plan: name, Dir: pdir, NotRun: "interrupted: " + err.Error()})
 			return nil
-		case errors.Is(err, envs.ErrUnreachable):
+		case errors.Is(err, envs.ErrUnreachable), errors.Is(err, ErrServiceUnfit):
 			// Every other plan would end the same way: stop at once
 			// rather than report a table of unknowns.
 			return fmt.Errorf("audit: plan %s: %w; no further plan was run", name, err)

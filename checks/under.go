@@ -14,7 +14,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged."
+const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged. A key of an exempt class (policy exempt) is never to be refused: each refusal outside a fault window is wrong."
 
 // maxScan bounds the backward scan per rejection; past it a rejection is
 // left undecided unless a coarser bound already proves it.
@@ -59,6 +59,81 @@ type cands struct {
 	// nearLo, nearHi: the last answers of loUpTo and hiBelow, where the
 	// next search starts (successive refusals of a key ask nearby).
 	nearLo, nearHi int
+	// anch bounds the anchors of the key's windows under anchAt, a fixed
+	// window opened by the key's first request (nil: none known).
+	anch   *anchors
+	anchAt *policy.Limit
+}
+
+// anchors bounds where a key's first-anchored windows opened under the
+// declared policy: window j opened at some a_j ∈ [L[j], H[j]]. Every
+// request counts (the first one decided after a window closes opens the
+// next, whatever the limiter answered): a_1 is the key's first decision;
+// a_{j+1}, the first decision at or after a_j + W, is at least L_j + W and
+// at least the earliest lo of a request that can have been decided then,
+// and at most the earliest hi of a request surely decided by the limiter
+// (admitted or refused) and sent after H_j + W.
+type anchors struct{ L, H []int64 }
+
+// anchorsOf bounds the windows of limit l for the key's requests rs
+// (sorted by lo); nil when the first window cannot be placed.
+func anchorsOf(rs []rec, l *policy.Limit) *anchors {
+	W := int64(l.W())
+	var a anchors
+	L, H := int64(math.MaxInt64), int64(math.MaxInt64)
+	for _, r := range rs {
+		if r.variant {
+			continue
+		}
+		L = min(L, r.lo)
+		if r.out != history.Unknown {
+			H = min(H, r.hi)
+		}
+	}
+	if H == math.MaxInt64 {
+		return nil
+	}
+	span := int64(0)
+	for _, r := range rs {
+		span = max(span, r.hi-r.lo)
+	}
+	from := func(t int64) int { return sort.Search(len(rs), func(i int) bool { return rs[i].lo >= t }) }
+	for len(a.L) < 1<<20 {
+		a.L, a.H = append(a.L, L), append(a.H, H)
+		nextL, nextH := int64(math.MaxInt64), int64(math.MaxInt64)
+		// By lo: the first request that can be decided at L+W or later
+		// has the least lo of them.
+		for i := from(L + W - span); i < len(rs) && rs[i].lo < nextL; i++ {
+			if !rs[i].variant && rs[i].hi >= L+W {
+				nextL = rs[i].lo
+			}
+		}
+		for i := from(H + W); i < len(rs) && rs[i].lo <= nextH; i++ {
+			if !rs[i].variant && rs[i].out != history.Unknown {
+				nextH = min(nextH, rs[i].hi)
+			}
+		}
+		if nextL == math.MaxInt64 || nextH == math.MaxInt64 {
+			break
+		}
+		L, H = max(L+W, nextL), nextH
+	}
+	return &a
+}
+
+// openedFrom is the earliest the window holding a decision in [lo, …] can
+// have opened: at or after a_j for the last j whose a_j ≤ H_j ≤ lo, and
+// after window j' closed for the last j' with H_j' + W ≤ lo (so at or after
+// L_{j'+1}).
+func (a *anchors) openedFrom(lo, W int64) int64 {
+	from := int64(math.MinInt64)
+	if j := sort.Search(len(a.H), func(i int) bool { return a.H[i] > lo }) - 1; j >= 0 {
+		from = a.L[j]
+	}
+	if j := sort.Search(len(a.H), func(i int) bool { return a.H[i]+W > lo }) - 1; j >= 0 && j+1 < len(a.L) {
+		from = max(from, a.L[j+1])
+	}
+	return from
 }
 
 // grow makes room for n more candidates at once.
@@ -237,6 +312,13 @@ func (ix *index) computeUnder() {
 		c.reset()
 		all.reset()
 		c.indexed, all.indexed = true, true
+		c.anch, c.anchAt, all.anch, all.anchAt = nil, nil, nil, nil
+		for li := range g.tier.Limits {
+			if l := &g.tier.Limits[li]; l.AnchoredAtFirst() && !l.PerInstance() && c.anch == nil {
+				c.anch, c.anchAt = anchorsOf(g.recs, l), l
+				all.anch, all.anchAt = c.anch, l
+			}
+		}
 		c.grow(len(g.recs))
 		// perInst: for limits declared per instance; all (allInst): for
 		// limits that count refused requests too, judged over every request.
@@ -371,7 +453,9 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 		q := c.hiBelow(r.lo)
 		cnt := P - q // could have been decided inside [r.lo, r.hi]
 		lb := K - float64(cnt)
-		if lb < 1+eps {
+		// One token is room for one request (a full bucket of K = 1
+		// must admit); eps only absorbs float error in the refill terms.
+		if lb < 1-eps {
 			return lb, false, true
 		}
 		// Walk back over candidates surely decided before r.lo, latest first:
@@ -382,12 +466,12 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 			from := max(0, q-maxScan)
 			j := w.min(from, q-1)
 			lb = math.Min(lb, K+rate*float64(r.lo-c.hi[j])-float64(P-j))
-			if lb < 1+eps {
+			if lb < 1-eps {
 				return lb, false, true
 			}
 			if q >= maxScan {
 				rest := K + rate*float64(r.lo-c.hi[from]) - float64(P)
-				if rest < 1+eps {
+				if rest < 1-eps {
 					return lb, false, false
 				}
 				return math.Min(lb, rest), true, true
@@ -400,14 +484,14 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 			val := K + rate*float64(r.lo-c.hi[j]) - float64(cnt)
 			if val < lb {
 				lb = val
-				if lb < 1+eps {
+				if lb < 1-eps {
 					return lb, false, true
 				}
 			}
 			if steps++; steps >= maxScan {
 				// For every earlier a the loss is at most P.
 				rest := K + rate*float64(r.lo-c.hi[j]) - float64(P)
-				if rest < 1+eps {
+				if rest < 1-eps {
 					return lb, false, false
 				}
 				return math.Min(lb, rest), true, true
@@ -420,8 +504,13 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 		}
 		// A sliding log, and a fixed window opened by the key's own first
 		// request: the window holding r's decision opened less than W
-		// before it, so only requests decided in (r.lo − W, r.hi] count.
-		n := P - c.hiBelow(r.lo-int64(l.W())+1)
+		// before it, so only requests decided in (r.lo − W, r.hi] count —
+		// and, first-anchored, none decided before that window opened.
+		from := r.lo - int64(l.W()) + 1
+		if c.anch != nil && c.anchAt == l {
+			from = max(from, c.anch.openedFrom(r.lo, int64(l.W())))
+		}
+		n := P - c.hiBelow(from)
 		v = N - float64(n)
 		return v, v >= 1, true
 	case policy.SlidingCounter:
@@ -471,11 +560,19 @@ func checkUnder(ix *index) Result {
 		}
 		col.add(ev)
 	}
+	exemptN, exemptRefused := ix.exemptRefusals(col)
 	figs := map[string]float64{"rejections_judged": float64(res.judged), "undecided": float64(res.undecided)}
-	if res.judged == 0 {
+	if exemptN > 0 {
+		figs["exempt_requests"], figs["exempt_refused"] = float64(exemptN), float64(exemptRefused)
+	}
+	if res.judged == 0 && exemptN == 0 {
 		return col.result(Skip, "no 429 rejections outside fault windows to judge", figs, "")
 	}
-	r := col.result(Pass, fmt.Sprintf("none of %s could be shown wrong", plural(res.judged, "429", "429s")), figs,
+	sum := fmt.Sprintf("none of %s could be shown wrong", plural(res.judged, "429", "429s"))
+	if exemptN > 0 {
+		sum += fmt.Sprintf("; %s of exempt keys, none refused", plural(exemptN, "request", "requests"))
+	}
+	r := col.result(Pass, sum, figs,
 		fmt.Sprintf("%s rejected while the key provably had room", plural(col.total, "request was", "requests were")))
 	// Every key found paying for its refusals, beyond the evidence cap, so
 	// each of its symptoms (advice it could never honour while it kept
@@ -486,6 +583,39 @@ func checkUnder(ix *index) Result {
 			Message: fmt.Sprintf("keys whose own refused requests cost tokens: %s", strings.Join(keys, ", "))})
 	}
 	return r
+}
+
+// exemptRefusals adds, for each key of an exempt class, the evidence of
+// its refusals outside fault windows (every one is wrong: the class is
+// never limited) and returns how many requests of exempt keys were judged
+// and how many of them refused. O(N).
+func (ix *index) exemptRefusals(col *collector) (n, refused int) {
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		if g.exempt == nil {
+			continue
+		}
+		var bad []rec
+		for _, r := range g.recs {
+			if r.variant || r.fault || r.out == history.Unknown {
+				continue
+			}
+			n++
+			if r.out == history.Rejected {
+				bad = append(bad, r)
+			}
+		}
+		if len(bad) == 0 {
+			continue
+		}
+		refused += len(bad)
+		ids, total := ix.idList(bad)
+		col.add(Evidence{Key: g.key, Limit: "exempt", From: bad[0].lo, To: bad[len(bad)-1].hi, Bound: 0, Observed: float64(len(bad)),
+			RequestIDs: ids, TotalIDs: total,
+			Message: fmt.Sprintf("key %s is of the exempt class %s (never limited), yet %d of its requests were refused (first: request %d, status %d)",
+				g.key, g.exempt.Name, len(bad), ix.ev(bad[0]).ID, ix.ev(bad[0]).Status)})
+	}
+	return n, refused
 }
 
 // selfInflictedKeys lists (up to 50, sorted) the keys with a wrong refusal
