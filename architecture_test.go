@@ -49,7 +49,7 @@ var allowed = map[string][]string{
 }
 
 // helpers are packages only tests, benchmarks and tools import.
-var helpers = []string{"internal/envtest", "internal/testsvc", "internal/matrix", "internal/bench"}
+var helpers = []string{"internal/envtest", "internal/testsvc", "internal/matrix", "internal/bench", "internal/mutation"}
 
 // cliOnly are modules only commands (cmd/…) may import.
 var cliOnly = []string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/vbauerster/mpb"}

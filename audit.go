@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
@@ -50,6 +51,30 @@ func windowsOnly(a *auditScope) string {
 	}
 	return "every limit is a bucket: no window edge to aim at"
 }
+
+func firstAnchored(a *auditScope) string {
+	longest := time.Duration(0)
+	for _, t := range a.pol.Tiers {
+		for _, l := range t.Limits {
+			if l.AnchoredAtFirst() {
+				if l.W() <= maxFirstEdge {
+					return ""
+				}
+				longest = max(longest, l.W())
+			}
+		}
+	}
+	if longest > 0 {
+		// A one-off quota spelt as a window of days: its close is beyond
+		// any run.
+		return fmt.Sprintf("every window anchored at a key's first request is longer than %s (%s): its close is beyond a run", maxFirstEdge, longest)
+	}
+	return "no window is anchored at a key's first request (anchor: first)"
+}
+
+// maxFirstEdge is the longest first-anchored window whose close the
+// first-edge plan waits for.
+const maxFirstEdge = 5 * time.Minute
 
 func severalInstances(a *auditScope) string {
 	if a.instances < 2 {
@@ -150,6 +175,7 @@ var auditPlans = []auditPlan{
 	{"precision", always},
 	{"idle-refill", always},
 	{"boundary-burst", windowsOnly},
+	{"first-edge", firstAnchored},
 	{"retry-after", always},
 	{"overload", always},
 	{"tenant-isolation", always},
@@ -161,6 +187,7 @@ var auditPlans = []auditPlan{
 	{"exempt", exemptClass},
 	{"multi-instance", severalInstances},
 	{"retry-elsewhere", severalInstances},
+	{"refill-elsewhere", severalInstances},
 	{"global-guard", globalGuard},
 	{"store-outage", needsFaults(faults.StoreDown)},
 	{"slow-store", needsFaults(faults.StoreSlow)},

@@ -61,6 +61,9 @@ var MutationMatrix = []MatrixRow{
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/long-reset", Root: "headers"},
 	// Exact decisions, absurd advice (10^9 s): no wrongful refusal behind it.
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/absurd-retry-after", Root: "retry-after"},
+	// Exact decisions, advice ten times the wait (2 s where 0.2 s is due):
+	// within a full refill, proven where the state is known.
+	{Plan: "precision", Good: "token-bucket", Bad: "faulty/tenfold-retry-after", Root: "retry-after", Explained: []string{"calibration"}},
 	{Plan: "retry-after", Good: "token-bucket", Bad: "faulty/short-retry-after", Root: "retry-after"},
 	{Plan: "concurrent-burst", Good: "token-bucket", Bad: "faulty/no-retry-after", Root: "retry-after"},
 	{Plan: "tenant-isolation", Good: "token-bucket", Bad: "faulty/shared-bucket", Root: "isolation", Explained: []string{"under-admission", "token-bounds", "retry-after"}},
@@ -74,6 +77,10 @@ var MutationMatrix = []MatrixRow{
 		// consecutive answers report remaining counts no one bucket could.
 		MayExplain: []string{"token-bounds"}},
 	{Plan: "multi-instance-20", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 20, Root: "instances", Explained: []string{"oversell", "downstream"}},
+	// Drained on one instance, burst on the other 700ms later: state kept
+	// per instance starts the second full.
+	{Plan: "refill-elsewhere", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 2, Root: "instances", Explained: []string{"oversell", "downstream"},
+		MayExplain: []string{"token-bounds"}},
 	{Plan: "clock-skew", Good: "token-bucket", Bad: "faulty/instance-clock", Store: "redis", Instances: 3, Root: "oversell", Explained: []string{"instances", "downstream"},
 		// The skewed instance's remaining counts are impossible when it
 		// answers just after another instance consumed.

@@ -3,6 +3,8 @@ package attacks
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rlverify/rlverify/history"
@@ -93,4 +95,74 @@ func (e *Engine) calibrate(ctx context.Context, ph *Phase) (*history.Phase, erro
 	}
 	rec.Target = t0
 	return rec, nil
+}
+
+// expandTiers returns p with each calibrate phase marked tiers: all
+// replaced by one calibrate phase per tier of the policy (named
+// NAME-TIER), the phase's own key for its own tier and, for each other
+// tier, a key of that tier with the same ending (paid-precise beside
+// free-precise). A tier no key can be given (a keys file without keys for
+// it) is named in the notes, not calibrated. p itself is not changed.
+func (e *Engine) expandTiers(p *Plan) (*Plan, []string) {
+	if e.o.Policy == nil || !slices.ContainsFunc(p.Phases, func(ph Phase) bool { return ph.Kind == KindCalibrate && ph.Tiers == "all" }) {
+		return p, nil
+	}
+	out := *p
+	out.Phases = nil
+	var notes []string
+	for _, ph := range p.Phases {
+		if ph.Kind != KindCalibrate || ph.Tiers != "all" {
+			out.Phases = append(out.Phases, ph)
+			continue
+		}
+		own, _ := PlanTier(e.o.Policy, ph.Key)
+		_, rest, _ := strings.Cut(ph.Key, "-")
+		for i := range e.o.Policy.Tiers {
+			t := &e.o.Policy.Tiers[i]
+			key := ph.Key
+			if own == nil || own.Name != t.Name {
+				if d := tierPeriod(t); d < minCalibratePeriod {
+					// A burst of K+1 on a loaded machine can take longer than
+					// that: a token back during it leaves the capacity
+					// undecided, an unknown on a correct limiter.
+					notes = append(notes, fmt.Sprintf("%s: tier %s not calibrated: a token (or window) every %s is finer than a burst's timing on a loaded machine (at least %s); oversell and under-admission still judge it wherever a plan sends its keys", ph.Name, t.Name, d, minCalibratePeriod))
+					continue
+				}
+				key = t.Name + "-" + rest
+				if t.KeyPrefix != "" {
+					key = t.KeyPrefix + rest
+				}
+				if got, ok := PlanTier(e.o.Policy, key); !ok || got.Name != t.Name {
+					notes = append(notes, fmt.Sprintf("%s: tier %s not calibrated: no plan key maps to it", ph.Name, t.Name))
+					continue
+				}
+				if _, err := e.keys.key(key); err != nil {
+					notes = append(notes, fmt.Sprintf("%s: tier %s not calibrated: %v", ph.Name, t.Name, err))
+					continue
+				}
+			}
+			tp := ph
+			tp.Tiers, tp.Key, tp.Name = "", key, ph.Name+"-"+t.Name
+			out.Phases = append(out.Phases, tp)
+		}
+	}
+	return &out, notes
+}
+
+// minCalibratePeriod is the shortest refill period (1/r, or W) of a tier
+// that tiers: all calibrates besides the phase key's own.
+const minCalibratePeriod = 50 * time.Millisecond
+
+// tierPeriod is the shortest time in which tier t frees one request: 1/r
+// for buckets, W for windows.
+func tierPeriod(t *policy.Tier) time.Duration {
+	d := time.Duration(1<<63 - 1)
+	for _, l := range t.Limits {
+		p := l.W()
+		if l.Algorithm.Bucketed() {
+			p = time.Duration(float64(time.Second) / l.R())
+		}
+		d = min(d, p)
+	}
+	return d
 }

@@ -284,6 +284,8 @@ func (e *Engine) recordedKey(key string) string { return e.keys.recorded(key) }
 // interrupted, no error), or a fatal error occurs. The history always gets
 // its end record and sink counts.
 func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, error) {
+	p, tierNotes := e.expandTiers(p)
+	run.Notes = append(run.Notes, tierNotes...)
 	if err := e.prepareRun(p); err != nil {
 		return Summary{}, err
 	}

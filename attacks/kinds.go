@@ -159,7 +159,11 @@ func (e *Engine) probe(ctx context.Context, ph *Phase) (*history.Phase, error) {
 	key := e.Key(ph.Key)
 	start := e.off()
 	var target int64
-	if ph.At == "" || ph.At == "retry-after" {
+	advice, extra, err := ProbeAt(ph.At)
+	if err != nil {
+		return nil, err
+	}
+	if advice {
 		v, ok := e.lastRejection.Load(key)
 		if !ok {
 			// Nothing to probe is a finding about this run, not a reason to
@@ -167,13 +171,9 @@ func (e *Engine) probe(ctx context.Context, ph *Phase) (*history.Phase, error) {
 			return &history.Phase{Start: start, Notes: []string{fmt.Sprintf("probe at retry-after: not sent, no refusal with a usable Retry-After was seen for key %s before this phase", ph.Key)}}, nil
 		}
 		rj := v.(rejection)
-		target = rj.recv + int64(rj.retryAfter)
+		target = rj.recv + int64(rj.retryAfter) + int64(extra)
 	} else {
-		d, err := policy.ParseDuration(ph.At)
-		if err != nil {
-			return nil, fmt.Errorf("probe at %q: %w", ph.At, err)
-		}
-		target = start + int64(d)
+		target = start + int64(extra)
 	}
 	if away := time.Duration(target - start); away > e.o.MaxDuration || (e.o.MaxProbeWait > 0 && away > e.o.MaxProbeWait) {
 		limit, name := e.o.MaxDuration, "--max-duration"

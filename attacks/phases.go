@@ -139,7 +139,7 @@ func (e *Engine) burstOf(ctx context.Context, rs []*req, at int64) (*history.Pha
 		per[r.inst]++
 	}
 	asap := at < 0
-	sent, release, ok, err := e.rawBurst(ctx, rs, at)
+	sent, release, staged, ok, err := e.rawBurst(ctx, rs, at)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +148,7 @@ func (e *Engine) burstOf(ctx context.Context, rs []*req, at int64) (*history.Pha
 		if err != nil {
 			return nil, err
 		}
+		staged = release // warmed connections, nothing staged
 	}
 	spread := make([]int64, n)
 	for i, s := range sent {
@@ -155,7 +156,7 @@ func (e *Engine) burstOf(ctx context.Context, rs []*req, at int64) (*history.Pha
 	}
 	spread = sortedCopy(spread)
 	rec := &history.Phase{
-		Start: release, Requests: int64(n),
+		Start: release, Requests: int64(n), Staged: max(release-staged, 0),
 		SpreadP50: percentile(spread, 0.5), SpreadP99: percentile(spread, 0.99), SpreadMax: spread[len(spread)-1],
 	}
 	if !asap {
@@ -248,12 +249,22 @@ func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error
 	w := lim.W()
 	lead := edgeLead + before
 	var edge int64
-	if ph.Align == "headers" {
+	// late is how much later than edge the edge may lie (a first-anchored
+	// window opened somewhere in its opener's [send, receive]).
+	var late int64
+	switch ph.Align {
+	case "headers":
 		edge, err = e.headerEdge(ctx, ph, key, w, lead)
 		if err != nil {
 			return nil, err
 		}
-	} else {
+	case "first":
+		sent, recv, err := e.openWindow(ctx, ph)
+		if err != nil {
+			return nil, err
+		}
+		edge, late = sent+int64(w), recv-sent
+	default:
 		// Next epoch-aligned edge far enough ahead to warm up.
 		nowWall := e.wall(e.off())
 		edgeWall := nowWall.Add(lead).Truncate(w).Add(w)
@@ -266,14 +277,30 @@ func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error
 	if err != nil || ctx.Err() != nil {
 		return r1, err
 	}
-	r2, err := e.burst(ctx, ph, ph.Key, n, edge+int64(after))
+	r2, err := e.burst(ctx, ph, ph.Key, n, edge+late+int64(after))
 	rec := &history.Phase{
 		Start: r1.Start, Requests: r1.Requests + r2.Requests, Target: edge,
 		SpreadP50: max(r1.SpreadP50, r2.SpreadP50), SpreadP99: max(r1.SpreadP99, r2.SpreadP99),
-		SpreadMax: max(r1.SpreadMax, r2.SpreadMax),
-		AimError:  absMax(r1.AimError, r2.AimError),
+		SpreadMax: max(r1.SpreadMax, r2.SpreadMax), Staged: max(r1.Staged, r2.Staged),
+		AimError: absMax(r1.AimError, r2.AimError),
 	}
 	return rec, err
+}
+
+// openWindow sends the key's first request of a boundary phase aligned
+// "first": it opens the key's window (when the key has none open: the
+// plan's key must be fresh), somewhere in [sent, recv].
+func (e *Engine) openWindow(ctx context.Context, ph *Phase) (sent, recv int64, err error) {
+	if !e.reserve(1) {
+		return 0, 0, fmt.Errorf("align: first: the request budget (--max-requests) is spent")
+	}
+	r := e.newReq(ph, ph.Key, e.pickInstance(ph, 0))
+	r.intended = e.off()
+	ev := e.do(ctx, r)
+	if ev.Status == 0 {
+		return 0, 0, fmt.Errorf("align: first: the request that opens the window failed: %s", ev.Err)
+	}
+	return ev.Sent, ev.Recv, nil
 }
 
 func absMax(a, b int64) int64 {

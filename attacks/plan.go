@@ -105,8 +105,10 @@ type Phase struct {
 	// Before and After place boundary bursts around the window edge.
 	Before policy.Duration `yaml:"before,omitempty"`
 	After  policy.Duration `yaml:"after,omitempty"`
-	// Align is "epoch" (default) or "headers" (discover the edge from the
-	// target's reset headers).
+	// Align is "epoch" (default), "headers" (discover the edge from the
+	// target's reset headers) or "first" (one request opens the key's
+	// window; the edge is W after it: windows anchored at a key's first
+	// request).
 	Align string `yaml:"align,omitempty"`
 	// Tenants of a tenants phase.
 	Tenants []Tenant `yaml:"tenants,omitempty"`
@@ -115,7 +117,9 @@ type Phase struct {
 	Retries int             `yaml:"retries,omitempty"`
 	Jitter  policy.Duration `yaml:"jitter,omitempty"`
 	// At is when a probe fires: "retry-after" (exactly when the last
-	// rejection of Key advised) or a duration after the phase starts.
+	// rejection of Key advised), "retry-after+D" (D after that: past the
+	// timing tolerance, where a refusal is decisive) or a duration after
+	// the phase starts.
 	At string `yaml:"at,omitempty"`
 	// Variants of a bypass phase: xff, case, space, path.
 	Variants []string `yaml:"variants,omitempty"`
@@ -133,6 +137,9 @@ type Phase struct {
 	// the due time, default 0.05).
 	Tokens int     `yaml:"tokens,omitempty"`
 	Margin float64 `yaml:"margin,omitempty"`
+	// Tiers "all" makes a calibrate phase calibrate every tier the policy
+	// declares, each with a key of its own, one phase each (NAME-TIER).
+	Tiers string `yaml:"tiers,omitempty"`
 }
 
 // Tenant is one key of a tenants phase with its share of the requests.
@@ -368,7 +375,7 @@ var used = map[string][]string{
 	KindProbe:     {"key", "at", "instances", "instance", "request"},
 	KindBypass:    {"key", "requests", "variants", "instances", "instance", "request"},
 	KindFault:     {"action", "fault", "param", "instance"},
-	KindCalibrate: {"key", "tokens", "margin", "instances", "instance", "request"},
+	KindCalibrate: {"key", "tokens", "margin", "tiers", "instances", "instance", "request"},
 }
 
 func (ph *Phase) set() map[string]bool {
@@ -381,6 +388,7 @@ func (ph *Phase) set() map[string]bool {
 		"at": ph.At != "", "variants": len(ph.Variants) > 0, "action": ph.Action != "",
 		"fault": ph.Fault != "", "param": ph.Param != "", "request": ph.Request != nil,
 		"rate_x": ph.RateX != 0, "tokens": ph.Tokens != 0, "margin": ph.Margin != 0,
+		"tiers": ph.Tiers != "",
 	}
 }
 
@@ -440,9 +448,9 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 			return doc.Errorf(at+".before", "before and after must not be negative")
 		}
 		switch ph.Align {
-		case "", "epoch", "headers":
+		case "", "epoch", "headers", "first":
 		default:
-			return doc.Errorf(at+".align", "%q: want epoch or headers", ph.Align)
+			return doc.Errorf(at+".align", "%q: want epoch, headers or first", ph.Align)
 		}
 	case KindIdle:
 		if (ph.Duration == 0) == (ph.Until == "") {
@@ -509,15 +517,15 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 		if ph.Margin < 0 || ph.Margin >= 0.5 || math.IsNaN(ph.Margin) {
 			return doc.Errorf(at+".margin", "%g: want a fraction in (0, 0.5) (0 means the default, %g)", ph.Margin, DefaultCalibrateMargin)
 		}
+		if ph.Tiers != "" && ph.Tiers != "all" {
+			return doc.Errorf(at+".tiers", "%q: the only value is all", ph.Tiers)
+		}
 	case KindProbe:
 		if ph.At == "" {
 			ph.At = "retry-after"
 		}
-		if ph.At != "retry-after" {
-			d, err := policy.ParseDuration(ph.At)
-			if err != nil || d < 0 || d > MaxPhaseDuration {
-				return doc.Errorf(at+".at", "%q: want retry-after or a duration in 0 … %s", ph.At, MaxPhaseDuration)
-			}
+		if _, _, err := ProbeAt(ph.At); err != nil {
+			return doc.Errorf(at+".at", "%q: want retry-after, retry-after+DURATION (up to 10s) or a duration in 0 … %s", ph.At, MaxPhaseDuration)
 		}
 	case KindBypass:
 		if ph.Requests > MaxBurstRequests {
@@ -662,4 +670,27 @@ func printableName(name string) error {
 		}
 	}
 	return nil
+}
+
+// maxProbeLate bounds D in a probe's at: retry-after+D.
+const maxProbeLate = 10 * time.Second
+
+// ProbeAt reads a probe's at: retry-after (advice true, d the extra wait
+// after the advice) or a duration after the phase starts.
+func ProbeAt(at string) (advice bool, d time.Duration, err error) {
+	if at == "" || at == "retry-after" {
+		return true, 0, nil
+	}
+	if rest, ok := strings.CutPrefix(at, "retry-after+"); ok {
+		v, err := policy.ParseDuration(rest)
+		if err != nil || v < 0 || v > maxProbeLate {
+			return false, 0, fmt.Errorf("probe at %q: want retry-after+D with D in 0 … %s", at, maxProbeLate)
+		}
+		return true, v, nil
+	}
+	v, err := policy.ParseDuration(at)
+	if err != nil || v < 0 || v > MaxPhaseDuration {
+		return false, 0, fmt.Errorf("probe at %q: want a duration in 0 … %s", at, MaxPhaseDuration)
+	}
+	return false, v, nil
 }

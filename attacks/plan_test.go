@@ -59,7 +59,7 @@ func TestPlanErrorsNameFileLineField(t *testing.T) {
 		{"spread burst too big", "name: x\nphases:\n  - kind: spread\n    key: a\n    requests: 20000\n", "p.yaml:5: phases.0.requests: 20000: without concurrency a spread is one burst"},
 		{"spread bad instances", "name: x\nphases:\n  - kind: spread\n    key: a\n    requests: 2\n    instances: sticky\n", "p.yaml:6: phases.0.instances"},
 		{"pinned beyond instances", "name: x\ninstances: 2\nphases:\n  - kind: spread\n    key: a\n    requests: 2\n    instances: pinned\n    instance: 2\n", "p.yaml:8: phases.0.instance: 2, but the plan asks for 2 instance(s)"},
-		{"probe at", "name: x\nphases:\n  - kind: probe\n    key: a\n    at: later\n", "p.yaml:5: phases.0.at: \"later\": want retry-after or a duration"},
+		{"probe at", "name: x\nphases:\n  - kind: probe\n    key: a\n    at: later\n", "p.yaml:5: phases.0.at: \"later\": want retry-after, retry-after+DURATION (up to 10s) or a duration"},
 		{"probe negative at", "name: x\nphases:\n  - kind: probe\n    key: a\n    at: -1s\n", "p.yaml:5: phases.0.at"},
 		{"probe needs key", "name: x\nphases:\n  - kind: probe\n", "p.yaml:3: phases.0.key"},
 		{"bypass variant", "name: x\nphases:\n  - kind: bypass\n    key: a\n    variants: [xff, cookie]\n", "p.yaml:5: phases.0.variants.1: \"cookie\""},

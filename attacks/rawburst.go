@@ -20,32 +20,50 @@ import (
 // [the instant its last byte was written, its response], and the send times
 // spread over only the few microseconds of that loop. Plain http:// targets
 // only; it returns ok=false to fall back to net/http otherwise.
-// StageLead bounds how long before its send time a request released by
-// last-byte synchronisation is staged on its connection: 3 s, inside the
-// 5 s and longer header-read timeouts servers use, and time enough to dial
-// and stage a burst of a thousand on a loaded machine (a bound of 1 s made
-// boundary bursts miss their window edge there).
+// StageLead bounds how long before its send time a burst released by
+// last-byte synchronisation is staged on its connections: 3 s, time enough
+// to dial and stage a burst of a thousand on a loaded machine (a bound of
+// 1 s made boundary bursts miss their window edge there).
 const StageLead = 3 * time.Second
 
-func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int64, release int64, ok bool, err error) {
+// ProbeLead is the staging lead of a single request (a probe): 250 ms, far
+// inside the header-read timeouts servers use (Go's ReadHeaderTimeout and
+// nginx's client_header_timeout are often lowered to a second or two),
+// which answer 400 to a request held longer, so a probe aimed at advice of
+// several seconds tests the advice instead of becoming an error.
+const ProbeLead = 250 * time.Millisecond
+
+// stageLeadPer is the staging lead each further request of a burst adds.
+const stageLeadPer = 25 * time.Millisecond
+
+// stageLeadFor is how long before its send time a burst of n requests is
+// staged: ProbeLead for one, growing by stageLeadPer per request, at most
+// StageLead (a burst of 111 or more).
+func stageLeadFor(n int) time.Duration {
+	return min(StageLead, ProbeLead+time.Duration(max(n-1, 0))*stageLeadPer)
+}
+
+// staged is the offset at which staging began (the first dial).
+func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int64, release, staged int64, ok bool, err error) {
 	hosts := make([]string, len(e.bases))
 	for i, b := range e.bases {
 		if b.scheme != "http" {
-			return nil, 0, false, nil
+			return nil, 0, 0, false, nil
 		}
 		hosts[i] = b.host
 	}
-	// Stage (dial, write all but the last byte) at most StageLead before
-	// the send time: a server with a header-read timeout (Go's
+	// Stage (dial, write all but the last byte) at most stageLeadFor(n)
+	// before the send time: a server with a header-read timeout (Go's
 	// ReadHeaderTimeout, nginx's client_header_timeout) answers 400 to a
 	// request held longer, and a probe aimed at advice of 6 s would become
 	// an error instead of a test of the advice.
+	n := len(rs)
 	if at >= 0 {
-		if d := time.Duration(at-e.off()) - StageLead; d > 0 {
+		if d := time.Duration(at-e.off()) - stageLeadFor(n); d > 0 {
 			e.o.Sleep(ctx, d) // a stop ends it; the dials then fail as cut off
 		}
 	}
-	n := len(rs)
+	staged = e.off()
 	conns := make([]net.Conn, n)
 	evs := make([]*history.Event, n)
 	wires := make([][]byte, n)
@@ -175,7 +193,7 @@ func (e *Engine) rawBurst(ctx context.Context, rs []*req, at int64) (sent []int6
 	e.release(conns, lasts, sent)
 	close(gate)
 	done.Wait()
-	return sent, release, true, nil
+	return sent, release, staged, true, nil
 }
 
 // sanitizeHeader drops CR and LF so a plan cannot inject headers.

@@ -12,7 +12,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docRetry = "Every 429 carries a valid Retry-After (delay-seconds, or an HTTP-date not in the past), declared or not; advice longer than anything the declared policy can require (a full refill K/r for buckets, a whole window — two for a sliding counter — plus 1 s of rounding and the timing tolerance) is a defect; advice longer than one request's wait (1/r, W) but within that is the key's state (see under-admission); and a request sent after the advised wait, when nothing else of the key could have consumed in between, is admitted."
+const docRetry = "Every 429 carries a valid Retry-After (delay-seconds, or an HTTP-date not in the past), declared or not; advice longer than anything the declared policy can require (a full refill K/r for buckets, a whole window — two for a sliding counter — plus 1 s of rounding and the timing tolerance) is a defect, and so is advice after a refusal whose state is known (a calibrate burst from a whole quota that admitted exactly the quota) longer than the exact wait plus 1 s of rounding and the tolerance; advice longer than one request's wait (1/r, W) but within that is the key's state (see under-admission); and a request sent after the advised wait, when nothing else of the key could have consumed in between, is admitted."
 
 // maxWait is the longest a single request can have to wait under tier t.
 func maxWait(t *policy.Tier) time.Duration {
@@ -60,6 +60,8 @@ func checkRetryAfter(ix *index) Result {
 	var rejections, missing, invalid, tooLong, absurdN, probed, honoured, early int
 	maxErr := math.Inf(-1)
 	var next []int32 // per position: index of the next possibly-consuming rec
+	exact := ix.calibrateWaits()
+	var beyondExact int
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		if g.tier == nil {
@@ -145,6 +147,16 @@ func checkRetryAfter(ix *index) Result {
 					e.ID, g.key, fmtDur(d), fmtDur(absurd), describeNeed(g.tier), fmtDur(time.Duration(ix.tol)))
 				continue
 			}
+			if want, ok := exact[r.idx]; ok && d > want+time.Second+time.Duration(ix.tol) {
+				// From a whole quota (a calibrate burst that admitted
+				// exactly the quota) the state is known: advice beyond the
+				// exact wait is the advice's own defect.
+				beyondExact++
+				e := ev()
+				bad(want.Seconds(), d.Seconds(), []uint64{e.ID}, "request %d of key %s was told to retry after %s; it was refused from a whole quota after exactly the declared quota was admitted, so the exact wait was at most %s (plus 1s of rounding and the timing tolerance %s)",
+					e.ID, g.key, fmtDur(d), fmtDur(want), fmtDur(time.Duration(ix.tol)))
+				continue
+			}
 			// Honoured: the first later request sent after the advice.
 			at := recv + int64(d) // lo_q = Sent_q − slack ≥ Recv + d  ⇔  Sent_q ≥ Recv + d + slack
 			qi := searchLo(g.recs, pos, at)
@@ -190,6 +202,9 @@ func checkRetryAfter(ix *index) Result {
 	if early > 0 {
 		figs["refused_within_tolerance"] = float64(early)
 	}
+	if beyondExact > 0 {
+		figs["beyond_exact_wait"] = float64(beyondExact)
+	}
 	if !math.IsInf(maxErr, -1) {
 		figs["retry_after_max_error_s"] = maxErr
 	}
@@ -198,10 +213,20 @@ func checkRetryAfter(ix *index) Result {
 	}
 	// Probes the plan aimed at the advice (probe phases) that all ended in
 	// errors tried nothing: the advice's property is untested, not kept.
+	staged := ix.probeStaged()
+	stagedNote := ""
+	if staged > 0 {
+		figs["probe_staged_s"] = staged.Seconds()
+		stagedNote = fmt.Sprintf("each probe was staged (connected, all but its last byte written) at most %s before its send time", fmtDur(staged))
+	}
 	if probed == 0 && col.total == 0 {
 		if n, errs, first := ix.probeErrors(); n > 0 && errs == n {
 			figs["probe_errors"] = float64(errs)
-			return col.result(Unknown, fmt.Sprintf("%d of %s carried a valid Retry-After, but all %s aimed at the advice ended in an error (%s): whether a client that waits as advised is served was not tested", rejections-missing-invalid, plural(rejections, "refusal", "refusals"), plural(n, "probe", "probes"), first), figs, "")
+			why := ""
+			if staged > 0 {
+				why = "; " + stagedNote + ", and a server that times out a request's header sooner answers it 400"
+			}
+			return col.result(Unknown, fmt.Sprintf("%d of %s carried a valid Retry-After, but all %s aimed at the advice ended in an error (%s), so whether a client that waits as advised is served was not tested%s", rejections-missing-invalid, plural(rejections, "refusal", "refusals"), plural(n, "probe", "probes"), first, why), figs, "")
 		}
 	}
 	valid := rejections - missing - invalid
@@ -211,6 +236,9 @@ func checkRetryAfter(ix *index) Result {
 		sum += fmt.Sprintf("; %d of %d followed at the advised time (nothing else of the key in between) were admitted", honoured, probed)
 	default:
 		sum += "; none was followed at its advised time with nothing else of the key in between, so the advice itself was not tried"
+	}
+	if staged > 0 {
+		sum += "; " + stagedNote
 	}
 	if tooLong > 0 {
 		sum += fmt.Sprintf("; %d advised longer than the policy ever needs (the key's state, see under-admission)", tooLong)
@@ -310,4 +338,16 @@ func (ix *index) probeErrors() (n, errs int, first string) {
 		}
 	}
 	return n, errs, first
+}
+
+// probeStaged is the longest a request of the run's probe phases was staged
+// before its send time (0: none was staged).
+func (ix *index) probeStaged() time.Duration {
+	var d int64
+	for _, ph := range ix.h.Phases {
+		if ph.Kind == "probe" {
+			d = max(d, ph.Staged)
+		}
+	}
+	return time.Duration(d)
 }

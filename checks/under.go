@@ -59,6 +59,81 @@ type cands struct {
 	// nearLo, nearHi: the last answers of loUpTo and hiBelow, where the
 	// next search starts (successive refusals of a key ask nearby).
 	nearLo, nearHi int
+	// anch bounds the anchors of the key's windows under anchAt, a fixed
+	// window opened by the key's first request (nil: none known).
+	anch   *anchors
+	anchAt *policy.Limit
+}
+
+// anchors bounds where a key's first-anchored windows opened under the
+// declared policy: window j opened at some a_j ∈ [L[j], H[j]]. Every
+// request counts (the first one decided after a window closes opens the
+// next, whatever the limiter answered): a_1 is the key's first decision;
+// a_{j+1}, the first decision at or after a_j + W, is at least L_j + W and
+// at least the earliest lo of a request that can have been decided then,
+// and at most the earliest hi of a request surely decided by the limiter
+// (admitted or refused) and sent after H_j + W.
+type anchors struct{ L, H []int64 }
+
+// anchorsOf bounds the windows of limit l for the key's requests rs
+// (sorted by lo); nil when the first window cannot be placed.
+func anchorsOf(rs []rec, l *policy.Limit) *anchors {
+	W := int64(l.W())
+	var a anchors
+	L, H := int64(math.MaxInt64), int64(math.MaxInt64)
+	for _, r := range rs {
+		if r.variant {
+			continue
+		}
+		L = min(L, r.lo)
+		if r.out != history.Unknown {
+			H = min(H, r.hi)
+		}
+	}
+	if H == math.MaxInt64 {
+		return nil
+	}
+	span := int64(0)
+	for _, r := range rs {
+		span = max(span, r.hi-r.lo)
+	}
+	from := func(t int64) int { return sort.Search(len(rs), func(i int) bool { return rs[i].lo >= t }) }
+	for len(a.L) < 1<<20 {
+		a.L, a.H = append(a.L, L), append(a.H, H)
+		nextL, nextH := int64(math.MaxInt64), int64(math.MaxInt64)
+		// By lo: the first request that can be decided at L+W or later
+		// has the least lo of them.
+		for i := from(L + W - span); i < len(rs) && rs[i].lo < nextL; i++ {
+			if !rs[i].variant && rs[i].hi >= L+W {
+				nextL = rs[i].lo
+			}
+		}
+		for i := from(H + W); i < len(rs) && rs[i].lo <= nextH; i++ {
+			if !rs[i].variant && rs[i].out != history.Unknown {
+				nextH = min(nextH, rs[i].hi)
+			}
+		}
+		if nextL == math.MaxInt64 || nextH == math.MaxInt64 {
+			break
+		}
+		L, H = max(L+W, nextL), nextH
+	}
+	return &a
+}
+
+// openedFrom is the earliest the window holding a decision in [lo, …] can
+// have opened: at or after a_j for the last j whose a_j ≤ H_j ≤ lo, and
+// after window j' closed for the last j' with H_j' + W ≤ lo (so at or after
+// L_{j'+1}).
+func (a *anchors) openedFrom(lo, W int64) int64 {
+	from := int64(math.MinInt64)
+	if j := sort.Search(len(a.H), func(i int) bool { return a.H[i] > lo }) - 1; j >= 0 {
+		from = a.L[j]
+	}
+	if j := sort.Search(len(a.H), func(i int) bool { return a.H[i]+W > lo }) - 1; j >= 0 && j+1 < len(a.L) {
+		from = max(from, a.L[j+1])
+	}
+	return from
 }
 
 // grow makes room for n more candidates at once.
@@ -237,6 +312,13 @@ func (ix *index) computeUnder() {
 		c.reset()
 		all.reset()
 		c.indexed, all.indexed = true, true
+		c.anch, c.anchAt, all.anch, all.anchAt = nil, nil, nil, nil
+		for li := range g.tier.Limits {
+			if l := &g.tier.Limits[li]; l.AnchoredAtFirst() && !l.PerInstance() && c.anch == nil {
+				c.anch, c.anchAt = anchorsOf(g.recs, l), l
+				all.anch, all.anchAt = c.anch, l
+			}
+		}
 		c.grow(len(g.recs))
 		// perInst: for limits declared per instance; all (allInst): for
 		// limits that count refused requests too, judged over every request.
@@ -422,8 +504,13 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 		}
 		// A sliding log, and a fixed window opened by the key's own first
 		// request: the window holding r's decision opened less than W
-		// before it, so only requests decided in (r.lo − W, r.hi] count.
-		n := P - c.hiBelow(r.lo-int64(l.W())+1)
+		// before it, so only requests decided in (r.lo − W, r.hi] count —
+		// and, first-anchored, none decided before that window opened.
+		from := r.lo - int64(l.W()) + 1
+		if c.anch != nil && c.anchAt == l {
+			from = max(from, c.anch.openedFrom(r.lo, int64(l.W())))
+		}
+		n := P - c.hiBelow(from)
 		v = N - float64(n)
 		return v, v >= 1, true
 	case policy.SlidingCounter:

@@ -216,6 +216,11 @@ type Phase struct {
 	SpreadP50 int64 `json:"spread_p50,omitempty"`
 	SpreadP99 int64 `json:"spread_p99,omitempty"`
 	SpreadMax int64 `json:"spread_max,omitempty"`
+	// Staged is how long before its release a burst sent by last-byte
+	// synchronisation began staging its requests (dialling, writing all but
+	// the last byte), ns: a server's header-read timeout shorter than this
+	// answers them 400.
+	Staged int64 `json:"staged,omitempty"`
 	// AimError is the signed distance between the intended release instant
 	// and the median actual send time, ns (boundary and probe phases).
 	AimError int64 `json:"aim_error,omitempty"`

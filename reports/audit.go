@@ -104,6 +104,8 @@ type Property struct {
 	Summary string `json:"summary"`
 	// DecidedBy lists the plans whose run judged this property (not skip).
 	DecidedBy []string `json:"decided_by,omitempty"`
+	// UnknownIn lists the plans that could not decide it (unknown there).
+	UnknownIn []string `json:"unknown_in,omitempty"`
 	// Evidence is the first evidence of the plans that failed it.
 	Evidence []PlanEvidence `json:"evidence,omitempty"`
 	// Strongest is the evidence that exceeds its bound the most: the
@@ -201,6 +203,9 @@ func BuildAudit(target string, pol PolicySummary, cols []AuditColumn) *Audit {
 					continue
 				}
 				p.DecidedBy = append(p.DecidedBy, c.Plan)
+				if r.Verdict == checks.Unknown {
+					p.UnknownIn = append(p.UnknownIn, c.Plan)
+				}
 				if worse(r.Verdict, p.Verdict) || p.Summary == "" || p.Verdict == checks.Skip {
 					p.Summary = c.Plan + ": " + r.Summary
 					p.Figures = r.Figures
@@ -313,18 +318,16 @@ func AuditHeadline(a *Audit) string {
 		if e := a.Defects[0].Strongest; e != nil {
 			s += "; the strongest: [" + e.Plan + "] " + e.Message
 		}
+		// What could not be judged is named beside the defects, never in
+		// their place.
+		if u := unknownText(a); u != "" {
+			s += "; " + u
+		}
 		return s
 	}
 	n := map[checks.Verdict]int{}
-	var unknown []string
 	for _, p := range a.Properties {
 		n[p.Verdict]++
-		if p.Verdict == checks.Unknown {
-			unknown = append(unknown, p.Name)
-		}
-	}
-	if len(unknown) > 0 {
-		return fmt.Sprintf("no defect found; %s could not be judged (%s)", plural(len(unknown), "property"), strings.Join(unknown, ", "))
 	}
 	ran := 0
 	for _, p := range a.Plans {
@@ -332,7 +335,42 @@ func AuditHeadline(a *Audit) string {
 			ran++
 		}
 	}
-	return fmt.Sprintf("no defect found: %d of %d properties passed over %s, %d not measured", n[checks.Pass], len(a.Properties), plural(ran, "plan"), n[checks.Skip])
+	s := fmt.Sprintf("no defect found: %d of %d properties passed over %s, %d not measured", n[checks.Pass], len(a.Properties), plural(ran, "plan"), n[checks.Skip])
+	if u := unknownText(a); u != "" {
+		s += "; " + u
+	}
+	return s
+}
+
+// unknownText names each property no plan could decide, where and why,
+// and in how many other plans it was decided: "oversell could not be judged in
+// tiers (…), decided in 8 other plans".
+func unknownText(a *Audit) string {
+	var parts []string
+	for _, p := range a.Properties {
+		if p.Verdict != checks.Unknown {
+			continue
+		}
+		s := p.Name + " could not be judged"
+		if len(p.UnknownIn) > 0 {
+			s += " in " + strings.Join(p.UnknownIn, ", ")
+		}
+		why := p.Summary
+		if len(p.UnknownIn) > 0 {
+			why = strings.TrimPrefix(why, p.UnknownIn[0]+": ")
+		}
+		if r := []rune(why); len(r) > 120 {
+			why = string(r[:119]) + "…"
+		}
+		if why != "" {
+			s += " (" + why + ")"
+		}
+		if others := len(p.DecidedBy) - len(p.UnknownIn); others > 0 {
+			s += fmt.Sprintf(", decided in %d other %s", others, map[bool]string{true: "plan", false: "plans"}[others == 1])
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // plural is "1 plan", "2 plans", "3 properties".

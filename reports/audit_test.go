@@ -168,3 +168,37 @@ func TestAuditPageInChromium(t *testing.T) {
 		require.Contains(t, dom, s)
 	}
 }
+
+// TestAuditHeadlineNamesWhatIsKnown: a burst the tiers plan could not
+// decide leaves oversell unknown; the headline names the defect found
+// elsewhere first (calibration, on the paid tier), then what could not be
+// judged, where, why and in how many other plans it was decided — and
+// without a defect, what passed before what was not judged.
+func TestAuditHeadlineNamesWhatIsKnown(t *testing.T) {
+	h, p, _ := fixture(t)
+	undecided := checks.Result{Name: "oversell", Verdict: checks.Unknown, Summary: "1 burst of key paid-t could not be decided: its spread (2.1s) is longer than the window"}
+	passed := checks.Result{Name: "oversell", Verdict: checks.Pass, Summary: "30 requests admitted across 1 key stayed within their envelopes"}
+	calib := checks.Result{Name: checks.CalibrationCheck, Verdict: checks.Fail, Summary: "1 parameter measured unlike the declared policy",
+		Evidence: []checks.Evidence{{Key: "paid-precise", Bound: 50, Observed: 0.5, Message: "key paid-precise: the next token came 1.98s after its due time (refill 0.5/s, declared 50/s)"}}}
+	for _, tc := range []struct {
+		name      string
+		precision []checks.Result
+		verdict   checks.Verdict
+		want      string
+	}{
+		{"defect elsewhere", []checks.Result{passed, calib}, checks.Fail,
+			"1 defect: calibration (1 plan); the strongest: [precision] key paid-precise: the next token came 1.98s after its due time (refill 0.5/s, declared 50/s); oversell could not be judged in tiers (1 burst of key paid-t could not be decided: its spread (2.1s) is longer than the window), decided in 1 other plan"},
+		{"no defect", []checks.Result{passed}, checks.Unknown,
+			"no defect found: 0 of 13 properties passed over 2 plans, 12 not measured; oversell could not be judged in tiers (1 burst of key paid-t could not be decided: its spread (2.1s) is longer than the window), decided in 1 other plan"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pd := Build(h, p, tc.precision)
+			a := BuildAudit("http://127.0.0.1:8080", PolicySummary{Name: "default"}, []AuditColumn{
+				{Plan: "precision", Doc: pd},
+				{Plan: "tiers", Doc: Build(h, p, []checks.Result{undecided})},
+			})
+			require.Equal(t, tc.verdict, a.Verdict)
+			require.Equal(t, tc.want, AuditHeadline(a))
+		})
+	}
+}

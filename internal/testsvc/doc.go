@@ -71,4 +71,5 @@
 //	| fail-open            | admits while Redis fails although failing closed is declared        | fail-mode                                       | fail-mode                 | redisbucket                   |
 //	| limit-skipped        | limits the skip list's keys (WindowedConfig.Skip) like any other    | exempt: a key declared exempt is refused        | under-admission           | windowed (with Skip)          |
 //	| per-path             | one window per path where the policy shares one under /search/     | bypass: another path under the prefix is fresh  | bypass                    | windowed                      |
+//	| extend-on-hit        | every request pushes the window's close to W after it (EXPIRE/hit) | under-admission: a first-anchored edge is late  | under-admission           | windowed                      |
 package testsvc

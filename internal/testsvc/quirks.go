@@ -61,6 +61,10 @@ type Quirks struct {
 	// PerPath keys the limiter on the path too, where the policy says every
 	// path under its prefix shares the key's one quota.
 	PerPath bool
+	// ExtendOnHit pushes a window's close to W after every request of the
+	// key, admitted or refused (an INCR with an EXPIRE on every hit), where
+	// the policy says the window closes W after the request that opened it.
+	ExtendOnHit bool
 	// LimitSkipped limits the keys of the windowed service's skip list
 	// like any other, where the policy declares them exempt.
 	LimitSkipped bool
@@ -88,6 +92,7 @@ const (
 	QuirkRemainingOffByOne = "remaining-off-by-one"
 	QuirkFailOpen          = "fail-open"
 	QuirkPerPath           = "per-path"
+	QuirkExtendOnHit       = "extend-on-hit"
 )
 
 // quirk is one entry of the quirk table: how its value is written, how it
@@ -149,6 +154,8 @@ var quirkTable = []quirk{
 		func(q *Quirks) bool { return q.FailOpen }},
 	{QuirkPerPath, "", func(q *Quirks, _ string) error { q.PerPath = true; return nil },
 		func(q *Quirks) bool { return q.PerPath }},
+	{QuirkExtendOnHit, "", func(q *Quirks, _ string) error { q.ExtendOnHit = true; return nil },
+		func(q *Quirks) bool { return q.ExtendOnHit }},
 	{QuirkLimitSkipped, "", func(q *Quirks, _ string) error { q.LimitSkipped = true; return nil },
 		func(q *Quirks) bool { return q.LimitSkipped }},
 }

@@ -64,7 +64,7 @@ type Windowed struct {
 
 // NewWindowed builds a windowed instance.
 func NewWindowed(cfg WindowedConfig) (*Windowed, error) {
-	g, err := newGate("windowed", cfg.Common, QuirkFoldCase, QuirkPerPath, QuirkLimitSkipped)
+	g, err := newGate("windowed", cfg.Common, QuirkFoldCase, QuirkPerPath, QuirkExtendOnHit, QuirkLimitSkipped)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +165,9 @@ func (s *Windowed) hit(win fixedWindow, seen bool, now time.Time) (fixedWindow, 
 	if win.count < s.g.q.capacity(s.limit) {
 		win.count++
 		d.allowed = true
+	}
+	if s.g.q.ExtendOnHit {
+		win.opened = now // the window now closes W after this request
 	}
 	d.remaining = s.g.q.capacity(s.limit) - win.count
 	d.reset = win.opened.Add(w).Sub(now)

@@ -325,6 +325,12 @@ func faultyEntries() []Entry {
 		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.AbsurdRetryAfter{Limiter: l} }),
 	})...)
 	out = append(out, both(Entry{
+		Name: "faulty/tenfold-retry-after", Algorithm: policy.TokenBucket,
+		Breaks:      "retry-after: advice ten times the exact wait (within a full refill)",
+		Description: "correct token bucket advising ten times the wait on every refusal",
+		New:         wrap(func(l limiters.Limiter) limiters.Limiter { return faulty.TenfoldRetryAfter{Limiter: l} }),
+	})...)
+	out = append(out, both(Entry{
 		Name: "faulty/long-reset", Algorithm: policy.TokenBucket,
 		Breaks:      "headers: the reset it reports is far beyond the window",
 		Description: "correct token bucket and advice, reporting a reset 10× the truth plus 10s",

@@ -113,6 +113,20 @@ func (l AbsurdRetryAfter) Allow(ctx context.Context, now time.Time, key string, 
 	return d, err
 }
 
+// TenfoldRetryAfter decides correctly but advises ten times the wait (2 s
+// where 0.2 s is due at 5/s): within a full refill, so only a refusal whose
+// state is known (a burst from a whole quota) proves it (retry-after).
+type TenfoldRetryAfter struct{ limiters.Limiter }
+
+// Allow implements limiters.Limiter.
+func (l TenfoldRetryAfter) Allow(ctx context.Context, now time.Time, key string, n int) (limiters.Decision, error) {
+	d, err := l.Limiter.Allow(ctx, now, key, n)
+	if err == nil && !d.Allowed && d.Fallback == "" {
+		d.RetryAfter *= 10
+	}
+	return d, err
+}
+
 // AddressOnly keys on the client address alone when the service passes one
 // (KEY@ADDRESS, from X-Forwarded-For), as a limiter keyed on a spoofable
 // client address does: two tenants, each with its own API key, sending the
