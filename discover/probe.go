@@ -300,23 +300,8 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 	for _, r := range rs {
 		m += r.n
 	}
-	first, last := rs[0].first.sent, rs[len(rs)-1].last.sent
-	quant := time.Duration(float64(time.Second) / q)
-	rt := Number{Value: math.NaN()}
-	if m >= 2 && last.Sub(first) > 0 {
-		s := last.Sub(first).Seconds()
-		// m admissions span m−1 intervals, give or take one at either end
-		// (a fraction of a token, a window's edge), each instant known to
-		// one probe interval.
-		// The first and last instants are known to the gap between the
-		// refusal before each and its response (wider when the machine is
-		// busy), at least one probe interval.
-		_, hf := rs[0].freedAt()
-		_, hl := rs[len(rs)-1].freedAt()
-		u := (max(hf, quant/2) + max(hl, quant/2)).Seconds() * 2
-		rt = Number{Value: float64(m-1) / s, Low: float64(m-2) / (s + u), High: float64(m) / math.Max(s-u, 1e-3), Pinned: true,
-			Evidence: fmt.Sprintf("%d admissions one at a time over %s while probing at %.0f/s", m, fmtS(last.Sub(first)), q)}
-	}
+	first := rs[0].first.sent
+	rt := trickleRate(rs, q)
 	d1 := first.Sub(firstRef.sent)
 	// One at a time is a bucket refilling, or a sliding counter's previous
 	// window fading: a key spent right after a round window's edge in Unix
@@ -348,13 +333,13 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 				return t, err
 			}
 			if counter {
-				n := float64(a)
 				t.Family = policy.SlidingCounter
 				t.FamilyEvidence = fmt.Sprintf("admissions came back one at a time (at %.3g/s), but %s: a sliding counter, the previous window's weight fading", rt.Value, ev)
-				t.Capacity = Number{Value: n, Low: n, High: n, Pinned: true, Evidence: fmt.Sprintf("a burst on a fresh key admitted %d", a)}
+				t.Capacity = burstCapacity(a, span, rt)
 				t.Window = Number{Value: wc.Seconds(), Low: wc.Seconds(), High: wc.Seconds(), Pinned: true,
 					Evidence: fmt.Sprintf("the round window within N / the steady rate ±10%% for a counter's edges (%s … %s s) whose edge the quota waited for", fmtF(wr.Low), fmtF(wr.High))}
-				t.Rate = Number{Value: n / wc.Seconds(), Low: n / wc.Seconds(), High: n / wc.Seconds(), Pinned: true, Evidence: "N / W"}
+				c, w := t.Capacity, wc.Seconds()
+				t.Rate = Number{Value: c.Value / w, Low: c.Low / w, High: c.High / w, Pinned: c.Pinned, Evidence: "N / W"}
 				t.Anchor, t.AnchorEvidence = policy.AnchorEpoch, fmt.Sprintf("nothing came back before the next multiple of %s in Unix time", wc)
 				return p.scope(ctx, name, deadline, cl, t, a)
 			}
@@ -408,7 +393,7 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 		}
 		t.FamilyEvidence = "not pinned: " + ev
 		t.Notes = append(t.Notes, "family not pinned: "+ev)
-		t.Capacity = Number{Value: float64(a), Low: float64(a), High: float64(a), Pinned: true, Evidence: fmt.Sprintf("a burst on a fresh key admitted %d", a)}
+		t.Capacity = burstCapacity(a, span, rt)
 		return p.scope(ctx, name, deadline, cl, t, a)
 	}
 	t.Family = policy.TokenBucket
@@ -419,7 +404,7 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 		r = rq
 	case math.IsNaN(rq.Value):
 		r = rt
-	case rt.High < rq.Low*0.8:
+	case rt.Pinned && rt.High < rq.Low*0.8:
 		yes := true
 		t.RefusedCost = &yes
 		t.RefusedEvidence = fmt.Sprintf("probed while empty it refilled at %.3g/s, left alone at %.3g/s: refused requests use up tokens", rt.Value, rq.Value)
@@ -428,7 +413,7 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 		r = rt
 		r.Evidence += fmt.Sprintf("; a quiet refill agrees (%.3g/s: %s)", rq.Value, rq.Evidence)
 		r.Low, r.High = math.Max(rt.Low, rq.Low), math.Min(rt.High, rq.High)
-		if r.Low > r.High {
+		if r.Low > r.High || !rt.Pinned { // an open trickle bounds nothing alone
 			r.Low, r.High = math.Min(rt.Low, rq.Low), math.Max(rt.High, rq.High)
 		}
 		// The range both measurements allow holds the value written: the
@@ -439,15 +424,107 @@ func (p *prober) bucketLike(ctx context.Context, name string, deadline time.Time
 		t.RefusedEvidence = fmt.Sprintf("probed while empty (each probe refused but one per refill) it refilled as fast as left alone (%.3g/s vs %.3g/s): refusals cost nothing", rt.Value, rq.Value)
 	}
 	t.Rate = r
-	k0 := float64(a) - r.Value*span.Seconds()
-	t.Capacity = Number{Value: math.Max(1, math.Round(k0)), Low: math.Max(1, math.Ceil(float64(a)-r.High*span.Seconds()-1e-9)), High: float64(a), Pinned: true,
-		Evidence: fmt.Sprintf("a burst on a fresh key admitted %d in %s, of which ≈%.1f refilled meanwhile", a, fmtS(span), r.Value*span.Seconds())}
-	if t.Capacity.Low > t.Capacity.Value {
-		t.Capacity.Low = t.Capacity.Value
+	t.Capacity = burstCapacity(a, span, r)
+	t.Window = Number{Value: t.Capacity.Value / r.Value, Low: t.Capacity.Low / r.High, High: t.Capacity.High / math.Max(r.Low, 1e-6),
+		Pinned: t.Capacity.Pinned && r.Pinned, Evidence: "K / r"}
+	// An open range can be unbounded: a key is then reused after the
+	// estimate, never after a wait longer than the budget.
+	wait := t.Window.High
+	if !t.Window.Pinned || wait > p.o.Budget.Seconds() {
+		wait = math.Min(t.Window.Value, p.o.Budget.Seconds())
 	}
-	t.Window = Number{Value: t.Capacity.Value / r.Value, Low: t.Capacity.Low / r.High, High: t.Capacity.High / r.Low, Pinned: true, Evidence: "K / r"}
-	p.refill = max(p.refill, time.Duration(t.Window.High*float64(time.Second)))
+	p.refill = max(p.refill, time.Duration(wait*float64(time.Second)))
 	return p.scope(ctx, name, deadline, cl, t, a)
+}
+
+// trickleRate is the refill rate the trickle's runs show: m admissions
+// over the span between the first and the last. Each admission was decided
+// between its send and its answer, so the span is known only to the
+// latency at either end, and each end to the probe interval and the gap
+// before its run's first admission. Left open (not pinned) when the probes
+// were not well above the rate (a refill every probe looks like no limit)
+// or the trickle's two halves disagree (at large scale a busy machine
+// spreads the decisions: nginx at 10000r/m once read 281/s for 166.7/s).
+func trickleRate(rs []run, q float64) Number {
+	rt := spanRate(rs, q)
+	if math.IsNaN(rt.Value) {
+		return rt
+	}
+	rt.Evidence = fmt.Sprintf("%d admissions one at a time over %s while probing at %.0f/s", runsLen(rs), fmtS(rs[len(rs)-1].last.sent.Sub(rs[0].first.sent)), q)
+	if q < 2*rt.Value {
+		rt.Pinned = false
+		rt.Evidence += fmt.Sprintf(": not pinned, the probes (%.0f/s) were not well above the rate", q)
+		return rt
+	}
+	if len(rs) >= 8 {
+		h := len(rs) / 2
+		a, b := spanRate(rs[:h], q), spanRate(rs[h:], q)
+		if !math.IsNaN(a.Value) && !math.IsNaN(b.Value) && (a.High < b.Low || b.High < a.Low) {
+			rt.Pinned = false
+			rt.Low, rt.High = math.Min(rt.Low, math.Min(a.Low, b.Low)), math.Max(rt.High, math.Max(a.High, b.High))
+			rt.Evidence += fmt.Sprintf(": not pinned, the trickle's halves disagree (%s/s, then %s/s)", a.Range(), b.Range())
+		}
+	}
+	return rt
+}
+
+func runsLen(rs []run) int {
+	m := 0
+	for _, r := range rs {
+		m += r.n
+	}
+	return m
+}
+
+// spanRate is trickleRate's measurement of rs alone (NaN with fewer than
+// two admissions).
+func spanRate(rs []run, q float64) Number {
+	m := runsLen(rs)
+	fo, lo := rs[0].first, rs[len(rs)-1].last
+	s := lo.sent.Sub(fo.sent).Seconds()
+	if m < 2 || s <= 0 {
+		return Number{Value: math.NaN()}
+	}
+	quant := time.Duration(float64(time.Second) / q)
+	// m admissions span m−1 intervals, give or take one at either end (a
+	// fraction of a token, a window's edge), each instant known to one
+	// probe interval and to the gap between the refusal before its run
+	// and its answer (wider when the machine is busy).
+	_, hf := rs[0].freedAt()
+	_, hl := rs[len(rs)-1].freedAt()
+	u := (max(hf, quant/2) + max(hl, quant/2)).Seconds() * 2
+	// The first was decided up to its latency after it was sent, the last
+	// up to its own.
+	latF, latL := fo.recv.Sub(fo.sent).Seconds(), lo.recv.Sub(lo.sent).Seconds()
+	return Number{Value: float64(m-1) / s, Low: float64(m-2) / (s + u + latL), High: float64(m) / math.Max(s-u-latF, 1e-3), Pinned: true}
+}
+
+// burstCapacity is K from a burst that admitted a in span with the refill
+// rate r: refill during the burst counts up to r.High·span, so K lies in
+// a − r.High·span … a. Left open (not pinned, with why) when that refill is
+// unbounded or the rate itself open.
+func burstCapacity(a int, span time.Duration, r Number) Number {
+	n := float64(a)
+	hi := r.High
+	if math.IsNaN(r.Value) {
+		hi = math.Inf(1)
+	}
+	refill := hi * span.Seconds()
+	if refill < 1 {
+		return Number{Value: n, Low: n, High: n, Pinned: true, Evidence: fmt.Sprintf("a burst on a fresh key admitted %d", a)}
+	}
+	c := Number{High: n, Pinned: true}
+	c.Low = math.Max(1, math.Ceil(n-refill-1e-9))
+	c.Value = math.Min(math.Max(c.Low, math.Round(n-r.Value*span.Seconds())), n)
+	if math.IsNaN(r.Value) {
+		c.Value = n
+	}
+	c.Evidence = fmt.Sprintf("a burst on a fresh key admitted %d in %s, of which ≈%.1f refilled meanwhile", a, fmtS(span), r.Value*span.Seconds())
+	if !r.Pinned {
+		c.Pinned = false
+		c.Evidence = fmt.Sprintf("a burst on a fresh key admitted %d, but the burst took %s; refill during it is up to %.0f (rate %s/s%s): capacity %s, not pinned", a, fmtS(span), refill, r.Range(), pinnedNote(r), c.Range())
+	}
+	return c
 }
 
 // splitAt splits a step's outcome into the first n sent and the rest.
