@@ -73,7 +73,9 @@ func TestTrickleRate(t *testing.T) {
 // states a range for the refill during it that holds K, or leaves K open
 // when the rate is open.
 func TestBurstCapacity(t *testing.T) {
-	r := func(v, lo, hi float64, pinned bool) Number { return Number{Value: v, Low: lo, High: hi, Pinned: pinned} }
+	r := func(v, lo, hi float64, pinned bool) Number {
+		return Number{Value: v, Low: lo, High: hi, Pinned: pinned}
+	}
 	nginxRate := r(10_000.0/60, 150, 190, true)
 	tests := []struct {
 		name    string
