@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// within: the truth lies in n's stated range.
+// holds: the truth lies in n's stated range.
 func holds(truth float64, n Number) bool { return n.Low <= truth && truth <= n.High }
 
 // trickleTrace is the runs a trickle at q per second on an empty bucket
