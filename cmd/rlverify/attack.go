@@ -20,6 +20,7 @@ import (
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/internal/console"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 	"github.com/rlverify/rlverify/service"
@@ -388,8 +389,8 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 			return none, err
 		}
 	}
-	prog := newProgress(stderr, f.quiet)
-	o.Progress, o.ProgressDone = prog.update, prog.done
+	prog := console.New(stderr, f.quiet)
+	o.Progress, o.ProgressDone = prog.Update, prog.Done
 	if f.env != "external" && f.ext.any() {
 		return none, usageErr("--store-proxy, --toxiproxy, --on-inject/--on-clear, --sink and --downstream-* are for your own service (--env external, --target URL)")
 	}
@@ -508,13 +509,4 @@ func parseShard(s string) (int, int, error) {
 		return 0, 0, fmt.Errorf("--shard %q: want i/n with 1 ≤ i ≤ n, e.g. 2/3", s)
 	}
 	return i - 1, n, nil
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := rawWriter(w).(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/rlverify/rlverify/internal/console"
 )
 
 // noColor is --no-color of the invocation Run is executing; a Run inside
@@ -26,7 +28,7 @@ var runDepth int
 // terminal, NO_COLOR (https://no-color.org) is unset or empty, and
 // --no-color was not given.
 func colorOn(w io.Writer) bool {
-	return !noColor && os.Getenv("NO_COLOR") == "" && isTerminal(w)
+	return !noColor && os.Getenv("NO_COLOR") == "" && console.IsTerminal(w)
 }
 
 // setUpRoot adds what every command shares: --no-color, --version,
