@@ -41,7 +41,7 @@ var allowed = map[string][]string{
 	"envs":                {"service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/faultproxy", "internal/childproc", "faults"},
 	"envs/docker":         {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "faults"},
 	"envs/gateway":        {"envs", "service", "limiters", "limiters/catalog", "policy", "history", "envs/redisproc", "internal/childproc", "faults"},
-	"":                    {"attacks", "calibrate", "checks", "discover", "envs", "faults", "history", "importers", "limiters/catalog", "policies", "policy", "reports", "service", "thresholds", "internal/suggest"},
+	"":                    {"attacks", "calibrate", "checks", "discover", "envs", "envs/gateway", "faults", "history", "importers", "limiters/catalog", "policies", "policy", "reports", "service", "thresholds", "internal/suggest"},
 	"rlverifytest":        {"", "attacks", "checks", "policy", "reports"},
 	"internal/console":    {"attacks", "reports", "internal/human"},
 	"compose":             nil,

@@ -613,6 +613,19 @@ func (p *Plan) NeedsRedis() bool { return p.needs("redis") }
 // NeedsFaults reports whether the plan injects faults.
 func (p *Plan) NeedsFaults() bool { return p.needs("faults") }
 
+// InjectedFaults are the fault kinds the plan's phases inject, in order,
+// each once.
+func (p *Plan) InjectedFaults() []string {
+	var out []string
+	for i := range p.Phases {
+		ph := &p.Phases[i]
+		if ph.Kind == KindFault && ph.Action == "inject" && !slices.Contains(out, ph.Fault) {
+			out = append(out, ph.Fault)
+		}
+	}
+	return out
+}
+
 func (p *Plan) needs(n string) bool {
 	for _, x := range p.Needs {
 		if x == n {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
@@ -48,16 +49,16 @@ input: rlverify attack … --history - | rlverify check --history -.`,
 			if err := checks.Validate(only); err != nil {
 				return usageWrap(err)
 			}
-			fo, err := parseFailOn(failOnS)
+			fo, err := rlverify.ParseFailOn(failOnS)
 			if err != nil {
-				return usageWrap(err)
+				return fromLib(err)
 			}
 			ts, err := parseThresholds(tspecs)
-			if err == nil {
-				err = fo.checkThresholds(ts)
-			}
 			if err != nil {
 				return usageWrap(err)
+			}
+			if err := fo.CheckThresholds(ts); err != nil {
+				return fromLib(err)
 			}
 			for _, f := range formats {
 				if _, err := reports.Lookup(f); err != nil {

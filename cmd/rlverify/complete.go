@@ -78,7 +78,7 @@ func limiterNames() []string {
 }
 
 func failOnValues() []string {
-	out := []string{"fail", "unknown", "none", thresholdToken, thresholdToken + ":unknown"}
+	out := []string{"fail", "unknown", "none", rlverify.ThresholdToken, rlverify.ThresholdToken + ":unknown"}
 	for _, n := range checks.Names() {
 		out = append(out, n, n+":unknown")
 	}

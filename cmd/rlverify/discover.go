@@ -108,9 +108,9 @@ func (f *discoverFlags) options(stderr io.Writer) (rlverify.DiscoverOptions, err
 		return rlverify.DiscoverOptions{}, usageWrap(err)
 	}
 	// --identity, --admitted and --rejected as attack reads them.
-	p, err := f.shape.apply(policy.Default())
+	p, err := f.shape.overrides().Apply(policy.Default())
 	if err != nil {
-		return rlverify.DiscoverOptions{}, usageWrap(err)
+		return rlverify.DiscoverOptions{}, fromLib(err)
 	}
 	o := rlverify.DiscoverOptions{AllowRemote: f.allowRemote, Options: discover.Options{
 		Targets: f.targets, Request: req, Identity: policy.Identity{In: p.Identity.In, Name: p.Identity.Name},
