@@ -112,7 +112,7 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, bud
 		// The user finds the discovered policy in the audit's folder, to
 		// declare it.
 		file := filepath.Join(dir, "discovered-policy.yaml")
-		if err := writeFileAtomic(file, d.YAML); err != nil {
+		if err := reports.WriteFile(file, func(w io.Writer) error { _, err := w.Write(d.YAML); return err }); err != nil {
 			return runErr(err)
 		}
 		if !f.quiet {

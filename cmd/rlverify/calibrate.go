@@ -16,6 +16,7 @@ import (
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/calibrate"
 	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/reports"
 )
 
 type calibrateFlags struct {
@@ -226,7 +227,7 @@ func runCalibrate(f *calibrateFlags, stdin io.Reader, stdout io.Writer) error {
 			}
 			continue
 		}
-		if err := writeAtomic(out.file, func(w io.Writer) error { return calibrate.Render(w, rep, out.format) }); err != nil {
+		if err := reports.WriteFile(out.file, func(w io.Writer) error { return calibrate.Render(w, rep, out.format) }); err != nil {
 			return runErr(fmt.Errorf("--report %s: %w", out.file, err))
 		}
 	}
@@ -235,7 +236,7 @@ func runCalibrate(f *calibrateFlags, stdin io.Reader, stdout io.Writer) error {
 		if err != nil {
 			return runErr(err)
 		}
-		if err := writeAtomic(f.writePolicy, func(w io.Writer) error { _, err := w.Write(yml); return err }); err != nil {
+		if err := reports.WriteFile(f.writePolicy, func(w io.Writer) error { _, err := w.Write(yml); return err }); err != nil {
 			return runErr(fmt.Errorf("--write-policy: %w", err))
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/discover"
 	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/reports"
 )
 
 type discoverFlags struct {
@@ -92,7 +92,7 @@ func runDiscover(ctx context.Context, f *discoverFlags, stdout, stderr io.Writer
 		_, err := stdout.Write(d.YAML)
 		return runErr(err)
 	}
-	if err := writeFileAtomic(f.output, d.YAML); err != nil {
+	if err := reports.WriteFile(f.output, func(w io.Writer) error { _, err := w.Write(d.YAML); return err }); err != nil {
 		return runErr(err)
 	}
 	if !f.quiet {
@@ -141,22 +141,4 @@ func summary(r *discover.Result) string {
 		fmt.Fprintf(&b, "\n  %s: %s", t.Name, discover.Describe(t))
 	}
 	return b.String()
-}
-
-// writeFileAtomic writes b to file through a temporary file in the same
-// directory, so a failed write leaves nothing half-written.
-func writeFileAtomic(file string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".rlverify-discover-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), file)
 }

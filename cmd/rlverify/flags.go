@@ -74,13 +74,14 @@ var optionFlags = map[string]string{
 	"Overrides.Rejected":                 "--rejected",
 	"PlanFiles":                          "--plan",
 	"DiscoverBeside":                     "--discover",
+	"RunID":                              "--run-id",
 	"ReplaceHistory":                     "--force",
 }
 
 // fieldNames finds the fields a message mentions besides its subject: the
 // multi-word ones only (AllowRemote, RedisCluster), which no English text
 // is made of.
-var fieldNames = regexp.MustCompile(`\b(AllowRemote|RedisCluster|RedisURL|MaxHeaderBytes|MaxHeaders|ToxiproxyProxies|StoreProxies|OnInject|OnClear|ToxiproxyURL|JSONURL|JSONTotal|JSONByKey|PromURL|PromMetric|PromLabel|Sink|Store|Regions|ReplaceHistory|LimiterPolicy|KeysFile|DiscoverBeside|PlanFiles)\b`)
+var fieldNames = regexp.MustCompile(`\b(AllowRemote|RedisCluster|RedisURL|MaxHeaderBytes|MaxHeaders|ToxiproxyProxies|StoreProxies|OnInject|OnClear|ToxiproxyURL|JSONURL|JSONTotal|JSONByKey|PromURL|PromMetric|PromLabel|Sink|Store|Regions|ReplaceHistory|RunID|LimiterPolicy|KeysFile|DiscoverBeside|PlanFiles)\b`)
 
 // fieldValues finds a one-word field set to a value ("Env external",
 // "Store: redis"), said as the flag with its value.

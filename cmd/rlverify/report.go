@@ -108,62 +108,9 @@ func reportExit(doc *reports.Document, stderr io.Writer) error {
 	return cutExit(doc, stderr)
 }
 
-// emitReports is every command's one dispatch of reports. The format
-// reports.Stdout picks goes to stdout (when not nil; coloured on a
-// terminal); when dir is set, every format is written to dir/base.EXT, and
-// the JSON also to dir/saved (when set) for rlverify report to render
-// again. render writes the document in a format.
+// emitReports writes reports (see reports.Emit), coloured on a terminal.
 func emitReports(formats []string, dir, base, saved string, stdout io.Writer, render func(f reports.Format, w io.Writer) error) error {
-	if stdout != nil {
-		f, err := reports.Lookup(reports.Stdout(formats, dir != ""))
-		if err != nil {
-			return err
-		}
-		if err := render(f.Colored(colorOn(stdout)), stdout); err != nil {
-			return err
-		}
-	}
-	if dir == "" {
-		return nil
-	}
-	// Each file is written whole or not at all; when some cannot be (a
-	// full disk) the others still are, and the error names the missing.
-	written := map[string]bool{}
-	var failed []string
-	write := func(name, file string) error {
-		if written[file] {
-			return nil
-		}
-		written[file] = true
-		f, err := reports.Lookup(name)
-		if err != nil {
-			return err
-		}
-		path := filepath.Join(dir, file)
-		if err := writeFileWith(path, func(w io.Writer) error { return render(f, w) }); err != nil {
-			failed = append(failed, fmt.Sprintf("%s (%v)", path, err))
-		}
-		return nil
-	}
-	for _, name := range formats {
-		if err := write(name, base+"."+reports.Extension(name)); err != nil {
-			return err
-		}
-	}
-	if saved != "" {
-		if err := write("json", saved); err != nil {
-			return err
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("not written, nothing partial left behind: %s", strings.Join(failed, "; "))
-	}
-	return nil
-}
-
-// writeFileWith fills file with fill, atomically (see writeAtomic).
-func writeFileWith(file string, fill func(io.Writer) error) error {
-	return writeAtomic(file, fill)
+	return reports.Emit(formats, dir, base, saved, stdout, colorOn(stdout), render)
 }
 
 func abs(p string) string {
