@@ -1,11 +1,17 @@
 package rlverify
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/rlverify/rlverify/calibrate"
+	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
 )
 
@@ -59,4 +65,118 @@ func Calibrate(o CalibrateOptions) (*calibrate.Report, error) {
 		return nil, err
 	}
 	return calibrate.Calibrate(t, o.Calibrate)
+}
+
+// CalibrateText are calibrate's settings as a user writes them; Apply
+// reads and checks them into CalibrateOptions. Errors are *OptionError
+// naming the field.
+type CalibrateText struct {
+	// MaxRefused and MaxRefusedPerKey are shares below 100%: 0.1% or 0.001
+	// (MaxRefused 0 means refuse none; an empty MaxRefusedPerKey, no bound).
+	MaxRefused, MaxRefusedPerKey string
+	// AbusiveKeys are keys, or @FILE with one key a line (# comments).
+	AbusiveKeys []string
+	// AbusiveStatus are statuses (401,403 or 400-499).
+	AbusiveStatus []string
+	// Compare are reference limiters to replay beside the policy:
+	// NAME:capacity=K,rate=R or NAME:limit=N,window=W.
+	Compare []string
+	// KeyRegex is a regular expression on the raw line whose first group
+	// is the key.
+	KeyRegex string
+}
+
+// Apply reads t into o and checks o's reading options.
+func (t CalibrateText) Apply(o *CalibrateOptions) error {
+	if !slices.Contains(calibrate.Formats(), o.Read.Format) {
+		return fieldErr("Read.Format", "%q: want %s", o.Read.Format, strings.Join(calibrate.Formats(), ", "))
+	}
+	if o.Read.MaxDisorder <= 0 {
+		return fieldErr("Read.MaxDisorder", "%s: want a positive duration", o.Read.MaxDisorder)
+	}
+	if t.KeyRegex != "" {
+		re, err := regexp.Compile(t.KeyRegex)
+		if err != nil {
+			return fieldErr("KeyRegex", "%q: %w", t.KeyRegex, err)
+		}
+		o.Read.KeyRegex = re
+	}
+	share, err := parseShare("MaxRefused", t.MaxRefused)
+	if err != nil {
+		return err
+	}
+	o.Calibrate.MaxRefused, o.Calibrate.ExactlyZero = share, share == 0
+	if t.MaxRefusedPerKey != "" {
+		if o.Calibrate.MaxRefusedPerKey, err = parseShare("MaxRefusedPerKey", t.MaxRefusedPerKey); err != nil {
+			return err
+		}
+	}
+	if o.Calibrate.AbusiveKeys, err = readKeyList(t.AbusiveKeys); err != nil {
+		return &OptionError{Field: "AbusiveKeys", Err: err}
+	}
+	if len(t.AbusiveStatus) > 0 {
+		if o.Calibrate.AbusiveStatuses, err = policy.ParseStatusSet(t.AbusiveStatus...); err != nil {
+			return &OptionError{Field: "AbusiveStatus", Err: err}
+		}
+	}
+	for _, spec := range t.Compare {
+		_, entry, l, err := catalog.ParseLimit(spec)
+		if err != nil {
+			return &OptionError{Field: "Compare", Err: err}
+		}
+		if entry.Faulty || entry.ThirdParty || entry.Name != string(entry.Algorithm) {
+			var names []string
+			for _, a := range policy.Algorithms {
+				names = append(names, string(a))
+			}
+			return fieldErr("Compare", "%q: calibrate replays the reference algorithms (%s)", spec, strings.Join(names, ", "))
+		}
+		o.Calibrate.Compare = append(o.Calibrate.Compare, l)
+	}
+	if m := o.Calibrate.TimelineMax; m < 1 || m > 100_000 {
+		return fieldErr("Calibrate.TimelineMax", "%d: want 1 … 100000", m)
+	}
+	return nil
+}
+
+// parseShare reads 0.1% or 0.001.
+func parseShare(field, s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	pct := strings.HasSuffix(s, "%")
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if pct {
+		v /= 100
+	}
+	if err != nil || v < 0 || v >= 1 || v != v {
+		return 0, fieldErr(field, "%q: want a share below 100%%, as 0.1%% or 0.001", s)
+	}
+	return v, nil
+}
+
+// readKeyList expands @FILE items into the file's lines.
+func readKeyList(items []string) ([]string, error) {
+	var out []string
+	for _, it := range items {
+		file, ok := strings.CutPrefix(it, "@")
+		if !ok {
+			out = append(out, it)
+			continue
+		}
+		fh, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			if k := strings.TrimSpace(sc.Text()); k != "" && !strings.HasPrefix(k, "#") {
+				out = append(out, k)
+			}
+		}
+		err = sc.Err()
+		fh.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	return out, nil
 }
