@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
-	neturl "net/url"
 	"os"
 	"runtime/debug"
 	"sort"
@@ -14,7 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/internal/console"
+	"github.com/rlverify/rlverify/internal/suggest"
 )
 
 // noColor is --no-color of the invocation Run is executing; a Run inside
@@ -109,7 +109,7 @@ func suggestFlag(c *cobra.Command, err error) error {
 		if f.Hidden {
 			return
 		}
-		if d := editDistance(name, f.Name); d <= 2 || (len(name) >= 3 && strings.HasPrefix(f.Name, name)) {
+		if d := suggest.Distance(name, f.Name); d <= 2 || (len(name) >= 3 && strings.HasPrefix(f.Name, name)) {
 			near = append(near, "--"+f.Name)
 		}
 	}
@@ -120,27 +120,6 @@ func suggestFlag(c *cobra.Command, err error) error {
 	}
 	sort.Strings(near)
 	return usageErr("%s\n\nDid you mean this?\n\t%s", msg, strings.Join(near, "\n\t"))
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // redisValue is a --redis flag. It takes redis://HOST:PORT[/DB] (the
@@ -160,7 +139,7 @@ func (r *redisValue) String() string { return *r.dst }
 func (r *redisValue) Type() string   { return "URL" }
 
 func (r *redisValue) Set(s string) error {
-	u, addr, err := parseRedis(s)
+	u, addr, err := envs.ParseRedis(s)
 	if err != nil {
 		return err
 	}
@@ -173,24 +152,4 @@ func (r *redisValue) Set(s string) error {
 	}
 	*r.dst = u
 	return nil
-}
-
-// parseRedis reads redis://HOST:PORT[/DB] (rediss:// too) or HOST:PORT
-// and returns it as a URL and as HOST:PORT.
-func parseRedis(s string) (url, addr string, err error) {
-	u := s
-	if !strings.Contains(s, "://") {
-		if _, _, err := net.SplitHostPort(s); err != nil {
-			return "", "", fmt.Errorf("%q: want redis://HOST:PORT (or HOST:PORT)", s)
-		}
-		u = "redis://" + s
-	}
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		return "", "", fmt.Errorf("%q: want redis://HOST:PORT (or HOST:PORT): %w", s, err)
-	}
-	if pu, err := neturl.Parse(u); err != nil || pu.Host == "" {
-		return "", "", fmt.Errorf("%q: want redis://HOST:PORT (or HOST:PORT): no host", s)
-	}
-	return u, opt.Addr, nil
 }

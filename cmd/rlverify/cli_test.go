@@ -145,22 +145,6 @@ func TestFlagHelpHasNoBackquotes(t *testing.T) {
 }
 
 func TestRedisTakesOneAddressSyntaxEverywhere(t *testing.T) {
-	for _, tc := range []struct {
-		in, url, addr string
-	}{
-		{"redis://127.0.0.1:6379", "redis://127.0.0.1:6379", "127.0.0.1:6379"},
-		{"127.0.0.1:6380", "redis://127.0.0.1:6380", "127.0.0.1:6380"},
-		{"redis://redis:6379/2", "redis://redis:6379/2", "redis:6379"},
-	} {
-		u, a, err := parseRedis(tc.in)
-		require.NoError(t, err)
-		require.Equal(t, tc.url, u)
-		require.Equal(t, tc.addr, a)
-	}
-	for _, bad := range []string{"localhost", "http://x:1", "redis://"} {
-		_, _, err := parseRedis(bad)
-		require.Error(t, err, bad)
-	}
 	var url, addr string
 	fl := pflag.NewFlagSet("t", pflag.ContinueOnError)
 	newRedisFlag(fl, &url, false, "")

@@ -285,9 +285,9 @@ func TestHardeningLocalhostIsResolvedFirst(t *testing.T) {
 		require.Equal(t, ExitUsage, code, "%v: %s", args, stderr)
 		require.Contains(t, stderr, "is not a loopback address: localhost resolves to 192.0.2.7", args)
 	}
-	require.False(t, loopbackListen("localhost:8080"), "serve --listen localhost does not count as loopback either")
+	require.False(t, envs.LoopbackListen("localhost:8080"), "serve --listen localhost does not count as loopback either")
 	envs.LoopbackResolver = hostsResolver{"localhost": "127.0.0.1"}
-	require.True(t, loopbackListen("localhost:8080"))
+	require.True(t, envs.LoopbackListen("localhost:8080"))
 	_, stderr, code := rl(t, "attack", "--plan", "concurrent-burst", "--policy", writeFile(t, "p.yaml", ordersPolicy), "--target", local, "--out", t.TempDir(), "--quiet")
 	require.NotEqual(t, ExitUsage, code, stderr)
 	require.NotContains(t, stderr, "loopback")

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rlverify/rlverify/envs"
-	"github.com/rlverify/rlverify/limiters/catalog"
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/service"
 )
@@ -79,58 +77,15 @@ Anyone who reaches it can break the limiter: never expose it.`,
 // serve runs one reference limiter instance as cfg says until the command
 // is interrupted.
 func serve(c *cobra.Command, cfg service.Config) error {
-	pol := cfg.Policy
-	if pol == nil {
-		pol = policy.Default()
-	}
-	limiter, addr, store, redisAddr, regionMode := cfg.Limiter, cfg.Addr, cfg.Store, cfg.Redis, cfg.RegionMode
-	redisLatency, clockOffset := cfg.RedisLatency.D(), cfg.ClockOffset.D()
-	control, controlToken, downstream := cfg.Control, cfg.ControlToken, cfg.Downstream
-	entry, err := catalog.Lookup(limiter, store)
+	s, err := rlverify.NewService(cfg, func(format string, args ...any) {
+		fmt.Fprintf(c.ErrOrStderr(), "%s rlverify serve: %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	})
 	if err != nil {
-		return usageWrap(err)
+		return fromLib(err)
 	}
-	if entry.Store == catalog.Redis && redisAddr == "" {
-		return usageErr("--store redis needs --redis redis://HOST:PORT")
-	}
-	if redisLatency < 0 || redisLatency > 5*time.Second {
-		return usageErr("--redis-latency %s: want 0 … 5s", redisLatency)
-	}
-	if regionMode != "" {
-		if err := service.CheckRegionMode(regionMode); err != nil {
-			return usageErr("--region-mode: %w", err)
-		}
-	}
-	if controlToken == "" {
-		controlToken = os.Getenv(service.EnvControlToken)
-	}
-	if control && controlToken == "" && !loopbackListen(addr) {
-		return usageErr("--control on %s: the control endpoint lets anyone who reaches it break the limiter; on an address other than loopback give --control-token TOKEN (or $%s)", addr, service.EnvControlToken)
-	}
-	opts := service.StandaloneOptions{
-		Policy: pol.WithAlgorithm(entry.Algorithm), Entry: entry, RedisAddr: redisAddr, RedisLatency: redisLatency,
-		ClockOffset: clockOffset, RegionMode: regionMode, Control: control, ControlToken: controlToken, Name: addr,
-		Logf: func(format string, args ...any) {
-			fmt.Fprintf(c.ErrOrStderr(), "%s rlverify serve: %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
-		},
-	}
-	if downstream != "" {
-		opts.Downstream = &service.HTTPForwarder{URL: downstream, Client: &http.Client{Timeout: 5 * time.Second}}
-	}
-	h, release, err := service.NewStandalone(opts)
-	if err != nil {
-		return runErr(err)
-	}
-	defer release()
-	return serveUntilDone(c.Context(), addr, h, func(a string) {
-		extra := ""
-		if regionMode != "" {
-			extra += ", region mode " + regionMode
-		}
-		if control {
-			extra += ", control endpoint on"
-		}
-		fmt.Fprintf(c.ErrOrStderr(), "rlverify serve: %s (%s, store %s%s) listening on http://%s\n", entry.Name, entry.Algorithm, entry.Store, extra, a)
+	defer s.Release()
+	return serveUntilDone(c.Context(), cfg.Addr, s.Handler, func(a string) {
+		fmt.Fprintf(c.ErrOrStderr(), "rlverify serve: %s listening on http://%s\n", s.Desc, a)
 	})
 }
 
@@ -178,13 +133,4 @@ func serveUntilDone(ctx context.Context, addr string, h http.Handler, started fu
 		return runErr(err)
 	}
 	return nil
-}
-
-// loopbackListen reports whether a listen address is on loopback only.
-func loopbackListen(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	return envs.CheckLoopback("--listen "+addr, host, false) == nil
 }
