@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -243,8 +242,8 @@ func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOpti
 	if err := f.common(&o); err != nil {
 		return o, err
 	}
-	if o.Shard, o.Shards, err = f.dist.shard(f.shard); err != nil {
-		return o, usageWrap(err)
+	if o.Shard, o.Shards, err = rlverify.ParseShard(f.shard, f.dist.shardIndex); err != nil {
+		return o, fromLib(err)
 	}
 	if o.StartAt, err = f.dist.start(time.Now()); err != nil {
 		return o, usageWrap(err)
@@ -418,17 +417,4 @@ func cutExit(doc *reports.Document, stderr io.Writer) error {
 // `rlverify report` can render it again.
 func render(doc *reports.Document, formats []string, out string, stdout io.Writer) error {
 	return emitReports(formats, out, "report", "result.json", stdout, func(f reports.Format, w io.Writer) error { return f.Render(w, doc) })
-}
-
-func parseShard(s string) (int, int, error) {
-	if s == "" {
-		return 0, 1, nil
-	}
-	a, b, ok := strings.Cut(s, "/")
-	i, err1 := strconv.Atoi(a)
-	n, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n || n > 1000 {
-		return 0, 0, fmt.Errorf("--shard %q: want i/n with 1 ≤ i ≤ n, e.g. 2/3", s)
-	}
-	return i - 1, n, nil
 }
