@@ -96,6 +96,9 @@ var optionFlags = map[string]string{
 	"Force":                              "--force",
 	"Shard":                              "--shard",
 	"ShardIndex":                         "--shard-index",
+	"In":                                 "--in",
+	"Formats":                            "--format",
+	"Dir":                                "--out",
 	"RunID":                              "--run-id",
 	"ReplaceHistory":                     "--force",
 }

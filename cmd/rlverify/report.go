@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/internal/human"
 	"github.com/rlverify/rlverify/reports"
 )
@@ -47,54 +46,12 @@ Examples:
 }
 
 func runReport(in string, formats []string, out string, stdout, stderr io.Writer) error {
-	if in == "" {
-		return usageErr("report: --in FILE is required")
-	}
-	if len(formats) == 0 {
-		return usageErr("report: --format needs at least one of %s", strings.Join(reports.FormatNames(), ", "))
-	}
-	for _, f := range formats {
-		if _, err := reports.Lookup(f); err != nil {
-			return usageWrap(fmt.Errorf("--format: %w", err))
-		}
-	}
-	if out == "" && len(formats) > 1 {
-		return usageErr("report: %d formats go to files: give --out DIR (or one --format)", len(formats))
-	}
-	doc, cmp, err := reports.ReadAny(in)
+	doc, files, err := rlverify.Rerender(rlverify.RerenderOptions{In: in, Formats: formats, Dir: out, Stdout: stdout, Color: colorOn(stdout)})
 	if err != nil {
-		return usageWrap(err)
+		return fromLib(err)
 	}
-	render := func(f reports.Format, w io.Writer) error {
-		if cmp != nil {
-			return f.RenderComparison(w, cmp)
-		}
-		return f.Render(w, doc)
-	}
-	if out == "" {
-		if err := emitReports(formats, "", "", "", stdout, render); err != nil {
-			return runErr(err)
-		}
-		return reportExit(doc, stderr)
-	}
-	base := "report"
-	if cmp != nil {
-		base = "comparison"
-	}
-	for _, format := range formats {
-		file := filepath.Join(out, base+"."+reports.Extension(format))
-		if abs(file) == abs(in) {
-			return usageErr("report: %s would overwrite the input; choose another --out", file)
-		}
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return runErr(fmt.Errorf("--out: %w", err))
-	}
-	if err := emitReports(formats, out, base, "", nil, render); err != nil {
-		return runErr(err)
-	}
-	for _, format := range formats {
-		fmt.Fprintf(stderr, "rlverify: wrote %s\n", filepath.Join(out, base+"."+reports.Extension(format)))
+	for _, file := range files {
+		fmt.Fprintf(stderr, "rlverify: wrote %s\n", file)
 	}
 	return reportExit(doc, stderr)
 }
@@ -111,14 +68,6 @@ func reportExit(doc *reports.Document, stderr io.Writer) error {
 // emitReports writes reports (see reports.Emit), coloured on a terminal.
 func emitReports(formats []string, dir, base, saved string, stdout io.Writer, render func(f reports.Format, w io.Writer) error) error {
 	return reports.Emit(formats, dir, base, saved, stdout, colorOn(stdout), render)
-}
-
-func abs(p string) string {
-	a, err := filepath.Abs(p)
-	if err != nil {
-		return p
-	}
-	return a
 }
 
 // statusHints tells the user, on stderr, what to change when the target
