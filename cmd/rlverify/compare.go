@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -15,7 +14,6 @@ import (
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/reports"
-	"github.com/rlverify/rlverify/service"
 )
 
 func compareCmd() *cobra.Command {
@@ -46,51 +44,14 @@ error and decision latency. Each run's history and reports are kept in
       --limiter x/time/rate --limiter faulty/racy-token-bucket`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if len(limiters)+len(targets)+len(settings) < 2 {
-				return usageErr("compare: give at least two implementations (--limiter NAME, --target NAME=URL, --region-setting MODE/SYNC/LATENCY)")
-			}
-			if base.env == rlverify.EnvExternal {
-				return usageErr("compare: your own services are compared with --target NAME=URL, not --env external")
-			}
 			b, _, err := base.options(io.Discard, c.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			b.Log, b.Progress, b.ProgressDone = nil, nil, nil
-			// Each column is the base options with its implementation.
-			var cols []rlverify.CompareColumn
-			for _, l := range limiters {
-				o := b
-				name, pol, withPolicy := strings.Cut(l, "@")
-				o.Limiter = name
-				switch {
-				case withPolicy && pol == "honest":
-					o.Honest = true
-				case withPolicy && pol == "":
-					return usageErr("--limiter %q: want NAME@POLICY with a policy file or shipped name", l)
-				case withPolicy:
-					if o.Policy, err = loadPolicy(pol); err != nil {
-						return err
-					}
-				}
-				cols = append(cols, rlverify.CompareColumn{Name: l, Attack: o})
-			}
-			for _, rs := range settings {
-				o := b
-				o.Limiter = rlverify.DefaultLimiter
-				if err := parseRegionSetting(rs, &o); err != nil {
-					return usageWrap(err)
-				}
-				cols = append(cols, rlverify.CompareColumn{Name: rs, Attack: o})
-			}
-			for _, t := range targets {
-				name, urls, ok := strings.Cut(t, "=")
-				if !ok || name == "" || urls == "" {
-					return usageErr("--target %q: want NAME=URL[,URL…]", t)
-				}
-				o := b
-				o.Env, o.Targets, o.Environment = rlverify.EnvExternal, strings.Split(urls, ","), nil
-				cols = append(cols, rlverify.CompareColumn{Name: name, Attack: o})
+			cols, err := rlverify.CompareSpecs{Limiters: limiters, RegionSettings: settings, Targets: targets}.Columns(b)
+			if err != nil {
+				return fromLib(err)
 			}
 			dir, err := runFolder(out, newRunID(), true, false)
 			if err != nil {
@@ -167,30 +128,6 @@ error and decision latency. Each run's history and reports are kept in
 	fl.StringSliceVar(&base.failOn, "fail-on", []string{"fail"}, "verdicts of any implementation that make compare exit 1 (none: report only)")
 	addThresholdFlag(fl, &base.thresholds)
 	return c
-}
-
-// parseRegionSetting reads MODE[/SYNC[/LATENCY]] into o's region
-// settings; an empty part keeps o's value.
-func parseRegionSetting(s string, o *rlverify.AttackOptions) error {
-	parts := strings.Split(s, "/")
-	if len(parts) > 3 || parts[0] == "" {
-		return fmt.Errorf("--region-setting %q: want MODE[/SYNC[/LATENCY]], e.g. replicated/100ms/20ms", s)
-	}
-	if err := service.CheckRegionMode(parts[0]); err != nil {
-		return fmt.Errorf("--region-setting %q: %w", s, err)
-	}
-	o.RegionMode = parts[0]
-	for i, dst := range []*time.Duration{&o.RegionSync, &o.RegionLatency} {
-		if i+1 >= len(parts) || parts[i+1] == "" {
-			continue
-		}
-		d, err := time.ParseDuration(parts[i+1])
-		if err != nil || d < 0 {
-			return fmt.Errorf("--region-setting %q: %q is not a duration such as 100ms", s, parts[i+1])
-		}
-		*dst = d
-	}
-	return nil
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
