@@ -104,3 +104,30 @@ func markLatest(base, id string) error {
 	}
 	return os.Rename(tmp, latest)
 }
+
+// UseFolder gives the run its own folder under base, BASE/RUN-ID/ (a
+// shard's BASE/RUN-ID-shard-I-of-N/; see RunFolder), drawing the run id
+// when none is set, and keeps the history there unless HistoryFile names
+// another file. force writes into a folder that holds files.
+func (p *Prepared) UseFolder(base string, force bool) (string, error) {
+	runID, random := p.RunID, p.RunID == ""
+	if random {
+		runID = NewRunID()
+	}
+	name := runID
+	if p.o.Shards > 1 {
+		name = fmt.Sprintf("%s-shard-%d-of-%d", runID, p.o.Shard+1, p.o.Shards)
+	}
+	dir, err := RunFolder(base, name, random, force)
+	if err != nil {
+		return "", err
+	}
+	if random {
+		runID = filepath.Base(dir) // another was drawn if the first was taken
+	}
+	p.RunID, p.Dir = runID, dir
+	if p.HistoryFile == "" {
+		p.HistoryFile = filepath.Join(dir, "history.jsonl")
+	}
+	return dir, nil
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -44,9 +43,8 @@ type attackFlags struct {
 	failOn        []string
 	thresholds    []string
 	shape         shapeFlags
-	// force writes into a run folder that holds files; exactOut writes
-	// into out itself (a column of a comparison).
-	force, exactOut bool
+	// force writes into a run folder that holds files.
+	force bool
 }
 
 // dockerImages are the docker environment's images (docker_on.go).
@@ -186,26 +184,15 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if err != nil {
 		return nil, fromLib(err)
 	}
-	dir, runID, err := f.runFolder(prep.RunID, o.Shard, o.Shards)
+	dir, err := prep.UseFolder(f.out, f.force)
 	if err != nil {
-		return nil, err
+		return nil, fromLib(err)
 	}
-	prep.RunID, prep.Dir = runID, dir
-	prep.HistoryFile = f.historyFile(dir)
 	out, err := prep.Run(ctx)
 	if err != nil {
 		return nil, fromLib(err)
 	}
 	return &attackResult{doc: out.Document, results: out.Results, hist: out.History, histFile: out.HistoryFile, dir: dir, report: report, runE: out.Stopped, failOn: o.FailOn}, nil
-}
-
-// historyFile is where the run in dir records its history: dir's
-// history.jsonl, or the file --history names.
-func (f *attackFlags) historyFile(dir string) string {
-	if f.history != "" && f.history != rlverify.Stdin {
-		return f.history
-	}
-	return filepath.Join(dir, "history.jsonl")
 }
 
 // options reads, checks and loads what f says into the library's options
