@@ -120,14 +120,14 @@ func checkImportOut(in, out string, force bool) error {
 	}
 	if in != "-" {
 		if ist, err := os.Stat(in); err == nil && os.SameFile(ist, ost) {
-			return fieldErr("Out", "%s is the file being imported: give another", out)
+			return fieldErr("Out", "%s is the file being imported: give another Out", out)
 		}
 	}
 	if !ost.Mode().IsRegular() {
 		return fieldErr("Out", "%s exists and is not a regular file", out)
 	}
 	if !force {
-		return fieldErr("Out", "%s already exists: give another, or Force to replace it", out)
+		return fieldErr("Out", "%s already exists: give another Out, or Force to replace it", out)
 	}
 	return nil
 }

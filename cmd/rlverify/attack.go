@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -19,10 +17,8 @@ import (
 	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/internal/console"
-	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 	"github.com/rlverify/rlverify/service"
-	"github.com/rlverify/rlverify/thresholds"
 )
 
 // attackFlags are attack's flags: most set the library's options
@@ -186,7 +182,7 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	}
 	dir, err := prep.UseFolder(f.out, f.force)
 	if err != nil {
-		return nil, fromLib(err)
+		return nil, outErr(err)
 	}
 	out, err := prep.Run(ctx)
 	if err != nil {
@@ -312,49 +308,16 @@ var environments = map[string]func(f *attackFlags) (envs.Environment, error){
 }
 
 // judge reads histories back (from disk; "-" from stdin), checks them and
-// reports: the live run and `rlverify check` share this path, so they give
-// the same verdicts.
-func judge(ctx context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold, formats []string, out string, fo *rlverify.FailOn, stdout, stderr io.Writer) error {
-	doc, rs, h, err := evaluate(ctx, files, stdin, pol, o, ts)
+// reports: the live run and `rlverify check` share the library's Check,
+// so they give the same verdicts. When ctx ends (Ctrl-C, SIGTERM) it
+// returns at once: exit 130.
+func judge(ctx context.Context, o rlverify.CheckOptions, formats []string, out string, stdout, stderr io.Writer) error {
+	o.PauseGC = true
+	res, err := rlverify.Check(ctx, o)
 	if err != nil {
-		return err
+		return fromLib(err)
 	}
-	return conclude(doc, rs, h, formats, out, fo, stdout, stderr)
-}
-
-// evaluate reads histories (merging shards; "-" is stdin), judges them
-// against pol (nil: the policy the history declares) and ts, and builds the
-// result document. When ctx ends (Ctrl-C, SIGTERM) it returns at once: exit
-// 130.
-func evaluate(ctx context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold) (*reports.Document, []checks.Result, *history.History, error) {
-	restore := pauseGC()
-	h, err := rlverify.Interruptible(ctx, func() (*history.History, error) { return rlverify.ReadHistories(files, stdin) })
-	restore()
-	if err != nil {
-		return nil, nil, nil, fromLib(err)
-	}
-	out, err := rlverify.Check(ctx, rlverify.CheckOptions{History: h, Policy: pol, Checks: o, Thresholds: ts})
-	if err != nil {
-		return nil, nil, nil, fromLib(err)
-	}
-	return out.Document, out.Results, out.History, nil
-}
-
-// pauseGC turns the garbage collector off until restore is called, unless
-// the user set GOGC. Reading a history allocates almost only what it keeps
-// (the events, and the slices they outgrow: at most as much again, also
-// when stdin is read for a whole attack), so a collection during the read
-// frees next to nothing (gctrace on 10^6 events: 783 → 723 MB) while it
-// marks every event read so far. On a 2-core VM those collections made
-// `rlverify check` of 10^6 events take 5.4–6.3 s instead of 1.4–1.6 s, with
-// a higher peak (964 MB instead of 715 MB). A GOMEMLIMIT the user set still
-// bounds the heap.
-func pauseGC() (restore func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
-	}
-	old := debug.SetGCPercent(-1)
-	return func() { debug.SetGCPercent(old) }
+	return conclude(res.Document, res.Results, res.History, formats, out, o.FailOn, stdout, stderr)
 }
 
 // conclude renders doc and returns the exit the verdicts call for.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rlverify/rlverify/attacks"
@@ -194,22 +193,4 @@ func rootForTest(t *testing.T) *cobra.Command {
 	_, _, code := rl(t, "--help")
 	require.Equal(t, 0, code)
 	return root
-}
-
-// TestPauseGCRestoresTheCollector: the collector is off between pauseGC
-// and restore and back to its setting after; a GOGC the user set is left
-// alone.
-func TestPauseGCRestoresTheCollector(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(150))
-	t.Setenv("GOGC", "")
-	restore := pauseGC()
-	assert.Equal(t, -1, debug.SetGCPercent(-1), "off while paused")
-	restore()
-	assert.Equal(t, 150, debug.SetGCPercent(150), "restored")
-
-	t.Setenv("GOGC", "300")
-	restore = pauseGC()
-	assert.Equal(t, 150, debug.SetGCPercent(150), "GOGC set: not paused")
-	restore()
-	assert.Equal(t, 150, debug.SetGCPercent(150))
 }

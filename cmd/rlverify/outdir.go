@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -22,7 +23,17 @@ func outHelp(what string) string {
 // runFolder is BASE/ID/ (see rlverify.RunFolder), its errors said with flags.
 func runFolder(base, id string, random, force bool) (string, error) {
 	dir, err := rlverify.RunFolder(base, id, random, force)
-	return dir, fromLib(err)
+	return dir, outErr(err)
+}
+
+// outErr says a run folder's error with --out: a folder that cannot be
+// made is a run error, a run id that cannot name one a usage error.
+func outErr(err error) error {
+	var oe *rlverify.OptionError
+	if err != nil && !errors.As(err, &oe) {
+		return runErr(fmt.Errorf("--out: %w", err))
+	}
+	return fromLib(err)
 }
 
 // newRunID is a random run id.
