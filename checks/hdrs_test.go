@@ -209,7 +209,7 @@ func runEvery(ix *index) []Result {
 // TestIndexPartsAgree: the index built in parallel parts is the one built
 // in a single pass, and every check says the same on both.
 func TestIndexPartsAgree(t *testing.T) {
-	hc := *benchHistory(20_000, 300)
+	hc := *benchHistory(6_000, 100)
 	h := &hc
 	h.Events = append([]history.Event(nil), h.Events...)
 	for i := range h.Events {
@@ -224,7 +224,7 @@ func TestIndexPartsAgree(t *testing.T) {
 			e.Tier = "paid"
 		}
 		e.Instance = i % 3
-		if i > 15_000 {
+		if i > 4_500 {
 			e.Phase = "region-b"
 		}
 	}
