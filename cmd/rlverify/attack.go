@@ -325,7 +325,9 @@ func conclude(doc *reports.Document, rs []checks.Result, h *history.History, for
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
 	}
-	statusHints(doc, stderr)
+	for _, h := range doc.Hints() {
+		fmt.Fprintln(stderr, "rlverify: "+flagMessage(errors.New(h.Advice))+h.Answer)
+	}
 	if doc.Verdict == checks.Modified {
 		return cutExit(doc, stderr)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/internal/console"
 	"github.com/rlverify/rlverify/internal/suggest"
@@ -40,7 +40,7 @@ func setUpRoot(root *cobra.Command) {
 		noColor = false
 	}
 	root.PersistentPreRun = func(*cobra.Command, []string) { noColor = noColor || own }
-	root.Version = version(readBuildInfo())
+	root.Version = rlverify.Version()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(suggestFlag)
 	registerCompletions(root)
@@ -57,42 +57,6 @@ func versionCmd() *cobra.Command {
 			return nil
 		},
 	}
-}
-
-func readBuildInfo() *debug.BuildInfo {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return nil
-	}
-	return bi
-}
-
-// version is "rlverify VERSION (commit REV[, modified], TIME) GOVERSION"
-// from the build info: the module version (devel for a build of a work
-// tree) and, when the build stamped it (go build -buildvcs), the commit.
-func version(bi *debug.BuildInfo) string {
-	if bi == nil {
-		return "rlverify (no build information)"
-	}
-	v := bi.Main.Version
-	if v == "" || v == "(devel)" {
-		v = "devel"
-	}
-	set := map[string]string{}
-	for _, s := range bi.Settings {
-		set[s.Key] = s.Value
-	}
-	vcs := "commit unknown: built without VCS stamping"
-	if rev := set["vcs.revision"]; rev != "" {
-		vcs = "commit " + rev
-		if set["vcs.modified"] == "true" {
-			vcs += ", modified"
-		}
-		if t := set["vcs.time"]; t != "" {
-			vcs += ", " + t
-		}
-	}
-	return fmt.Sprintf("rlverify %s (%s) %s", v, vcs, bi.GoVersion)
 }
 
 // suggestFlag adds the closest flags of c to an unknown flag error and

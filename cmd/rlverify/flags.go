@@ -102,6 +102,9 @@ var optionFlags = map[string]string{
 	"RegionSettings":                     "--region-setting",
 	"Histories":                          "--history",
 	"Checks.Slack":                       "--clock-skew",
+	"Request.Method":                     "--method",
+	"Request.Headers":                    "--header",
+	"Request.Body":                       "--body",
 	"RunID":                              "--run-id",
 	"ReplaceHistory":                     "--force",
 }
@@ -109,7 +112,7 @@ var optionFlags = map[string]string{
 // fieldNames finds the fields a message mentions besides its subject: the
 // multi-word ones only (AllowRemote, RedisCluster), which no English text
 // is made of.
-var fieldNames = regexp.MustCompile(`\b(Limiters|Targets|AllowRemote|RedisCluster|RedisURL|MaxHeaderBytes|MaxHeaders|ToxiproxyProxies|StoreProxies|OnInject|OnClear|ToxiproxyURL|JSONURL|JSONTotal|JSONByKey|PromURL|PromMetric|PromLabel|Sink|Store|Regions|ReplaceHistory|Force|Out|RunID|RegionSettings|ShardIndex|ControlToken|LimiterPolicy|KeysFile|DiscoverBeside|PlanFiles)\b`)
+var fieldNames = regexp.MustCompile(`\b(Request\.Method|Request\.Headers|Request\.Body|Limiters|Targets|AllowRemote|RedisCluster|RedisURL|MaxHeaderBytes|MaxHeaders|ToxiproxyProxies|StoreProxies|OnInject|OnClear|ToxiproxyURL|JSONURL|JSONTotal|JSONByKey|PromURL|PromMetric|PromLabel|Sink|Store|Regions|ReplaceHistory|Force|Out|RunID|RegionSettings|ShardIndex|ControlToken|LimiterPolicy|KeysFile|DiscoverBeside|PlanFiles)\b`)
 
 // fieldValues finds a one-word field set to a value ("Env external",
 // "Store: redis"), said as the flag with its value.

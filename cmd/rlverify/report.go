@@ -3,13 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rlverify/rlverify"
-	"github.com/rlverify/rlverify/internal/human"
 	"github.com/rlverify/rlverify/reports"
 )
 
@@ -68,22 +66,4 @@ func reportExit(doc *reports.Document, stderr io.Writer) error {
 // emitReports writes reports (see reports.Emit), coloured on a terminal.
 func emitReports(formats []string, dir, base, saved string, stdout io.Writer, render func(f reports.Format, w io.Writer) error) error {
 	return reports.Emit(formats, dir, base, saved, stdout, colorOn(stdout), render)
-}
-
-// statusHints tells the user, on stderr, what to change when the target
-// refused the requests themselves: a 405 (Method Not Allowed) wants
-// another --method, and the target's own answer (its Allow header is not
-// kept, its body sample is) usually says which.
-func statusHints(doc *reports.Document, stderr io.Writer) {
-	for _, e := range doc.Errors {
-		if e.Status != http.StatusMethodNotAllowed {
-			continue
-		}
-		said := ""
-		if e.Body != "" {
-			said = fmt.Sprintf(" It answered: %q.", e.Body)
-		}
-		fmt.Fprintln(stderr, reports.Printable(fmt.Sprintf("rlverify: %s request(s) got 405 Method Not Allowed from %s: send the method the target expects with --method (and --header/--body if it takes a body).%s",
-			human.Count(e.Count), e.URL, said)))
-	}
 }
