@@ -264,7 +264,7 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		if do.Request.Method == "" && do.Request.Body == "" && len(do.Request.Headers) == 0 {
 			do.Request = base.Request
 		}
-		d, err := Discover(ctx, DiscoverOptions{Options: do, AllowRemote: base.AllowRemote})
+		d, err := Discover(ctx, DiscoverOptions{Options: do, AllowRemote: base.AllowRemote, Overrides: base.Overrides, KeysFile: base.KeysFile})
 		if err != nil {
 			return nil, fmt.Errorf("audit: discovering the policy: %w", err)
 		}
@@ -289,7 +289,7 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		if do.Identity.In == "" {
 			do.Identity = policy.Identity{In: pol.Identity.In, Name: pol.Identity.Name}
 		}
-		d, err := Discover(ctx, DiscoverOptions{Options: do, AllowRemote: base.AllowRemote})
+		d, err := Discover(ctx, DiscoverOptions{Options: do, AllowRemote: base.AllowRemote, Overrides: base.Overrides, KeysFile: base.KeysFile})
 		if err != nil {
 			return nil, fmt.Errorf("audit: discovering the policy to compare with the declared one: %w", err)
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/discover"
-	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
 
@@ -99,9 +98,6 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, bud
 			return err
 		}
 		ao.Discover = &do.Options
-		if base.Policy != nil && f.shape.identity == "" {
-			ao.Discover.Identity = policy.Identity{} // the declared policy's
-		}
 	}
 	dir, err := runFolder(f.out, newRunID(), true, false)
 	if err != nil {

@@ -105,6 +105,7 @@ var optionFlags = map[string]string{
 	"Request.Method":                     "--method",
 	"Request.Headers":                    "--header",
 	"Request.Body":                       "--body",
+	"Budget":                             "--budget",
 	"RunID":                              "--run-id",
 	"ReplaceHistory":                     "--force",
 }
