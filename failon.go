@@ -173,3 +173,13 @@ func (f *FailOn) ThresholdFails(rs []thresholds.Result) []string {
 	}
 	return out
 }
+
+// FailOnTokens are the tokens FailOn reads (for completion): the verdicts,
+// none, the thresholds', and each check with and without :unknown.
+func FailOnTokens() []string {
+	out := []string{"fail", "unknown", "none", ThresholdToken, ThresholdToken + ":unknown"}
+	for _, n := range checks.Names() {
+		out = append(out, n, n+":unknown")
+	}
+	return out
+}

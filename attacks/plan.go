@@ -188,6 +188,15 @@ const (
 //go:embed plans/*.yaml
 var builtinFS embed.FS
 
+// BuiltinNames are the built-in plans' names, in Builtins' order.
+func BuiltinNames() []string {
+	var out []string
+	for _, p := range Builtins() {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
 // Builtins returns the built-in plans sorted by name.
 func Builtins() []*Plan {
 	entries, err := fs.ReadDir(builtinFS, "plans")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -48,19 +47,11 @@ func (f *shapeFlags) planOptions() []attacks.LoadOption {
 
 // request is the shape given on the command line.
 func (f *shapeFlags) request() (attacks.Request, error) {
-	r := attacks.Request{Method: f.method, Body: f.body}
-	for _, h := range f.headers {
-		name, val, ok := strings.Cut(h, ":")
-		name = strings.TrimSpace(name)
-		if !ok || name == "" {
-			return r, fmt.Errorf("--header %q: want 'Name: value'", h)
-		}
-		if r.Headers == nil {
-			r.Headers = map[string]string{}
-		}
-		r.Headers[name] = strings.TrimSpace(val)
+	h, err := attacks.ParseHeaders(f.headers)
+	if err != nil {
+		return attacks.Request{}, fmt.Errorf("--header %w", err)
 	}
-	return r, nil
+	return attacks.Request{Method: f.method, Body: f.body, Headers: h}, nil
 }
 
 // overrides are the changes to the declared policy the flags ask for.
