@@ -17,10 +17,9 @@ import (
 
 func serveCmd() *cobra.Command {
 	var (
-		configFile, limiter, addr, policyFile, store, redisAddr, downstream, regionMode string
-		clockOffset, redisLatency                                                       time.Duration
-		control                                                                         bool
-		controlToken                                                                    string
+		cfg                       service.Config // set by the flags
+		configFile, policyFile    string
+		clockOffset, redisLatency time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "serve --limiter NAME --addr HOST:PORT",
@@ -37,11 +36,7 @@ clears it, POST /_rlverify/drain hands over a regional replica's admissions.
 Anyone who reaches it can break the limiter: never expose it.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cfg := service.Config{
-				Addr: addr, Limiter: limiter, Store: store, Redis: redisAddr, Downstream: downstream,
-				RedisLatency: policy.Duration(redisLatency), ClockOffset: policy.Duration(clockOffset),
-				RegionMode: regionMode, Control: control, ControlToken: controlToken,
-			}
+			cfg.RedisLatency, cfg.ClockOffset = policy.Duration(redisLatency), policy.Duration(clockOffset)
 			var err error
 			if configFile != "" {
 				for _, name := range []string{"limiter", "addr", "policy", "store", "redis", "downstream", "control", "control-token", "clock-offset", "region-mode", "redis-latency"} {
@@ -60,16 +55,16 @@ Anyone who reaches it can break the limiter: never expose it.`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&configFile, "config", "", "read the whole configuration from this YAML file (what the docker environment writes; see service.Config) instead of the flags below")
-	fl.StringVar(&limiter, "limiter", "token-bucket", "limiter name (see rlverify limiters)")
-	fl.StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
+	fl.StringVar(&cfg.Limiter, "limiter", "token-bucket", "limiter name (see rlverify limiters)")
+	fl.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address")
 	fl.StringVar(&policyFile, "policy", "", "policy YAML (default: built-in)")
-	fl.StringVar(&store, "store", "", "memory or redis")
-	newRedisFlag(fl, &redisAddr, true, "Redis of --store redis: redis://HOST:PORT")
-	fl.StringVar(&downstream, "downstream", "", "URL admitted requests are forwarded to (e.g. an rlverify sink)")
-	fl.BoolVar(&control, "control", false, "serve the control endpoint /_rlverify/ (fault injection, regional drain) — for test harnesses only")
-	fl.StringVar(&controlToken, "control-token", "", "require Authorization: Bearer TOKEN on the control endpoint (needed to serve it beyond loopback; default $"+service.EnvControlToken+")")
+	fl.StringVar(&cfg.Store, "store", "", "memory or redis")
+	newRedisFlag(fl, &cfg.Redis, true, "Redis of --store redis: redis://HOST:PORT")
+	fl.StringVar(&cfg.Downstream, "downstream", "", "URL admitted requests are forwarded to (e.g. an rlverify sink)")
+	fl.BoolVar(&cfg.Control, "control", false, "serve the control endpoint /_rlverify/ (fault injection, regional drain) — for test harnesses only")
+	fl.StringVar(&cfg.ControlToken, "control-token", "", "require Authorization: Bearer TOKEN on the control endpoint (needed to serve it beyond loopback; default $"+service.EnvControlToken+")")
 	fl.DurationVar(&clockOffset, "clock-offset", 0, "shift this instance's clock (e.g. 2s or -2s): a limiter that trusts instance clocks sees it")
-	fl.StringVar(&regionMode, "region-mode", "", "run the reference token bucket as one instance of a region: replicated, strict or independent")
+	fl.StringVar(&cfg.RegionMode, "region-mode", "", "run the reference token bucket as one instance of a region: replicated, strict or independent")
 	fl.DurationVar(&redisLatency, "redis-latency", 0, "delay every exchange with Redis by this much each way (a store in another region)")
 	return c
 }
