@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/rlverify/rlverify/calibrate"
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/reports"
 )
 
 // CalibrateOptions say which traffic to calibrate a policy on and how to
@@ -84,6 +86,84 @@ type CalibrateText struct {
 	// KeyRegex is a regular expression on the raw line whose first group
 	// is the key.
 	KeyRegex string
+	// Reports are FORMAT (to stdout, one at most) or FORMAT=FILE
+	// (calibrate.ReportFormats); WritePolicy is a file for the candidate
+	// with the recommended numbers. Existing files are replaced only with
+	// Force.
+	Reports     []string
+	WritePolicy string
+	Force       bool
+}
+
+// CalibrateOutput is one report of a calibration: its format, and its
+// file ("" for stdout).
+type CalibrateOutput struct{ Format, File string }
+
+// Outputs reads t.Reports and checks t.WritePolicy.
+func (t CalibrateText) Outputs() ([]CalibrateOutput, error) {
+	var outs []CalibrateOutput
+	toStdout := 0
+	for _, r := range t.Reports {
+		format, file, _ := strings.Cut(r, "=")
+		if !slices.Contains(calibrate.ReportFormats(), format) {
+			return nil, fieldErr("Reports", "%q: want FORMAT or FORMAT=FILE with FORMAT one of %s", r, strings.Join(calibrate.ReportFormats(), ", "))
+		}
+		if file == "" {
+			toStdout++
+		} else if err := refuseOverwrite("Reports", file, t.Force); err != nil {
+			return nil, err
+		}
+		outs = append(outs, CalibrateOutput{format, file})
+	}
+	if toStdout > 1 {
+		return nil, fieldErr("Reports", "only one format can go to stdout; give the others as FORMAT=FILE")
+	}
+	if t.WritePolicy != "" {
+		if err := refuseOverwrite("WritePolicy", t.WritePolicy, t.Force); err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
+}
+
+// refuseOverwrite refuses an existing file unless force.
+func refuseOverwrite(field, file string, force bool) error {
+	st, err := os.Stat(file)
+	switch {
+	case err == nil && st.IsDir():
+		return fieldErr(field, "%s is a directory", file)
+	case err == nil && !force:
+		return fieldErr(field, "%s already exists: give another file, or Force to replace it", file)
+	}
+	return nil
+}
+
+// WriteCalibration writes rep in every output (stdout for one without a
+// file), each file whole or not at all, and with t.WritePolicy the
+// candidate o's policy with the recommended numbers.
+func (t CalibrateText) WriteCalibration(rep *calibrate.Report, o CalibrateOptions, outs []CalibrateOutput, stdout io.Writer) error {
+	for _, out := range outs {
+		if out.File == "" {
+			if err := calibrate.Render(stdout, rep, out.Format); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := reports.WriteFile(out.File, func(w io.Writer) error { return calibrate.Render(w, rep, out.Format) }); err != nil {
+			return fmt.Errorf("report %s: %w", out.File, err)
+		}
+	}
+	if t.WritePolicy == "" {
+		return nil
+	}
+	_, yml, err := calibrate.Recommend(o.Calibrate.Policy, rep)
+	if err != nil {
+		return err
+	}
+	if err := reports.WriteFile(t.WritePolicy, func(w io.Writer) error { _, err := w.Write(yml); return err }); err != nil {
+		return fmt.Errorf("policy %s: %w", t.WritePolicy, err)
+	}
+	return nil
 }
 
 // Apply reads t into o and checks o's reading options.

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/calibrate"
-	"github.com/rlverify/rlverify/reports"
 )
 
 type calibrateFlags struct {
@@ -100,8 +97,6 @@ Examples:
 	return c
 }
 
-type reportOut struct{ format, file string }
-
 func runCalibrate(f *calibrateFlags, stdin io.Reader, stdout io.Writer) error {
 	if len(f.traffic) == 0 {
 		return usageErr("calibrate: --traffic FILE is required (an access log, results or a history)")
@@ -111,8 +106,9 @@ func runCalibrate(f *calibrateFlags, stdin io.Reader, stdout io.Writer) error {
 		TimeUnit: f.timeUnit, SkipMalformed: f.skipMalformed, MaxDisorder: f.maxDisorder, Hosts: f.hosts,
 	}}
 	o.Calibrate.TimelineKey, o.Calibrate.TimelineMax = f.timelineKey, f.timelineRows
-	if err := (rlverify.CalibrateText{MaxRefused: f.maxRefused, MaxRefusedPerKey: f.maxPerKey, AbusiveKeys: f.abusiveKeys,
-		AbusiveStatus: f.abusiveStatus, Compare: f.compare, KeyRegex: f.keyRegex}).Apply(&o); err != nil {
+	text := rlverify.CalibrateText{MaxRefused: f.maxRefused, MaxRefusedPerKey: f.maxPerKey, AbusiveKeys: f.abusiveKeys,
+		AbusiveStatus: f.abusiveStatus, Compare: f.compare, KeyRegex: f.keyRegex, Reports: f.reports, WritePolicy: f.writePolicy, Force: f.force}
+	if err := text.Apply(&o); err != nil {
 		return fromLib(err)
 	}
 	stdinUsed := false
@@ -131,68 +127,16 @@ func runCalibrate(f *calibrateFlags, stdin io.Reader, stdout io.Writer) error {
 	if o.Calibrate.Policy, err = loadPolicy(f.policyFile); err != nil {
 		return err
 	}
-	var outs []reportOut
-	toStdout := 0
-	for _, r := range f.reports {
-		format, file, _ := strings.Cut(r, "=")
-		if !slices.Contains(calibrate.ReportFormats(), format) {
-			return usageErr("--report %q: want FORMAT or FORMAT=FILE with FORMAT one of %s", r, strings.Join(calibrate.ReportFormats(), ", "))
-		}
-		if file == "" {
-			toStdout++
-		} else if err := refuseOverwrite("--report", file, f.force); err != nil {
-			return err
-		}
-		if format == calibrate.FormatHTML {
-			o.Calibrate.Curves = true
-		}
-		outs = append(outs, reportOut{format, file})
+	outs, err := text.Outputs()
+	if err != nil {
+		return fromLib(err)
 	}
-	if toStdout > 1 {
-		return usageErr("--report: only one format can go to stdout; give the others as FORMAT=FILE")
-	}
-	if f.writePolicy != "" {
-		if err := refuseOverwrite("--write-policy", f.writePolicy, f.force); err != nil {
-			return err
-		}
-	}
+	o.Calibrate.Curves = slices.ContainsFunc(outs, func(x rlverify.CalibrateOutput) bool { return x.Format == calibrate.FormatHTML })
 	rep, err := rlverify.Calibrate(o)
 	if err != nil {
 		// Every failure here is about the input: a file that cannot be
 		// opened or read, its content, or a policy that does not fit it.
 		return usageWrap(err)
 	}
-	for _, out := range outs {
-		if out.file == "" {
-			if err := calibrate.Render(stdout, rep, out.format); err != nil {
-				return runErr(err)
-			}
-			continue
-		}
-		if err := reports.WriteFile(out.file, func(w io.Writer) error { return calibrate.Render(w, rep, out.format) }); err != nil {
-			return runErr(fmt.Errorf("--report %s: %w", out.file, err))
-		}
-	}
-	if f.writePolicy != "" {
-		_, yml, err := calibrate.Recommend(o.Calibrate.Policy, rep)
-		if err != nil {
-			return runErr(err)
-		}
-		if err := reports.WriteFile(f.writePolicy, func(w io.Writer) error { _, err := w.Write(yml); return err }); err != nil {
-			return runErr(fmt.Errorf("--write-policy: %w", err))
-		}
-	}
-	return nil
-}
-
-// refuseOverwrite refuses an existing file unless force.
-func refuseOverwrite(flag, file string, force bool) error {
-	st, err := os.Stat(file)
-	switch {
-	case err == nil && st.IsDir():
-		return usageErr("%s %s is a directory", flag, file)
-	case err == nil && !force:
-		return usageErr("%s %s already exists: give another file, or --force to replace it", flag, file)
-	}
-	return nil
+	return runErr(text.WriteCalibration(rep, o, outs, stdout))
 }

@@ -106,6 +106,8 @@ var optionFlags = map[string]string{
 	"Request.Headers":                    "--header",
 	"Request.Body":                       "--body",
 	"Budget":                             "--budget",
+	"Reports":                            "--report",
+	"WritePolicy":                        "--write-policy",
 	"RunID":                              "--run-id",
 	"ReplaceHistory":                     "--force",
 }
