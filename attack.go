@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/envoyrls"
 	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/limiters/catalog"
@@ -337,6 +338,16 @@ func (o AttackOptions) Validate() error {
 			if err := CheckTargets(o.Targets, o.AllowRemote); err != nil {
 				return err
 			}
+			grpc, err := serviceTargets(o.Targets)
+			if err != nil {
+				return err
+			}
+			if grpc && (o.Request.Method != "" || o.Request.Path != "" || len(o.Request.Headers) > 0 || o.Request.Body != "") {
+				return fieldErr("Request", "method, path, headers and body do not apply to a rate-limit service (grpc://): each call carries the policy's domain and descriptor")
+			}
+			if grpc && o.Policy != nil && o.Policy.Service == nil {
+				return fieldErr("Policy", "%s declares no ratelimit_service: a grpc:// target is an Envoy rate-limit service, and its calls need the domain and the descriptor entries (e.g. ratelimit_service: {domain: api, descriptors: [{key: tenant, value: \"{key}\"}]})", o.Policy.Source)
+			}
 		}
 		x, _ := o.Environment.(envs.External)
 		if err := x.Validate(o.AllowRemote); err != nil {
@@ -609,6 +620,17 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 		RunID: p.RunID, KeepKeys: o.KeepKeys,
 		Request: o.Request, DefaultPath: p.defPath, Keys: o.Keys, StartAt: o.StartAt,
 		MaxProbeWait: ProbeCap(p.declared),
+	}
+	if grpc, _ := serviceTargets(stack.Instances); grpc && p.declared.Service != nil {
+		if eo.Timeout <= 0 {
+			eo.Timeout = attacks.DefaultTimeout
+		}
+		c := envoyrls.NewClient(eo.Timeout)
+		defer c.CloseIdleConnections()
+		if err := probeService(ctx, c, p.declared, stack.Instances, p.RunID); err != nil {
+			return nil, err
+		}
+		eo.Client = serviceClient(c, p.declared.Service)
 	}
 	eng, err := attacks.New(eo)
 	if err != nil {

@@ -28,7 +28,10 @@ type auditPlan struct {
 
 // auditScope is what decides which plans apply.
 type auditScope struct {
-	pol       *policy.Policy
+	pol *policy.Policy
+	// service: the targets are rate-limit services (grpc://), which get
+	// descriptors Envoy built, not requests.
+	service   bool
 	instances int
 	env       string
 	// faults lists the fault kinds that can be injected.
@@ -72,7 +75,22 @@ func needsFaults(kinds ...string) func(a *auditScope) string {
 	}
 }
 
+// notService skips plans about how a request carries its identity: a
+// rate-limit service gets the descriptor Envoy built, so spelling, length and
+// X-Forwarded-For are Envoy's concern.
+const notService = "a rate-limit service gets descriptors Envoy built, not requests: how a request spells its key is Envoy's concern"
+
+func httpIdentity(a *auditScope) string {
+	if a.service {
+		return notService
+	}
+	return ""
+}
+
 func untrustedXFF(a *auditScope) string {
+	if a.service {
+		return notService
+	}
 	if a.pol.Identity.TrustsLoopback() {
 		return "the policy trusts X-Forwarded-For from loopback: the address is part of the identity"
 	}
@@ -80,6 +98,9 @@ func untrustedXFF(a *auditScope) string {
 }
 
 func noMaxLength(a *auditScope) string {
+	if a.service {
+		return notService
+	}
 	if a.pol.Identity.MaxLength > 0 {
 		return fmt.Sprintf("the policy declares identity.max_length %d: the bypass plan's long variant probes past it", a.pol.Identity.MaxLength)
 	}
@@ -129,7 +150,7 @@ var auditPlans = []auditPlan{
 	{"long-keys", noMaxLength},
 	{"spoof-tenants", untrustedXFF},
 	{"tiers", severalTiers},
-	{"bypass", always},
+	{"bypass", httpIdentity},
 	{"multi-instance", severalInstances},
 	{"retry-elsewhere", severalInstances},
 	{"global-guard", globalGuard},
@@ -301,6 +322,7 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	}
 	base.Log, base.Progress, base.ProgressDone = nil, nil, nil
 	scope := &auditScope{pol: pol, env: base.Env, instances: len(base.Targets), faults: map[string]bool{}}
+	scope.service, _ = serviceTargets(base.Targets)
 	if base.Handler != nil {
 		scope.instances = 1
 	}
@@ -347,7 +369,7 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		case err != nil && ctx.Err() != nil:
 			cols = append(cols, reports.AuditColumn{Plan: name, Dir: pdir, NotRun: "interrupted: " + err.Error()})
 			return nil
-		case errors.Is(err, envs.ErrUnreachable):
+		case errors.Is(err, envs.ErrUnreachable), errors.Is(err, ErrServiceUnfit):
 			// Every other plan would end the same way: stop at once
 			// rather than report a table of unknowns.
 			return fmt.Errorf("audit: plan %s: %w; no further plan was run", name, err)

@@ -46,7 +46,9 @@ type Options struct {
 	// Faults and Sink come from the environment; either may be nil.
 	Faults faults.Injector
 	Sink   faults.SinkReader
-	// Client sends the requests; a tuned keep-alive client when nil.
+	// Client sends the requests; a tuned keep-alive client when nil. A
+	// grpc:// instance (a rate-limit service) needs one whose transport
+	// speaks the protocol and reads InfoOf(request context).
 	Client *http.Client
 	// Now is the engine's clock (time.Now when nil). Offsets in the history
 	// are differences of its readings, monotonic when it is time.Now.
@@ -160,6 +162,9 @@ func New(o Options) (*Engine, error) {
 		b, err := parseBase(in)
 		if err != nil {
 			return nil, fmt.Errorf("attacks: %w", err)
+		}
+		if b.scheme == SchemeGRPC && o.Client == nil {
+			return nil, fmt.Errorf("attacks: target %s is a rate-limit service: its requests need a client whose transport speaks the protocol", in)
 		}
 		bases = append(bases, b)
 	}

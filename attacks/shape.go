@@ -373,10 +373,15 @@ type base struct {
 	query string
 }
 
+// SchemeGRPC is the scheme of a rate-limit service target (grpc://HOST:PORT):
+// the engine builds its requests as for HTTP, and the caller's Options.Client
+// must have a transport that speaks the protocol (envoyrls.Transport).
+const SchemeGRPC = "grpc"
+
 func parseBase(raw string) (base, error) {
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return base{}, fmt.Errorf("target %q is not an http(s) URL", raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != SchemeGRPC) || u.Host == "" {
+		return base{}, fmt.Errorf("target %q is not an http(s) URL, nor grpc://HOST:PORT", raw)
 	}
 	if u.User != nil {
 		return base{}, fmt.Errorf("target %q: credentials in the URL are not sent; give them as a header", raw)
@@ -451,6 +456,25 @@ type wireReq struct {
 	target string
 	hdrs   [][2]string
 	body   []byte
+	// info is what a transport that does not speak HTTP reads (InfoOf).
+	info RequestInfo
+}
+
+// RequestInfo is what the engine knows of a request beyond its HTTP form:
+// the key sent (a variant's spelling when it sends one), the plan's logical
+// key and the key's tier. A transport for a target that is not HTTP (a
+// grpc:// rate-limit service) reads it with InfoOf to build its call.
+type RequestInfo struct {
+	Key, Tenant, Tier string
+}
+
+type infoKey struct{}
+
+// InfoOf is the RequestInfo of an HTTP request the engine built; false for
+// any other request (the engine's connection warm-up).
+func InfoOf(ctx context.Context) (RequestInfo, bool) {
+	i, ok := ctx.Value(infoKey{}).(RequestInfo)
+	return i, ok
 }
 
 // wire renders r: the phase's shape with r's template values, the
@@ -461,7 +485,7 @@ func (e *Engine) wire(r *req) wireReq {
 		sh = e.defShape
 	}
 	v := vars{key: r.sendKey(), tenant: r.tenant, tier: e.keys.tier(r.key), run: e.o.RunID, i: r.id}
-	w := wireReq{method: sh.method}
+	w := wireReq{method: sh.method, info: RequestInfo{Key: v.key, Tenant: v.tenant, Tier: v.tier}}
 	path := sh.path.render(&v)
 	if r.path != "" {
 		path = r.path
@@ -527,6 +551,9 @@ func (w *wireReq) http(ctx context.Context, b base) (*http.Request, error) {
 	var body io.Reader
 	if len(w.body) > 0 {
 		body = bytes.NewReader(w.body)
+	}
+	if b.scheme != "http" && b.scheme != "https" {
+		ctx = context.WithValue(ctx, infoKey{}, w.info)
 	}
 	hr, err := http.NewRequestWithContext(ctx, w.method, b.URL(w.target), body)
 	if err != nil {

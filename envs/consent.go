@@ -70,8 +70,8 @@ var LoopbackResolver Resolver
 // CheckLoopbackURL is CheckLoopback for an http(s) URL.
 func CheckLoopbackURL(raw string, allowRemote bool) error {
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q: want an http(s) URL such as http://127.0.0.1:8080", raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "grpc") || u.Host == "" {
+		return fmt.Errorf("%q: want an http(s) URL such as http://127.0.0.1:8080, or a rate-limit service's grpc://HOST:PORT", raw)
 	}
 	return CheckLoopback(raw, u.Hostname(), allowRemote)
 }

@@ -206,6 +206,10 @@ type Policy struct {
 	Headers     Headers  `yaml:"headers" json:"headers"`
 	Failure     Failure  `yaml:"failure" json:"failure"`
 	Identity    Identity `yaml:"identity" json:"identity"`
+	// Service, for a limiter behind Envoy's external rate-limit protocol
+	// (a grpc:// target), is the domain and descriptor each request asks
+	// about; nil for an HTTP service.
+	Service *RateLimitService `yaml:"ratelimit_service,omitempty" json:"ratelimit_service,omitempty"`
 	// Statuses says which responses mean admitted and rejected.
 	Statuses Statuses `yaml:"statuses,omitempty" json:"statuses"`
 	// Global is an optional aggregate cap across all keys (protects downstream).
@@ -415,6 +419,11 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 	}
 	if err := p.Identity.normalize(errf); err != nil {
 		return err
+	}
+	if p.Service != nil {
+		if err := p.Service.normalize(errf); err != nil {
+			return err
+		}
 	}
 	if err := p.Statuses.normalize(errf); err != nil {
 		return err

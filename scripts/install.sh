@@ -4,7 +4,8 @@
 # the tests). With --test it also installs what only the tests need:
 # Chromium (the HTML report is rendered in a real browser), docker.io, tmux
 # (the progress bars are drawn in a real terminal), and the gateways
-# rlverify compare runs as child processes (nginx, haproxy).
+# rlverify compare runs as child processes (nginx, haproxy), and
+# envoyproxy/ratelimit built from the Go module proxy (envoy-ratelimit.sh).
 # Safe to run again. Without root it installs nothing from apt and says what
 # is missing.
 set -euo pipefail
@@ -36,4 +37,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 go mod download
+if [ "${1:-}" = --test ]; then
+  bash scripts/envoy-ratelimit.sh
+fi
 echo "install: ok ($(go version | awk '{print $3}'), $(redis-server --version 2>/dev/null | awk '{print $3}' || echo 'no redis-server'))" >&2

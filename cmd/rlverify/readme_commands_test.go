@@ -44,6 +44,10 @@ var readmeCommandTests = map[string]string{
 	`rlverify discover --target http://127.0.0.1:8080/v1/orders --identity bearer --keys internal/testsvc/policies/orders-keys.yaml --method POST --header 'Content-Type: application/json' --body '{"sku": "A-{i}"}' -o my-policy.yaml`:           "TestReadmeVerifyYourOwnLimiter",
 	`rlverify attack --plan concurrent-burst --target http://127.0.0.1:8080/v1/orders --policy my-policy.yaml --keys internal/testsvc/policies/orders-keys.yaml --method POST --header 'Content-Type: application/json' --body '{"sku": "A-{i}"}'`: "TestReadmeVerifyYourOwnLimiterCommands",
 	`rlverify audit --target http://127.0.0.1:8080/v1/orders --policy my-policy.yaml --keys internal/testsvc/policies/orders-keys.yaml --method POST --header 'Content-Type: application/json' --body '{"sku": "A-{i}"}'`:                          "TestReadmeVerifyYourOwnLimiterCommands",
+	// Verify your Envoy rate-limit service
+	"rlverify attack --plan concurrent-burst --target grpc://127.0.0.1:8001 --policy examples/envoy-ratelimit/policy.yaml":       "TestReadmeEnvoyRateLimit",
+	"rlverify audit --target grpc://127.0.0.1:8001 --target grpc://127.0.0.1:8011 --policy examples/envoy-ratelimit/policy.yaml": "TestReadmeEnvoyRateLimit",
+	"rlverify attack --plan boundary-burst --target grpc://127.0.0.1:8001 --policy examples/envoy-ratelimit/rolling.yaml":        "TestReadmeEnvoyRateLimit",
 	// Your own limiter, plan by plan
 	"rlverify sink --addr 127.0.0.1:9090 &": "TestReadmeSinkCommands",
 	"rlverify attack --plan concurrent-burst --target http://127.0.0.1:8080 --target http://127.0.0.1:8081 --policy my-policy.yaml --sink http://127.0.0.1:9090":                                                                                   "TestReadmeSinkCommands",
