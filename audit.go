@@ -53,7 +53,7 @@ func windowsOnly(a *auditScope) string {
 
 func severalInstances(a *auditScope) string {
 	if a.instances < 2 {
-		return "one instance: give every --target of your deployment to spread a key over them"
+		return "one instance: give every instance of your deployment (Targets) to spread a key over them"
 	}
 	return ""
 }
@@ -63,10 +63,10 @@ func needsFaults(kinds ...string) func(a *auditScope) string {
 		for _, k := range kinds {
 			if !a.faults[k] {
 				if a.env == "external" && (k == faults.StoreDown || k == faults.StoreSlow) {
-					return fmt.Sprintf("no way to inject %s: give --store-proxy, --toxiproxy or --on-inject %s=… (see docs/environments.md)", k, k)
+					return fmt.Sprintf("no way to inject %s: give StoreProxies, ToxiproxyURL or OnInject %s=… (see docs/environments.md)", k, k)
 				}
 				if a.env == "external" {
-					return fmt.Sprintf("no way to inject %s into your service: give --on-inject %s=… and --on-clear %s=…", k, k, k)
+					return fmt.Sprintf("no way to inject %s into your service: give OnInject %s=… and OnClear %s=…", k, k, k)
 				}
 				return fmt.Sprintf("the %s environment cannot inject %s", a.env, k)
 			}

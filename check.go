@@ -121,7 +121,7 @@ func Check(ctx context.Context, o CheckOptions) (*Outcome, error) {
 		if err == nil && len(h.MissingShards) > 0 {
 			// One shard's attack judges its share; checking it as the run
 			// would judge part of the run as the whole.
-			out.Document.MarkCut(checks.Incomplete, fmt.Sprintf("shard %s of the run is missing (give every shard's history: --history A --history B …)", strings.Join(h.MissingShards, ", ")))
+			out.Document.MarkCut(checks.Incomplete, fmt.Sprintf("shard %s of the run is missing (judge every shard's history together)", strings.Join(h.MissingShards, ", ")))
 		}
 		return out, err
 	})
@@ -183,7 +183,7 @@ func ReadHistories(files []string, stdin io.Reader) (*history.History, error) {
 		}
 	}
 	if n > 1 {
-		return nil, optionErr("--history - (standard input) can be given once, not %d times", n)
+		return nil, fieldErr("Histories", "- (standard input) can be given once, not %d times", n)
 	}
 	var hs []*history.History
 	for _, file := range files {
@@ -222,11 +222,11 @@ func HistoryPolicy(h *history.History) (*policy.Policy, error) {
 	}
 	name := h.Run.Policy
 	if name == "" {
-		return nil, optionErr("the history does not carry its policy: give --policy FILE")
+		return nil, fieldErr("Policy", "is required: the history does not carry its policy")
 	}
 	p, err := LoadPolicy(strings.TrimPrefix(name, "builtin:"))
 	if err != nil {
-		return nil, optionErr("the history's run header names policy %q: %v; give --policy FILE", name, err)
+		return nil, fieldErr("Policy", "is required: the history's run header names policy %q: %v", name, err)
 	}
 	return p, nil
 }

@@ -108,6 +108,7 @@ var optionFlags = map[string]string{
 	"Budget":                             "--budget",
 	"Reports":                            "--report",
 	"WritePolicy":                        "--write-policy",
+	"HistoryFile":                        "--history",
 	"RunID":                              "--run-id",
 	"ReplaceHistory":                     "--force",
 }
@@ -146,7 +147,13 @@ func flagMessage(err error) string {
 		m := fieldValues.FindStringSubmatch(s)
 		return "--" + strings.ToLower(m[1]) + " " + m[2]
 	})
-	return fieldNames.ReplaceAllStringFunc(msg, func(f string) string { return strings.Fields(optionFlags[f])[0] })
+	return flagWords(msg)
+}
+
+// flagWords is s with the multi-word option fields it names said as flags
+// (an audit's skip reasons, a report's notes).
+func flagWords(s string) string {
+	return fieldNames.ReplaceAllStringFunc(s, func(f string) string { return strings.Fields(optionFlags[f])[0] })
 }
 
 // flagWorded is a library error said with flags; it unwraps to the

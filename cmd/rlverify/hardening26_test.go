@@ -172,7 +172,7 @@ func TestHardeningNoFileOverwrittenWithoutForce(t *testing.T) {
 	t.Run("--history over the policy file", func(t *testing.T) {
 		stderr, code := burst("--policy", pol, "--history", pol)
 		require.Equal(t, ExitUsage, code, stderr)
-		require.Contains(t, stderr, "history file "+pol+" already exists: give another file, or replace it with --force")
+		require.Contains(t, stderr, "--history "+pol+" already exists: give another file, or --force to replace it")
 		untouched(pol, polText)
 	})
 	t.Run("--history over an earlier run's history", func(t *testing.T) {
