@@ -31,7 +31,9 @@ func TestExternalSettingsAreReadWithTheirField(t *testing.T) {
 		{"a JSON counter without paths", func(s *envs.ExternalSettings) { s.JSONURL = "http://127.0.0.1:1/c" }, "JSONURL", "give JSONByKey PATH"},
 		{"paths without a JSON counter", func(s *envs.ExternalSettings) { s.JSONTotal = "a.b" }, "JSONTotal", "need JSONURL"},
 		{"a metric without its endpoint", func(s *envs.ExternalSettings) { s.PromMetric = "up_total" }, "PromMetric", "needs PromURL"},
-		{"two sources", func(s *envs.ExternalSettings) { s.Sink, s.PromURL, s.PromMetric, s.PromLabel = "http://127.0.0.1:1", "http://127.0.0.1:2", "m", "k" }, "Downstream", "give one source"},
+		{"two sources", func(s *envs.ExternalSettings) {
+			s.Sink, s.PromURL, s.PromMetric, s.PromLabel = "http://127.0.0.1:1", "http://127.0.0.1:2", "m", "k"
+		}, "Downstream", "give one source"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := ok
