@@ -120,6 +120,13 @@ func severalTiers(a *auditScope) string {
 	return ""
 }
 
+func exemptClass(a *auditScope) string {
+	if len(a.pol.Exempt) == 0 {
+		return "the policy declares no exempt class"
+	}
+	return ""
+}
+
 func globalGuard(a *auditScope) string {
 	if a.pol.Global == nil {
 		return "the policy declares no global guard"
@@ -151,6 +158,7 @@ var auditPlans = []auditPlan{
 	{"spoof-tenants", untrustedXFF},
 	{"tiers", severalTiers},
 	{"bypass", httpIdentity},
+	{"exempt", exemptClass},
 	{"multi-instance", severalInstances},
 	{"retry-elsewhere", severalInstances},
 	{"global-guard", globalGuard},

@@ -70,7 +70,9 @@ func ParseKeyFile(file string, data []byte, p *policy.Policy) (*KeyFile, error) 
 	sort.Strings(tiers)
 	for _, t := range tiers {
 		if _, ok := p.Tier(t); !ok {
-			return nil, fmt.Errorf("keys file %s: tier %q is not a tier of policy %s (tiers: %s)", file, t, p.Name, strings.Join(p.TierNames(), ", "))
+			if _, ok := p.ExemptNamed(t); !ok {
+				return nil, fmt.Errorf("keys file %s: tier %q is not a tier or exempt class of policy %s (tiers: %s)", file, t, p.Name, strings.Join(p.TierNames(), ", "))
+			}
 		}
 		if len(raw[t]) == 0 {
 			return nil, fmt.Errorf("keys file %s: tier %s has no keys", file, t)
@@ -93,6 +95,9 @@ func ParseKeyFile(file string, data []byte, p *policy.Policy) (*KeyFile, error) 
 // whose key_prefix it carries, else the tier named by its first
 // dash-separated word ("free-burst" → free), else the default tier.
 func PlanTier(p *policy.Policy, logical string) (*policy.Tier, bool) {
+	if _, ok := PlanExempt(p, logical); ok {
+		return nil, false
+	}
 	best := -1
 	for i := range p.Tiers {
 		pre := p.Tiers[i].KeyPrefix
@@ -108,6 +113,27 @@ func PlanTier(p *policy.Policy, logical string) (*policy.Tier, bool) {
 		return t, true
 	}
 	return p.TierFor(logical)
+}
+
+// PlanExempt is the exempt class a plan's logical key belongs to under p:
+// the one whose key_prefix it carries (longer than any tier's), else the one
+// named by its first dash-separated word, else the first class for the word
+// "exempt" ("exempt-burst" is a key of the policy's first exempt class).
+func PlanExempt(p *policy.Policy, logical string) (*policy.Exempt, bool) {
+	if len(p.Exempt) == 0 {
+		return nil, false
+	}
+	if e, ok := p.ExemptFor(logical); ok {
+		return e, true
+	}
+	word, _, _ := strings.Cut(logical, "-")
+	if e, ok := p.ExemptNamed(word); ok {
+		return e, true
+	}
+	if _, isTier := p.Tier(word); word == "exempt" && !isTier {
+		return &p.Exempt[0], true
+	}
+	return nil, false
 }
 
 // keyMapper turns the plan's logical keys into the keys sent, one per
@@ -154,7 +180,7 @@ func (m *keyMapper) key(logical string) (string, error) {
 	if k, ok := m.assigned[logical]; ok {
 		return k, nil
 	}
-	t, ok := PlanTier(m.p, logical)
+	tier, pre, ok := m.class(logical)
 	var k string
 	switch {
 	case m.keep:
@@ -163,32 +189,36 @@ func (m *keyMapper) key(logical string) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("key %q matches no tier of policy %s and there is no default tier", logical, m.p.Name)
 		}
-		keys := m.kf.ByTier[t.Name]
-		n := m.used[t.Name]
+		keys := m.kf.ByTier[tier]
+		n := m.used[tier]
 		if n >= len(keys) {
-			return "", fmt.Errorf("the plan needs more %s keys than the keys file %s gives (%d): each logical key (%s, …) takes its own", t.Name, m.kf.Source, len(keys), logical)
+			return "", fmt.Errorf("the plan needs more %s keys than the keys file %s gives (%d): each logical key (%s, …) takes its own", tier, m.kf.Source, len(keys), logical)
 		}
-		m.used[t.Name] = n + 1
+		m.used[tier] = n + 1
 		k = keys[n]
 	default:
-		pre := ""
-		if ok {
-			pre = t.KeyPrefix
-		}
 		k = pre + m.run + "-" + strings.TrimPrefix(logical, pre)
 	}
 	m.assigned[logical] = k
 	if ok {
-		m.tierOf[k] = t.Name
+		m.tierOf[k] = tier
 	}
 	if m.secret() {
-		tier := ""
-		if ok {
-			tier = t.Name
-		}
 		m.scrub.Add(k, Redact(m.p, k, tier))
 	}
 	return k, nil
+}
+
+// class is the tier or exempt class of a logical key: its name and key
+// prefix; ok is false when neither applies.
+func (m *keyMapper) class(logical string) (name, prefix string, ok bool) {
+	if e, ok := PlanExempt(m.p, logical); ok {
+		return e.Name, e.KeyPrefix, true
+	}
+	if t, ok := PlanTier(m.p, logical); ok {
+		return t.Name, t.KeyPrefix, true
+	}
+	return "", "", false
 }
 
 // DefaultLongKey is the length of a long key (Tenant.Long) when the policy

@@ -238,14 +238,18 @@ func (e *Engine) variantGroups(ph *Phase, logical, key string, n int) (groups []
 				notes = append(notes, "repeat: not sent, the keys file has no spare key of this tier to send beside the real one")
 				continue
 			}
-			vals := []string{key, spare} // the first occurrence counts
-			if id.Repeated == policy.RepeatedLast {
+			// The key goes where the application finds its tenant, the
+			// spare key in the other place: a limiter that counts the other
+			// occurrence (declared so, or not) charges the spare key and
+			// serves the tenant beyond its quota.
+			vals := []string{key, spare}
+			if id.Tenant() == policy.RepeatedLast {
 				vals = []string{spare, key}
 			}
 			groups = append(groups, variantGroup{name: "repeat", mod: func(r *req, i int) {
 				r.send, r.variant = vals, "repeat"
 				if id.Repeated == policy.RepeatedRejected && i%2 == 1 {
-					r.send = []string{spare, key}
+					r.send = []string{vals[1], vals[0]}
 				}
 			}})
 		case "space":

@@ -196,7 +196,10 @@ func fastRetryAfter(s string) uint16 {
 type group struct {
 	key  string
 	tier *policy.Tier
-	recs []rec
+	// exempt is set (and tier nil) for a key of an exempt class: never to
+	// be refused.
+	exempt *policy.Exempt
+	recs   []rec
 	// off is the position of recs[0] in index.recs.
 	off   int32
 	insts int // distinct instances among non-variant events
@@ -387,11 +390,13 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 			ix.pos[g.recs[j].idx] = start[k] + int32(j)
 		}
 		if tierName != "" {
-			g.tier, _ = p.Tier(tierName)
-		} else {
-			g.tier, _ = p.TierFor(g.key)
+			if g.tier, _ = p.Tier(tierName); g.tier == nil {
+				g.exempt, _ = p.ExemptNamed(tierName)
+			}
+		} else if g.tier, _ = p.TierFor(g.key); g.tier == nil {
+			g.exempt, _ = p.ExemptFor(g.key)
 		}
-		if g.tier == nil {
+		if g.tier == nil && g.exempt == nil {
 			ix.untiered += len(g.recs)
 		}
 	}

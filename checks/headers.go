@@ -87,6 +87,12 @@ func checkHeaders(ix *index) Result {
 	if checked == 0 {
 		return col.result(Skip, "no admitted or 429 responses outside fault windows", figs, "")
 	}
+	return col.result(Pass, fmt.Sprintf("%s %s valid and consistent with the policy", plural(checked, "response's", "responses'"), strings.Join(headerKinds(ix), " and ")), figs,
+		fmt.Sprintf("%s with missing or wrong rate-limit headers", plural(col.total, "response", "responses")))
+}
+
+// headerKinds names the header sets the policy declares, for a summary.
+func headerKinds(ix *index) []string {
 	var which []string
 	switch ix.gen {
 	case headers.Structured:
@@ -96,11 +102,10 @@ func checkHeaders(ix *index) Result {
 	case headers.Split:
 		which = append(which, "RateLimit-Limit/-Remaining/-Reset")
 	}
-	if hp.XRateLimit {
+	if ix.p.Headers.XRateLimit {
 		which = append(which, "X-RateLimit-*")
 	}
-	return col.result(Pass, fmt.Sprintf("%s %s valid and consistent with the policy", plural(checked, "response's", "responses'"), strings.Join(which, " and ")), figs,
-		fmt.Sprintf("%s with missing or wrong rate-limit headers", plural(col.total, "response", "responses")))
+	return which
 }
 
 // rateLimitOK reports whether h shows that checkRateLimit finds no problem;

@@ -234,7 +234,7 @@ func checkInstances(ix *index) Result {
 	return col.result(v, sum, figs, fmt.Sprintf("%s exceeded one quota across instances", plural(col.total, "interval", "intervals")))
 }
 
-const docBypass = "Identity variants of a key (events with Variant set: spoofed X-Forwarded-For, the key given twice, surrounding spaces, another case, a key beyond max_length, path spellings) buy no extra quota: a variant fails only when the key's admissions with that variant exceed one envelope (an interval certificate) while the plain key's admissions alone fit it and the variant got more admissions than the control requests of the plain key sent in the same bursts — so a limiter that oversells anyway is reported by oversell, not blamed on the variants. A variant the declared identity says is refused (repeated: rejected; too_long: reject) must not be admitted at all."
+const docBypass = "Identity variants of a key (events with Variant set: spoofed X-Forwarded-For, the key given twice, surrounding spaces, another case, a key beyond max_length, path spellings) buy no extra quota: a variant fails only when the key's admissions with that variant exceed one envelope (an interval certificate) while the plain key's admissions alone fit it and the variant got more admissions than the control requests of the plain key sent in the same bursts — so a limiter that oversells anyway is reported by oversell, not blamed on the variants. A variant the declared identity says is refused (repeated: rejected; too_long: reject) must not be admitted at all. The repeat variant carries the key where the application serves its tenant (identity.tenant_occurrence): a limiter counting the other occurrence, declared so or not, fails here."
 
 // variantName is a Variant without its per-request detail ("xff:1.2.3.4" →
 // "xff"); path variants keep their spelling.
@@ -255,6 +255,18 @@ func refusedVariant(id *policy.Identity, v string) bool {
 		return id.TooLong == policy.TooLongReject && id.MaxLength > 0
 	}
 	return false
+}
+
+// variantCause says, for a variant whose cause the declaration names,
+// what let it buy quota ("" for the others).
+func variantCause(id *policy.Identity, v string) string {
+	if v != "repeat" {
+		return ""
+	}
+	if id.Mismatched() {
+		return fmt.Sprintf(" — as the policy declares: the limiter counts the %s occurrence (identity.repeated) while the application serves the %s (identity.tenant_occurrence), so a client that adds another key is served beyond its quota", id.Repeated, id.Tenant())
+	}
+	return fmt.Sprintf(" — the limiter charged another occurrence than the %s, which the policy declares the tenant's and the limiter's", id.Tenant())
 }
 
 // checkBypass judges each probed key's plain and variant admissions
@@ -352,8 +364,8 @@ func checkBypass(ix *index) Result {
 				if cN > 0 {
 					control = fmt.Sprintf("the %d control requests of the plain key sent in the same bursts got %d", cN, cAdm)
 				}
-				msg := fmt.Sprintf("key %s, variant %s: %d of %d variant requests were admitted while %s; the plain key alone stays within its envelope, with the variant %s",
-					g.key, v, vAdm, len(vr), control, certMessage(ct))
+				msg := fmt.Sprintf("key %s, variant %s: %d of %d variant requests were admitted while %s; the plain key alone stays within its envelope, with the variant %s%s",
+					g.key, v, vAdm, len(vr), control, certMessage(ct), variantCause(&ix.p.Identity, v))
 				col.add(ix.evidence(g.key, ct, msg))
 			}
 		}

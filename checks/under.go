@@ -14,7 +14,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged."
+const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged. A key of an exempt class (policy exempt) is never to be refused: each refusal outside a fault window is wrong."
 
 // maxScan bounds the backward scan per rejection; past it a rejection is
 // left undecided unless a coarser bound already proves it.
@@ -371,7 +371,9 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 		q := c.hiBelow(r.lo)
 		cnt := P - q // could have been decided inside [r.lo, r.hi]
 		lb := K - float64(cnt)
-		if lb < 1+eps {
+		// One token is room for one request (a full bucket of K = 1
+		// must admit); eps only absorbs float error in the refill terms.
+		if lb < 1-eps {
 			return lb, false, true
 		}
 		// Walk back over candidates surely decided before r.lo, latest first:
@@ -382,12 +384,12 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 			from := max(0, q-maxScan)
 			j := w.min(from, q-1)
 			lb = math.Min(lb, K+rate*float64(r.lo-c.hi[j])-float64(P-j))
-			if lb < 1+eps {
+			if lb < 1-eps {
 				return lb, false, true
 			}
 			if q >= maxScan {
 				rest := K + rate*float64(r.lo-c.hi[from]) - float64(P)
-				if rest < 1+eps {
+				if rest < 1-eps {
 					return lb, false, false
 				}
 				return math.Min(lb, rest), true, true
@@ -400,14 +402,14 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 			val := K + rate*float64(r.lo-c.hi[j]) - float64(cnt)
 			if val < lb {
 				lb = val
-				if lb < 1+eps {
+				if lb < 1-eps {
 					return lb, false, true
 				}
 			}
 			if steps++; steps >= maxScan {
 				// For every earlier a the loss is at most P.
 				rest := K + rate*float64(r.lo-c.hi[j]) - float64(P)
-				if rest < 1+eps {
+				if rest < 1-eps {
 					return lb, false, false
 				}
 				return math.Min(lb, rest), true, true
@@ -471,11 +473,19 @@ func checkUnder(ix *index) Result {
 		}
 		col.add(ev)
 	}
+	exemptN, exemptRefused := ix.exemptRefusals(col)
 	figs := map[string]float64{"rejections_judged": float64(res.judged), "undecided": float64(res.undecided)}
-	if res.judged == 0 {
+	if exemptN > 0 {
+		figs["exempt_requests"], figs["exempt_refused"] = float64(exemptN), float64(exemptRefused)
+	}
+	if res.judged == 0 && exemptN == 0 {
 		return col.result(Skip, "no 429 rejections outside fault windows to judge", figs, "")
 	}
-	r := col.result(Pass, fmt.Sprintf("none of %s could be shown wrong", plural(res.judged, "429", "429s")), figs,
+	sum := fmt.Sprintf("none of %s could be shown wrong", plural(res.judged, "429", "429s"))
+	if exemptN > 0 {
+		sum += fmt.Sprintf("; %s of exempt keys, none refused", plural(exemptN, "request", "requests"))
+	}
+	r := col.result(Pass, sum, figs,
 		fmt.Sprintf("%s rejected while the key provably had room", plural(col.total, "request was", "requests were")))
 	// Every key found paying for its refusals, beyond the evidence cap, so
 	// each of its symptoms (advice it could never honour while it kept
@@ -486,6 +496,39 @@ func checkUnder(ix *index) Result {
 			Message: fmt.Sprintf("keys whose own refused requests cost tokens: %s", strings.Join(keys, ", "))})
 	}
 	return r
+}
+
+// exemptRefusals adds, for each key of an exempt class, the evidence of
+// its refusals outside fault windows (every one is wrong: the class is
+// never limited) and returns how many requests of exempt keys were judged
+// and how many of them refused. O(N).
+func (ix *index) exemptRefusals(col *collector) (n, refused int) {
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		if g.exempt == nil {
+			continue
+		}
+		var bad []rec
+		for _, r := range g.recs {
+			if r.variant || r.fault || r.out == history.Unknown {
+				continue
+			}
+			n++
+			if r.out == history.Rejected {
+				bad = append(bad, r)
+			}
+		}
+		if len(bad) == 0 {
+			continue
+		}
+		refused += len(bad)
+		ids, total := ix.idList(bad)
+		col.add(Evidence{Key: g.key, Limit: "exempt", From: bad[0].lo, To: bad[len(bad)-1].hi, Bound: 0, Observed: float64(len(bad)),
+			RequestIDs: ids, TotalIDs: total,
+			Message: fmt.Sprintf("key %s is of the exempt class %s (never limited), yet %d of its requests were refused (first: request %d, status %d)",
+				g.key, g.exempt.Name, len(bad), ix.ev(bad[0]).ID, ix.ev(bad[0]).Status)})
+	}
+	return n, refused
 }
 
 // selfInflictedKeys lists (up to 50, sorted) the keys with a wrong refusal

@@ -67,13 +67,26 @@ type chunk struct {
 // false, and nothing is returned, when a line may be too long for Read's
 // scanner: the caller then reads again with Read, which reports it exactly.
 func readChunked(name string, r io.Reader, size int64, chunkSize, procs int) (h *History, ok bool, err error) {
+	s := newLineState(name)
+	s.size = size
+	if ok, err := s.readWindows(r, chunkSize, procs, nil); !ok || err != nil {
+		return nil, ok, err
+	}
+	h, err = s.finish()
+	return h, true, err
+}
+
+// readWindows reads r (of s.size bytes, 0 when unknown) window by window
+// into s.h.Events, calling each (when not nil) after every window: it may
+// take the window's events and leave s.h.Events empty (the streaming
+// reader does). ok is false when a line may be too long for Read.
+func (s *lineState) readWindows(r io.Reader, chunkSize, procs int, each func() error) (ok bool, err error) {
+	name, size := s.name, s.size
 	bufSize := max(1, procs*chunkSize)
 	if size > 0 && size < int64(bufSize) {
 		bufSize = int(size) + 1 // a small file: one window, read to EOF at once
 	}
 	buf := make([]byte, bufSize)
-	s := newLineState(name)
-	s.size = size
 	chunks := make([]chunk, procs)
 	for i := range chunks {
 		chunks[i].cache = internPool.Get().(*internCache)
@@ -88,14 +101,14 @@ func readChunked(name string, r io.Reader, size int64, chunkSize, procs int) (h 
 		case io.EOF, io.ErrUnexpectedEOF:
 			eof = true
 		default:
-			return nil, true, fmt.Errorf("%s:%d: %w", name, s.line+1, rerr)
+			return true, fmt.Errorf("%s:%d: %w", name, s.line+1, rerr)
 		}
 		end := len(data)
 		if !eof {
 			end = bytes.LastIndexByte(data, '\n') + 1
 			if end == 0 {
 				if len(buf) > MaxLine {
-					return nil, false, nil // a line too long for Read
+					return false, nil // a line too long for Read
 				}
 				// A line longer than the window: widen it.
 				buf = append(buf, make([]byte, len(buf))...)
@@ -110,18 +123,22 @@ func readChunked(name string, r io.Reader, size int64, chunkSize, procs int) (h 
 			}
 			s.digest.lines(w)
 			if !s.window(w, chunks) {
-				return nil, false, nil
+				return false, nil
 			}
 			if s.err != nil {
-				return nil, true, s.err
+				return true, s.err
+			}
+			if each != nil {
+				if err := each(); err != nil {
+					return true, err
+				}
 			}
 			off += len(w)
 			s.consumed += int64(len(w))
 		}
 		carry = copy(buf, data[end:])
 	}
-	h, err = s.finish()
-	return h, true, err
+	return true, nil
 }
 
 // lineCut returns the length of the first n lines of data when it has more

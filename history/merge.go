@@ -248,20 +248,28 @@ func duplicateIDs(events []Event) []uint64 {
 
 // describeDuplicates says which ids appear more than once.
 func describeDuplicates(dups []uint64) string {
-	const shown = 5
+	return describeDuplicatesN(dups[:min(len(dups), shownDuplicates)], len(dups))
+}
+
+// shownDuplicates is how many duplicate ids a message names.
+const shownDuplicates = 5
+
+// describeDuplicatesN is describeDuplicates of total duplicates, the
+// first of which are first (at most shownDuplicates).
+func describeDuplicatesN(first []uint64, total int) string {
 	var b strings.Builder
-	if len(dups) == 1 {
-		fmt.Fprintf(&b, "event id %d appears more than once", dups[0])
+	if total == 1 {
+		fmt.Fprintf(&b, "event id %d appears more than once", first[0])
 	} else {
 		b.WriteString("event ids ")
-		for i, id := range dups[:min(len(dups), shown)] {
+		for i, id := range first {
 			if i > 0 {
 				b.WriteString(", ")
 			}
 			fmt.Fprint(&b, id)
 		}
-		if len(dups) > shown {
-			fmt.Fprintf(&b, " (and %d more)", len(dups)-shown)
+		if total > len(first) {
+			fmt.Fprintf(&b, " (and %d more)", total-len(first))
 		}
 		b.WriteString(" appear more than once")
 	}

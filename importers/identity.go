@@ -16,7 +16,8 @@ const (
 
 // key returns the key of r as the declared identity reads it, with the
 // variant the bypass check judges ("repeat" for a key given twice when the
-// policy refuses that, "long" for a key beyond max_length the policy
+// policy refuses that or declares the limiter counts another occurrence
+// than the tenant's, whose key is then the one returned; "long" for a key beyond max_length the policy
 // refuses), and where the key came from. A record that does not carry the
 // identity takes Options.KeyTag's label, then Options.Key.
 func (c *converter) key(r *record, u *url.URL) (key, variant string, from int, err error) {
@@ -42,6 +43,10 @@ func (c *converter) key(r *record, u *url.URL) (key, variant string, from int, e
 	switch {
 	case repeated:
 		variant = "repeat"
+	case len(vals) > 1 && id.Mismatched():
+		// Served as the tenant, counted as another key: the bypass check
+		// judges it as the plan's repeat variant.
+		v, variant = id.TenantKey(vals), "repeat"
 	case tooLong:
 		variant = "long"
 	}

@@ -27,9 +27,21 @@ type Identity struct {
 	// Header is the older spelling of Name for in: header.
 	Header string `yaml:"header,omitempty" json:"header,omitempty"`
 	// Repeated says which occurrence of a repeated identity (two X-API-Key
-	// headers, two api_key parameters) counts: first (default), last, or
-	// rejected (the request is refused).
+	// headers, two api_key parameters) the limiter counts: first (default),
+	// last, or rejected (the request is refused). LimiterOccurrence is its
+	// other spelling; after Validate, Repeated holds the value.
 	Repeated string `yaml:"repeated,omitempty" json:"repeated,omitempty"`
+	// LimiterOccurrence is Repeated under a name that says whose reading it
+	// is (the limiter's, beside TenantOccurrence); Validate moves it into
+	// Repeated.
+	LimiterOccurrence string `yaml:"limiter_occurrence,omitempty" json:"limiter_occurrence,omitempty"`
+	// TenantOccurrence says which occurrence of a repeated identity the
+	// application serves as the tenant: first or last. Empty: the one the
+	// limiter counts (first when the limiter refuses repeats). When it
+	// differs from the limiter's, a client that adds another key is served
+	// as itself and charged to the other key: the bypass plan's repeat
+	// variant tests exactly that, and an admission it buys is a finding.
+	TenantOccurrence string `yaml:"tenant_occurrence,omitempty" json:"tenant_occurrence,omitempty"`
 	// CaseSensitive: keys that differ only in letter case are different
 	// keys (the default; say false when the limiter folds case).
 	CaseSensitive *bool `yaml:"case_sensitive,omitempty" json:"case_sensitive,omitempty"`
@@ -156,13 +168,26 @@ func (id *Identity) normalize(errf func(string, string, ...any) error) error {
 	if !validToken(id.Name) {
 		return errf("identity.name", "%q is not a valid %s name (letters, digits and !#$%%&'*+-.^_`|~)", id.Name, id.In)
 	}
+	repField := "identity.repeated"
+	if id.LimiterOccurrence != "" {
+		repField = "identity.limiter_occurrence"
+		if id.Repeated != "" && id.Repeated != id.LimiterOccurrence {
+			return errf("identity.repeated", "%q disagrees with identity.limiter_occurrence %q: give one of them", id.Repeated, id.LimiterOccurrence)
+		}
+		id.Repeated, id.LimiterOccurrence = id.LimiterOccurrence, ""
+	}
 	if id.Repeated == "" {
 		id.Repeated = RepeatedFirst
 	}
 	switch id.Repeated {
 	case RepeatedFirst, RepeatedLast, RepeatedRejected:
 	default:
-		return errf("identity.repeated", "%q: want first, last or rejected", id.Repeated)
+		return errf(repField, "%q: want first, last or rejected (which occurrence of a repeated identity the limiter counts)", id.Repeated)
+	}
+	switch id.TenantOccurrence {
+	case "", RepeatedFirst, RepeatedLast:
+	default:
+		return errf("identity.tenant_occurrence", "%q: want first or last (which occurrence of a repeated identity the application serves; say limiter_occurrence: rejected when repeats are refused)", id.TenantOccurrence)
 	}
 	if id.MaxLength < 0 || id.MaxLength > 1<<16 {
 		return errf("identity.max_length", "%d: want 1 … 65536 (or leave it out)", id.MaxLength)
@@ -585,6 +610,38 @@ func (t *Tolerance) UnmarshalJSON(b []byte) error {
 	}
 	*t = Tolerance(p)
 	return nil
+}
+
+// Tenant is the occurrence of a repeated identity the application serves:
+// TenantOccurrence, else the limiter's (first when it refuses repeats).
+func (id *Identity) Tenant() string {
+	switch {
+	case id.TenantOccurrence != "":
+		return id.TenantOccurrence
+	case id.Repeated == RepeatedLast:
+		return RepeatedLast
+	}
+	return RepeatedFirst
+}
+
+// Mismatched reports whether the limiter counts another occurrence of a
+// repeated identity than the one the application serves (a limiter that
+// refuses repeats matches any).
+func (id *Identity) Mismatched() bool {
+	return id.Repeated != RepeatedRejected && id.Repeated != "" && id.Repeated != id.Tenant()
+}
+
+// TenantKey is the tenant a request with the identity values vals is
+// served as (vals in the order sent, not empty): the tenant occurrence,
+// normalised as Key normalises. Key is what the limiter counts; the two
+// differ only for a repeated identity under a Mismatched declaration.
+func (id *Identity) TenantKey(vals []string) string {
+	v := vals[0]
+	if id.Tenant() == RepeatedLast {
+		v = vals[len(vals)-1]
+	}
+	k, _, _ := id.Key([]string{v})
+	return k
 }
 
 // Key is what the identity makes of the values a request carried for it,

@@ -116,6 +116,17 @@ type Tier struct {
 	Limits    []Limit `yaml:"limits" json:"limits"`
 }
 
+// Exempt is a class of keys the limiter never limits (internal callers,
+// an unlimited plan): every request of such a key is admitted, however many
+// arrive. A refusal is an under-admission finding.
+type Exempt struct {
+	Name string `yaml:"name" json:"name"`
+	// KeyPrefix selects the keys: the longest matching prefix among the
+	// tiers' and the exempt classes' wins (so "int-" here and "" for a
+	// tier exempts int-… keys only).
+	KeyPrefix string `yaml:"key_prefix" json:"key_prefix"`
+}
+
 // Headers is the response contract the limiter declares.
 type Headers struct {
 	// RetryAfter: every 429 carries Retry-After.
@@ -201,6 +212,8 @@ type Policy struct {
 	// Action is the API action limited (part of the key); default "api".
 	Action string `yaml:"action" json:"action"`
 	Tiers  []Tier `yaml:"tiers" json:"tiers"`
+	// Exempt are the key classes the limiter must never refuse.
+	Exempt []Exempt `yaml:"exempt,omitempty" json:"exempt,omitempty"`
 	// DefaultTier applies to keys that match no prefix; empty rejects them.
 	DefaultTier string   `yaml:"default_tier" json:"default_tier"`
 	Headers     Headers  `yaml:"headers" json:"headers"`
@@ -333,6 +346,34 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 				return err
 			}
 		}
+	}
+	prefixes := map[string]string{}
+	for _, t := range p.Tiers {
+		prefixes[t.KeyPrefix] = t.Name
+	}
+	for i := range p.Exempt {
+		e := &p.Exempt[i]
+		path := fmt.Sprintf("exempt.%d", i)
+		if err := CheckName(e.Name); err != nil {
+			return errf(path+".name", "exempt class name %v", err)
+		}
+		if names[e.Name] {
+			return errf(path+".name", "%q is already the name of a tier or exempt class", e.Name)
+		}
+		names[e.Name] = true
+		if e.KeyPrefix == "" {
+			return errf(path+".key_prefix", "an exempt class needs a key_prefix (an empty one would exempt every key)")
+		}
+		if err := CheckKeyPrefix(e.KeyPrefix); err != nil {
+			return errf(path+".key_prefix", "%v", err)
+		}
+		if other, dup := prefixes[e.KeyPrefix]; dup {
+			return errf(path+".key_prefix", "%q is also the key_prefix of %s: a key would be both limited and exempt", e.KeyPrefix, other)
+		}
+		prefixes[e.KeyPrefix] = e.Name
+	}
+	if p.DefaultTier != "" && p.exemptNamed(p.DefaultTier) != nil {
+		return errf("default_tier", "%q is an exempt class: keys that match no prefix must get a tier with limits", p.DefaultTier)
 	}
 	if p.DefaultTier != "" && !names[p.DefaultTier] {
 		return errf("default_tier", "default tier %q is not one of the tiers", p.DefaultTier)
@@ -474,6 +515,12 @@ func (l *Limit) normalize(path string, errf func(string, string, ...any) error) 
 		if l.Capacity <= 0 || l.Capacity > MaxCount {
 			return errf(path+".capacity", "%d: want 1 … %d", l.Capacity, MaxCount)
 		}
+		if l.Rate == 0 && l.Capacity > 0 {
+			// Every check, plan and reference limiter works from r (or W =
+			// K/r); a quota that never refills is a window longer than any
+			// run, which they all judge.
+			return errf(path+".rate", "0: a quota that never refills is declared as a window that outlasts the run: algorithm: fixed-window, limit: %d, window: 400d, anchor: first", l.Capacity)
+		}
 		if !(l.Rate > 0) || float64(l.Rate) > MaxCount {
 			return errf(path+".rate", "%g/s: want a positive rate up to %d/s", float64(l.Rate), MaxCount)
 		}
@@ -583,7 +630,8 @@ func (l Limit) Describe() string {
 }
 
 // TierFor returns the tier of key: the longest matching KeyPrefix, else the
-// default tier. ok is false when no tier applies.
+// default tier. ok is false when no tier applies, and for an exempt key
+// (ExemptFor).
 func (p *Policy) TierFor(key string) (t *Tier, ok bool) {
 	best := -1
 	for i := range p.Tiers {
@@ -592,10 +640,55 @@ func (p *Policy) TierFor(key string) (t *Tier, ok bool) {
 			best = i
 		}
 	}
+	if e := p.exemptPrefix(key); e != nil && (best < 0 || len(e.KeyPrefix) > len(p.Tiers[best].KeyPrefix)) {
+		return nil, false
+	}
 	if best >= 0 {
 		return &p.Tiers[best], true
 	}
 	return p.Tier(p.DefaultTier)
+}
+
+// ExemptFor returns the exempt class of key: one whose KeyPrefix key
+// carries, longer than any matching tier's.
+func (p *Policy) ExemptFor(key string) (*Exempt, bool) {
+	e := p.exemptPrefix(key)
+	if e == nil {
+		return nil, false
+	}
+	for i := range p.Tiers {
+		if pre := p.Tiers[i].KeyPrefix; strings.HasPrefix(key, pre) && len(pre) > len(e.KeyPrefix) {
+			return nil, false
+		}
+	}
+	return e, true
+}
+
+// exemptPrefix is the exempt class with the longest KeyPrefix key carries.
+func (p *Policy) exemptPrefix(key string) *Exempt {
+	var best *Exempt
+	for i := range p.Exempt {
+		e := &p.Exempt[i]
+		if strings.HasPrefix(key, e.KeyPrefix) && (best == nil || len(e.KeyPrefix) > len(best.KeyPrefix)) {
+			best = e
+		}
+	}
+	return best
+}
+
+// ExemptNamed returns the exempt class called name.
+func (p *Policy) ExemptNamed(name string) (*Exempt, bool) {
+	e := p.exemptNamed(name)
+	return e, e != nil
+}
+
+func (p *Policy) exemptNamed(name string) *Exempt {
+	for i := range p.Exempt {
+		if p.Exempt[i].Name == name {
+			return &p.Exempt[i]
+		}
+	}
+	return nil
 }
 
 // Tier returns the tier called name.
@@ -627,6 +720,7 @@ func (p *Policy) Clone() *Policy {
 		g := *p.Global
 		c.Global = &g
 	}
+	c.Exempt = append([]Exempt(nil), p.Exempt...)
 	c.Identity.TrustedProxies = append([]string(nil), p.Identity.TrustedProxies...)
 	c.Identity.PathVariants = append([]string(nil), p.Identity.PathVariants...)
 	c.ChecksOff = append([]string(nil), p.ChecksOff...)

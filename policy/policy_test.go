@@ -72,7 +72,7 @@ func TestPolicyErrorsNameFileLineField(t *testing.T) {
 		{"both views", base + "      - capacity: 10\n        rate: 5/s\n        limit: 3\n        window: 1s\n", "p.yaml:6: tiers.0.limits.0: give capacity and rate, or limit and window"},
 		{"negative capacity", base + "      - capacity: -1\n        rate: 5/s\n", "p.yaml:6: tiers.0.limits.0.capacity"},
 		{"absurd capacity", base + "      - capacity: 100000000000\n        rate: 5/s\n", "tiers.0.limits.0.capacity"},
-		{"zero rate", base + "      - capacity: 10\n        rate: 0/s\n", "tiers.0.limits.0"},
+		{"zero rate", base + "      - capacity: 10\n        rate: 0/s\n", "p.yaml:7: tiers.0.limits.0.rate: 0: a quota that never refills is declared as a window that outlasts the run: algorithm: fixed-window, limit: 10, window: 400d, anchor: first"},
 		{"bad algorithm", base + "      - algorithm: leaky\n        capacity: 1\n        rate: 1\n", "p.yaml:6: tiers.0.limits.0.algorithm: unknown algorithm \"leaky\""},
 		{"tiny window", base + "      - limit: 5\n        window: 1ns\n", "tiers.0.limits.0.window"},
 		{"unknown field", base + "      - capacity: 1\n        rate: 1\n        burst: 3\n", `p.yaml:8: unknown field "burst"`},
@@ -139,4 +139,54 @@ func TestConservativeHoldsEveryTierToTheSmallest(t *testing.T) {
 	require.Equal(t, int64(100), orig.Limits[0].Capacity, "the original is untouched")
 	_, err := Parse("p.yaml", []byte("name: p\ntiers:\n  - name: a\n    limits: [{capacity: 1, rate: 1}]\nrules_fallback: gold\n"))
 	require.ErrorContains(t, err, "rules_fallback")
+}
+
+// Exempt key classes are never limited: the longest prefix decides, and a
+// class that would swallow every key or clash with a tier is refused.
+func TestExemptClasses(t *testing.T) {
+	base := "name: p\ntiers:\n  - name: free\n    key_prefix: \"\"\n    limits: [{capacity: 1, rate: 30/min}]\n  - name: paid\n    key_prefix: paid-\n    limits: [{capacity: 5, rate: 1/s}]\ndefault_tier: free\n"
+	p, err := Parse("p.yaml", []byte(base+"exempt:\n  - name: internal\n    key_prefix: paid-int-\n"))
+	require.NoError(t, err)
+	for _, tc := range []struct{ key, tier, exempt string }{
+		{"paid-int-1", "", "internal"},
+		{"paid-1", "paid", ""},
+		{"anyone", "free", ""},
+	} {
+		tier, ok := p.TierFor(tc.key)
+		e, isExempt := p.ExemptFor(tc.key)
+		require.Equal(t, tc.tier != "", ok, tc.key)
+		require.Equal(t, tc.exempt != "", isExempt, tc.key)
+		if ok {
+			require.Equal(t, tc.tier, tier.Name, tc.key)
+		}
+		if isExempt {
+			require.Equal(t, tc.exempt, e.Name, tc.key)
+		}
+	}
+	require.NoError(t, p.Validate(), "validates again")
+	require.Equal(t, p.Exempt, p.Clone().Exempt)
+
+	for _, tc := range []struct{ yaml, want string }{
+		{"exempt:\n  - name: internal\n", "p.yaml:11: exempt.0.key_prefix: an exempt class needs a key_prefix"},
+		{"exempt:\n  - name: paid\n    key_prefix: x-\n", "exempt.0.name: \"paid\" is already the name"},
+		{"exempt:\n  - name: internal\n    key_prefix: paid-\n", "exempt.0.key_prefix: \"paid-\" is also the key_prefix of paid"},
+		{"exempt:\n  - name: bad name\n    key_prefix: x-\n", "exempt.0.name"},
+	} {
+		_, err := Parse("p.yaml", []byte(base+tc.yaml))
+		require.ErrorContains(t, err, tc.want)
+	}
+	_, err = Parse("p.yaml", []byte(strings.Replace(base, "default_tier: free", "default_tier: internal", 1)+"exempt:\n  - name: internal\n    key_prefix: int-\n"))
+	require.ErrorContains(t, err, "default_tier: \"internal\" is an exempt class")
+}
+
+// Tier shapes other than the usual: K = 1, periods other than a second.
+func TestTierShapes(t *testing.T) {
+	p, err := Parse("p.yaml", []byte("name: p\ntiers:\n  - name: one\n    limits:\n      - {capacity: 1, rate: 1/min}\n      - {algorithm: fixed-window, limit: 1, window: 1h}\n      - {algorithm: sliding-log, limit: 7, window: 1500ms}\n"))
+	require.NoError(t, err)
+	ls := p.Tiers[0].Limits
+	require.Equal(t, int64(1), ls[0].Capacity)
+	require.Equal(t, time.Minute, ls[0].W())
+	require.InDelta(t, 1.0/3600, ls[1].R(), 1e-12)
+	require.InDelta(t, 7/1.5, ls[2].R(), 1e-12)
+	require.InDelta(t, 1+0.5, ls[0].Envelope(30*time.Second), 1e-9)
 }

@@ -50,7 +50,14 @@ func perSecond(h *history.History, elapsed int64, oc []history.Outcome) []Second
 			out[s].Errors++
 		}
 	}
-	for _, f := range h.Faults {
+	markFaults(out, h.Faults, elapsed)
+	return out
+}
+
+// markFaults names in each second of out the faults active during it.
+func markFaults(out []Second, faults []history.Fault, elapsed int64) {
+	n := len(out)
+	for _, f := range faults {
 		end := f.End
 		if end == 0 {
 			end = elapsed
@@ -64,7 +71,6 @@ func perSecond(h *history.History, elapsed int64, oc []history.Outcome) []Second
 			}
 		}
 	}
-	return out
 }
 
 // perSecondRows renders columns of per-second tables side by side as rows

@@ -9,13 +9,16 @@
 #   ROUNDS=1 DUR=2s bash scripts/bench.sh  # quicker, noisier
 #   ONLY=checks,limiters bash scripts/bench.sh
 #   ONLY=calibrate ROUNDS=1 bash scripts/bench.sh   # the 10^7-line calibrate row alone
+#   ONLY=stream STREAM_MAX=8 bash scripts/bench.sh  # the streaming rows up to 10^8 events
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 
 ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-4s}"
-ONLY="${ONLY:-load,burst,checks,limiters,redis,scaling,import,audit,calibrate}"
+ONLY="${ONLY:-load,burst,checks,limiters,redis,scaling,stream,import,audit,calibrate}"
+# The stream rows judge up to 10^STREAM_MAX events (8: a 20 GB file in TMPDIR).
+STREAM_MAX="${STREAM_MAX:-7}"
 
 need_apt=()
 command -v wrk >/dev/null || need_apt+=(wrk)
@@ -65,7 +68,7 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; 
 fi
 
 echo "bench: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(go version | cut -d' ' -f3), load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-"$tmp/rlbench" -rounds "$ROUNDS" -dur "$DUR" -only "$ONLY" \
+"$tmp/rlbench" -rounds "$ROUNDS" -dur "$DUR" -only "$ONLY" -stream-max "$STREAM_MAX" \
   -wrk "$(command -v wrk || echo wrk)" -vegeta "$vegeta" -rlverify "$tmp/rlverify" \
   -redis "$redis_addr" -redis-benchmark "$(command -v redis-benchmark || echo redis-benchmark)" -tmp "$tmp"
 echo "bench: load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -86,8 +86,12 @@ type errIdentity struct {
 // travels and normalises it as declared: surrounding white space trimmed
 // (when declared), case folded (when declared case-insensitive), a repeated
 // identity resolved (first, last or refused), a key beyond max_length
-// refused or cut. Keys must be printable ASCII.
-func (s *Service) identity(r *http.Request) (string, *errIdentity) {
+// refused or cut. Keys must be printable ASCII. key is what the limiter
+// counts, tenant whom the request is served as (the downstream's key): the
+// same unless the policy declares them different occurrences of a repeated
+// identity (identity.tenant_occurrence), and then the service does as it
+// declares, the mismatch included.
+func (s *Service) identity(r *http.Request) (key, tenant string, _ *errIdentity) {
 	id := &s.Policy.Identity
 	var vals []string
 	switch id.In {
@@ -104,7 +108,7 @@ func (s *Service) identity(r *http.Request) (string, *errIdentity) {
 			if id.In == policy.InBearer {
 				tok, ok := policy.BearerToken(v)
 				if !ok {
-					return "", &errIdentity{http.StatusUnauthorized, "want Authorization: Bearer KEY"}
+					return "", "", &errIdentity{http.StatusUnauthorized, "want Authorization: Bearer KEY"}
 				}
 				v = tok
 			}
@@ -112,24 +116,37 @@ func (s *Service) identity(r *http.Request) (string, *errIdentity) {
 		}
 	}
 	if len(vals) == 0 {
-		return "", &errIdentity{http.StatusUnauthorized, "missing API key in " + id.Describe()}
+		return "", "", &errIdentity{http.StatusUnauthorized, "missing API key in " + id.Describe()}
 	}
 	k, repeated, tooLong := id.Key(vals)
 	if repeated {
-		return "", &errIdentity{http.StatusBadRequest, "the API key is given more than once"}
+		return "", "", &errIdentity{http.StatusBadRequest, "the API key is given more than once"}
 	}
-	if tooLong || (id.MaxLength == 0 && len(k) > MaxKeyLen) {
-		return "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
+	if tooLong || !wellFormedKey(k, id.MaxLength) {
+		return "", "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
 	}
-	if k == "" {
-		return "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
+	tenant = k
+	if id.Mismatched() {
+		if tenant = id.TenantKey(vals); !wellFormedKey(tenant, id.MaxLength) {
+			return "", "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
+		}
+	}
+	return k, tenant, nil
+}
+
+// wellFormedKey reports whether k is a key the service accepts: printable
+// ASCII, not empty, and no longer than MaxKeyLen when the policy declares
+// no maximum (a declared maximum is Identity.Key's to apply).
+func wellFormedKey(k string, declaredMax int) bool {
+	if k == "" || (declaredMax == 0 && len(k) > MaxKeyLen) {
+		return false
 	}
 	for i := 0; i < len(k); i++ {
 		if k[i] < 0x21 || k[i] > 0x7e {
-			return "", &errIdentity{http.StatusUnauthorized, "malformed API key"}
+			return false
 		}
 	}
-	return k, nil
+	return true
 }
 
 // ServeHTTP implements http.Handler.
@@ -148,7 +165,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	key, ierr := s.identity(r)
+	key, tenant, ierr := s.identity(r)
 	if ierr != nil {
 		http.Error(w, ierr.msg, ierr.status)
 		return
@@ -161,6 +178,18 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		pol, lims, fallback = s.Rules.Fallback, s.Rules.Limiters, FallbackRules
+	}
+	if _, exempt := pol.ExemptFor(key); exempt {
+		// Never limited: no store call, no rate-limit headers.
+		if s.Downstream != nil {
+			if err := s.Downstream.Forward(r.Context(), tenant); err != nil {
+				http.Error(w, "downstream: "+err.Error(), http.StatusBadGateway)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("ok\n"))
+		return
 	}
 	tier, ok := pol.TierFor(key)
 	if !ok {
@@ -217,13 +246,13 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			headers.SetRetryAfter(w.Header(), d.RetryAfter)
 		}
 		if s.ForwardRejected && s.Downstream != nil {
-			_ = s.Downstream.Forward(r.Context(), key)
+			_ = s.Downstream.Forward(r.Context(), tenant)
 		}
 		http.Error(w, http.StatusText(status), status)
 		return
 	}
 	if s.Downstream != nil {
-		if err := s.Downstream.Forward(r.Context(), key); err != nil {
+		if err := s.Downstream.Forward(r.Context(), tenant); err != nil {
 			http.Error(w, "downstream: "+err.Error(), http.StatusBadGateway)
 			return
 		}

@@ -172,3 +172,69 @@ func TestTrustXFFBuysQuota(t *testing.T) {
 	}
 	require.Equal(t, 30, admitted, "every spoofed address gets its own bucket")
 }
+
+// A policy may declare that the limiter counts another occurrence of a
+// repeated identity than the one the application serves; the reference
+// service then does exactly that: it limits on the limiter's occurrence
+// and forwards as the tenant's.
+func TestServiceServesTheTenantOccurrenceAndLimitsTheLimiters(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name, identity string
+		// After K=10 requests of free-a, one that adds free-b (free-a
+		// where the tenant is): its status, and what was forwarded per key
+		// (always as the tenant free-a).
+		status     int
+		fwdA, fwdB int64
+	}{
+		{"both first", "identity: {tenant_occurrence: first, limiter_occurrence: first}\n", http.StatusTooManyRequests, 10, 0},
+		{"served first, counted last", "identity: {tenant_occurrence: first, limiter_occurrence: last}\n", http.StatusOK, 11, 0},
+		{"served last, counted first", "identity: {tenant_occurrence: last, limiter_occurrence: first}\n", http.StatusOK, 11, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol, err := policy.Parse("p.yaml", []byte("name: p\ntiers:\n  - name: free\n    key_prefix: free-\n    limits: [{capacity: 10, rate: 1/min}]\n"+tc.identity))
+			require.NoError(t, err)
+			svc, sink := newServiceFor(t, pol, "token-bucket", func() time.Time { return now })
+			for i := 0; i < 10; i++ {
+				require.Equal(t, http.StatusOK, get(t, svc, "/api", map[string]string{"X-API-Key": "free-a"}).StatusCode)
+			}
+			first, second := "free-a", "free-b"
+			if pol.Identity.Tenant() == policy.RepeatedLast {
+				first, second = second, first
+			}
+			r := httptest.NewRequest(http.MethodGet, "/api", nil)
+			r.Header.Add("X-API-Key", first)
+			r.Header.Add("X-API-Key", second)
+			w := httptest.NewRecorder()
+			svc.ServeHTTP(w, r)
+			require.Equal(t, tc.status, w.Code)
+			got := map[string]int64{}
+			for _, s := range sink.Snapshot(now.Add(-time.Hour)) {
+				got[s.Key] = s.Arrivals
+			}
+			require.Equal(t, tc.fwdA, got["free-a"])
+			require.Equal(t, tc.fwdB, got["free-b"])
+		})
+	}
+}
+
+// An exempt class is never limited: its keys are admitted past every
+// quota, forwarded, and carry no rate-limit headers.
+func TestServiceNeverLimitsAnExemptClass(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pol, err := policy.Parse("p.yaml", []byte("name: p\ntiers:\n  - name: one\n    key_prefix: \"\"\n    limits: [{capacity: 1, rate: 1/min}]\ndefault_tier: one\nexempt:\n  - name: internal\n    key_prefix: int-\nheaders: {x_ratelimit: true}\n"))
+	require.NoError(t, err)
+	svc, sink := newServiceFor(t, pol, "token-bucket", func() time.Time { return now })
+	for i := 0; i < 50; i++ {
+		resp := get(t, svc, "/api", map[string]string{"X-API-Key": "int-a"})
+		require.Equal(t, http.StatusOK, resp.StatusCode, i)
+		require.Empty(t, resp.Header.Get("X-RateLimit-Limit"))
+	}
+	require.Equal(t, http.StatusOK, get(t, svc, "/api", map[string]string{"X-API-Key": "k"}).StatusCode)
+	require.Equal(t, http.StatusTooManyRequests, get(t, svc, "/api", map[string]string{"X-API-Key": "k"}).StatusCode, "K = 1")
+	got := map[string]int64{}
+	for _, s := range sink.Snapshot(now.Add(-time.Hour)) {
+		got[s.Key] = s.Arrivals
+	}
+	require.Equal(t, int64(50), got["int-a"])
+}

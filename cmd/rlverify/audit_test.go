@@ -278,3 +278,30 @@ func TestAuditRunsTheUsersPlanFiles(t *testing.T) {
 	require.Equal(t, ExitUsage, code)
 	require.Contains(t, stderr, "missing.yaml")
 }
+
+// The audit runs the exempt plan only when the policy declares an exempt
+// class; the reference service, built from that policy, never refuses its
+// keys, and a K = 1 tier refilled once a minute is judged as declared.
+func TestAuditRunsTheExemptPlanWhereDeclared(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	pol := writeFile(t, "exempt.yaml", "name: shapes\ntiers:\n  - name: free\n    key_prefix: free-\n    limits: [{capacity: 1, rate: 30/min}]\ndefault_tier: free\nexempt:\n  - name: internal\n    key_prefix: int-\nheaders: {retry_after: true}\n")
+	a, code, stderr := audit(t, "--policy", pol, "--plans", "exempt,concurrent-burst")
+	require.Equal(t, ExitPass, code, stderr)
+	under := property(t, a, "under-admission")
+	require.Equal(t, checks.Pass, under.Verdict, under.Summary)
+	require.Contains(t, under.DecidedBy, "exempt")
+	require.Equal(t, checks.Pass, property(t, a, "oversell").Verdict)
+
+	a, _, stderr = audit(t, "--plans", "exempt,concurrent-burst")
+	found := false
+	for _, p := range a.Plans {
+		if p.Plan == "exempt" {
+			found = true
+			require.False(t, p.Ran, stderr)
+			require.Equal(t, "the policy declares no exempt class", p.Why)
+		}
+	}
+	require.True(t, found, "the audit lists the exempt plan as not run")
+}

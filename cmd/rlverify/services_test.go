@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -23,11 +25,28 @@ import (
 // arguments that reach it: targets, policy, request shape.
 func testService(t *testing.T, service string, quirks ...string) []string {
 	t.Helper()
+	return testServiceAs(t, service, svcOpts{}, quirks...)
+}
+
+// svcOpts vary a test service and its policy.
+type svcOpts struct {
+	// serveLast: the service serves a repeated identity's last occurrence.
+	serveLast bool
+	// skip: the windowed service's skip list (a key prefix never limited).
+	skip string
+	// edit changes the policy's text (each old → new, which must be there).
+	edit map[string]string
+}
+
+// testServiceAs is testService with the service and its policy varied.
+func testServiceAs(t *testing.T, service string, o svcOpts, quirks ...string) []string {
+	t.Helper()
 	var q testsvc.Quirks
 	for _, s := range quirks {
 		require.NoError(t, q.Set(s))
 	}
-	c := testsvc.Common{Quirks: q}
+	c := testsvc.Common{Quirks: q, ServeLast: o.serveLast}
+	edit := o.edit
 	var h http.Handler
 	var path string
 	var extra []string
@@ -39,7 +58,7 @@ func testService(t *testing.T, service string, quirks ...string) []string {
 		extra = []string{"--method", "POST", "--header", "Content-Type: application/json", "--body", `{"sku": "sku-{i}"}`,
 			"--keys", filepath.Join("..", "..", "internal", "testsvc", "policies", "orders-keys.yaml")}
 	case "windowed":
-		w, err := testsvc.NewWindowed(testsvc.WindowedConfig{Common: c})
+		w, err := testsvc.NewWindowed(testsvc.WindowedConfig{Common: c, Skip: o.skip})
 		require.NoError(t, err)
 		h, path = w, "/search/items"
 	case "sessions":
@@ -51,8 +70,13 @@ func testService(t *testing.T, service string, quirks ...string) []string {
 	}
 	url, stop := testsvc.Serve(h)
 	t.Cleanup(stop)
-	pol, err := testsvc.PolicyYAML(service)
+	b, err := testsvc.HonestPolicyYAML(service, testsvc.Variant{ServeLast: o.serveLast, Skip: o.skip})
 	require.NoError(t, err)
+	pol := string(b)
+	for from, to := range edit {
+		require.Contains(t, pol, from)
+		pol = strings.Replace(pol, from, to, 1)
+	}
 	return append([]string{"--target", url + path, "--policy", writeFile(t, service+".yaml", string(pol))}, extra...)
 }
 
@@ -99,25 +123,51 @@ func TestServicesWeDidNotWrite(t *testing.T) {
 		fails []string
 		// judged lists checks that must have judged (not skip).
 		judged []string
+		// serveLast: the service serves a repeated identity's last
+		// occurrence; skip: the windowed service's skip list (both
+		// declared by its honest policy); edit changes the policy's text.
+		serveLast bool
+		edit      map[string]string
+		skip      string
 	}{
-		{"orders", nil, "concurrent-burst", nil, []string{"oversell", "under-admission", "retry-after", "headers", "token-bounds"}},
-		{"orders", nil, "bypass", nil, []string{"bypass"}},
-		{"orders", []string{"last-identity-wins"}, "bypass", []string{"bypass"}, nil},
-		{"windowed", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}},
-		{"windowed", nil, "idle-refill", nil, []string{"oversell", "under-admission"}},
-		{"windowed", nil, "tenant-isolation", nil, []string{"isolation"}},
-		{"windowed", []string{"trust-xff"}, "bypass", []string{"bypass"}, nil},
-		{"windowed", nil, "bypass", nil, []string{"bypass"}},
-		{"windowed", []string{"per-path"}, "bypass", []string{"bypass"}, nil},
-		{"sessions", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}},
-		{"sessions", nil, "bypass", nil, []string{"bypass"}},
-		{"sessions", []string{"no-fold-case"}, "bypass", []string{"bypass"}, nil},
-		{"sessions", []string{"racy"}, "concurrent-burst", []string{"oversell"}, nil},
-		{"orders", []string{"retry-after-down"}, "retry-after", []string{"retry-after"}, nil},
+		{"orders", nil, "concurrent-burst", nil, []string{"oversell", "under-admission", "retry-after", "headers", "token-bounds"}, false, nil, ""},
+		{"orders", nil, "bypass", nil, []string{"bypass"}, false, nil, ""},
+		{"orders", []string{"last-identity-wins"}, "bypass", []string{"bypass"}, nil, false, nil, ""},
+		// The tenant and the limiter read the last occurrence, as declared;
+		// then a limiter that counts the first.
+		{"orders", nil, "bypass", nil, []string{"bypass"}, true, nil, ""},
+		{"orders", []string{"first-identity-wins"}, "bypass", []string{"bypass"}, nil, true, nil, ""},
+		// A limiter that counts the last while the application serves the
+		// first, declared honestly: the declared mismatch is the bypass.
+		{"orders", []string{"last-identity-wins"}, "bypass", []string{"bypass"}, nil, false, map[string]string{"repeated: first": "tenant_occurrence: first\n  limiter_occurrence: last"}, ""},
+		// A skip list the policy declares exempt: never refused; then a
+		// service that limits it all the same.
+		{"windowed", nil, "exempt", nil, []string{"under-admission"}, false, nil, "int-"},
+		{"windowed", []string{"limit-skipped"}, "exempt", []string{"under-admission"}, nil, false, nil, "int-"},
+		{"windowed", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}, false, nil, ""},
+		{"windowed", nil, "idle-refill", nil, []string{"oversell", "under-admission"}, false, nil, ""},
+		{"windowed", nil, "tenant-isolation", nil, []string{"isolation"}, false, nil, ""},
+		{"windowed", []string{"trust-xff"}, "bypass", []string{"bypass"}, nil, false, nil, ""},
+		{"windowed", nil, "bypass", nil, []string{"bypass"}, false, nil, ""},
+		{"windowed", []string{"per-path"}, "bypass", []string{"bypass"}, nil, false, nil, ""},
+		{"sessions", nil, "concurrent-burst", nil, []string{"oversell", "retry-after", "headers"}, false, nil, ""},
+		{"sessions", nil, "bypass", nil, []string{"bypass"}, false, nil, ""},
+		{"sessions", []string{"no-fold-case"}, "bypass", []string{"bypass"}, nil, false, nil, ""},
+		{"sessions", []string{"racy"}, "concurrent-burst", []string{"oversell"}, nil, false, nil, ""},
+		{"orders", []string{"retry-after-down"}, "retry-after", []string{"retry-after"}, nil, false, nil, ""},
 	} {
 		name := fmt.Sprintf("%s/%s/%s", tc.service, strings.Join(tc.quirks, "+"), tc.plan)
+		if tc.serveLast {
+			name += "/serving-last"
+		}
+		if tc.skip != "" {
+			name += "/skipping-" + tc.skip
+		}
+		if tc.edit != nil {
+			name += "/edited-policy"
+		}
 		t.Run(name, func(t *testing.T) {
-			got, _ := serviceVerdicts(t, tc.plan, testService(t, tc.service, tc.quirks...))
+			got, doc := serviceVerdicts(t, tc.plan, testServiceAs(t, tc.service, svcOpts{serveLast: tc.serveLast, skip: tc.skip, edit: tc.edit}, tc.quirks...))
 			want := make([]string, len(tc.fails))
 			for i, f := range tc.fails {
 				want[i] = f + ":fail"
@@ -126,6 +176,20 @@ func TestServicesWeDidNotWrite(t *testing.T) {
 			require.Equal(t, want, failing(got), "verdicts: %v", got)
 			for _, c := range tc.judged {
 				require.NotEqual(t, "skip", got[c], "%s must judge this run", c)
+			}
+			if slices.Contains(tc.fails, "bypass") && tc.plan == "bypass" {
+				// The finding names the occurrence that was wrongly counted
+				// or the declaration that lets it happen.
+				b, err := json.Marshal(doc.Checks)
+				require.NoError(t, err)
+				want := "the limiter charged another occurrence"
+				if tc.edit != nil && !tc.serveLast {
+					want = "as the policy declares: the limiter counts the last occurrence"
+				}
+				if slices.Contains(tc.quirks, "trust-xff") || slices.Contains(tc.quirks, "per-path") || slices.Contains(tc.quirks, "no-fold-case") {
+					want = "variant"
+				}
+				require.Contains(t, string(b), want)
 			}
 		})
 	}

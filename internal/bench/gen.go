@@ -44,16 +44,34 @@ failure:
 // send time, latency uniform in [0, 50ms], responses with the headers of
 // PolicyYAML. The same (n, keys) always gives the same history.
 func Generate(n, keys int) *history.History {
+	h := &history.History{Run: benchRun(), Events: make([]history.Event, 0, n)}
+	end := GenerateEach(n, keys, func(e *history.Event) error {
+		h.Events = append(h.Events, *e)
+		return nil
+	})
+	h.End = &end
+	return h
+}
+
+func benchRun() history.Run {
+	return history.Run{T: history.TypeRun, Version: history.Version, ID: "bench", Start: time.Unix(1_700_000_000, 0)}
+}
+
+// GenerateEach calls f with each event of Generate(n, keys) in turn (the
+// event is reused) and returns the end record: histories larger than
+// memory. It stops at f's first error (the end record is then zero).
+func GenerateEach(n, keys int, f func(*history.Event) error) history.End {
+	end, _ := generateEach(n, keys, f)
+	return end
+}
+
+func generateEach(n, keys int, f func(*history.Event) error) (history.End, error) {
 	const (
 		K      = 10.0
 		r      = 5.0 // per second
 		maxLat = int64(50 * time.Millisecond)
 	)
 	rng := rand.New(rand.NewPCG(uint64(n), uint64(keys)))
-	h := &history.History{
-		Run:    history.Run{T: history.TypeRun, Version: history.Version, ID: "bench", Start: time.Unix(1_700_000_000, 0)},
-		Events: make([]history.Event, n),
-	}
 	names := make([]string, keys)
 	level := make([]float64, keys)
 	last := make([]int64, keys)
@@ -67,7 +85,7 @@ func Generate(n, keys int) *history.History {
 	}
 	meanGap := 1e9 / (r * 1.5 * float64(keys))
 	t := int64(0)
-	for i := range h.Events {
+	for i := range n {
 		t += int64(rng.ExpFloat64() * meanGap)
 		k := rng.IntN(keys)
 		// Refill to t, then decide.
@@ -86,10 +104,33 @@ func Generate(n, keys int) *history.History {
 		e.XRemaining = small[rem]
 		// Seconds until full, rounded up (≤ 2 s = K/r).
 		e.XReset = small[int((K-level[k])/r+0.999999)]
-		h.Events[i] = e
+		if err := f(&e); err != nil {
+			return history.End{}, err
+		}
 	}
-	h.End = &history.End{T: history.TypeEnd, Elapsed: t, Requests: int64(n)}
-	return h
+	return history.End{T: history.TypeEnd, Elapsed: t, Requests: int64(n)}, nil
+}
+
+// WriteGenerated writes Generate(n, keys) to file as WriteHistory would,
+// one event at a time: for 10^8 events (about 19 GB) that do not fit in
+// memory.
+func WriteGenerated(file string, n, keys int) error {
+	w, err := history.Create(file)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := w.WriteRun(benchRun()); err != nil {
+		return err
+	}
+	end, err := generateEach(n, keys, w.WriteEvent)
+	if err != nil {
+		return err
+	}
+	if err := w.WriteEnd(end); err != nil {
+		return err
+	}
+	return w.Close()
 }
 
 // WriteHistory writes h to file as the engine would (run header, events,

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -49,4 +50,20 @@ func TestImportInputImports(t *testing.T) {
 	}
 	_, err = ImportInput("curl", 1)
 	require.Error(t, err)
+}
+
+// TestWriteGeneratedIsWriteHistory: the streamed generator writes byte for
+// byte the file of the in-memory one.
+func TestWriteGeneratedIsWriteHistory(t *testing.T) {
+	dir := t.TempDir()
+	for _, keys := range []int{1, 50} {
+		a, b := dir+"/a.jsonl", dir+"/b.jsonl"
+		require.NoError(t, WriteHistory(a, Generate(3000, keys)))
+		require.NoError(t, WriteGenerated(b, 3000, keys))
+		want, err := os.ReadFile(a)
+		require.NoError(t, err)
+		got, err := os.ReadFile(b)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+	}
 }

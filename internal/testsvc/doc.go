@@ -28,6 +28,12 @@
 //     its own Lua script, a store timeout, fail closed (503 + Retry-After)
 //     or open; X-RateLimit-* with a relative reset.
 //
+// Two variants change what the honest policy declares (HonestPolicyYAML,
+// testsvc --print-policy): Common.ServeLast serves and limits a repeated
+// identity as its last occurrence (tenant_occurrence and limiter_occurrence
+// last), and the windowed service's skip list (WindowedConfig.Skip, --skip)
+// is never limited (an exempt class).
+//
 // Several instances share state when they are built on one Store (one Redis
 // and Namespace for redisbucket) and keep their own otherwise. Every
 // instance reports to an Upstream, shared by the instances of a deployment,
@@ -50,6 +56,7 @@
 //	|----------------------|---------------------------------------------------------------------|-------------------------------------------------|---------------------------|-------------------------------|
 //	| cut-keys=N           | keys the limiter on the key's first N bytes (a fixed-width column)  | isolation: long keys differing after N collide  | isolation                 | all                           |
 //	| last-identity-wins   | a repeated identity counts its last occurrence (policy: first)      | bypass: a second identity buys a fresh quota    | bypass                    | all                           |
+//	| first-identity-wins  | with ServeLast: the limiter counts the first occurrence (policy: last) | bypass: a second identity buys a fresh quota    | bypass                    | all (ServeLast)               |
 //	| fold-case            | folds the case of keys the policy calls case-sensitive              | isolation: Key and key share a quota            | isolation                 | orders, windowed, redisbucket |
 //	| no-fold-case         | keeps the case of keys the policy calls case-insensitive            | bypass: KEY buys more than key's quota          | bypass                    | sessions                      |
 //	| trust-xff            | adds X-Forwarded-For, when present, to the limiter key              | bypass: each forged address is a fresh quota    | bypass                    | all                           |
@@ -62,5 +69,6 @@
 //	| retry-after-down     | rounds Retry-After down instead of up                               | retry-after: advice shorter than the wait       | retry-after               | all                           |
 //	| remaining-off-by-one | reports one more remaining than there is                            | headers: remaining disagrees with admissions    | headers, token-bounds     | all                           |
 //	| fail-open            | admits while Redis fails although failing closed is declared        | fail-mode                                       | fail-mode                 | redisbucket                   |
+//	| limit-skipped        | limits the skip list's keys (WindowedConfig.Skip) like any other    | exempt: a key declared exempt is refused        | under-admission           | windowed (with Skip)          |
 //	| per-path             | one window per path where the policy shares one under /search/     | bypass: another path under the prefix is fresh  | bypass                    | windowed                      |
 package testsvc

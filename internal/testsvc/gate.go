@@ -1,6 +1,7 @@
 package testsvc
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -22,6 +23,11 @@ type Common struct {
 	Quirks Quirks
 	// Instance, when set, is sent in the InstanceHeader of every answer.
 	Instance string
+	// ServeLast serves a repeated identity as its last occurrence
+	// (authentication, tier, upstream) and limits on that one too, where
+	// the default is the first. The honest policy then says
+	// tenant_occurrence: last and limiter_occurrence: last.
+	ServeLast bool
 }
 
 // InstanceHeader names the instance that answered.
@@ -55,11 +61,14 @@ type gate struct {
 	now      func() time.Time
 	up       *Upstream
 	q        Quirks
+	// serveLast: a repeated identity is served (and limited) as its last
+	// occurrence.
+	serveLast bool
 }
 
 // Quirks every service has; each service adds its own.
 var commonQuirks = []string{
-	QuirkCutKeys, QuirkLastIdentityWins, QuirkTrustXFF, QuirkSharedPrefix, QuirkRacy,
+	QuirkCutKeys, QuirkLastIdentityWins, QuirkFirstIdentityWins, QuirkTrustXFF, QuirkSharedPrefix, QuirkRacy,
 	QuirkForwardRejected, QuirkFaster, QuirkCapacityPlusOne, QuirkRetryAfterDown, QuirkRemainingOffByOne,
 }
 
@@ -67,7 +76,13 @@ func newGate(service string, c Common, extraQuirks ...string) (*gate, error) {
 	if err := c.Quirks.only(service, append(append([]string(nil), commonQuirks...), extraQuirks...)); err != nil {
 		return nil, err
 	}
-	g := &gate{service: service, instance: c.Instance, now: c.Now, up: c.Upstream, q: c.Quirks}
+	if c.Quirks.FirstIdentityWins && !c.ServeLast {
+		return nil, fmt.Errorf("testsvc: quirk %s needs a service that serves the last occurrence (ServeLast): this one serves the first", QuirkFirstIdentityWins)
+	}
+	if c.Quirks.LastIdentityWins && c.ServeLast {
+		return nil, fmt.Errorf("testsvc: quirk %s needs a service that serves the first occurrence: this one serves the last (ServeLast)", QuirkLastIdentityWins)
+	}
+	g := &gate{service: service, instance: c.Instance, now: c.Now, up: c.Upstream, q: c.Quirks, serveLast: c.ServeLast}
 	if g.now == nil {
 		g.now = time.Now
 	}
@@ -153,13 +168,20 @@ func (g *gate) identify(r *http.Request, vals []string, trim, fold bool) (id ide
 		}
 		return v
 	}
-	id.declared = norm(vals[0], fold)
+	served := vals[0]
+	if g.serveLast {
+		served = vals[len(vals)-1]
+	}
+	id.declared = norm(served, fold)
 	if !validKey(id.declared) {
 		return identity{}, false
 	}
-	raw := vals[0]
-	if g.q.LastIdentityWins {
+	raw := served
+	switch {
+	case g.q.LastIdentityWins:
 		raw = vals[len(vals)-1]
+	case g.q.FirstIdentityWins:
+		raw = vals[0]
 	}
 	k := norm(raw, (fold && !g.q.NoFoldCase) || g.q.FoldCase)
 	if n := g.q.CutKeys; n > 0 && len(k) > n {

@@ -114,3 +114,28 @@ func TestPolicyYAMLNames(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
+
+// A service built serving the last occurrence, or with a skip list,
+// declares so in its honest policy.
+func TestHonestPolicyOfAVariant(t *testing.T) {
+	for _, name := range []string{ServiceOrders, ServiceWindowed, ServiceSessions, ServiceRedisBucket} {
+		b, err := HonestPolicyYAML(name, Variant{ServeLast: true})
+		require.NoError(t, err, name)
+		p, err := policy.Parse(name+".yaml", b)
+		require.NoError(t, err, name)
+		assert.Equal(t, policy.RepeatedLast, p.Identity.Repeated, name)
+		assert.Equal(t, policy.RepeatedLast, p.Identity.Tenant(), name)
+		assert.False(t, p.Identity.Mismatched(), name)
+	}
+	b, err := HonestPolicyYAML(ServiceWindowed, Variant{Skip: "int-"})
+	require.NoError(t, err)
+	p, err := policy.Parse("windowed.yaml", b)
+	require.NoError(t, err)
+	e, ok := p.ExemptFor("int-7")
+	require.True(t, ok)
+	assert.Equal(t, "skipped", e.Name)
+	_, ok = p.TierFor("int-7")
+	assert.False(t, ok, "an exempt key has no tier")
+	_, err = HonestPolicyYAML(ServiceOrders, Variant{Skip: "int-"})
+	require.ErrorContains(t, err, "only the windowed service has a skip list")
+}

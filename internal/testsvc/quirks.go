@@ -22,6 +22,10 @@ type Quirks struct {
 	// repeated identity while authentication and the upstream see the
 	// first, as the honest policy says.
 	LastIdentityWins bool
+	// FirstIdentityWins keys the limiter on the first occurrence of a
+	// repeated identity while a service that serves the last (ServeLast)
+	// authenticates and forwards the last, as its honest policy says.
+	FirstIdentityWins bool
 	// FoldCase lower-cases the limiter key of a service whose policy says
 	// keys are case-sensitive.
 	FoldCase bool
@@ -57,6 +61,9 @@ type Quirks struct {
 	// PerPath keys the limiter on the path too, where the policy says every
 	// path under its prefix shares the key's one quota.
 	PerPath bool
+	// LimitSkipped limits the keys of the windowed service's skip list
+	// like any other, where the policy declares them exempt.
+	LimitSkipped bool
 }
 
 // DefaultRacyPause is the pause of the racy quirk when none is given.
@@ -66,6 +73,8 @@ const DefaultRacyPause = 2 * time.Millisecond
 const (
 	QuirkCutKeys           = "cut-keys"
 	QuirkLastIdentityWins  = "last-identity-wins"
+	QuirkFirstIdentityWins = "first-identity-wins"
+	QuirkLimitSkipped      = "limit-skipped"
 	QuirkFoldCase          = "fold-case"
 	QuirkNoFoldCase        = "no-fold-case"
 	QuirkTrustXFF          = "trust-xff"
@@ -96,6 +105,8 @@ var quirkTable = []quirk{
 		func(q *Quirks) bool { return q.CutKeys > 0 }},
 	{QuirkLastIdentityWins, "", func(q *Quirks, _ string) error { q.LastIdentityWins = true; return nil },
 		func(q *Quirks) bool { return q.LastIdentityWins }},
+	{QuirkFirstIdentityWins, "", func(q *Quirks, _ string) error { q.FirstIdentityWins = true; return nil },
+		func(q *Quirks) bool { return q.FirstIdentityWins }},
 	{QuirkFoldCase, "", func(q *Quirks, _ string) error { q.FoldCase = true; return nil },
 		func(q *Quirks) bool { return q.FoldCase }},
 	{QuirkNoFoldCase, "", func(q *Quirks, _ string) error { q.NoFoldCase = true; return nil },
@@ -138,6 +149,8 @@ var quirkTable = []quirk{
 		func(q *Quirks) bool { return q.FailOpen }},
 	{QuirkPerPath, "", func(q *Quirks, _ string) error { q.PerPath = true; return nil },
 		func(q *Quirks) bool { return q.PerPath }},
+	{QuirkLimitSkipped, "", func(q *Quirks, _ string) error { q.LimitSkipped = true; return nil },
+		func(q *Quirks) bool { return q.LimitSkipped }},
 }
 
 func positiveInt(v string, dst *int) error {

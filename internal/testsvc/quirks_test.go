@@ -95,6 +95,18 @@ func TestQuirkEffects(t *testing.T) {
 			r.header.Add("Authorization", "Bearer anything")
 			return r.send(o).Code
 		}, 429, 201},
+		{"first-identity-wins", func(t *testing.T, q Quirks) any {
+			// A service serving the last occurrence; the quirky limiter keys on the first.
+			s := must[*Windowed](t)(NewWindowed(WindowedConfig{Common: Common{Now: newClock().Now, Quirks: q, ServeLast: true}}))
+			search("k").statuses(s, 10)
+			code := req{target: "/search/x?api_key=fresh&api_key=k"}.send(s).Code
+			return []any{code, s.g.up.Count("k"), s.g.up.Count("fresh")}
+		}, []any{429, int64(10), int64(0)}, []any{200, int64(11), int64(0)}},
+		{"limit-skipped", func(t *testing.T, q Quirks) any {
+			s := must[*Windowed](t)(NewWindowed(WindowedConfig{Common: Common{Now: newClock().Now, Quirks: q}, Skip: "int-"}))
+			codes := search("int-1").statuses(s, 15)
+			return []any{count(codes, http.StatusOK), s.g.up.Count("int-1"), search("k").statuses(s, 11)[10]}
+		}, []any{15, int64(15), 429}, []any{10, int64(10), 429}},
 		{"fold-case", func(t *testing.T, q Quirks) any {
 			s := newWindowed(t, newClock(), q)
 			search("Key").statuses(s, 10)
@@ -236,6 +248,14 @@ func TestQuirksApplyOnlyWhereTheyMean(t *testing.T) {
 		require.Error(t, err, tt.quirk)
 		assert.Contains(t, err.Error(), "does not have quirk "+tt.quirk)
 	}
+	// Which occurrence the limiter wrongly counts depends on which one the
+	// service serves.
+	_, err := NewWindowed(WindowedConfig{Common: Common{Quirks: quirks(t, "limit-skipped")}})
+	require.ErrorContains(t, err, "needs a skip list")
+	_, err = NewWindowed(WindowedConfig{Common: Common{Quirks: quirks(t, "first-identity-wins")}})
+	require.ErrorContains(t, err, "needs a service that serves the last occurrence")
+	_, err = NewWindowed(WindowedConfig{Common: Common{Quirks: quirks(t, "last-identity-wins"), ServeLast: true}})
+	require.ErrorContains(t, err, "needs a service that serves the first occurrence")
 }
 
 // TestQuirkTableInPackageDoc keeps the package doc's table complete.

@@ -34,6 +34,11 @@ type WindowedConfig struct {
 	// (as Cloudflare describes theirs): a request is admitted while
 	// prev·(1 − elapsed/W) + cur < N, the previous window's count fading.
 	Sliding bool
+	// Skip, when set, is a key prefix the service never limits (a skip
+	// list, as middlewares offer for internal callers): such keys are
+	// admitted without rate-limit headers. The honest policy then declares
+	// them exempt.
+	Skip string
 }
 
 // Windowed is the windowed service, an http.Handler in the manner of
@@ -54,15 +59,19 @@ type Windowed struct {
 	window         time.Duration
 	store          *Store
 	epoch, sliding bool
+	skip           string
 }
 
 // NewWindowed builds a windowed instance.
 func NewWindowed(cfg WindowedConfig) (*Windowed, error) {
-	g, err := newGate("windowed", cfg.Common, QuirkFoldCase, QuirkPerPath)
+	g, err := newGate("windowed", cfg.Common, QuirkFoldCase, QuirkPerPath, QuirkLimitSkipped)
 	if err != nil {
 		return nil, err
 	}
-	w := &Windowed{g: g, limit: cfg.Limit, window: cfg.Window, store: cfg.Store, epoch: cfg.Epoch || cfg.Sliding, sliding: cfg.Sliding}
+	if cfg.Quirks.LimitSkipped && cfg.Skip == "" {
+		return nil, fmt.Errorf("testsvc: quirk %s needs a skip list (WindowedConfig.Skip)", QuirkLimitSkipped)
+	}
+	w := &Windowed{g: g, limit: cfg.Limit, window: cfg.Window, store: cfg.Store, epoch: cfg.Epoch || cfg.Sliding, sliding: cfg.Sliding, skip: cfg.Skip}
 	if w.limit == 0 {
 		w.limit = DefaultWindowedLimit
 	}
@@ -100,6 +109,11 @@ func (s *Windowed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.g.reply(w, http.StatusUnauthorized, "text/plain; charset=utf-8", "missing ?"+WindowedParam+"=\n")
 		return
 	}
+	okBody, _ := json.Marshal(map[string]any{"path": r.URL.Path, "results": []string{}})
+	if s.skip != "" && strings.HasPrefix(id.declared, s.skip) && !s.g.q.LimitSkipped {
+		s.g.settle(w, id, decision{allowed: true}, answer{http.StatusOK, "application/json", string(okBody) + "\n"}, answer{})
+		return
+	}
 	now := s.g.now()
 	var closes time.Time
 	limKey := "windowed:" + id.limiter
@@ -120,7 +134,6 @@ func (s *Windowed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !d.allowed {
 		s.g.retryAfter(h, d.retry)
 	}
-	okBody, _ := json.Marshal(map[string]any{"path": r.URL.Path, "results": []string{}})
 	s.g.settle(w, id, d,
 		answer{http.StatusOK, "application/json", string(okBody) + "\n"},
 		answer{http.StatusTooManyRequests, "text/plain; charset=utf-8", "Too many requests, please try again later.\n"})

@@ -31,11 +31,19 @@ type config struct {
 	tmp            string
 	only           map[string]bool
 	url            string
+	// streamMax is the largest power of ten of events the stream rows judge.
+	streamMax int
 }
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "scale" {
 		if err := scaleChild(os.Args[2:]); err != nil {
+			fatal(err)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "stream" {
+		if err := streamFile(os.Args[2:]); err != nil {
 			fatal(err)
 		}
 		return
@@ -67,7 +75,8 @@ func main() {
 	flag.StringVar(&c.redisBenchmark, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
 	flag.StringVar(&c.tmp, "tmp", os.TempDir(), "directory for history files")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run here")
-	flag.StringVar(&only, "only", "load,burst,checks,limiters,redis,scaling,import,audit,calibrate", "sections to run")
+	flag.IntVar(&c.streamMax, "stream-max", 7, "the stream rows judge 10^6 … 10^N events (8: a 20 GB file)")
+	flag.StringVar(&only, "only", "load,burst,checks,limiters,redis,scaling,stream,import,audit,calibrate", "sections to run")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -103,6 +112,7 @@ func main() {
 		{"limiters", c.limiters},
 		{"redis", c.redis},
 		{"scaling", c.scaling},
+		{"stream", c.streamRows},
 		{"import", c.importRows},
 		{"audit", c.auditRow},
 		{"calibrate", c.calibrateRow},

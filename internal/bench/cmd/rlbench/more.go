@@ -50,7 +50,7 @@ func genFile(args []string) error {
 	if err := errors.Join(err1, err2); err != nil || n <= 0 || keys <= 0 {
 		return fmt.Errorf("rlbench gen: EVENTS and KEYS must be positive whole numbers, not %q and %q", args[1], args[2])
 	}
-	return bench.WriteHistory(args[0], bench.Generate(n, keys))
+	return bench.WriteGenerated(args[0], n, keys)
 }
 
 // scaleChild is the child's side of scaleRun.

@@ -72,6 +72,8 @@ type options struct {
 	storeTimeout time.Duration
 	failMode     string
 	printPolicy  bool
+	serveLast    bool
+	skip         string
 }
 
 // serviceFlags says which services each service-specific flag applies to.
@@ -86,6 +88,7 @@ var serviceFlags = map[string][]string{
 	"redis":         {testsvc.ServiceRedisBucket},
 	"store-timeout": {testsvc.ServiceRedisBucket},
 	"fail-mode":     {testsvc.ServiceRedisBucket},
+	"skip":          {testsvc.ServiceWindowed},
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -107,7 +110,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.redis, "redis", "", "redisbucket: the Redis address (host:port), for instance a store proxy")
 	fs.DurationVar(&o.storeTimeout, "store-timeout", 0, fmt.Sprintf("redisbucket: bound on every Redis call (default %s)", testsvc.DefaultRedisStoreTimeout))
 	fs.StringVar(&o.failMode, "fail-mode", "", "redisbucket: closed (503 + Retry-After, default) or open (admit) while Redis fails")
-	fs.BoolVar(&o.printPolicy, "print-policy", false, "print the service's honest policy (for its defaults) and exit")
+	fs.BoolVar(&o.serveLast, "serve-last", false, "serve and limit a repeated identity as its last occurrence (default: the first)")
+	fs.StringVar(&o.skip, "skip", "", "windowed: a key prefix never limited (a skip list; the policy declares it exempt)")
+	fs.BoolVar(&o.printPolicy, "print-policy", false, "print the service's honest policy (for its defaults, --serve-last and --skip) and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return o, err
@@ -238,14 +243,14 @@ func build(o options, n int) ([]http.Handler, func(), error) {
 		}
 	}
 	for i := 0; i < n; i++ {
-		common := testsvc.Common{Upstream: up, Quirks: o.quirks, Instance: fmt.Sprintf("%s-%d", o.service, i)}
+		common := testsvc.Common{Upstream: up, Quirks: o.quirks, Instance: fmt.Sprintf("%s-%d", o.service, i), ServeLast: o.serveLast}
 		var h http.Handler
 		var err error
 		switch o.service {
 		case testsvc.ServiceOrders:
 			h, err = testsvc.NewOrders(testsvc.OrdersConfig{Common: common, Keys: keys, Tiers: tiers, Store: store()})
 		case testsvc.ServiceWindowed:
-			h, err = testsvc.NewWindowed(testsvc.WindowedConfig{Common: common, Limit: o.limit, Window: o.window, Store: store()})
+			h, err = testsvc.NewWindowed(testsvc.WindowedConfig{Common: common, Limit: o.limit, Window: o.window, Store: store(), Skip: o.skip})
 		case testsvc.ServiceSessions:
 			h, err = testsvc.NewSessions(testsvc.SessionsConfig{Common: common, Limit: o.limit, Window: o.window, Guard: o.guard, Store: store()})
 		case testsvc.ServiceRedisBucket:
@@ -282,9 +287,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if o.service == testsvc.ServiceRedisBucket && o.failMode == testsvc.FailOpen {
 			name += "-open"
 		}
-		text, err := testsvc.PolicyYAML(name)
+		text, err := testsvc.HonestPolicyYAML(name, testsvc.Variant{ServeLast: o.serveLast, Skip: o.skip})
 		if err != nil {
-			return err
+			return usageError{err}
 		}
 		_, err = stdout.Write(text)
 		return err

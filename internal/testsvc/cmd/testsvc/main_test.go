@@ -129,6 +129,10 @@ func TestPrintPolicy(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, string(want), out.String())
 	}
+	var out strings.Builder
+	require.NoError(t, run(context.Background(), []string{"--service", "windowed", "--serve-last", "--skip", "int-", "--print-policy"}, &out, io.Discard))
+	assert.Contains(t, out.String(), "  tenant_occurrence: last\n  limiter_occurrence: last\n")
+	assert.Contains(t, out.String(), "exempt:\n  - name: skipped\n    key_prefix: \"int-\"\n")
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -138,6 +142,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{}, `--service ""`},
 		{[]string{"--service", "nginx"}, "want one of orders"},
+		{[]string{"--service", "orders", "--skip", "int-"}, "--skip applies to windowed, not orders"},
 		{[]string{"--service", "orders", "--guard", "30ms"}, "--guard applies to sessions, not orders"},
 		{[]string{"--service", "sessions", "--redis", "x:1"}, "--redis applies to redisbucket"},
 		{[]string{"--service", "orders", "--quirk", "nope"}, "unknown quirk"},

@@ -1,0 +1,410 @@
+package checks
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/rlverify/rlverify/headers"
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// The streaming judgement (docs/streaming.md).
+//
+// Run judges a history in memory through one shared index. A Streamer
+// judges the same history handed to it one event at a time in send order
+// (history.Stream's order: send time, receive time, file position), with
+// state bounded by the policy and the events in flight, not by the run:
+// for soaks too long to hold. It gives the verdict, summary, figures and
+// evidence Run gives, for the checks that stream so far (Streamable); the
+// rest are judged in memory.
+//
+// Evidence: Run's collector keeps the first MaxEvidence violations in the
+// order the check adds them (a pass in file order, a pass per key in key
+// order, …). A streaming pass meets violations in another order, so it
+// keeps each with the position the in-memory pass adds it at, and only
+// the MaxEvidence first by that position (orderedCollector).
+
+// Streamable lists the checks a Streamer judges, in the order of All.
+func Streamable() []string { return []string{"token-bounds", "headers"} }
+
+// Streamer judges a history event by event. Not safe for concurrent use.
+type Streamer struct {
+	ix      *index
+	bounds  *boundsStream
+	headers *headersStream
+	names   []string
+	// keys is the state of each key the checks share (its tier) and keep.
+	keys map[string]*streamKey
+}
+
+// streamKey is what the streaming checks keep of one key.
+type streamKey struct {
+	tier   *policy.Tier
+	bounds boundsKey
+}
+
+// NewStreamer judges, against p, the events of the history whose records
+// (run header, faults, phases, sinks, end: history.ReadRecords) are rec;
+// its events are not read. o.Only names the checks to run, which must all
+// be Streamable (empty: all that stream).
+func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, error) {
+	names := o.Only
+	if len(names) == 0 {
+		names = Streamable()
+	}
+	for _, n := range names {
+		if !slices.Contains(Streamable(), n) {
+			return nil, fmt.Errorf("checks: %q does not stream yet (streaming: %v); judge it in memory", n, Streamable())
+		}
+	}
+	if o.MaxEvidence <= 0 {
+		o.MaxEvidence = DefaultMaxEvidence
+	}
+	ix := &index{h: rec, p: p, o: o, slack: max(0, int64(o.Slack)+int64(p.ClockQuantum)), gen: headers.Generation(p.Headers.RateLimit)}
+	s := &Streamer{ix: ix, names: names, keys: map[string]*streamKey{}}
+	if slices.Contains(names, "token-bounds") {
+		s.bounds = newBoundsStream(ix)
+	}
+	if slices.Contains(names, "headers") {
+		s.headers = newHeadersStream(ix)
+	}
+	return s, nil
+}
+
+// Add judges e, the event at position seq among the file's events
+// (history.Stream.Seq). Events must come in the stream's order.
+func (s *Streamer) Add(e *history.Event, seq uint64) {
+	r := s.ix.mkRec(e, 0)
+	k := s.keys[e.Key]
+	if k == nil {
+		// The key's tier: the one its first event gives (a key's events
+		// give one), else the policy's for its name.
+		k = &streamKey{}
+		if e.Tier != "" {
+			k.tier, _ = s.ix.p.Tier(e.Tier)
+		} else {
+			k.tier, _ = s.ix.p.TierFor(e.Key)
+		}
+		k.bounds.firstLo = r.lo
+		s.keys[e.Key] = k
+	}
+	if s.bounds != nil {
+		s.bounds.add(e, seq, r, k)
+	}
+	if s.headers != nil {
+		s.headers.add(e, seq, r, k.tier)
+	}
+}
+
+// Results are the verdicts of the events added, as Run gives them for
+// Options.Only = the streamer's checks.
+func (s *Streamer) Results() []Result {
+	var out []Result
+	for _, n := range Streamable() {
+		if !slices.Contains(s.names, n) {
+			continue
+		}
+		var r Result
+		switch n {
+		case "token-bounds":
+			r = s.bounds.result(s.keys)
+		case "headers":
+			r = s.headers.result()
+		}
+		r.Name = n
+		// The streaming index does not track the run's widest interval
+		// (index.maxLat), which the slack warnings need: no streaming
+		// check uses a slack yet (slacks lists none for them).
+		s.ix.discloseSlack(&r)
+		out = append(out, r)
+	}
+	return out
+}
+
+// orderedCollector is a collector whose violations come out of order: it
+// keeps the max first by their position (pass, then within the pass) in
+// the in-memory check's order, and counts them all.
+type orderedCollector struct {
+	max   int
+	total int
+	items []ordered
+}
+
+type ordered struct {
+	pass int
+	key  string // the key's group (key order) for per-key passes
+	at   uint64 // the position within the pass (or within the key)
+	ev   Evidence
+}
+
+func cmpOrdered(a, b ordered) int {
+	return cmp.Or(cmp.Compare(a.pass, b.pass), cmp.Compare(a.key, b.key), cmp.Compare(a.at, b.at))
+}
+
+func (c *orderedCollector) add(o ordered) {
+	c.total++
+	if len(c.items) == c.max && cmpOrdered(o, c.items[c.max-1]) >= 0 {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(c.items, o, cmpOrdered)
+	c.items = slices.Insert(c.items, i, o)
+	if len(c.items) > c.max {
+		c.items = c.items[:c.max]
+	}
+}
+
+func (c *orderedCollector) collector() *collector {
+	col := &collector{max: c.max, total: c.total}
+	for _, o := range c.items {
+		col.items = append(col.items, o.ev)
+	}
+	return col
+}
+
+// boundsStream is checkBounds as a stream. Per key it keeps the tier, the
+// last 8 reports (pass 2) and, until the key has had as many possibly
+// consuming requests as its quota, the reports waiting for every request
+// that could have consumed before them (pass 3): boundsKey, in the
+// Streamer's streamKey.
+type boundsStream struct {
+	ix   *index
+	oc   *obsCache
+	col  orderedCollector
+	seen int
+}
+
+type boundsReport struct {
+	lo, hi int64
+	rem    int64
+	id     uint64
+	at     uint64
+	out    history.Outcome
+}
+
+type boundsKey struct {
+	n uint64 // events of the key so far
+	// prev are the last 8 reports (pass 2), np how many there were.
+	prev [8]boundsReport
+	np   int
+	// Pass 3: firstLo is the lo of the key's first event, consumed the
+	// possibly consuming requests so far, waiting the reports not yet
+	// judged (their hi not yet passed), done once no report can fail.
+	firstLo  int64
+	consumed int64
+	waiting  []boundsReport
+	done     bool
+}
+
+func newBoundsStream(ix *index) *boundsStream {
+	return &boundsStream{ix: ix, oc: ix.newObsCache(), col: orderedCollector{max: ix.o.MaxEvidence}}
+}
+
+func (b *boundsStream) add(e *history.Event, seq uint64, r rec, sk *streamKey) {
+	ix := b.ix
+	k := &sk.bounds
+	at := k.n
+	k.n++
+	t := sk.tier
+	if t == nil {
+		return
+	}
+	single := len(t.Limits) == 1
+	// Pass 3 first: the reports waiting for this key's requests decided
+	// before r.lo are complete.
+	if single && !t.Limits[0].PerInstance() && !k.done {
+		b.settle(e.Key, t, k, r.lo)
+		if t.Limits[0].CountsRejected() || r.out != history.Rejected {
+			k.consumed++
+		}
+	}
+	// Pass 1: this response alone.
+	rem := int64(-1)
+	if ix.judgedResponse(r) {
+		rem = b.pass1(e, seq, r, t)
+	}
+	if rem < 0 {
+		return
+	}
+	rep := boundsReport{lo: r.lo, hi: r.hi, rem: rem, id: e.ID, at: at, out: r.out}
+	// Pass 2: remaining never grows faster than the refill.
+	if l := &t.Limits[0]; l.Algorithm.Bucketed() {
+		for j := k.np - 1; j >= 0 && j >= k.np-8; j-- {
+			p := &k.prev[j%8]
+			if p.hi >= r.lo {
+				continue
+			}
+			gain := l.R() * float64(r.hi-p.lo) / 1e9
+			bound := float64(p.rem) + gain
+			if r.out != history.Admitted {
+				bound++
+			}
+			if float64(rem) >= bound+eps {
+				b.col.add(ordered{pass: 2, key: e.Key, at: at, ev: Evidence{Key: e.Key, Limit: l.Name, From: p.lo, To: r.hi, Bound: bound, Observed: float64(rem),
+					RequestIDs: []uint64{p.id, e.ID}, TotalIDs: 2,
+					Message: fmt.Sprintf("request %d of key %s reported %d remaining, but request %d (surely decided earlier) reported %d and the bucket can refill only %s tokens in between",
+						e.ID, e.Key, rem, p.id, p.rem, fmtF(gain))}})
+				break
+			}
+		}
+		k.prev[k.np%8] = rep
+		k.np++
+	}
+	if !t.Limits[0].PerInstance() && !k.done && !r.fault {
+		k.waiting = append(k.waiting, rep)
+	}
+}
+
+// pass1 judges one response's remaining on its own, and returns what it
+// reported against its tier's single limit for passes 2 and 3 (-1: none).
+func (b *boundsStream) pass1(e *history.Event, seq uint64, r rec, t *policy.Tier) int64 {
+	rem, lim, xrem, ok := remaining(e, b.oc)
+	if !ok {
+		return -1
+	}
+	b.seen++
+	maxK := int64(0)
+	for _, l := range t.Limits {
+		maxK = max(maxK, l.Count)
+	}
+	if lim < 0 {
+		lim = maxK
+	}
+	single := len(t.Limits) == 1
+	bad := func(bound float64, format string, args ...any) {
+		b.col.add(ordered{pass: 1, at: seq, ev: Evidence{Key: e.Key, Limit: limitNames(t), From: r.lo, To: r.hi, Bound: bound, Observed: float64(rem),
+			RequestIDs: []uint64{e.ID}, TotalIDs: 1, Message: fmt.Sprintf("request %d of key %s: ", e.ID, e.Key) + fmt.Sprintf(format, args...)}})
+	}
+	switch {
+	case rem < 0:
+		bad(0, "reported %d remaining (negative)", rem)
+	case rem > lim || rem > maxK:
+		bad(float64(min(lim, maxK)), "reported %d remaining, more than the limit %d", rem, min(lim, maxK))
+	case r.out == history.Admitted && rem >= lim && tierHasCount(t, lim):
+		bad(float64(lim-1), "was admitted yet reported the whole quota (%d) remaining; after consuming at most %d can remain", rem, lim-1)
+	case single && r.out == history.Rejected && rem >= 1:
+		bad(0, "got 429 while reporting %d remaining on a single-limit tier", rem)
+	case single && xrem >= 0 && xrem != rem:
+		bad(float64(xrem), "X-RateLimit-Remaining %d and %s disagree", xrem, counterName(b.ix.gen, "remaining", rem))
+	default:
+		if single && lim == t.Limits[0].Count && rem <= math.MaxInt32 {
+			return rem
+		}
+	}
+	return -1
+}
+
+// settle judges (pass 3) the waiting reports of key whose hi is before
+// upTo: every request of the key that could have consumed by their
+// decision has been counted. Once the key has had its quota of possibly
+// consuming requests no report can fail: its state for pass 3 goes.
+func (b *boundsStream) settle(key string, t *policy.Tier, k *boundsKey, upTo int64) {
+	l := &t.Limits[0]
+	keep := k.waiting[:0]
+	for _, w := range k.waiting {
+		if w.hi >= upTo {
+			keep = append(keep, w)
+			continue
+		}
+		if low := l.Count - k.consumed; w.rem < low {
+			b.col.add(ordered{pass: 3, key: key, at: w.at, ev: Evidence{Key: key, Limit: l.Name, From: k.firstLo, To: w.hi, Bound: float64(low), Observed: float64(w.rem),
+				RequestIDs: []uint64{w.id}, TotalIDs: 1,
+				Message: fmt.Sprintf("request %d of key %s reported %d remaining, but at most %d of the key's requests could have consumed by its decision from a whole quota of %d, so at least %d remained",
+					w.id, key, w.rem, k.consumed, l.Count, low)}})
+		}
+	}
+	k.waiting = keep
+	if k.consumed >= l.Count {
+		k.done, k.waiting = true, nil
+	}
+}
+
+func (b *boundsStream) result(all map[string]*streamKey) Result {
+	for key, k := range all {
+		if t := k.tier; t != nil && len(t.Limits) == 1 && !t.Limits[0].PerInstance() && !k.bounds.done {
+			b.settle(key, t, &k.bounds, math.MaxInt64)
+		}
+	}
+	col := b.col.collector()
+	figs := map[string]float64{"responses_with_remaining": float64(b.seen)}
+	if b.seen == 0 {
+		return col.result(Skip, "no response reported a remaining count", figs, "")
+	}
+	return col.result(Pass, fmt.Sprintf("%s reported remaining counts within bounds and consistent", plural(b.seen, "response", "responses")), figs,
+		fmt.Sprintf("%s reported impossible remaining counts", plural(col.total, "response", "responses")))
+}
+
+// headersStream is checkHeaders as a stream: every response on its own,
+// through the full parse (checkHeaders' table of parsed headers is a fast
+// path that answers only when the full parse finds nothing). Per key it
+// keeps the tier.
+type headersStream struct {
+	ix      *index
+	oc      *obsCache
+	col     orderedCollector
+	checked int
+	maxW    map[*policy.Tier]int64
+	probs   []string
+}
+
+func newHeadersStream(ix *index) *headersStream {
+	h := &headersStream{ix: ix, oc: ix.newObsCache(), col: orderedCollector{max: ix.o.MaxEvidence}, maxW: map[*policy.Tier]int64{}}
+	for ti := range ix.p.Tiers {
+		t := &ix.p.Tiers[ti]
+		for li := range t.Limits {
+			h.maxW[t] = max(h.maxW[t], windowSeconds(&t.Limits[li]))
+		}
+	}
+	return h
+}
+
+func (h *headersStream) add(e *history.Event, seq uint64, r rec, t *policy.Tier) {
+	ix := h.ix
+	hp := ix.p.Headers
+	if !hp.RateLimit.Declared() && !hp.XRateLimit {
+		return
+	}
+	if t == nil || !ix.judgedResponse(r) {
+		return
+	}
+	if hp.On == policy.HeadersOnAdmitted && r.out != history.Admitted {
+		return
+	}
+	h.checked++
+	probs := h.probs[:0]
+	if hp.RateLimit.Declared() {
+		probs = checkRateLimit(h.oc.read(e), t, h.maxW[t], probs)
+	}
+	if hp.XRateLimit {
+		probs = ix.checkXRateLimit(e, r, t, h.maxW[t], probs)
+	}
+	h.probs = probs
+	if len(probs) == 0 {
+		return
+	}
+	ev := Evidence{Key: e.Key, Limit: limitNames(t), From: r.lo, To: r.hi, RequestIDs: []uint64{e.ID}, TotalIDs: 1,
+		Message: fmt.Sprintf("request %d (status %d): %s", e.ID, e.Status, strings.Join(probs, "; "))}
+	if slices.ContainsFunc(probs, func(p string) bool { return strings.HasSuffix(p, " is missing") }) {
+		ev.Cause = CauseMissingHeader
+	}
+	h.col.add(ordered{pass: 1, at: seq, ev: ev})
+}
+
+func (h *headersStream) result() Result {
+	ix := h.ix
+	hp := ix.p.Headers
+	col := h.col.collector()
+	figs := map[string]float64{}
+	if !hp.RateLimit.Declared() && !hp.XRateLimit {
+		return col.result(Skip, "the policy declares neither RateLimit nor X-RateLimit headers", figs, "")
+	}
+	figs["responses_checked"] = float64(h.checked)
+	if h.checked == 0 {
+		return col.result(Skip, "no admitted or 429 responses outside fault windows", figs, "")
+	}
+	return col.result(Pass, fmt.Sprintf("%s %s valid and consistent with the policy", plural(h.checked, "response's", "responses'"), strings.Join(headerKinds(ix), " and ")), figs,
+		fmt.Sprintf("%s with missing or wrong rate-limit headers", plural(col.total, "response", "responses")))
+}

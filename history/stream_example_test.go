@@ -1,0 +1,32 @@
+package history_test
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/rlverify/rlverify/history"
+)
+
+// A history written in completion order (request 2, sent later, answered
+// first) comes out of a Stream in send order.
+func ExampleNewStream() {
+	file := `{"t":"run","version":1,"id":"r","start":"2026-01-01T00:00:00Z"}
+{"t":"e","id":2,"key":"k","inst":0,"phase":"p","intended":20,"sent":20,"recv":30,"status":200}
+{"t":"e","id":1,"key":"k","inst":0,"phase":"p","intended":10,"sent":10,"recv":90,"status":429,"retry_after":"1"}
+{"t":"end","elapsed":100,"requests":2}
+`
+	st := history.NewStream("h.jsonl", strings.NewReader(file), history.StreamOptions{})
+	for st.Next() {
+		e := st.Event()
+		fmt.Println(e.ID, e.Sent, e.Status)
+	}
+	if err := st.Err(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("elapsed", st.History().End.Elapsed)
+	// Output:
+	// 1 10 429
+	// 2 20 200
+	// elapsed 100
+}
