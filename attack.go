@@ -48,6 +48,9 @@ type AttackOptions struct {
 	// one). Against your own service (Targets, Handler) it is required:
 	// Prepare refuses a run without it (MissingPolicyError).
 	Policy *policy.Policy
+	// Overrides change the declared policy's identity and statuses (also
+	// a plan's own policy, and a discovered one).
+	Overrides PolicyOverrides
 	// LimiterPolicy, when set, is what the reference limiter enforces
 	// instead of Policy (a limiter configured unlike its promise).
 	LimiterPolicy *policy.Policy
@@ -66,8 +69,13 @@ type AttackOptions struct {
 	// RecordedEnv, when set, is the environment name the history records
 	// (a gateway's kind).
 	RecordedEnv string
-	// Limiter is the reference limiter's catalog name (DefaultLimiter).
+	// Limiter is the reference limiter's catalog name (DefaultLimiter). A
+	// gateway limiter (nginx/…, haproxy/…, gubernator/…) runs as its own
+	// process or cluster, configured from the declared policy.
 	Limiter string
+	// Honest judges a gateway limiter against the policy it really
+	// enforces (its honest policy), not the declared one.
+	Honest bool
 	// Store is its state store, catalog.Memory or catalog.Redis (default:
 	// Redis when the plan needs shared state).
 	Store string
@@ -97,13 +105,19 @@ type AttackOptions struct {
 	// identity) over the plan's; Keys are real API keys by tier.
 	Request attacks.Request
 	Keys    *attacks.KeyFile
+	// KeysFile, when Keys is nil, is read into Keys against the declared
+	// policy (attacks.LoadKeyFile).
+	KeysFile string
 	// KeepKeys sends the plan's keys unchanged (they are redacted).
 	KeepKeys bool
 	// Checks chooses the checks (default: the plan's, else all).
 	Checks checks.Options
 	// Thresholds are pass/fail criteria on the history besides the plan's
-	// own, which are always evaluated.
+	// own, which are always evaluated; a phase they name must be the plan's.
 	Thresholds []thresholds.Threshold
+	// FailOn, when set, is how the caller will read the verdicts: each
+	// threshold it names must be one of the run's.
+	FailOn *FailOn
 
 	// Run bounds and engine settings (attacks.Options; defaults there).
 	MaxRequests    int64
@@ -120,6 +134,9 @@ type AttackOptions struct {
 	// StartAt, when set, is the instant the shards start together.
 	StartAt time.Time
 
+	// Dir is the run's folder: a gateway keeps its honest policy and
+	// generated configurations there (default: HistoryFile's folder).
+	Dir string
 	// HistoryFile is where the history is recorded and read back from to
 	// judge it; a temporary file, removed afterwards, when empty. An
 	// existing file is an error unless ReplaceHistory.
@@ -170,6 +187,10 @@ type Prepared struct {
 	defPath  string
 	// thresholds are the plan's and the caller's.
 	thresholds []thresholds.Threshold
+	// gw is a gateway limiter's honest policy, written at Run.
+	gw *gatewayRun
+	// Dir is the run's folder (see AttackOptions.Dir).
+	Dir string
 	// RunID is the tag of the run's keys ("" draws one at Run).
 	RunID string
 	// HistoryFile is where the history goes (see AttackOptions).
@@ -226,6 +247,37 @@ func (o AttackOptions) Validate() error {
 			return &OptionError{Field: "Keys", Err: err}
 		}
 	}
+	var phases []string
+	for _, ph := range plan.Phases {
+		phases = append(phases, ph.Name)
+	}
+	if err := thresholds.CheckPhases(o.Thresholds, phases); err != nil {
+		return fieldErr("Thresholds", "plan %s: %w", plan.Name, err)
+	}
+	if o.FailOn != nil {
+		if err := o.FailOn.CheckThresholds(append(plan.PlanThresholds(), o.Thresholds...)); err != nil {
+			return err
+		}
+	}
+	if o.Policy != nil {
+		if err := checks.Validate(o.Policy.ChecksOff); err != nil {
+			return &OptionError{Err: fmt.Errorf("policy %s: checks_off: %w", o.Policy.Source, err)}
+		}
+	}
+	for _, c := range []struct {
+		field string
+		names []string
+	}{{"Checks.Only", o.Checks.Only}, {"Checks.Off", o.Checks.Off}} {
+		if err := checks.Validate(c.names); err != nil {
+			return &OptionError{Field: c.field, Err: err}
+		}
+	}
+	if !(o.Checks.MaxErrorRate >= 0 && o.Checks.MaxErrorRate <= 1) {
+		return fieldErr("Checks.MaxErrorRate", "%g: want a share in (0, 1], e.g. 0.01 for 1%%", o.Checks.MaxErrorRate)
+	}
+	if _, err := o.Overrides.Apply(policy.Default()); err != nil {
+		return err
+	}
 	if o.MaxHeaderBytes < 0 {
 		return fieldErr("MaxHeaderBytes", "%d: want at least 1", o.MaxHeaderBytes)
 	}
@@ -245,6 +297,12 @@ func (o AttackOptions) Validate() error {
 		if err != nil {
 			return &OptionError{Field: "RedisURL", Err: err}
 		}
+	}
+	if err := o.checkGateway(env); err != nil {
+		return err
+	}
+	if x, ok := o.Environment.(envs.External); env != EnvExternal && ok && (len(x.StoreProxies) > 0 || x.Toxiproxy != "" || len(x.Hooks) > 0 || x.Downstream != nil) {
+		return fieldErr("Environment", "external settings (store proxies, Toxiproxy, hooks, a downstream reader) are for your own service: Env %s does not apply", env)
 	}
 	switch env {
 	case EnvGateway:
@@ -270,6 +328,9 @@ func (o AttackOptions) Validate() error {
 		if o.RedisURL != "" {
 			return fieldErr("RedisURL", "%s does not apply to Env external: your service uses its own store (to break it, see StoreProxies)", o.RedisURL)
 		}
+		if o.LimiterPolicy != nil {
+			return fieldErr("LimiterPolicy", "applies to the limiters rlverify starts, not to your own service")
+		}
 		if o.Handler == nil {
 			if len(o.Targets) == 0 {
 				return fieldErr("Targets", "is empty: the external environment needs at least one target URL")
@@ -288,10 +349,12 @@ func (o AttackOptions) Validate() error {
 				return fieldErr("Policy", "%s declares no ratelimit_service: a grpc:// target is an Envoy rate-limit service, and its calls need the domain and the descriptor entries (e.g. ratelimit_service: {domain: api, descriptors: [{key: tenant, value: \"{key}\"}]})", o.Policy.Source)
 			}
 		}
-		if x, ok := o.Environment.(envs.External); ok {
-			if err := x.Validate(o.AllowRemote); err != nil {
-				return optionWrap(err)
-			}
+		x, _ := o.Environment.(envs.External)
+		if err := x.Validate(o.AllowRemote); err != nil {
+			return optionWrap(err)
+		}
+		if err := x.CheckFaults(plan.Name, plan.InjectedFaults()); err != nil {
+			return optionWrap(err)
 		}
 		if err := requireDeclaredPolicy(o); err != nil {
 			return err
@@ -329,6 +392,19 @@ func requireDeclaredPolicy(o AttackOptions) error {
 
 // Prepare checks o (Validate) and chooses the environment.
 func Prepare(o AttackOptions) (*Prepared, error) {
+	if o.Keys == nil && o.KeysFile != "" && o.Plan != nil {
+		pol := o.Policy
+		if pol == nil {
+			pol, _ = LoadPolicy(o.Plan.Policy)
+		}
+		if pol != nil {
+			kf, err := attacks.LoadKeyFile(o.KeysFile, pol)
+			if err != nil {
+				return nil, &OptionError{Field: "KeysFile", Err: err}
+			}
+			o.Keys = kf
+		}
+	}
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -339,6 +415,10 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 		if pol, err = LoadPolicy(plan.Policy); err != nil {
 			return nil, err
 		}
+	}
+	pol, err := o.Overrides.Apply(pol)
+	if err != nil {
+		return nil, err
 	}
 	if o.Limiter == "" {
 		o.Limiter = DefaultLimiter
@@ -367,9 +447,15 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 			return nil, err
 		}
 	}
-	p := &Prepared{o: o, RunID: runID, HistoryFile: o.HistoryFile, defPath: attacks.DefaultPath, declared: pol,
+	p := &Prepared{o: o, RunID: runID, HistoryFile: o.HistoryFile, Dir: o.Dir, defPath: attacks.DefaultPath, declared: pol,
 		thresholds: append(plan.PlanThresholds(), o.Thresholds...)}
 	p.run = history.Run{Env: o.Env, Policy: pol.Source, Notes: append([]string(nil), o.Notes...)}
+	if entry := gatewayEntry(o.Limiter); entry != nil && o.Env == EnvEmbedded {
+		if err := p.asGateway(entry); err != nil {
+			return nil, err
+		}
+		o = p.o
+	}
 	if o.RecordedEnv != "" {
 		p.run.Env = o.RecordedEnv
 	}
@@ -475,6 +561,9 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 		defer stop()
 		p.spec.Targets = []string{url}
 		p.run.Target = url
+	}
+	if err := p.placeGateway(p.HistoryFile); err != nil {
+		return nil, err
 	}
 	histFile, temp := p.HistoryFile, false
 	if histFile == "" {

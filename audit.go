@@ -78,7 +78,7 @@ const maxFirstEdge = 5 * time.Minute
 
 func severalInstances(a *auditScope) string {
 	if a.instances < 2 {
-		return "one instance: give every --target of your deployment to spread a key over them"
+		return "one instance: give every instance of your deployment (Targets) to spread a key over them"
 	}
 	return ""
 }
@@ -88,10 +88,10 @@ func needsFaults(kinds ...string) func(a *auditScope) string {
 		for _, k := range kinds {
 			if !a.faults[k] {
 				if a.env == "external" && (k == faults.StoreDown || k == faults.StoreSlow) {
-					return fmt.Sprintf("no way to inject %s: give --store-proxy, --toxiproxy or --on-inject %s=… (see docs/environments.md)", k, k)
+					return fmt.Sprintf("no way to inject %s: give StoreProxies, ToxiproxyURL or OnInject %s=… (see docs/environments.md)", k, k)
 				}
 				if a.env == "external" {
-					return fmt.Sprintf("no way to inject %s into your service: give --on-inject %s=… and --on-clear %s=…", k, k, k)
+					return fmt.Sprintf("no way to inject %s into your service: give OnInject %s=… and OnClear %s=…", k, k, k)
 				}
 				return fmt.Sprintf("the %s environment cannot inject %s", a.env, k)
 			}
@@ -200,12 +200,14 @@ var auditPlans = []auditPlan{
 // the declared policy, run against one target, merged into one verdict per
 // property.
 type AuditOptions struct {
-	// Attack is the target and the settings every plan runs with (its Plan
-	// is set per plan; its HistoryFile is Dir/PLAN/history.jsonl).
+	// Attack is the target and the settings every plan runs with: each
+	// plan runs with Attack.ForPlan (its folder Dir/PLAN/), quietly (no
+	// Log, no Progress). Its Policy defaults, for a limiter rlverify
+	// starts, to the built-in policy: a plan's own policy (retry-after's
+	// slow refill) is not what the audited limiter enforces.
 	Attack AttackOptions
-	// ForPlan, when set, builds each plan's options instead (the command
-	// reads its flags per plan); an error there ends the audit.
-	ForPlan func(plan string, dir string) (AttackOptions, error)
+	// PlanLoad are the options plans are read with (attacks.Load).
+	PlanLoad []attacks.LoadOption
 	// Plans, when set, runs only these of the audit's plans.
 	Plans []string
 	// PlanFiles are the user's own plan files, run after the audit's
@@ -229,6 +231,10 @@ type AuditOptions struct {
 	// first plan runs (the command saves it beside the plans' folders); an
 	// error ends the audit.
 	OnDiscovered func(*Discovery) error
+	// DiscoverBeside, with a declared policy and Discover, discovers the
+	// policy too and puts each declared number beside the discovered one
+	// (the property DiscoveredProperty).
+	DiscoverBeside bool
 }
 
 // NeedsPromise are the properties whose verdict needs the service's own
@@ -242,6 +248,10 @@ var NeedsPromise = []string{"oversell", "under-admission", "fail-mode", "downstr
 // Validate checks the audit's own options (each plan's are checked as it
 // runs); errors are *OptionError naming the field.
 func (o AuditOptions) Validate() error {
+	external := o.Attack.env() == EnvExternal
+	if o.DiscoverBeside && (!external || o.Attack.Policy == nil) {
+		return fieldErr("DiscoverBeside", "puts a declared policy beside the discovered one: it needs your own service (Targets) and its declared Policy (without one the audit discovers anyway)")
+	}
 	for _, n := range o.Plans {
 		if !slices.Contains(AuditPlanNames(), n) {
 			return fieldErr("Plans", "%q: not a plan of the audit%s (%s)", n, suggest.DidYouMean(n, AuditPlanNames()), strings.Join(AuditPlanNames(), ", "))
@@ -266,20 +276,23 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	type filePlan struct{ file, name string }
+	type filePlan struct {
+		plan       *attacks.Plan
+		name, file string
+	}
 	var files []filePlan
 	for _, f := range o.PlanFiles {
 		if !strings.ContainsAny(f, `/\`) {
 			f = "./" + f // a file, even when named like a built-in plan
 		}
-		p, err := attacks.Load(f)
+		p, err := attacks.Load(f, o.PlanLoad...)
 		if err != nil {
-			return nil, optionErr("--plan %s: %v", f, err)
+			return nil, fieldErr("PlanFiles", "%s: %w", f, err)
 		}
 		if slices.Contains(AuditPlanNames(), p.Name) || slices.ContainsFunc(files, func(x filePlan) bool { return x.name == p.Name }) {
-			return nil, optionErr("--plan %s: plan name %q is already a plan of this audit; give the file's plan another name", f, p.Name)
+			return nil, fieldErr("PlanFiles", "%s: plan name %q is already a plan of this audit; give the file's plan another name", f, p.Name)
 		}
-		files = append(files, filePlan{f, p.Name})
+		files = append(files, filePlan{p, p.Name, f})
 	}
 	base := o.Attack
 	if base.Handler != nil || len(base.Targets) > 0 {
@@ -307,7 +320,7 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		if do.Request.Method == "" && do.Request.Body == "" && len(do.Request.Headers) == 0 {
 			do.Request = base.Request
 		}
-		d, err := Discover(ctx, DiscoverOptions{Options: do, AllowRemote: base.AllowRemote})
+		d, err := Discover(ctx, DiscoverOptions{Options: do, AllowRemote: base.AllowRemote, Overrides: base.Overrides, KeysFile: base.KeysFile})
 		if err != nil {
 			return nil, fmt.Errorf("audit: discovering the policy: %w", err)
 		}
@@ -319,7 +332,7 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		}
 	}
 	var beside *Discovery
-	if disc == nil && pol != nil && base.Env == EnvExternal && base.Handler == nil && o.Discover != nil {
+	if disc == nil && pol != nil && base.Env == EnvExternal && base.Handler == nil && o.Discover != nil && o.DiscoverBeside {
 		// Declared and Discover set: discover too, and put each declared
 		// number beside the discovered one.
 		do := *o.Discover
@@ -332,7 +345,7 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		if do.Identity.In == "" {
 			do.Identity = policy.Identity{In: pol.Identity.In, Name: pol.Identity.Name}
 		}
-		d, err := Discover(ctx, DiscoverOptions{Options: do, AllowRemote: base.AllowRemote})
+		d, err := Discover(ctx, DiscoverOptions{Options: do, AllowRemote: base.AllowRemote, Overrides: base.Overrides, KeysFile: base.KeysFile})
 		if err != nil {
 			return nil, fmt.Errorf("audit: discovering the policy to compare with the declared one: %w", err)
 		}
@@ -340,7 +353,9 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 	}
 	if pol == nil {
 		pol = policy.Default()
+		base.Policy = pol
 	}
+	base.Log, base.Progress, base.ProgressDone = nil, nil, nil
 	scope := &auditScope{pol: pol, env: base.Env, instances: len(base.Targets), faults: map[string]bool{}}
 	scope.service, _ = serviceTargets(base.Targets)
 	if base.Handler != nil {
@@ -373,22 +388,15 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		dir = tmp
 	}
 	var cols []reports.AuditColumn
-	// run runs plan (a built-in name or a file) as column name in pdir.
-	run := func(plan, name, pdir string) error {
+	// run runs plan as column name in pdir.
+	run := func(plan *attacks.Plan, name, pdir string) error {
 		if err := os.MkdirAll(pdir, 0o755); err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
 		if o.Log != nil {
 			o.Log("audit: %s …", name)
 		}
-		ao, err := auditAttack(plan, pdir, base, o.ForPlan)
-		if err != nil {
-			return fmt.Errorf("audit: plan %s: %w", name, err)
-		}
-		if disc != nil && ao.Policy == nil {
-			ao.Policy = disc.Policy
-		}
-		out, err := Attack(ctx, ao)
+		out, err := Attack(ctx, base.ForPlan(plan, pdir))
 		var oe *OptionError
 		switch {
 		case errors.As(err, &oe):
@@ -430,7 +438,11 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 			cols = append(cols, reports.AuditColumn{Plan: ap.name, Skip: why})
 			continue
 		}
-		if err := run(ap.name, ap.name, filepath.Join(dir, ap.name)); err != nil {
+		plan, err := attacks.Load(ap.name, o.PlanLoad...)
+		if err != nil {
+			return nil, err
+		}
+		if err := run(plan, ap.name, filepath.Join(dir, ap.name)); err != nil {
 			return nil, err
 		}
 	}
@@ -439,7 +451,7 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 			break
 		}
 		// The folder is numbered: a plan's name is the user's text.
-		if err := run(f.file, fmt.Sprintf("%s (%s)", f.name, filepath.Base(f.file)), filepath.Join(dir, fmt.Sprintf("plan-file-%d", i+1))); err != nil {
+		if err := run(f.plan, fmt.Sprintf("%s (%s)", f.name, filepath.Base(f.file)), filepath.Join(dir, fmt.Sprintf("plan-file-%d", i+1))); err != nil {
 			return nil, err
 		}
 	}
@@ -482,18 +494,11 @@ func besideDeclared(a *reports.Audit, cs []discover.Comparison) {
 	a.Verdict = checks.Merge(a.Verdict, p.Verdict)
 }
 
-// auditAttack is plan's attack: forPlan's, else base with the plan.
-func auditAttack(plan, dir string, base AttackOptions, forPlan func(string, string) (AttackOptions, error)) (AttackOptions, error) {
-	if forPlan != nil {
-		return forPlan(plan, dir)
-	}
-	p, err := attacks.Load(plan)
-	if err != nil {
-		return base, optionWrap(err)
-	}
-	base.Plan = p
-	base.HistoryFile = filepath.Join(dir, "history.jsonl")
-	return base, nil
+// ForPlan is o for another plan, kept in dir (its history in
+// dir/history.jsonl): the plan varies, every other option stays.
+func (o AttackOptions) ForPlan(plan *attacks.Plan, dir string) AttackOptions {
+	o.Plan, o.Dir, o.HistoryFile = plan, dir, filepath.Join(dir, "history.jsonl")
+	return o
 }
 
 // PolicySummary is the declared policy as reports show it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -36,6 +37,37 @@ type CheckOptions struct {
 	Checks checks.Options
 	// Thresholds are extra pass/fail criteria on the history.
 	Thresholds []thresholds.Threshold
+	// FailOn, when set, is how the caller will read the verdicts: each
+	// threshold it names must be one of Thresholds.
+	FailOn *FailOn
+	// PauseGC turns the garbage collector off while the histories are
+	// read, unless GOGC is set (see pauseGC): for a process that does
+	// nothing else meanwhile, such as the command.
+	PauseGC bool
+}
+
+// Validate checks o before anything is read. Errors are *OptionError
+// naming the field.
+func (o CheckOptions) Validate() error {
+	if len(o.Histories) == 0 && o.History == nil {
+		return fieldErr("Histories", "FILE is required")
+	}
+	if err := checks.Validate(o.Checks.Only); err != nil {
+		return &OptionError{Field: "Checks.Only", Err: err}
+	}
+	switch s := o.Checks.Slack; {
+	case s < 0:
+		return fieldErr("Checks.Slack", "%s: must not be negative", s)
+	case checks.ValidateSlack(s) != nil:
+		return fieldErr("Checks.Slack", "%s: want at most %s, the widest the shards of one run may start apart", s, checks.MaxSlack)
+	}
+	if r := o.Checks.MaxErrorRate; !(r >= 0 && r <= 1) {
+		return fieldErr("Checks.MaxErrorRate", "%g: want a share in (0, 1], e.g. 0.01 for 1%%", r)
+	}
+	if o.FailOn != nil {
+		return o.FailOn.CheckThresholds(o.Thresholds)
+	}
+	return nil
 }
 
 // Outcome is a judged run.
@@ -74,8 +106,14 @@ func Check(ctx context.Context, o CheckOptions) (*Outcome, error) {
 	return Interruptible(ctx, func() (*Outcome, error) {
 		h := o.History
 		if h == nil {
+			restore := func() {}
+			if o.PauseGC {
+				restore = pauseGC()
+			}
 			var err error
-			if h, err = ReadHistories(o.Histories, o.Stdin); err != nil {
+			h, err = ReadHistories(o.Histories, o.Stdin)
+			restore()
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -83,7 +121,7 @@ func Check(ctx context.Context, o CheckOptions) (*Outcome, error) {
 		if err == nil && len(h.MissingShards) > 0 {
 			// One shard's attack judges its share; checking it as the run
 			// would judge part of the run as the whole.
-			out.Document.MarkCut(checks.Incomplete, fmt.Sprintf("shard %s of the run is missing (give every shard's history: --history A --history B …)", strings.Join(h.MissingShards, ", ")))
+			out.Document.MarkCut(checks.Incomplete, fmt.Sprintf("shard %s of the run is missing (judge every shard's history together)", strings.Join(h.MissingShards, ", ")))
 		}
 		return out, err
 	})
@@ -145,7 +183,7 @@ func ReadHistories(files []string, stdin io.Reader) (*history.History, error) {
 		}
 	}
 	if n > 1 {
-		return nil, optionErr("--history - (standard input) can be given once, not %d times", n)
+		return nil, fieldErr("Histories", "- (standard input) can be given once, not %d times", n)
 	}
 	var hs []*history.History
 	for _, file := range files {
@@ -184,11 +222,11 @@ func HistoryPolicy(h *history.History) (*policy.Policy, error) {
 	}
 	name := h.Run.Policy
 	if name == "" {
-		return nil, optionErr("the history does not carry its policy: give --policy FILE")
+		return nil, fieldErr("Policy", "is required: the history does not carry its policy")
 	}
 	p, err := LoadPolicy(strings.TrimPrefix(name, "builtin:"))
 	if err != nil {
-		return nil, optionErr("the history's run header names policy %q: %v; give --policy FILE", name, err)
+		return nil, fieldErr("Policy", "is required: the history's run header names policy %q: %v", name, err)
 	}
 	return p, nil
 }
@@ -248,4 +286,21 @@ func LoadPolicy(file string) (*policy.Policy, error) {
 		return nil, optionWrap(err)
 	}
 	return p, nil
+}
+
+// pauseGC turns the garbage collector off until restore is called, unless
+// the user set GOGC. Reading a history allocates almost only what it keeps
+// (the events, and the slices they outgrow: at most as much again, also
+// when stdin is read for a whole attack), so a collection during the read
+// frees next to nothing (gctrace on 10^6 events: 783 → 723 MB) while it
+// marks every event read so far. On a 2-core VM those collections made
+// `rlverify check` of 10^6 events take 5.4–6.3 s instead of 1.4–1.6 s, with
+// a higher peak (964 MB instead of 715 MB). A GOMEMLIMIT the user set still
+// bounds the heap.
+func pauseGC() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	old := debug.SetGCPercent(-1)
+	return func() { debug.SetGCPercent(old) }
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/reports"
+	"github.com/rlverify/rlverify/service"
 )
 
 // CompareColumn is one implementation of a comparison: its name and the
@@ -78,4 +81,90 @@ func Compare(ctx context.Context, o CompareOptions) (*reports.Comparison, error)
 		}
 	}
 	return reports.Compare(o.Plan, cols), nil
+}
+
+// CompareSpecs are a comparison's columns as a user writes them, each a
+// variation of one base attack.
+type CompareSpecs struct {
+	// Limiters are NAME (a limiter of the catalog), NAME@POLICY (under
+	// another declared policy: a file or a shipped name) or NAME@honest (a
+	// gateway judged against its honest policy).
+	Limiters []string
+	// RegionSettings are MODE[/SYNC[/LATENCY]] of the reference token
+	// bucket in regions; an empty part keeps the base's value.
+	RegionSettings []string
+	// Targets are NAME=URL[,URL…] of your own services.
+	Targets []string
+}
+
+// Columns are the columns s names, each base with its implementation.
+// Errors are *OptionError naming the field of s.
+func (s CompareSpecs) Columns(base AttackOptions) ([]CompareColumn, error) {
+	if len(s.Limiters)+len(s.Targets)+len(s.RegionSettings) < 2 {
+		return nil, optionErr("compare: give at least two implementations (Limiters NAME, Targets NAME=URL, RegionSettings MODE/SYNC/LATENCY)")
+	}
+	if base.Env == EnvExternal {
+		return nil, fieldErr("Env", "external does not apply: your own services are compared as Targets NAME=URL")
+	}
+	var cols []CompareColumn
+	for _, l := range s.Limiters {
+		o := base
+		name, pol, withPolicy := strings.Cut(l, "@")
+		o.Limiter = name
+		switch {
+		case withPolicy && pol == "honest":
+			o.Honest = true
+		case withPolicy && pol == "":
+			return nil, fieldErr("Limiters", "%q: want NAME@POLICY with a policy file or shipped name", l)
+		case withPolicy:
+			p, err := LoadPolicy(pol)
+			if err != nil {
+				return nil, err
+			}
+			o.Policy = p
+		}
+		cols = append(cols, CompareColumn{Name: l, Attack: o})
+	}
+	for _, rs := range s.RegionSettings {
+		o := base
+		o.Limiter = DefaultLimiter
+		if err := o.regionSetting(rs); err != nil {
+			return nil, err
+		}
+		cols = append(cols, CompareColumn{Name: rs, Attack: o})
+	}
+	for _, t := range s.Targets {
+		name, urls, ok := strings.Cut(t, "=")
+		if !ok || name == "" || urls == "" {
+			return nil, fieldErr("Targets", "%q: want NAME=URL[,URL…]", t)
+		}
+		o := base
+		o.Env, o.Targets, o.Environment = EnvExternal, strings.Split(urls, ","), nil
+		cols = append(cols, CompareColumn{Name: name, Attack: o})
+	}
+	return cols, nil
+}
+
+// regionSetting reads MODE[/SYNC[/LATENCY]] into o's region settings; an
+// empty part keeps o's value.
+func (o *AttackOptions) regionSetting(s string) error {
+	parts := strings.Split(s, "/")
+	if len(parts) > 3 || parts[0] == "" {
+		return fieldErr("RegionSettings", "%q: want MODE[/SYNC[/LATENCY]], e.g. replicated/100ms/20ms", s)
+	}
+	if err := service.CheckRegionMode(parts[0]); err != nil {
+		return fieldErr("RegionSettings", "%q: %w", s, err)
+	}
+	o.RegionMode = parts[0]
+	for i, dst := range []*time.Duration{&o.RegionSync, &o.RegionLatency} {
+		if i+1 >= len(parts) || parts[i+1] == "" {
+			continue
+		}
+		d, err := time.ParseDuration(parts[i+1])
+		if err != nil || d < 0 {
+			return fieldErr("RegionSettings", "%q: %q is not a duration such as 100ms", s, parts[i+1])
+		}
+		*dst = d
+	}
+	return nil
 }

@@ -22,6 +22,11 @@ type DiscoverOptions struct {
 	discover.Options
 	// AllowRemote allows targets outside loopback (only services you own).
 	AllowRemote bool
+	// Overrides set where the key goes and which statuses mean admitted
+	// and rejected, as for an attack (over Identity, Admitted, Rejected).
+	Overrides PolicyOverrides
+	// KeysFile, when Keys is nil, is read into Keys (LoadDiscoveryKeys).
+	KeysFile string
 }
 
 // Discovery is a discovered policy: the measurements, the policy file's
@@ -37,13 +42,35 @@ type Discovery struct {
 // admitted, no response) is another error.
 func Discover(ctx context.Context, o DiscoverOptions) (*Discovery, error) {
 	if len(o.Targets) == 0 {
-		return nil, optionErr("discover: give at least one --target URL")
+		return nil, fieldErr("Targets", "is empty: give at least one URL (your service's, with the path to probe)")
+	}
+	if !o.Overrides.IsZero() {
+		p, err := o.Overrides.Apply(policy.Default())
+		if err != nil {
+			return nil, err
+		}
+		if o.Overrides.Identity != "" {
+			o.Identity = policy.Identity{In: p.Identity.In, Name: p.Identity.Name}
+		}
+		if len(o.Overrides.Admitted) > 0 {
+			o.Admitted = p.Statuses.Admitted
+		}
+		if len(o.Overrides.Rejected) > 0 {
+			o.Rejected = p.Statuses.Rejected
+		}
+	}
+	if o.Keys == nil && o.KeysFile != "" {
+		kf, err := LoadDiscoveryKeys(o.KeysFile)
+		if err != nil {
+			return nil, err
+		}
+		o.Keys = kf
 	}
 	if err := CheckTargets(o.Targets, o.AllowRemote); err != nil {
 		return nil, optionWrap(err)
 	}
 	if o.Budget != 0 && o.Budget < discover.MinBudget {
-		return nil, optionErr("discover: --budget %s: want at least %s", o.Budget, discover.MinBudget)
+		return nil, fieldErr("Budget", "%s: want at least %s", o.Budget, discover.MinBudget)
 	}
 	res, err := discover.Run(ctx, o.Options)
 	if err != nil {

@@ -22,7 +22,7 @@ func checkHistoryFile(file string, replace bool) error {
 	case !st.Mode().IsRegular():
 		return optionErr("history file %s exists and is not a regular file", file)
 	case !replace:
-		return optionErr("history file %s already exists: give another file, or replace it with --force (AttackOptions.ReplaceHistory)", file)
+		return fieldErr("HistoryFile", "%s already exists: give another file, or ReplaceHistory to replace it", file)
 	}
 	return nil
 }
@@ -45,7 +45,7 @@ func createHistory(file string, replace bool) (*os.File, error) {
 	}
 	f, err := os.OpenFile(file, flags, 0o644)
 	if errors.Is(err, os.ErrExist) {
-		return nil, optionErr("history file %s already exists: give another file, or replace it with --force (AttackOptions.ReplaceHistory)", file)
+		return nil, fieldErr("HistoryFile", "%s already exists: give another file, or ReplaceHistory to replace it", file)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
+	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -58,6 +60,21 @@ func TestPrepareRefusesWhatTheCommandRefuses(t *testing.T) {
 		{"remote store proxy", rlverify.AttackOptions{Plan: burst, Targets: target, Environment: envs.External{StoreProxies: []envs.ProxySpec{{Listen: "127.0.0.1:1", Upstream: "192.0.2.1:6379"}}}}, "Environment.StoreProxies", "is not a loopback address"},
 		{"remote sink", rlverify.AttackOptions{Plan: burst, Targets: target, Environment: envs.External{Downstream: &envs.RemoteSink{URL: "http://192.0.2.1:9090"}}}, "Environment.Downstream.RemoteSink", "is not a loopback address"},
 		{"toxiproxy without proxies", rlverify.AttackOptions{Plan: burst, Targets: target, Environment: envs.External{Toxiproxy: "http://127.0.0.1:8474"}}, "Environment.ToxiproxyProxies", "name the proxies"},
+		// Moved from the command (issue 28): gateways, honest, the
+		// faults a plan needs on your service, settings that apply only
+		// there, checks, overrides and --fail-on thresholds.
+		{"gateway on local", rlverify.AttackOptions{Plan: burst, Env: rlverify.EnvLocal, Limiter: "nginx/limit-req"}, "Env", "does not apply: limiter nginx/limit-req runs as its own child process"},
+		{"gateway with a store", rlverify.AttackOptions{Plan: burst, Limiter: "haproxy/stick-table", Store: "redis"}, "Limiter", "keeps its state in its own child process"},
+		{"honest without a gateway", rlverify.AttackOptions{Plan: burst, Honest: true}, "Honest", "applies to gateway limiters"},
+		{"limiter policy against a target", rlverify.AttackOptions{Plan: burst, Targets: target, Policy: policy.Default(), LimiterPolicy: policy.Default()}, "LimiterPolicy", "not to your own service"},
+		{"store fault with no way to inject it", rlverify.AttackOptions{Plan: loadPlan(t, "store-outage"), Targets: target, Policy: policy.Default()}, "Environment.StoreProxies", "plan store-outage injects store-down"},
+		{"clock fault with no hook", rlverify.AttackOptions{Plan: loadPlan(t, "clock-skew"), Targets: target, Policy: policy.Default()}, "Environment.OnInject", "only through commands: OnInject clock-skew="},
+		{"store fault through a hook", rlverify.AttackOptions{Plan: loadPlan(t, "store-outage"), Targets: target, Policy: policy.Default(),
+			Environment: envs.External{Hooks: []envs.Hook{{Action: "inject", Kind: envs.FaultStoreDown, Command: "true"}}, HookTimeout: time.Second}}, "", ""},
+		{"external settings on the embedded env", rlverify.AttackOptions{Plan: burst, Environment: envs.External{Toxiproxy: "http://127.0.0.1:8474", ToxiproxyProxies: []string{"redis"}}}, "Environment", "are for your own service"},
+		{"unknown check", rlverify.AttackOptions{Plan: burst, Checks: checks.Options{Only: []string{"oversel"}}}, "Checks.Only", "oversel"},
+		{"identity without its name", rlverify.AttackOptions{Plan: burst, Overrides: rlverify.PolicyOverrides{Identity: "header"}}, "Overrides.Identity", "give the name"},
+		{"fail-on names no threshold", rlverify.AttackOptions{Plan: burst, FailOn: mustFailOn(t, "threshold:latency.p99")}, "FailOn", "the run has no thresholds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := rlverify.Prepare(tc.o)
@@ -76,4 +93,11 @@ func TestPrepareRefusesWhatTheCommandRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustFailOn(t *testing.T, specs ...string) *rlverify.FailOn {
+	t.Helper()
+	fo, err := rlverify.ParseFailOn(specs)
+	require.NoError(t, err)
+	return fo
 }

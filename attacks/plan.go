@@ -195,6 +195,15 @@ const (
 //go:embed plans/*.yaml
 var builtinFS embed.FS
 
+// BuiltinNames are the built-in plans' names, in Builtins' order.
+func BuiltinNames() []string {
+	var out []string
+	for _, p := range Builtins() {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
 // Builtins returns the built-in plans sorted by name.
 func Builtins() []*Plan {
 	entries, err := fs.ReadDir(builtinFS, "plans")
@@ -620,6 +629,19 @@ func (p *Plan) NeedsRedis() bool { return p.needs("redis") }
 
 // NeedsFaults reports whether the plan injects faults.
 func (p *Plan) NeedsFaults() bool { return p.needs("faults") }
+
+// InjectedFaults are the fault kinds the plan's phases inject, in order,
+// each once.
+func (p *Plan) InjectedFaults() []string {
+	var out []string
+	for i := range p.Phases {
+		ph := &p.Phases[i]
+		if ph.Kind == KindFault && ph.Action == "inject" && !slices.Contains(out, ph.Fault) {
+			out = append(out, ph.Fault)
+		}
+	}
+	return out
+}
 
 func (p *Plan) needs(n string) bool {
 	for _, x := range p.Needs {

@@ -565,3 +565,21 @@ func (w *wireReq) http(ctx context.Context, b base) (*http.Request, error) {
 	}
 	return hr, nil
 }
+
+// ParseHeaders reads 'Name: value' lines into request headers (nil for
+// none); the last of a name wins.
+func ParseHeaders(lines []string) (map[string]string, error) {
+	var out map[string]string
+	for _, h := range lines {
+		name, val, ok := strings.Cut(h, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%q: want 'Name: value'", h)
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[name] = strings.TrimSpace(val)
+	}
+	return out, nil
+}

@@ -147,3 +147,13 @@ func (x External) Validate(allowRemote bool) error {
 	}
 	return nil
 }
+
+// LoopbackListen reports whether a listen address (HOST:PORT) is on
+// loopback only.
+func LoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	return CheckLoopback("listen address "+addr, host, false) == nil
+}

@@ -5,10 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,64 +16,37 @@ import (
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/history"
-	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/internal/console"
 	"github.com/rlverify/rlverify/reports"
 	"github.com/rlverify/rlverify/service"
-	"github.com/rlverify/rlverify/thresholds"
 )
 
+// attackFlags are attack's flags: most set the library's options
+// directly (o); the rest name files and choices read in options.
 type attackFlags struct {
-	plan       string
-	limiter    string
-	store      string
-	redisURL   string
-	instances  int
-	policyFile string
-	out        string
-	formats    []string
-	env        string
-	targetURLs []string
-	ext        externalFlags
-	// limiterPolicy is what the reference limiter enforces when it should
-	// differ from the declared policy (to prove that a mismatch is caught).
+	o             rlverify.AttackOptions
+	plan          string
+	policyFile    string
 	limiterPolicy string
-	allowRemote   bool
-	maxRequests   int64
-	// maxHeaderBytes and maxHeaders cap one response's header section.
-	maxHeaderBytes int64
-	maxHeaders     int
-	maxDuration    time.Duration
-	timeout        time.Duration
-	shard          string
-	seed           int64
-	only           []string
-	quiet          bool
-	regions        int
-	regionMode     string
-	regionSync     time.Duration
-	regionLat      time.Duration
-	failOn         []string
-	thresholds     []string
-	runID          string
-	keepKeys       bool
-	history        string
-	shape          shapeFlags
-	off            []string
-	dist           distFlags
-	// honest judges a gateway against its honest policy.
-	honest bool
-	// local and docker environments
-	redisCluster  int
-	redisImage    string
-	limiterImage  string
-	limiterBinary string
-	noPull        bool
+	out, history  string
+	formats       []string
+	env           string
+	ext           envs.ExternalSettings
+	docker        dockerImages
+	shard         string
+	dist          distFlags
+	quiet         bool
+	failOn        []string
+	thresholds    []string
+	shape         shapeFlags
+	// force writes into a run folder that holds files.
+	force bool
+}
 
-	// gw is set by gatewaySetup for a gateway limiter.
-	gw *gatewayRun
-	// force writes into a run folder that holds files; exactOut writes
-	// into out itself (a plan of an audit, a column of a comparison).
-	force, exactOut bool
+// dockerImages are the docker environment's images (docker_on.go).
+type dockerImages struct {
+	redisImage, limiterImage, limiterBinary string
+	noPull                                  bool
 }
 
 func attackCmd() *cobra.Command {
@@ -117,52 +86,52 @@ Examples:
 // addAttackFlags registers attack's flags (selftest parses the same ones).
 func addAttackFlags(fl *pflag.FlagSet, f *attackFlags) {
 	fl.StringVar(&f.plan, "plan", "", "built-in plan name or plan file (see rlverify plans)")
-	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to attack in the embedded environment (see rlverify limiters)")
-	fl.StringVar(&f.store, "store", "", "state store of the reference limiter: memory or redis (default: redis when the plan needs it)")
-	newRedisFlag(fl, &f.redisURL, false, "use this Redis (redis://HOST:PORT[/DB]) instead of starting one (embedded env with the redis store; elsewhere a usage error)")
-	fl.IntVar(&f.instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
+	fl.StringVar(&f.o.Limiter, "limiter", "token-bucket", "reference limiter to attack in the embedded environment (see rlverify limiters)")
+	fl.StringVar(&f.o.Store, "store", "", "state store of the reference limiter: memory or redis (default: redis when the plan needs it)")
+	newRedisFlag(fl, &f.o.RedisURL, false, "use this Redis (redis://HOST:PORT[/DB]) instead of starting one (embedded env with the redis store; elsewhere a usage error)")
+	fl.IntVar(&f.o.Instances, "instances", 0, "number of limiter instances (default: the plan's, else 1)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default: the built-in policy)")
 	fl.StringVar(&f.out, "out", "rlverify-out", outHelp("history.jsonl, result.json and the reports"))
 	addForceFlag(fl, &f.force)
 	fl.StringVar(&f.history, "history", "", "write the history to this file instead of DIR/RUN-ID/history.jsonl; - also streams it to stdout, for rlverify check --history - (stdout then carries only the history; the reports go to --out)")
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
 	addEnvFlags(fl, f, "environment: embedded (in process), local (redis-server processes), docker (testcontainers) or external (--target)")
-	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
+	fl.StringArrayVar(&f.o.Targets, "target", nil, "base URL of an external instance (repeat for several); implies --env external")
 	addExternalFlags(fl, &f.ext)
 	fl.StringVar(&f.limiterPolicy, "limiter-policy", "", "built-in environments: the policy the reference limiter enforces, when it should differ from the declared --policy (a limiter configured unlike its promise)")
-	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow targets outside loopback (only attack services you own)")
-	fl.Int64Var(&f.maxRequests, "max-requests", attacks.DefaultMaxRequests, "stop after this many requests")
-	fl.DurationVar(&f.maxDuration, "max-duration", attacks.DefaultMaxDuration, "stop after this long")
-	fl.DurationVar(&f.timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
-	fl.Int64Var(&f.maxHeaderBytes, "max-header-bytes", attacks.DefaultMaxHeaderBytes, "a response whose header section is larger is cut off and counted as an error")
-	fl.IntVar(&f.maxHeaders, "max-headers", attacks.DefaultMaxHeaders, "a response with more header fields is cut off and counted as an error")
+	fl.BoolVar(&f.o.AllowRemote, "allow-remote", false, "allow targets outside loopback (only attack services you own)")
+	fl.Int64Var(&f.o.MaxRequests, "max-requests", attacks.DefaultMaxRequests, "stop after this many requests")
+	fl.DurationVar(&f.o.MaxDuration, "max-duration", attacks.DefaultMaxDuration, "stop after this long")
+	fl.DurationVar(&f.o.Timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
+	fl.Int64Var(&f.o.MaxHeaderBytes, "max-header-bytes", attacks.DefaultMaxHeaderBytes, "a response whose header section is larger is cut off and counted as an error")
+	fl.IntVar(&f.o.MaxHeaders, "max-headers", attacks.DefaultMaxHeaders, "a response with more header fields is cut off and counted as an error")
 	fl.StringVar(&f.shard, "shard", "", "run shard i/n of the plan (e.g. 1/3) for several load machines")
 	addDistFlags(fl, &f.dist)
-	fl.Int64Var(&f.seed, "seed", 1, "seed for random choices (instances, keys, jitter)")
-	fl.StringSliceVar(&f.only, "checks", nil, "run only these checks (default: all that apply)")
-	fl.StringSliceVar(&f.off, "checks-off", nil, "turn these checks off (promises the limiter knowingly does not keep, e.g. retry-after); the report says so")
+	fl.Int64Var(&f.o.Seed, "seed", 1, "seed for random choices (instances, keys, jitter)")
+	fl.StringSliceVar(&f.o.Checks.Only, "checks", nil, "run only these checks (default: all that apply)")
+	fl.StringSliceVar(&f.o.Checks.Off, "checks-off", nil, "turn these checks off (promises the limiter knowingly does not keep, e.g. retry-after); the report says so")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
-	fl.StringVar(&f.runID, "run-id", "", "tag appended to every key so runs never share limiter state (default: random; with --shard, derived from plan and seed so every shard uses the same keys)")
-	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plan's keys unchanged (real API keys of your service); they are redacted in the history and reports")
+	fl.StringVar(&f.o.RunID, "run-id", "", "tag appended to every key so runs never share limiter state (default: random; with --shard, derived from plan and seed so every shard uses the same keys)")
+	fl.BoolVar(&f.o.KeepKeys, "keep-keys", false, "send the plan's keys unchanged (real API keys of your service); they are redacted in the history and reports")
 	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, failOnUsage)
 	addThresholdFlag(fl, &f.thresholds)
 	addShapeFlags(fl, &f.shape)
-	fl.BoolVar(&f.honest, "honest", false, "gateway limiters (nginx/…, haproxy/…, gubernator/…): judge against the policy the gateway really enforces, not the declared one (see docs/compare.md)")
+	fl.BoolVar(&f.o.Honest, "honest", false, "gateway limiters (nginx/…, haproxy/…, gubernator/…): judge against the policy the gateway really enforces, not the declared one (see docs/compare.md)")
 }
 
 // addEnvFlags registers the flags that say where the reference limiters
 // run (attack and compare share them).
 func addEnvFlags(fl *pflag.FlagSet, f *attackFlags, envUsage string) {
 	fl.StringVar(&f.env, "env", "embedded", envUsage)
-	fl.IntVar(&f.redisCluster, "redis-cluster", 0, "local env: run a Redis Cluster of this many nodes (3 or more)")
-	fl.StringVar(&f.redisImage, "redis-image", "", redisImageHelp)
-	fl.StringVar(&f.limiterImage, "limiter-image", "", limiterImageHelp)
-	fl.StringVar(&f.limiterBinary, "limiter-binary", "", "docker env: static rlverify binary to build the limiter image from when it is missing")
-	fl.BoolVar(&f.noPull, "no-pull", false, "docker env: never pull an image; fail if one is not present locally")
-	fl.IntVar(&f.regions, "regions", 0, "run the reference token bucket in this many regions, each with --instances instances and its own Redis (embedded and docker; default: the plan's)")
-	fl.StringVar(&f.regionMode, "region-mode", service.RegionReplicated, "how regions share the quota: replicated (local replicas + reconciliation), strict (one global store), independent (no sharing)")
-	fl.DurationVar(&f.regionSync, "region-sync", 100*time.Millisecond, "reconciliation interval between regions (replicated mode)")
-	fl.DurationVar(&f.regionLat, "region-latency", 20*time.Millisecond, "one-way latency between regions")
+	fl.IntVar(&f.o.RedisCluster, "redis-cluster", 0, "local env: run a Redis Cluster of this many nodes (3 or more)")
+	fl.StringVar(&f.docker.redisImage, "redis-image", "", redisImageHelp)
+	fl.StringVar(&f.docker.limiterImage, "limiter-image", "", limiterImageHelp)
+	fl.StringVar(&f.docker.limiterBinary, "limiter-binary", "", "docker env: static rlverify binary to build the limiter image from when it is missing")
+	fl.BoolVar(&f.docker.noPull, "no-pull", false, "docker env: never pull an image; fail if one is not present locally")
+	fl.IntVar(&f.o.Regions, "regions", 0, "run the reference token bucket in this many regions, each with --instances instances and its own Redis (embedded and docker; default: the plan's)")
+	fl.StringVar(&f.o.RegionMode, "region-mode", service.RegionReplicated, "how regions share the quota: replicated (local replicas + reconciliation), strict (one global store), independent (no sharing)")
+	fl.DurationVar(&f.o.RegionSync, "region-sync", 100*time.Millisecond, "reconciliation interval between regions (replicated mode)")
+	fl.DurationVar(&f.o.RegionLatency, "region-latency", 20*time.Millisecond, "one-way latency between regions")
 }
 
 // attackResult is one attack judged.
@@ -177,19 +146,16 @@ type attackResult struct {
 	// carries the history (--history -).
 	report io.Writer
 	// runE is why the plan stopped before its end (nil when it ran whole).
-	runE error
+	runE   error
+	failOn *rlverify.FailOn
 }
 
 func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) error {
-	fo, err := parseFailOn(f.failOn)
-	if err != nil {
-		return usageWrap(err)
-	}
 	r, err := attackOnce(ctx, f, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	err = conclude(r.doc, r.results, r.hist, f.formats, r.dir, fo, r.report, stderr)
+	err = conclude(r.doc, r.results, r.hist, f.formats, r.dir, r.failOn, r.report, stderr)
 	var ee *exitError
 	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted || ee.code == ExitRun ||
 		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
@@ -214,33 +180,15 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if err != nil {
 		return nil, fromLib(err)
 	}
-	dir, runID, err := f.runFolder(prep.RunID, o.Shard, o.Shards)
+	dir, err := prep.UseFolder(f.out, f.force)
 	if err != nil {
-		return nil, err
+		return nil, outErr(err)
 	}
-	if f.gw != nil {
-		// A gateway's honest policy and configurations go into the run's
-		// folder, known only now.
-		if err := f.placeGateway(dir, &prep.Env, &prep.Notes); err != nil {
-			return nil, err
-		}
-	}
-	prep.RunID = runID
-	prep.HistoryFile = f.historyFile(dir)
 	out, err := prep.Run(ctx)
 	if err != nil {
 		return nil, fromLib(err)
 	}
-	return &attackResult{doc: out.Document, results: out.Results, hist: out.History, histFile: out.HistoryFile, dir: dir, report: report, runE: out.Stopped}, nil
-}
-
-// historyFile is where the run in dir records its history: dir's
-// history.jsonl, or the file --history names.
-func (f *attackFlags) historyFile(dir string) string {
-	if f.history != "" && f.history != rlverify.Stdin {
-		return f.history
-	}
-	return filepath.Join(dir, "history.jsonl")
+	return &attackResult{doc: out.Document, results: out.Results, hist: out.History, histFile: out.HistoryFile, dir: dir, report: report, runE: out.Stopped, failOn: o.FailOn}, nil
 }
 
 // options reads, checks and loads what f says into the library's options
@@ -263,201 +211,127 @@ func (f *attackFlags) options(stdout, stderr io.Writer) (o rlverify.AttackOption
 }
 
 func (f *attackFlags) loadOptions(stdout, stderr io.Writer) (rlverify.AttackOptions, error) {
-	var none rlverify.AttackOptions
+	o := f.o
 	if f.plan == "" {
-		return none, fromLib(rlverify.AttackOptions{}.Validate())
+		return o, fromLib(o.Validate())
 	}
 	if err := checkRunBounds(f); err != nil {
-		return none, err
+		return o, err
 	}
-	plan, err := attacks.Load(f.plan, f.shape.planOptions()...)
-	if err != nil {
-		return none, usageWrap(err)
+	var err error
+	if o.Plan, err = attacks.Load(f.plan, f.shape.planOptions()...); err != nil {
+		return o, usageWrap(err)
 	}
-	ts, err := planThresholds(plan, f)
-	if err != nil {
-		return none, usageWrap(err)
+	if err := f.common(&o); err != nil {
+		return o, err
 	}
-	policyFile := f.policyFile
-	if policyFile == "" {
-		policyFile = plan.Policy
+	if o.Shard, o.Shards, err = rlverify.ParseShard(f.shard, f.dist.shardIndex); err != nil {
+		return o, fromLib(err)
 	}
-	pol, err := loadPolicy(policyFile)
-	if err != nil {
-		return none, err
+	if o.StartAt, err = f.dist.start(time.Now()); err != nil {
+		return o, usageWrap(err)
 	}
-	if pol, err = f.shape.apply(pol); err != nil {
-		return none, usageWrap(err)
-	}
-	shapeReq, err := f.shape.request()
-	if err != nil {
-		return none, usageWrap(err)
-	}
-	if err := f.shape.checkRate(); err != nil {
-		return none, usageWrap(err)
-	}
-	var keyFile *attacks.KeyFile
-	if f.shape.keysFile != "" {
-		if keyFile, err = attacks.LoadKeyFile(f.shape.keysFile, pol); err != nil {
-			return none, usageWrap(err)
-		}
-	}
-	if err := checks.Validate(f.only); err != nil {
-		return none, usageWrap(fmt.Errorf("--checks: %w", err))
-	}
-	if err := checks.Validate(f.off); err != nil {
-		return none, usageWrap(fmt.Errorf("--checks-off: %w", err))
-	}
-	if err := checks.Validate(pol.ChecksOff); err != nil {
-		return none, usageWrap(fmt.Errorf("policy %s: checks_off: %w", pol.Source, err))
-	}
-	for _, format := range f.formats {
-		if _, err := reports.Lookup(format); err != nil {
-			return none, usageWrap(fmt.Errorf("--format: %w", err))
-		}
-	}
-	shard, shards, err := f.dist.shard(f.shard)
-	if err != nil {
-		return none, usageWrap(err)
-	}
-	startAt, err := f.dist.start(time.Now())
-	if err != nil {
-		return none, usageWrap(err)
-	}
-	if len(f.targetURLs) > 0 {
-		f.env = "external"
-	}
-	if f.policyFile == "" {
-		// Never a borrowed policy: the library refuses your own service
-		// without a declared one (after a target it would refuse anyway).
-		if len(f.targetURLs) > 0 {
-			if err := rlverify.CheckTargets(f.targetURLs, f.allowRemote); err != nil {
-				return none, fromLib(&rlverify.OptionError{Err: err})
-			}
-		}
-		if err := rlverify.CheckDeclaredPolicy(rlverify.AttackOptions{Plan: plan, Env: f.env, Targets: f.targetURLs}); err != nil {
-			return none, fromLib(err)
-		}
-	}
-	if f.regions == 0 && (f.env == "embedded" || f.env == "docker") {
-		f.regions = plan.Regions
-	}
-	o := rlverify.AttackOptions{
-		Plan: plan, Policy: pol, Env: f.env, Limiter: f.limiter, Store: f.store,
-		RedisURL: f.redisURL, RedisCluster: f.redisCluster, Instances: f.instances,
-		Targets: f.targetURLs, AllowRemote: f.allowRemote,
-		Regions: f.regions, RegionMode: f.regionMode, RegionSync: f.regionSync, RegionLatency: f.regionLat,
-		Request: shapeReq, Keys: keyFile, KeepKeys: f.keepKeys,
-		Checks:      checks.Options{Only: f.only, Off: f.off, MaxErrorRate: f.shape.maxErrorRate},
-		Thresholds:  ts,
-		MaxRequests: f.maxRequests, MaxDuration: f.maxDuration, Timeout: f.timeout,
-		MaxHeaderBytes: f.maxHeaderBytes, MaxHeaders: f.maxHeaders,
-		Shard: shard, Shards: shards, Seed: f.seed, RunID: f.runID, StartAt: startAt,
-		ReplaceHistory: f.force,
-		Log: func(format string, a ...any) {
-			if !f.quiet {
-				fmt.Fprintf(stderr, format+"\n", a...)
-			}
-		},
-		Warn: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) },
+	if o.Thresholds, err = parseThresholds(f.thresholds); err != nil {
+		return o, usageWrap(err)
 	}
 	if f.history != "" && f.history != rlverify.Stdin {
 		// Checked now, before a run folder is made: an existing file (a
 		// policy, an earlier run's history) is not replaced without --force.
 		o.HistoryFile = f.history
 	}
-	isGateway, err := gatewaySetup(f, pol, &o)
-	if err != nil {
-		return none, err
-	}
-	switch {
-	case isGateway:
-	case f.env == "docker":
-		if o.Environment, err = dockerEnvironment(f); err != nil {
-			return none, runErr(err)
-		}
-	case f.env == "external" && len(f.targetURLs) > 0:
-		x, err := f.ext.environment()
-		if err != nil {
-			return none, usageWrap(err)
-		}
-		o.Environment = x
-	}
-	if f.limiterPolicy != "" && !isGateway && f.env != "external" {
-		if o.LimiterPolicy, err = loadPolicy(f.limiterPolicy); err != nil {
-			return none, err
+	o.ReplaceHistory = f.force
+	o.Log = func(format string, a ...any) {
+		if !f.quiet {
+			fmt.Fprintf(stderr, format+"\n", a...)
 		}
 	}
-	prog := newProgress(stderr, f.quiet)
-	o.Progress, o.ProgressDone = prog.update, prog.done
-	if f.env != "external" && f.ext.any() {
-		return none, usageErr("--store-proxy, --toxiproxy, --on-inject/--on-clear, --sink and --downstream-* are for your own service (--env external, --target URL)")
-	}
-	if f.env == "external" {
-		x, _ := o.Environment.(envs.External)
-		if err := checkExternalFaults(plan, x); err != nil {
-			return none, usageWrap(err)
-		}
-	}
+	o.Warn = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	prog := console.New(stderr, f.quiet)
+	o.Progress, o.ProgressDone = prog.Update, prog.Done
 	return o, nil
 }
 
+// common reads what attack, audit and compare share into o: the failure
+// rule, the formats, the policies, the request's shape and the environment.
+func (f *attackFlags) common(o *rlverify.AttackOptions) error {
+	var err error
+	if o.FailOn, err = rlverify.ParseFailOn(f.failOn); err != nil {
+		return fromLib(err)
+	}
+	for _, format := range f.formats {
+		if _, err := reports.Lookup(format); err != nil {
+			return usageWrap(fmt.Errorf("--format: %w", err))
+		}
+	}
+	if f.policyFile != "" {
+		if o.Policy, err = loadPolicy(f.policyFile); err != nil {
+			return err
+		}
+	}
+	if f.limiterPolicy != "" {
+		if o.LimiterPolicy, err = loadPolicy(f.limiterPolicy); err != nil {
+			return err
+		}
+	}
+	if o.Request, err = f.shape.request(); err != nil {
+		return usageWrap(err)
+	}
+	if err := f.shape.checkRate(); err != nil {
+		return usageWrap(err)
+	}
+	o.Overrides, o.KeysFile, o.Checks.MaxErrorRate = f.shape.overrides(), f.shape.keysFile, f.shape.maxErrorRate
+	o.Env = f.env
+	if len(o.Targets) > 0 {
+		o.Env = rlverify.EnvExternal
+	}
+	envOf := environments[o.Env]
+	if f.ext.Any() {
+		// Given elsewhere than to your own service, the library refuses them.
+		envOf = environments[rlverify.EnvExternal]
+	}
+	if envOf != nil {
+		if o.Environment, err = envOf(f); err != nil {
+			return fromLib(err)
+		}
+	}
+	return nil
+}
+
+// environments is the one table of the environments the command starts
+// by --env: each reads its own flags into the library's value (nil: the
+// library's default for that name).
+var environments = map[string]func(f *attackFlags) (envs.Environment, error){
+	rlverify.EnvEmbedded: nil,
+	rlverify.EnvLocal:    nil,
+	rlverify.EnvDocker:   dockerEnvironment,
+	rlverify.EnvExternal: func(f *attackFlags) (envs.Environment, error) { return f.ext.Environment() },
+}
+
 // judge reads histories back (from disk; "-" from stdin), checks them and
-// reports: the live run and `rlverify check` share this path, so they give
-// the same verdicts.
-func judge(ctx context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
-	doc, rs, h, err := evaluate(ctx, files, stdin, pol, o, ts)
+// reports: the live run and `rlverify check` share the library's Check,
+// so they give the same verdicts. When ctx ends (Ctrl-C, SIGTERM) it
+// returns at once: exit 130.
+func judge(ctx context.Context, o rlverify.CheckOptions, formats []string, out string, stdout, stderr io.Writer) error {
+	o.PauseGC = true
+	res, err := rlverify.Check(ctx, o)
 	if err != nil {
-		return err
+		return fromLib(err)
 	}
-	return conclude(doc, rs, h, formats, out, fo, stdout, stderr)
-}
-
-// evaluate reads histories (merging shards; "-" is stdin), judges them
-// against pol (nil: the policy the history declares) and ts, and builds the
-// result document. When ctx ends (Ctrl-C, SIGTERM) it returns at once: exit
-// 130.
-func evaluate(ctx context.Context, files []string, stdin io.Reader, pol *policy.Policy, o checks.Options, ts []thresholds.Threshold) (*reports.Document, []checks.Result, *history.History, error) {
-	restore := pauseGC()
-	h, err := rlverify.Interruptible(ctx, func() (*history.History, error) { return rlverify.ReadHistories(files, stdin) })
-	restore()
-	if err != nil {
-		return nil, nil, nil, fromLib(err)
-	}
-	out, err := rlverify.Check(ctx, rlverify.CheckOptions{History: h, Policy: pol, Checks: o, Thresholds: ts})
-	if err != nil {
-		return nil, nil, nil, fromLib(err)
-	}
-	return out.Document, out.Results, out.History, nil
-}
-
-// pauseGC turns the garbage collector off until restore is called, unless
-// the user set GOGC. Reading a history allocates almost only what it keeps
-// (the events, and the slices they outgrow: at most as much again, also
-// when stdin is read for a whole attack), so a collection during the read
-// frees next to nothing (gctrace on 10^6 events: 783 → 723 MB) while it
-// marks every event read so far. On a 2-core VM those collections made
-// `rlverify check` of 10^6 events take 5.4–6.3 s instead of 1.4–1.6 s, with
-// a higher peak (964 MB instead of 715 MB). A GOMEMLIMIT the user set still
-// bounds the heap.
-func pauseGC() (restore func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
-	}
-	old := debug.SetGCPercent(-1)
-	return func() { debug.SetGCPercent(old) }
+	return conclude(res.Document, res.Results, res.History, formats, out, o.FailOn, stdout, stderr)
 }
 
 // conclude renders doc and returns the exit the verdicts call for.
-func conclude(doc *reports.Document, rs []checks.Result, h *history.History, formats []string, out string, fo *failOn, stdout, stderr io.Writer) error {
+func conclude(doc *reports.Document, rs []checks.Result, h *history.History, formats []string, out string, fo *rlverify.FailOn, stdout, stderr io.Writer) error {
 	if err := render(doc, formats, out, stdout); err != nil {
 		return runErr(err)
 	}
-	statusHints(doc, stderr)
+	for _, h := range doc.Hints() {
+		fmt.Fprintln(stderr, "rlverify: "+flagMessage(errors.New(h.Advice))+h.Answer)
+	}
 	if doc.Verdict == checks.Modified {
 		return cutExit(doc, stderr)
 	}
-	if fails := append(fo.fails(rs), fo.thresholdFails(doc.Thresholds)...); len(fails) > 0 {
+	if fails := append(fo.Fails(rs), fo.ThresholdFails(doc.Thresholds)...); len(fails) > 0 {
 		return &exitError{code: ExitFail, fails: fails}
 	}
 	if doc.Verdict == checks.Fail && h != nil {
@@ -495,26 +369,4 @@ func cutExit(doc *reports.Document, stderr io.Writer) error {
 // `rlverify report` can render it again.
 func render(doc *reports.Document, formats []string, out string, stdout io.Writer) error {
 	return emitReports(formats, out, "report", "result.json", stdout, func(f reports.Format, w io.Writer) error { return f.Render(w, doc) })
-}
-
-func parseShard(s string) (int, int, error) {
-	if s == "" {
-		return 0, 1, nil
-	}
-	a, b, ok := strings.Cut(s, "/")
-	i, err1 := strconv.Atoi(a)
-	n, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n || n > 1000 {
-		return 0, 0, fmt.Errorf("--shard %q: want i/n with 1 ≤ i ≤ n, e.g. 2/3", s)
-	}
-	return i - 1, n, nil
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := rawWriter(w).(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/discover"
-	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
 
@@ -57,158 +56,98 @@ under-admission, fail-mode, …) is measured, not judged. With --policy,
 	fl := c.Flags()
 	fl.StringSliceVar(&only, "plans", nil, "run only these of the audit's plans")
 	fl.StringArrayVar(&planFiles, "plan", nil, "also run this plan file of your own after the audit's plans, judged against the same policy (repeatable)")
-	fl.StringVar(&f.limiter, "limiter", "token-bucket", "reference limiter to audit in the embedded environment (without --target)")
+	fl.StringVar(&f.o.Limiter, "limiter", "token-bucket", "reference limiter to audit in the embedded environment (without --target)")
 	fl.StringVar(&f.policyFile, "policy", "", "declared policy YAML (default with --limiter: the built-in policy; with --target: discovered first, and only what needs no promise is judged)")
 	fl.BoolVar(&alsoDiscover, "discover", false, "with --target and --policy: discover the policy too and show each declared number beside the discovered one (a declared value outside the measured range fails declared-vs-discovered)")
 	fl.DurationVar(&budget, "discover-budget", discover.DefaultBudget, "with --target and no --policy: the longest the discovery of the policy may take")
 	fl.StringVar(&f.out, "out", "rlverify-audit", outHelp("each plan's folder (PLAN/history.jsonl …) and the audit's reports"))
 	fl.StringSliceVar(&f.formats, "format", []string{"text"}, "report formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first goes to stdout, all to --out)")
 	addEnvFlags(fl, &f, "environment of a --limiter audit: embedded, local or docker; external with --target")
-	fl.StringArrayVar(&f.targetURLs, "target", nil, "base URL of one of your instances (repeat for several); implies --env external")
+	fl.StringArrayVar(&f.o.Targets, "target", nil, "base URL of one of your instances (repeat for several); implies --env external")
 	addExternalFlags(fl, &f.ext)
 	fl.StringVar(&f.limiterPolicy, "limiter-policy", "", "with --limiter: the policy the reference limiter enforces, when it should differ from the declared --policy")
-	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow targets outside loopback (only audit services you own)")
-	fl.Int64Var(&f.maxRequests, "max-requests", attacks.DefaultMaxRequests, "stop each plan after this many requests")
-	fl.DurationVar(&f.maxDuration, "max-duration", 2*time.Minute, "stop each plan after this long")
-	fl.DurationVar(&f.timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
-	fl.Int64Var(&f.seed, "seed", 1, "seed for random choices")
+	fl.BoolVar(&f.o.AllowRemote, "allow-remote", false, "allow targets outside loopback (only audit services you own)")
+	fl.Int64Var(&f.o.MaxRequests, "max-requests", attacks.DefaultMaxRequests, "stop each plan after this many requests")
+	fl.DurationVar(&f.o.MaxDuration, "max-duration", 2*time.Minute, "stop each plan after this long")
+	fl.DurationVar(&f.o.Timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
+	fl.Int64Var(&f.o.Seed, "seed", 1, "seed for random choices")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
-	fl.BoolVar(&f.keepKeys, "keep-keys", false, "send the plans' keys unchanged (real API keys); they are redacted")
+	fl.BoolVar(&f.o.KeepKeys, "keep-keys", false, "send the plans' keys unchanged (real API keys); they are redacted")
 	fl.StringSliceVar(&f.failOn, "fail-on", []string{"fail"}, failOnUsage)
-	fl.StringSliceVar(&f.off, "checks-off", nil, "turn these checks off in every plan; the report says so")
+	fl.StringSliceVar(&f.o.Checks.Off, "checks-off", nil, "turn these checks off in every plan; the report says so")
 	addShapeFlags(fl, &f.shape)
 	return c
 }
 
 func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, budget time.Duration, alsoDiscover bool, stdout, stderr io.Writer) error {
-	fo, err := parseFailOn(f.failOn)
-	if err == nil {
-		err = fo.checkThresholds(nil) // an audit has no thresholds
+	base := f.o
+	if err := f.common(&base); err != nil {
+		return err
 	}
-	if err != nil {
-		return usageWrap(err)
-	}
-	for _, format := range f.formats {
-		if _, err := reports.Lookup(format); err != nil {
-			return usageWrap(fmt.Errorf("--format: %w", err))
-		}
-	}
-	if err := (rlverify.AuditOptions{Plans: only}).Validate(); err != nil {
+	if err := base.FailOn.CheckThresholds(nil); err != nil { // an audit has no thresholds
 		return fromLib(err)
 	}
-	if len(f.targetURLs) > 0 {
-		f.env = "external"
+	ao := rlverify.AuditOptions{Attack: base, Plans: only, PlanFiles: planFiles, PlanLoad: f.shape.planOptions(), DiscoverBeside: alsoDiscover}
+	if err := ao.Validate(); err != nil {
+		return fromLib(err)
 	}
-	discovering := f.env == "external" && f.policyFile == ""
-	if alsoDiscover && (f.env != "external" || discovering) {
-		return usageErr("audit: --discover puts a declared policy beside the discovered one: give --target and --policy (without --policy the audit discovers anyway)")
-	}
-	var pol *policy.Policy
-	if !discovering {
-		if pol, err = loadPolicy(f.policyFile); err != nil {
-			return err
-		}
-		if pol, err = f.shape.apply(pol); err != nil {
-			return usageWrap(err)
-		}
-	}
-	base := rlverify.AttackOptions{Policy: pol, Env: f.env, Limiter: f.limiter, Targets: f.targetURLs, AllowRemote: f.allowRemote}
-	var disc *discover.Options
-	if discovering || (alsoDiscover && f.env == "external") {
-		df := discoverFlags{targets: f.targetURLs, allowRemote: f.allowRemote, budget: budget, timeout: f.timeout, quiet: f.quiet, shape: f.shape}
+	if len(base.Targets) > 0 {
+		df := discoverFlags{targets: base.Targets, allowRemote: base.AllowRemote, budget: budget, timeout: base.Timeout, quiet: f.quiet, shape: f.shape}
 		do, err := df.options(stderr)
 		if err != nil {
 			return err
 		}
-		disc = &do.Options
-		if !discovering && f.shape.identity == "" {
-			disc.Identity = policy.Identity{} // the declared policy's
-		}
-		if req, err := f.shape.request(); err == nil {
-			base.Request = req
-		}
-	}
-	if f.env == "external" {
-		if x, err := f.ext.environment(); err == nil {
-			base.Environment = x // what faults it can inject; errors come per plan
-		}
+		ao.Discover = &do.Options
 	}
 	dir, err := runFolder(f.out, newRunID(), true, false)
 	if err != nil {
 		return err
 	}
-	f.out = dir
+	ao.Dir = dir
+	ao.OnDiscovered = func(d *rlverify.Discovery) error {
+		// The user finds the discovered policy in the audit's folder, to
+		// declare it.
+		file := filepath.Join(dir, "discovered-policy.yaml")
+		if err := reports.WriteFile(file, func(w io.Writer) error { _, err := w.Write(d.YAML); return err }); err != nil {
+			return runErr(err)
+		}
+		if !f.quiet {
+			fmt.Fprintf(stderr, "audit: %s\n%s\nthe discovered policy is in %s\n", reports.DiscoveredNote, summary(d.Result), file)
+		}
+		return nil
+	}
+	ao.Log = func(format string, args ...any) {
+		if !f.quiet {
+			fmt.Fprintf(stderr, format+"\n", args...)
+		}
+	}
 	planReports := map[string][]string{}
-	a, err := rlverify.Audit(ctx, rlverify.AuditOptions{
-		Attack: base, Plans: only, PlanFiles: planFiles, Dir: dir, Discover: disc,
-		OnDiscovered: func(d *rlverify.Discovery) error {
-			// Every plan reads the discovered policy from the audit's
-			// folder, where the user finds it to declare it.
-			file := filepath.Join(dir, "discovered-policy.yaml")
-			if err := writeFileAtomic(file, d.YAML); err != nil {
-				return runErr(err)
-			}
-			f.policyFile = file
-			if !f.quiet {
-				fmt.Fprintf(stderr, "audit: %s\n%s\nthe discovered policy is in %s\n", reports.DiscoveredNote, summary(d.Result), file)
-			}
-			return nil
-		},
-		Log: func(format string, args ...any) {
-			if !f.quiet {
-				fmt.Fprintf(stderr, format+"\n", args...)
-			}
-		},
-		ForPlan: func(plan, pdir string) (rlverify.AttackOptions, error) {
-			pf := *f
-			pf.plan = plan
-			pf.out, pf.exactOut = pdir, true
-			pf.quiet = true
-			if pf.policyFile == "" && pf.env != "external" {
-				// Every plan is judged against the declared policy, the
-				// built-in one for a reference limiter: a plan's own
-				// policy (retry-after's slow refill, tiers' seed tiers) is
-				// not what the audited limiter enforces. (Against your own
-				// service there is none to borrow: the policy is declared
-				// or discovered.)
-				pf.policyFile = "default"
-			}
-			o, _, err := pf.options(io.Discard, stderr)
-			if err != nil {
-				return o, err
-			}
-			o.HistoryFile = pf.historyFile(pdir)
-			if pf.gw != nil {
-				if err := pf.placeGateway(pdir, &o.Environment, &o.Notes); err != nil {
-					return o, err
-				}
-			}
-			return o, nil
-		},
-		OnPlan: func(plan, pdir string, out *rlverify.Outcome) error {
-			// Each plan's own reports, html always, so the audit's page
-			// links to them.
-			formats := append([]string{"html"}, slices.DeleteFunc(slices.Clone(f.formats), func(s string) bool { return s == "html" })...)
-			doc := out.Document
-			if err := emitReports(formats, pdir, "report", "result.json", nil, func(rf reports.Format, w io.Writer) error { return rf.Render(w, doc) }); err != nil {
-				return runErr(err)
-			}
-			for _, name := range formats {
-				planReports[plan] = append(planReports[plan], filepath.Join(pdir, "report."+reports.Extension(name)))
-			}
-			return nil
-		},
-	})
+	ao.OnPlan = func(plan, pdir string, out *rlverify.Outcome) error {
+		// Each plan's own reports, html always, so the audit's page links
+		// to them.
+		formats := append([]string{"html"}, slices.DeleteFunc(slices.Clone(f.formats), func(s string) bool { return s == "html" })...)
+		if err := emitReports(formats, pdir, "report", "result.json", nil, func(rf reports.Format, w io.Writer) error { return rf.Render(w, out.Document) }); err != nil {
+			return runErr(err)
+		}
+		for _, name := range formats {
+			planReports[plan] = append(planReports[plan], filepath.Join(pdir, "report."+reports.Extension(name)))
+		}
+		return nil
+	}
+	a, err := rlverify.Audit(ctx, ao)
 	if err != nil {
 		return fromLib(err)
 	}
 	for i := range a.Plans {
 		a.Plans[i].Reports = planReports[a.Plans[i].Plan]
+		if p := &a.Plans[i]; !p.Ran && p.Verdict == "" {
+			p.Why = flagWords(p.Why) // a skip reason names the options it wants
+		}
 	}
-	if err := emitReports(f.formats, f.out, "audit", "audit.json", stdout, func(rf reports.Format, w io.Writer) error { return rf.RenderAudit(w, a) }); err != nil {
+	if err := emitReports(f.formats, dir, "audit", "audit.json", stdout, func(rf reports.Format, w io.Writer) error { return rf.RenderAudit(w, a) }); err != nil {
 		return runErr(err)
 	}
-	if fails := fo.fails(a.Results()); len(fails) > 0 {
+	if fails := base.FailOn.Fails(a.Results()); len(fails) > 0 {
 		return &exitError{code: ExitFail, fails: fails}
 	}
 	switch {

@@ -8,12 +8,12 @@ import "github.com/rlverify/rlverify/attacks"
 // means one.
 func checkRunBounds(f *attackFlags) error {
 	switch {
-	case f.maxRequests <= 0:
-		return usageErr("--max-requests %d: want a positive number of requests (default %d)", f.maxRequests, attacks.DefaultMaxRequests)
-	case f.maxDuration <= 0:
-		return usageErr("--max-duration %s: want a positive duration such as 30s (default %s)", f.maxDuration, attacks.DefaultMaxDuration)
-	case f.timeout <= 0:
-		return usageErr("--timeout %s: want a positive duration such as 5s (default %s)", f.timeout, attacks.DefaultTimeout)
+	case f.o.MaxRequests <= 0:
+		return usageErr("--max-requests %d: want a positive number of requests (default %d)", f.o.MaxRequests, attacks.DefaultMaxRequests)
+	case f.o.MaxDuration <= 0:
+		return usageErr("--max-duration %s: want a positive duration such as 30s (default %s)", f.o.MaxDuration, attacks.DefaultMaxDuration)
+	case f.o.Timeout <= 0:
+		return usageErr("--timeout %s: want a positive duration such as 5s (default %s)", f.o.Timeout, attacks.DefaultTimeout)
 	}
 	return nil
 }

@@ -1,13 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"fmt"
 	"io"
-	"os"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,7 +10,6 @@ import (
 
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/calibrate"
-	"github.com/rlverify/rlverify/policy"
 )
 
 type calibrateFlags struct {
@@ -103,22 +97,6 @@ Examples:
 	return c
 }
 
-// parseShare reads 0.1% or 0.001.
-func parseShare(flag, s string) (float64, error) {
-	s = strings.TrimSpace(s)
-	pct := strings.HasSuffix(s, "%")
-	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
-	if pct {
-		v /= 100
-	}
-	if err != nil || v < 0 || v >= 1 || v != v {
-		return 0, fmt.Errorf("--%s %q: want a share below 100%%, as 0.1%% or 0.001", flag, s)
-	}
-	return v, nil
-}
-
-type reportOut struct{ format, file string }
-
 func runCalibrate(f *calibrateFlags, stdin io.Reader, stdout io.Writer) error {
 	if len(f.traffic) == 0 {
 		return usageErr("calibrate: --traffic FILE is required (an access log, results or a history)")
@@ -127,18 +105,11 @@ func runCalibrate(f *calibrateFlags, stdin io.Reader, stdout io.Writer) error {
 		Format: f.format, KeyField: f.keyField, TierField: f.tierField, TimeField: f.timeField, StatusField: f.statusField, RouteField: f.routeField,
 		TimeUnit: f.timeUnit, SkipMalformed: f.skipMalformed, MaxDisorder: f.maxDisorder, Hosts: f.hosts,
 	}}
-	if !slices.Contains(calibrate.Formats(), f.format) {
-		return usageErr("--from %q: want %s", f.format, strings.Join(calibrate.Formats(), ", "))
-	}
-	if f.maxDisorder <= 0 {
-		return usageErr("--max-disorder %s: want a positive duration", f.maxDisorder)
-	}
-	if f.keyRegex != "" {
-		re, err := regexp.Compile(f.keyRegex)
-		if err != nil {
-			return usageErr("--key-regex %q: %v", f.keyRegex, err)
-		}
-		o.Read.KeyRegex = re
+	o.Calibrate.TimelineKey, o.Calibrate.TimelineMax = f.timelineKey, f.timelineRows
+	text := rlverify.CalibrateText{MaxRefused: f.maxRefused, MaxRefusedPerKey: f.maxPerKey, AbusiveKeys: f.abusiveKeys,
+		AbusiveStatus: f.abusiveStatus, Compare: f.compare, KeyRegex: f.keyRegex, Reports: f.reports, WritePolicy: f.writePolicy, Force: f.force}
+	if err := text.Apply(&o); err != nil {
+		return fromLib(err)
 	}
 	stdinUsed := false
 	for _, t := range f.traffic {
@@ -156,136 +127,16 @@ func runCalibrate(f *calibrateFlags, stdin io.Reader, stdout io.Writer) error {
 	if o.Calibrate.Policy, err = loadPolicy(f.policyFile); err != nil {
 		return err
 	}
-	share, err := parseShare("max-refused", f.maxRefused)
+	outs, err := text.Outputs()
 	if err != nil {
-		return usageWrap(err)
+		return fromLib(err)
 	}
-	o.Calibrate.MaxRefused, o.Calibrate.ExactlyZero = share, share == 0
-	if f.maxPerKey != "" {
-		if o.Calibrate.MaxRefusedPerKey, err = parseShare("max-refused-per-key", f.maxPerKey); err != nil {
-			return usageWrap(err)
-		}
-	}
-	if o.Calibrate.AbusiveKeys, err = readKeyList(f.abusiveKeys); err != nil {
-		return usageWrap(err)
-	}
-	if len(f.abusiveStatus) > 0 {
-		if o.Calibrate.AbusiveStatuses, err = policy.ParseStatusSet(f.abusiveStatus...); err != nil {
-			return usageErr("--abusive-status: %v", err)
-		}
-	}
-	for _, spec := range f.compare {
-		_, entry, l, err := parseLimitSpec(spec)
-		if err != nil {
-			return usageErr("%s", strings.Replace(err.Error(), "--limiter", "--compare", 1))
-		}
-		if entry.Faulty || entry.ThirdParty || entry.Name != string(entry.Algorithm) {
-			return usageErr("--compare %q: calibrate replays the reference algorithms (%s)", spec, algorithmNames())
-		}
-		o.Calibrate.Compare = append(o.Calibrate.Compare, l)
-	}
-	if f.timelineRows < 1 || f.timelineRows > 100_000 {
-		return usageErr("--timeline-rows %d: want 1 … 100000", f.timelineRows)
-	}
-	o.Calibrate.TimelineKey, o.Calibrate.TimelineMax = f.timelineKey, f.timelineRows
-	var outs []reportOut
-	toStdout := 0
-	for _, r := range f.reports {
-		format, file, _ := strings.Cut(r, "=")
-		if !slices.Contains(calibrate.ReportFormats(), format) {
-			return usageErr("--report %q: want FORMAT or FORMAT=FILE with FORMAT one of %s", r, strings.Join(calibrate.ReportFormats(), ", "))
-		}
-		if file == "" {
-			toStdout++
-		} else if err := refuseOverwrite("--report", file, f.force); err != nil {
-			return err
-		}
-		if format == calibrate.FormatHTML {
-			o.Calibrate.Curves = true
-		}
-		outs = append(outs, reportOut{format, file})
-	}
-	if toStdout > 1 {
-		return usageErr("--report: only one format can go to stdout; give the others as FORMAT=FILE")
-	}
-	if f.writePolicy != "" {
-		if err := refuseOverwrite("--write-policy", f.writePolicy, f.force); err != nil {
-			return err
-		}
-	}
+	o.Calibrate.Curves = slices.ContainsFunc(outs, func(x rlverify.CalibrateOutput) bool { return x.Format == calibrate.FormatHTML })
 	rep, err := rlverify.Calibrate(o)
 	if err != nil {
 		// Every failure here is about the input: a file that cannot be
 		// opened or read, its content, or a policy that does not fit it.
 		return usageWrap(err)
 	}
-	for _, out := range outs {
-		if out.file == "" {
-			if err := calibrate.Render(stdout, rep, out.format); err != nil {
-				return runErr(err)
-			}
-			continue
-		}
-		if err := writeAtomic(out.file, func(w io.Writer) error { return calibrate.Render(w, rep, out.format) }); err != nil {
-			return runErr(fmt.Errorf("--report %s: %w", out.file, err))
-		}
-	}
-	if f.writePolicy != "" {
-		_, yml, err := calibrate.Recommend(o.Calibrate.Policy, rep)
-		if err != nil {
-			return runErr(err)
-		}
-		if err := writeAtomic(f.writePolicy, func(w io.Writer) error { _, err := w.Write(yml); return err }); err != nil {
-			return runErr(fmt.Errorf("--write-policy: %w", err))
-		}
-	}
-	return nil
-}
-
-func algorithmNames() string {
-	var s []string
-	for _, a := range policy.Algorithms {
-		s = append(s, string(a))
-	}
-	return strings.Join(s, ", ")
-}
-
-// readKeyList expands @FILE items into the file's lines.
-func readKeyList(items []string) ([]string, error) {
-	var out []string
-	for _, it := range items {
-		file, ok := strings.CutPrefix(it, "@")
-		if !ok {
-			out = append(out, it)
-			continue
-		}
-		fh, err := os.Open(file)
-		if err != nil {
-			return nil, fmt.Errorf("--abusive-keys: %w", err)
-		}
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
-			if k := strings.TrimSpace(sc.Text()); k != "" && !strings.HasPrefix(k, "#") {
-				out = append(out, k)
-			}
-		}
-		err = sc.Err()
-		fh.Close()
-		if err != nil {
-			return nil, fmt.Errorf("--abusive-keys %s: %w", file, err)
-		}
-	}
-	return out, nil
-}
-
-// refuseOverwrite refuses an existing file unless force.
-func refuseOverwrite(flag, file string, force bool) error {
-	st, err := os.Stat(file)
-	switch {
-	case err == nil && st.IsDir():
-		return usageErr("%s %s is a directory", flag, file)
-	case err == nil && !force:
-		return usageErr("%s %s already exists: give another file, or --force to replace it", flag, file)
-	}
-	return nil
+	return runErr(text.WriteCalibration(rep, o, outs, stdout))
 }

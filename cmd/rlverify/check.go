@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/checks"
-	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/reports"
 )
 
@@ -34,29 +34,17 @@ recorded in the history is used. --history - reads a history from standard
 input: rlverify attack … --history - | rlverify check --history -.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if len(files) == 0 {
-				return usageErr("check: --history FILE is required")
-			}
-			var pol *policy.Policy
+			o := rlverify.CheckOptions{Histories: files, Stdin: c.InOrStdin(), Checks: checks.Options{Slack: skew, Only: only, MaxErrorRate: maxErrorRate}}
+			var err error
 			if policyFile != "" {
-				p, err := loadPolicy(policyFile)
-				if err != nil {
+				if o.Policy, err = loadPolicy(policyFile); err != nil {
 					return err
 				}
-				pol = p
 			}
-			if err := checks.Validate(only); err != nil {
-				return usageWrap(err)
+			if o.FailOn, err = rlverify.ParseFailOn(failOnS); err != nil {
+				return fromLib(err)
 			}
-			fo, err := parseFailOn(failOnS)
-			if err != nil {
-				return usageWrap(err)
-			}
-			ts, err := parseThresholds(tspecs)
-			if err == nil {
-				err = fo.checkThresholds(ts)
-			}
-			if err != nil {
+			if o.Thresholds, err = parseThresholds(tspecs); err != nil {
 				return usageWrap(err)
 			}
 			for _, f := range formats {
@@ -64,21 +52,18 @@ input: rlverify attack … --history - | rlverify check --history -.`,
 					return usageWrap(err)
 				}
 			}
-			if skew < 0 {
-				return usageErr("--clock-skew must not be negative")
+			if maxErrorRate == 0 {
+				return usageErr("--max-error-rate 0: want a share in (0, 1], e.g. 0.01 for 1%%")
 			}
-			if err := checks.ValidateSlack(skew); err != nil {
-				return usageErr("--clock-skew %s: want at most %s, the widest the shards of one run may start apart", skew, checks.MaxSlack)
-			}
-			if !(maxErrorRate > 0 && maxErrorRate <= 1) {
-				return usageErr("--max-error-rate %g: want a share in (0, 1], e.g. 0.01 for 1%%", maxErrorRate)
+			if err := o.Validate(); err != nil {
+				return fromLib(err)
 			}
 			if out != "" {
 				if out, err = runFolder(out, newRunID(), true, false); err != nil {
 					return err
 				}
 			}
-			return judge(c.Context(), files, c.InOrStdin(), pol, checks.Options{Slack: skew, Only: only, MaxErrorRate: maxErrorRate}, ts, formats, out, fo, c.OutOrStdout(), c.ErrOrStderr())
+			return judge(c.Context(), o, formats, out, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fl := c.Flags()

@@ -3,16 +3,18 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
-	neturl "net/url"
 	"os"
-	"runtime/debug"
 	"sort"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/rlverify/rlverify"
+	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/internal/console"
+	"github.com/rlverify/rlverify/internal/suggest"
 )
 
 // noColor is --no-color of the invocation Run is executing; a Run inside
@@ -26,7 +28,7 @@ var runDepth int
 // terminal, NO_COLOR (https://no-color.org) is unset or empty, and
 // --no-color was not given.
 func colorOn(w io.Writer) bool {
-	return !noColor && os.Getenv("NO_COLOR") == "" && isTerminal(w)
+	return !noColor && os.Getenv("NO_COLOR") == "" && console.IsTerminal(w)
 }
 
 // setUpRoot adds what every command shares: --no-color, --version,
@@ -38,7 +40,7 @@ func setUpRoot(root *cobra.Command) {
 		noColor = false
 	}
 	root.PersistentPreRun = func(*cobra.Command, []string) { noColor = noColor || own }
-	root.Version = version(readBuildInfo())
+	root.Version = rlverify.Version()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(suggestFlag)
 	registerCompletions(root)
@@ -57,42 +59,6 @@ func versionCmd() *cobra.Command {
 	}
 }
 
-func readBuildInfo() *debug.BuildInfo {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return nil
-	}
-	return bi
-}
-
-// version is "rlverify VERSION (commit REV[, modified], TIME) GOVERSION"
-// from the build info: the module version (devel for a build of a work
-// tree) and, when the build stamped it (go build -buildvcs), the commit.
-func version(bi *debug.BuildInfo) string {
-	if bi == nil {
-		return "rlverify (no build information)"
-	}
-	v := bi.Main.Version
-	if v == "" || v == "(devel)" {
-		v = "devel"
-	}
-	set := map[string]string{}
-	for _, s := range bi.Settings {
-		set[s.Key] = s.Value
-	}
-	vcs := "commit unknown: built without VCS stamping"
-	if rev := set["vcs.revision"]; rev != "" {
-		vcs = "commit " + rev
-		if set["vcs.modified"] == "true" {
-			vcs += ", modified"
-		}
-		if t := set["vcs.time"]; t != "" {
-			vcs += ", " + t
-		}
-	}
-	return fmt.Sprintf("rlverify %s (%s) %s", v, vcs, bi.GoVersion)
-}
-
 // suggestFlag adds the closest flags of c to an unknown flag error and
 // makes every flag error a usage error.
 func suggestFlag(c *cobra.Command, err error) error {
@@ -107,7 +73,7 @@ func suggestFlag(c *cobra.Command, err error) error {
 		if f.Hidden {
 			return
 		}
-		if d := editDistance(name, f.Name); d <= 2 || (len(name) >= 3 && strings.HasPrefix(f.Name, name)) {
+		if d := suggest.Distance(name, f.Name); d <= 2 || (len(name) >= 3 && strings.HasPrefix(f.Name, name)) {
 			near = append(near, "--"+f.Name)
 		}
 	}
@@ -118,27 +84,6 @@ func suggestFlag(c *cobra.Command, err error) error {
 	}
 	sort.Strings(near)
 	return usageErr("%s\n\nDid you mean this?\n\t%s", msg, strings.Join(near, "\n\t"))
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // redisValue is a --redis flag. It takes redis://HOST:PORT[/DB] (the
@@ -158,7 +103,7 @@ func (r *redisValue) String() string { return *r.dst }
 func (r *redisValue) Type() string   { return "URL" }
 
 func (r *redisValue) Set(s string) error {
-	u, addr, err := parseRedis(s)
+	u, addr, err := envs.ParseRedis(s)
 	if err != nil {
 		return err
 	}
@@ -171,24 +116,4 @@ func (r *redisValue) Set(s string) error {
 	}
 	*r.dst = u
 	return nil
-}
-
-// parseRedis reads redis://HOST:PORT[/DB] (rediss:// too) or HOST:PORT
-// and returns it as a URL and as HOST:PORT.
-func parseRedis(s string) (url, addr string, err error) {
-	u := s
-	if !strings.Contains(s, "://") {
-		if _, _, err := net.SplitHostPort(s); err != nil {
-			return "", "", fmt.Errorf("%q: want redis://HOST:PORT (or HOST:PORT)", s)
-		}
-		u = "redis://" + s
-	}
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		return "", "", fmt.Errorf("%q: want redis://HOST:PORT (or HOST:PORT): %w", s, err)
-	}
-	if pu, err := neturl.Parse(u); err != nil || pu.Host == "" {
-		return "", "", fmt.Errorf("%q: want redis://HOST:PORT (or HOST:PORT): no host", s)
-	}
-	return u, opt.Addr, nil
 }

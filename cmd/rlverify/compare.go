@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -15,7 +14,6 @@ import (
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/reports"
-	"github.com/rlverify/rlverify/service"
 )
 
 func compareCmd() *cobra.Command {
@@ -46,67 +44,14 @@ error and decision latency. Each run's history and reports are kept in
       --limiter x/time/rate --limiter faulty/racy-token-bucket`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if base.plan == "" {
-				return usageErr("compare: --plan is required")
-			}
-			if err := checkRunBounds(&base); err != nil {
+			b, _, err := base.options(io.Discard, c.ErrOrStderr())
+			if err != nil {
 				return err
 			}
-			if len(limiters)+len(targets)+len(settings) < 2 {
-				return usageErr("compare: give at least two implementations (--limiter NAME, --target NAME=URL, --region-setting MODE/SYNC/LATENCY)")
-			}
-			if base.env == "external" {
-				return usageErr("compare: your own services are compared with --target NAME=URL, not --env external")
-			}
-			fo, err := parseFailOn(base.failOn)
+			b.Log, b.Progress, b.ProgressDone = nil, nil, nil
+			cols, err := rlverify.CompareSpecs{Limiters: limiters, RegionSettings: settings, Targets: targets}.Columns(b)
 			if err != nil {
-				return usageWrap(err)
-			}
-			if plan, err := attacks.Load(base.plan, base.shape.planOptions()...); err == nil {
-				if _, err := planThresholds(plan, &base); err != nil {
-					return usageWrap(err)
-				}
-			}
-			for _, f := range formats {
-				if _, err := reports.Lookup(f); err != nil {
-					return usageWrap(fmt.Errorf("--format: %w", err))
-				}
-			}
-			type impl struct {
-				name string
-				f    attackFlags
-			}
-			var impls []impl
-			for _, l := range limiters {
-				f := base
-				name, pol, withPolicy := strings.Cut(l, "@")
-				f.limiter = name
-				if withPolicy && pol == "honest" {
-					f.honest = true
-				} else if withPolicy {
-					if pol == "" {
-						return usageErr("--limiter %q: want NAME@POLICY with a policy file or shipped name", l)
-					}
-					f.policyFile = pol
-				}
-				impls = append(impls, impl{l, f})
-			}
-			for _, rs := range settings {
-				f := base
-				f.limiter = "token-bucket"
-				if err := parseRegionSetting(rs, &f); err != nil {
-					return usageWrap(err)
-				}
-				impls = append(impls, impl{rs, f})
-			}
-			for _, t := range targets {
-				name, urls, ok := strings.Cut(t, "=")
-				if !ok || name == "" || urls == "" {
-					return usageErr("--target %q: want NAME=URL[,URL…]", t)
-				}
-				f := base
-				f.env, f.targetURLs = "external", strings.Split(urls, ",")
-				impls = append(impls, impl{name, f})
+				return fromLib(err)
 			}
 			dir, err := runFolder(out, newRunID(), true, false)
 			if err != nil {
@@ -114,7 +59,7 @@ error and decision latency. Each run's history and reports are kept in
 			}
 			out = dir
 			co := rlverify.CompareOptions{
-				Plan: base.plan,
+				Plan: base.plan, Columns: cols,
 				Log: func(format string, a ...any) {
 					if !quiet {
 						fmt.Fprintf(c.ErrOrStderr(), format+"\n", a...)
@@ -126,24 +71,13 @@ error and decision latency. Each run's history and reports are kept in
 					return render(o.Document, []string{"json"}, filepath.Dir(o.HistoryFile), io.Discard)
 				},
 			}
-			for _, im := range impls {
-				f := im.f
-				f.out, f.exactOut = filepath.Join(out, safeName(im.name)), true
-				f.quiet = true
-				if err := ensureDir(f.out); err != nil {
+			for i := range co.Columns {
+				col := &co.Columns[i]
+				cdir := filepath.Join(out, safeName(col.Name))
+				if err := ensureDir(cdir); err != nil {
 					return err
 				}
-				o, _, err := f.options(io.Discard, c.ErrOrStderr())
-				if err != nil {
-					return fmt.Errorf("compare: %s: %w", im.name, err)
-				}
-				o.HistoryFile = f.historyFile(f.out)
-				if f.gw != nil {
-					if err := f.placeGateway(f.out, &o.Environment, &o.Notes); err != nil {
-						return err
-					}
-				}
-				co.Columns = append(co.Columns, rlverify.CompareColumn{Name: im.name, Attack: o})
+				col.Attack = col.Attack.ForPlan(b.Plan, cdir)
 			}
 			cmp, err := rlverify.Compare(c.Context(), co)
 			if err != nil {
@@ -157,7 +91,7 @@ error and decision latency. Each run's history and reports are kept in
 			}
 			var failed []string
 			for _, col := range cmp.Columns {
-				if len(fo.fails(col.Document.Checks))+len(fo.thresholdFails(col.Document.Thresholds)) > 0 {
+				if len(b.FailOn.Fails(col.Document.Checks))+len(b.FailOn.ThresholdFails(col.Document.Thresholds)) > 0 {
 					failed = append(failed, col.Name)
 				}
 			}
@@ -180,44 +114,20 @@ error and decision latency. Each run's history and reports are kept in
 	fl.StringArrayVar(&settings, "region-setting", nil, "a region setting to compare, MODE[/SYNC[/LATENCY]] e.g. replicated/100ms/20ms or strict//50ms (repeat; the reference token bucket in --regions regions, default the plan's)")
 	addEnvFlags(fl, &base, "environment of the --limiter and --region-setting runs: embedded, local or docker")
 	addShapeFlags(fl, &base.shape)
-	fl.StringVar(&base.store, "store", "", "state store of the reference limiters: memory or redis")
-	fl.IntVar(&base.instances, "instances", 0, "instances per embedded implementation")
+	fl.StringVar(&base.o.Store, "store", "", "state store of the reference limiters: memory or redis")
+	fl.IntVar(&base.o.Instances, "instances", 0, "instances per embedded implementation")
 	fl.StringVar(&base.policyFile, "policy", "", "declared policy (file or shipped name)")
 	fl.StringSliceVar(&formats, "format", []string{"text"}, "formats: "+strings.Join(reports.FormatNames(), ", ")+" (the first to stdout, all to --out)")
 	fl.BoolVar(&quiet, "quiet", false, "no progress lines (which implementation runs) on stderr")
 	fl.StringVar(&out, "out", "rlverify-compare", outHelp("each implementation's folder (NAME/history.jsonl …) and the comparison reports"))
-	fl.Int64Var(&base.seed, "seed", 1, "seed shared by every run")
-	fl.Int64Var(&base.maxRequests, "max-requests", 200_000, "per-run request bound")
-	fl.DurationVar(&base.maxDuration, "max-duration", attacks.DefaultMaxDuration, "per-run duration bound")
-	fl.DurationVar(&base.timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
-	fl.BoolVar(&base.allowRemote, "allow-remote", false, "allow targets outside loopback")
+	fl.Int64Var(&base.o.Seed, "seed", 1, "seed shared by every run")
+	fl.Int64Var(&base.o.MaxRequests, "max-requests", 200_000, "per-run request bound")
+	fl.DurationVar(&base.o.MaxDuration, "max-duration", attacks.DefaultMaxDuration, "per-run duration bound")
+	fl.DurationVar(&base.o.Timeout, "timeout", attacks.DefaultTimeout, "per-request timeout")
+	fl.BoolVar(&base.o.AllowRemote, "allow-remote", false, "allow targets outside loopback")
 	fl.StringSliceVar(&base.failOn, "fail-on", []string{"fail"}, "verdicts of any implementation that make compare exit 1 (none: report only)")
 	addThresholdFlag(fl, &base.thresholds)
 	return c
-}
-
-// parseRegionSetting reads MODE[/SYNC[/LATENCY]] into f's region flags;
-// an empty part keeps the flag's value.
-func parseRegionSetting(s string, f *attackFlags) error {
-	parts := strings.Split(s, "/")
-	if len(parts) > 3 || parts[0] == "" {
-		return fmt.Errorf("--region-setting %q: want MODE[/SYNC[/LATENCY]], e.g. replicated/100ms/20ms", s)
-	}
-	if err := service.CheckRegionMode(parts[0]); err != nil {
-		return fmt.Errorf("--region-setting %q: %w", s, err)
-	}
-	f.regionMode = parts[0]
-	for i, dst := range []*time.Duration{&f.regionSync, &f.regionLat} {
-		if i+1 >= len(parts) || parts[i+1] == "" {
-			continue
-		}
-		d, err := time.ParseDuration(parts[i+1])
-		if err != nil || d < 0 {
-			return fmt.Errorf("--region-setting %q: %q is not a duration such as 100ms", s, parts[i+1])
-		}
-		*dst = d
-	}
-	return nil
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)

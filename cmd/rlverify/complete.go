@@ -30,14 +30,14 @@ type valueCompletion struct {
 // completions are the values shells complete (rlverify completion
 // bash|zsh|fish), by flag name, for every command that has the flag.
 var completions = map[string]valueCompletion{
-	"plan":        {values: builtinPlanNames, files: true},
+	"plan":        {values: attacks.BuiltinNames, files: true},
 	"plans":       {values: rlverify.AuditPlanNames, list: true},
-	"limiter":     {values: limiterNames},
+	"limiter":     {values: catalog.Names},
 	"policy":      {values: policies.Names, files: true},
 	"checks":      {values: checks.Names, list: true},
 	"checks-off":  {values: checks.Names, list: true},
 	"format":      {values: reports.FormatNames, list: true},
-	"fail-on":     {values: failOnValues, list: true},
+	"fail-on":     {values: rlverify.FailOnTokens, list: true},
 	"env":         {values: fixed("embedded", "local", "docker", "external")},
 	"store":       {values: fixed(catalog.Memory, catalog.Redis)},
 	"region-mode": {values: fixed(service.RegionReplicated, service.RegionStrict, service.RegionIndependent)},
@@ -56,34 +56,6 @@ var commandCompletions = map[string]map[string]valueCompletion{
 }
 
 func fixed(vs ...string) func() []string { return func() []string { return vs } }
-
-func builtinPlanNames() []string {
-	var out []string
-	for _, p := range attacks.Builtins() {
-		out = append(out, p.Name)
-	}
-	return out
-}
-
-func limiterNames() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, e := range catalog.All() {
-		if !seen[e.Name] {
-			seen[e.Name] = true
-			out = append(out, e.Name)
-		}
-	}
-	return out
-}
-
-func failOnValues() []string {
-	out := []string{"fail", "unknown", "none", thresholdToken, thresholdToken + ":unknown"}
-	for _, n := range checks.Names() {
-		out = append(out, n, n+":unknown")
-	}
-	return out
-}
 
 func thresholdExamples() []string {
 	return []string{"latency.p99<", "latency.p50<", "errors<", "admitted.rate>=", "rejected.count<", "phase."}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/discover"
-	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/reports"
 )
 
 type discoverFlags struct {
@@ -66,9 +65,6 @@ is measured on its own keys, reused only after they refilled.
 }
 
 func runDiscover(ctx context.Context, f *discoverFlags, stdout, stderr io.Writer) error {
-	if len(f.targets) == 0 {
-		return usageErr("discover: give at least one --target URL (your service's, with the path to probe)")
-	}
 	if f.output != "" && !f.force {
 		if _, err := os.Stat(f.output); err == nil {
 			return usageErr("discover: --output %s exists; pass --force to overwrite it", f.output)
@@ -92,7 +88,7 @@ func runDiscover(ctx context.Context, f *discoverFlags, stdout, stderr io.Writer
 		_, err := stdout.Write(d.YAML)
 		return runErr(err)
 	}
-	if err := writeFileAtomic(f.output, d.YAML); err != nil {
+	if err := reports.WriteFile(f.output, func(w io.Writer) error { _, err := w.Write(d.YAML); return err }); err != nil {
 		return runErr(err)
 	}
 	if !f.quiet {
@@ -104,33 +100,12 @@ func runDiscover(ctx context.Context, f *discoverFlags, stdout, stderr io.Writer
 // options are the discovery's options from the flags.
 func (f *discoverFlags) options(stderr io.Writer) (rlverify.DiscoverOptions, error) {
 	req, err := f.shape.request()
-	if err != nil {
-		return rlverify.DiscoverOptions{}, usageWrap(err)
-	}
-	// --identity, --admitted and --rejected as attack reads them.
-	p, err := f.shape.apply(policy.Default())
-	if err != nil {
-		return rlverify.DiscoverOptions{}, usageWrap(err)
-	}
-	o := rlverify.DiscoverOptions{AllowRemote: f.allowRemote, Options: discover.Options{
-		Targets: f.targets, Request: req, Identity: policy.Identity{In: p.Identity.In, Name: p.Identity.Name},
-		Budget: f.budget, Timeout: f.timeout,
-	}}
-	if len(f.shape.admitted) > 0 {
-		o.Admitted = p.Statuses.Admitted
-	}
-	if len(f.shape.rejected) > 0 {
-		o.Rejected = p.Statuses.Rejected
-	}
-	if f.shape.keysFile != "" {
-		if o.Keys, err = rlverify.LoadDiscoveryKeys(f.shape.keysFile); err != nil {
-			return o, fromLib(err)
-		}
-	}
+	o := rlverify.DiscoverOptions{AllowRemote: f.allowRemote, Overrides: f.shape.overrides(), KeysFile: f.shape.keysFile,
+		Options: discover.Options{Targets: f.targets, Request: req, Budget: f.budget, Timeout: f.timeout}}
 	if !f.quiet {
 		o.Log = func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 	}
-	return o, nil
+	return o, usageWrap(err)
 }
 
 // summary is one line per tier.
@@ -141,22 +116,4 @@ func summary(r *discover.Result) string {
 		fmt.Fprintf(&b, "\n  %s: %s", t.Name, discover.Describe(t))
 	}
 	return b.String()
-}
-
-// writeFileAtomic writes b to file through a temporary file in the same
-// directory, so a failed write leaves nothing half-written.
-func writeFileAtomic(file string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".rlverify-discover-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), file)
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -51,24 +49,6 @@ func (f *instantFlag) Set(s string) error {
 
 // Type implements pflag.Value.
 func (f *instantFlag) Type() string { return "RFC3339" }
-
-// shard is the 0-based shard and the shard count that --shard (1-based i/n)
-// or --shard-index (0-based INDEX/n) name; 0 of 1 when neither is given.
-func (f *distFlags) shard(shardFlag string) (int, int, error) {
-	if f.shardIndex == "" {
-		return parseShard(shardFlag)
-	}
-	if shardFlag != "" {
-		return 0, 0, fmt.Errorf("--shard %s and --shard-index %s: give one of them", shardFlag, f.shardIndex)
-	}
-	a, b, ok := strings.Cut(f.shardIndex, "/")
-	i, err1 := strconv.Atoi(a)
-	n, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n || n > 1000 {
-		return 0, 0, fmt.Errorf("--shard-index %q: want INDEX/n with 0 ≤ INDEX < n, e.g. 0/3 (Kubernetes: $(JOB_COMPLETION_INDEX)/3)", f.shardIndex)
-	}
-	return i, n, nil
-}
 
 // start is the instant --start-at names (zero when not given), checked
 // against now.

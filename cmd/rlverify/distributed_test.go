@@ -10,34 +10,6 @@ import (
 	"github.com/rlverify/rlverify/history"
 )
 
-func TestShardFlags(t *testing.T) {
-	for _, tc := range []struct {
-		name, shard, index string
-		i, n               int
-		err                string
-	}{
-		{"none", "", "", 0, 1, ""},
-		{"shard 1-based", "2/3", "", 1, 3, ""},
-		{"index 0-based, first", "", "0/3", 0, 3, ""},
-		{"index 0-based, last", "", "2/3", 2, 3, ""},
-		{"index past the end", "", "3/3", 0, 0, `--shard-index "3/3": want INDEX/n with 0 ≤ INDEX < n`},
-		{"index negative", "", "-1/3", 0, 0, "--shard-index"},
-		{"index garbage", "", "$(JOB_COMPLETION_INDEX)/3", 0, 0, "--shard-index"},
-		{"both", "1/3", "0/3", 0, 0, "give one of them"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := distFlags{shardIndex: tc.index}
-			i, n, err := f.shard(tc.shard)
-			if tc.err != "" {
-				require.ErrorContains(t, err, tc.err)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, []int{tc.i, tc.n}, []int{i, n})
-		})
-	}
-}
-
 func TestStartAtFlag(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {

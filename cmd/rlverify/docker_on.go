@@ -20,7 +20,7 @@ const (
 
 // dockerEnvironment is the docker environment f describes.
 func dockerEnvironment(f *attackFlags) (envs.Environment, error) {
-	return docker.Docker{RedisImage: f.redisImage, LimiterImage: f.limiterImage, Binary: f.limiterBinary, NoPull: f.noPull}, nil
+	return docker.Docker{RedisImage: f.docker.redisImage, LimiterImage: f.docker.limiterImage, Binary: f.docker.limiterBinary, NoPull: f.docker.noPull}, nil
 }
 
 // dockerAvailable says whether a Docker engine answers.

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/rlverify/rlverify"
+	"github.com/rlverify/rlverify/envs"
 )
 
 // Exit codes.
@@ -71,7 +72,8 @@ func fromLib(err error) error {
 		return nil
 	}
 	var oe *rlverify.OptionError
-	if errors.As(err, &oe) {
+	var fe *envs.FieldError
+	if errors.As(err, &oe) || errors.As(err, &fe) {
 		return usageWrap(&flagWorded{msg: flagMessage(err), err: err})
 	}
 	var ie *rlverify.InterruptedError

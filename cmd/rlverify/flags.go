@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rlverify/rlverify"
+	"github.com/rlverify/rlverify/envs"
 )
 
 // optionFlags is the one table from the library's option fields to the
@@ -39,12 +40,83 @@ var optionFlags = map[string]string{
 	"Environment.Downstream.RemoteSink":  "--sink",
 	"Environment.Downstream.JSONCounter": "--downstream-json",
 	"Environment.Downstream.PromCounter": "--downstream-prometheus",
+	"Environment.Downstream":             "",
+	"Environment.OnInject":               "--on-inject",
+	"Environment.OnClear":                "--on-clear",
+	"Environment.HookTimeout":            "--hook-timeout",
+	"Environment.JSONURL":                "--downstream-json",
+	"Environment.JSONTotal":              "--downstream-total",
+	"Environment.PromURL":                "--downstream-prometheus",
+	"Environment.PromMetric":             "--downstream-metric",
+	"OnInject":                           "--on-inject",
+	"OnClear":                            "--on-clear",
+	"ToxiproxyProxies":                   "--toxiproxy-proxy",
+	"ToxiproxyURL":                       "--toxiproxy",
+	"Sink":                               "--sink",
+	"JSONURL":                            "--downstream-json",
+	"JSONTotal":                          "--downstream-total",
+	"JSONByKey":                          "--downstream-by-key",
+	"PromURL":                            "--downstream-prometheus",
+	"PromMetric":                         "--downstream-metric",
+	"PromLabel":                          "--downstream-label",
+	"Store":                              "--store",
+	"Limiter":                            "--limiter",
+	"LimiterPolicy":                      "--limiter-policy",
+	"Honest":                             "--honest",
+	"KeysFile":                           "--keys",
+	"FailOn":                             "--fail-on",
+	"Thresholds":                         "--threshold",
+	"Checks.Only":                        "--checks",
+	"Checks.Off":                         "--checks-off",
+	"Checks.MaxErrorRate":                "--max-error-rate",
+	"Overrides.Identity":                 "--identity",
+	"Overrides.Admitted":                 "--admitted",
+	"Overrides.Rejected":                 "--rejected",
+	"PlanFiles":                          "--plan",
+	"DiscoverBeside":                     "--discover",
+	"At":                                 "--at",
+	"Limiters":                           "--limiter",
+	"Read.Format":                        "--from",
+	"Read.MaxDisorder":                   "--max-disorder",
+	"KeyRegex":                           "--key-regex",
+	"MaxRefused":                         "--max-refused",
+	"MaxRefusedPerKey":                   "--max-refused-per-key",
+	"AbusiveKeys":                        "--abusive-keys",
+	"AbusiveStatus":                      "--abusive-status",
+	"Compare":                            "--compare",
+	"Calibrate.TimelineMax":              "--timeline-rows",
+	"Redis":                              "--redis",
+	"RedisLatency":                       "--redis-latency",
+	"RegionMode":                         "--region-mode",
+	"Control":                            "--control",
+	"ControlToken":                       "--control-token",
+	"InstanceMap":                        "--instance",
+	"From":                               "--from",
+	"Out":                                "-o",
+	"Force":                              "--force",
+	"Shard":                              "--shard",
+	"ShardIndex":                         "--shard-index",
+	"In":                                 "--in",
+	"Formats":                            "--format",
+	"Dir":                                "--out",
+	"RegionSettings":                     "--region-setting",
+	"Histories":                          "--history",
+	"Checks.Slack":                       "--clock-skew",
+	"Request.Method":                     "--method",
+	"Request.Headers":                    "--header",
+	"Request.Body":                       "--body",
+	"Budget":                             "--budget",
+	"Reports":                            "--report",
+	"WritePolicy":                        "--write-policy",
+	"HistoryFile":                        "--history",
+	"RunID":                              "--run-id",
+	"ReplaceHistory":                     "--force",
 }
 
 // fieldNames finds the fields a message mentions besides its subject: the
 // multi-word ones only (AllowRemote, RedisCluster), which no English text
 // is made of.
-var fieldNames = regexp.MustCompile(`\b(AllowRemote|RedisCluster|RedisURL|MaxHeaderBytes|MaxHeaders|ToxiproxyProxies|StoreProxies)\b`)
+var fieldNames = regexp.MustCompile(`\b(Request\.Method|Request\.Headers|Request\.Body|Limiters|Targets|AllowRemote|RedisCluster|RedisURL|MaxHeaderBytes|MaxHeaders|ToxiproxyProxies|StoreProxies|OnInject|OnClear|ToxiproxyURL|JSONURL|JSONTotal|JSONByKey|PromURL|PromMetric|PromLabel|Sink|Store|Regions|ReplaceHistory|Force|Out|RunID|RegionSettings|ShardIndex|ControlToken|LimiterPolicy|KeysFile|DiscoverBeside|PlanFiles)\b`)
 
 // fieldValues finds a one-word field set to a value ("Env external",
 // "Store: redis"), said as the flag with its value.
@@ -55,6 +127,12 @@ var fieldValues = regexp.MustCompile(`\b(Env|Store):? (embedded|local|docker|ext
 // message mentions.
 func flagMessage(err error) string {
 	msg := err.Error()
+	var fe *envs.FieldError
+	if errors.As(err, &fe) {
+		if flag := optionFlags["Environment."+fe.Field]; flag != "" {
+			msg = strings.Replace(msg, fe.Error(), flag+" "+fe.Err.Error(), 1)
+		}
+	}
 	var oe *rlverify.OptionError
 	if errors.As(err, &oe) && oe.Field != "" {
 		if flag, ok := optionFlags[oe.Field]; ok {
@@ -69,7 +147,13 @@ func flagMessage(err error) string {
 		m := fieldValues.FindStringSubmatch(s)
 		return "--" + strings.ToLower(m[1]) + " " + m[2]
 	})
-	return fieldNames.ReplaceAllStringFunc(msg, func(f string) string { return strings.Fields(optionFlags[f])[0] })
+	return flagWords(msg)
+}
+
+// flagWords is s with the multi-word option fields it names said as flags
+// (an audit's skip reasons, a report's notes).
+func flagWords(s string) string {
+	return fieldNames.ReplaceAllStringFunc(s, func(f string) string { return strings.Fields(optionFlags[f])[0] })
 }
 
 // flagWorded is a library error said with flags; it unwraps to the

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/envs/gateway"
 )
 
@@ -49,7 +50,7 @@ func attackDoc(t *testing.T, args ...string) (map[string]string, string) {
 // wrote there.
 func checkHonest(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	out, stderr, code := rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--policy", filepath.Join(dir, honestPolicyFile), "--format", "json")
+	out, stderr, code := rl(t, "check", "--history", filepath.Join(dir, "history.jsonl"), "--policy", filepath.Join(dir, rlverify.HonestPolicyFile), "--format", "json")
 	require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
 	return verdicts(decodeDoc(t, out))
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/internal/testsvc"
 )
@@ -296,15 +295,6 @@ func TestReliabilityTerminalEscapes(t *testing.T) {
 		})
 	}
 
-	var b bytes.Buffer
-	w := safeStderr(&b)
-	require.Equal(t, w, safeStderr(w), "wrapped once")
-	_, err := io.WriteString(w, "phase ph\x1b[31mRED\r\x07 took 1s\n\tsecond line\n")
-	require.NoError(t, err)
-	require.Equal(t, "phase ph\\x1b[31mRED\\x0d\\x07 took 1s\n\tsecond line\n", b.String())
-	require.Equal(t, `ph\x1b[31mRED\nfake line\t"q"`, oneLine("ph\x1b[31mRED\nfake line\t\"q\""))
-	require.Equal(t, "free 10/s — ünïcode", oneLine("free 10/s — ünïcode"))
-	require.Contains(t, phaseLine(attacks.Progress{Phase: "ph\nfake", Phases: 1}), `phase 1/1 ph\nfake`)
 }
 
 // The README's commands whose flags issue 26 items 13 and 16 touched

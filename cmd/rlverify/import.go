@@ -1,18 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rlverify/rlverify/envs"
-	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/importers"
 )
 
@@ -48,28 +42,32 @@ Examples:
 			if from == "" {
 				return usageErr("import: --from is required: %s", strings.Join(importers.Formats(), ", "))
 			}
-			if err := importers.Known(from); err != nil {
-				return usageErr("--from %q: want %s", from, strings.Join(importers.Formats(), ", "))
-			}
-			if out == "" {
-				return usageErr("import: -o FILE is required (- for stdout)")
-			}
-			inst, err := parseInstances(instances)
-			if err != nil {
-				return usageWrap(err)
-			}
 			pol, err := loadPolicy(policyFile)
 			if err != nil {
 				return err
 			}
-			o := importers.Options{Policy: pol, Instances: inst, Key: key, KeyTag: keyTag, PlainKeys: plainKeys}
-			if err := importers.Validate(from, o); err != nil {
-				return usageWrap(err)
+			o := rlverify.ImportOptions{From: from, In: args[0], Out: out, Force: force, Stdin: c.InOrStdin(), Stdout: c.OutOrStdout(), InstanceMap: instances,
+				Importer: importers.Options{Policy: pol, Key: key, KeyTag: keyTag, PlainKeys: plainKeys}}
+			sum, err := rlverify.Import(o)
+			if err != nil {
+				return fromLib(err)
 			}
-			if err := checkImportOut(args[0], out, force); err != nil {
-				return err
+			report, dest, name := c.OutOrStdout(), out, args[0]
+			if name == "-" {
+				name = "stdin"
 			}
-			return runImport(from, args[0], out, o, c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr())
+			if out == "-" {
+				report, dest = c.ErrOrStderr(), "stdout"
+			}
+			fmt.Fprintf(report, "imported %d requests from %s (%s) into %s; keys: %d; instances: %s\n",
+				sum.Requests, name, from, dest, sum.Keys, strings.Join(sum.Run.Instances, ", "))
+			for _, n := range sum.Run.Notes[1:] {
+				fmt.Fprintf(report, "  note: %s\n", n)
+			}
+			if out != "-" {
+				fmt.Fprintf(report, "judge it with: rlverify check --history %s\n", out)
+			}
+			return nil
 		},
 	}
 	fl := c.Flags()
@@ -83,109 +81,3 @@ Examples:
 	fl.StringVar(&keyTag, "key-tag", "", "where else the record carries the key: vegeta attack (the attack name), or a k6 tag name")
 	return c
 }
-
-// checkImportOut refuses an -o that would replace its own input (whatever
-// --force says) or an existing file without --force.
-func checkImportOut(in, out string, force bool) error {
-	if out == "-" {
-		return nil
-	}
-	ost, err := os.Stat(out)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return runErr(fmt.Errorf("import: -o %s: %w", out, err))
-	}
-	if in != "-" {
-		if ist, err := os.Stat(in); err == nil && os.SameFile(ist, ost) {
-			return usageErr("import: -o %s is the file being imported: give another -o", out)
-		}
-	}
-	if !ost.Mode().IsRegular() {
-		return usageErr("import: -o %s exists and is not a regular file", out)
-	}
-	if !force {
-		return usageErr("import: -o %s already exists: give another -o, or --force to replace it", out)
-	}
-	return nil
-}
-
-// parseInstances reads HOST=N flags.
-func parseInstances(flags []string) ([]importers.Instance, error) {
-	var out []importers.Instance
-	for _, f := range flags {
-		host, n, ok := strings.Cut(f, "=")
-		i, err := strconv.Atoi(n)
-		if !ok || host == "" || err != nil || i < 0 || i >= envs.MaxInstances {
-			return nil, fmt.Errorf("--instance %q: want HOST=N with host[:port] as in the URLs and 0 ≤ N < %d, e.g. 127.0.0.1:8080=0", f, envs.MaxInstances)
-		}
-		out = append(out, importers.Instance{Host: host, Index: i})
-	}
-	return out, nil
-}
-
-// runImport converts file (- for stdin) into out (- for stdout). A file
-// is written whole or not at all: the history goes to a temporary file
-// that replaces out when the import succeeded.
-func runImport(from, file, out string, o importers.Options, stdin io.Reader, stdout, stderr io.Writer) error {
-	in := stdin
-	o.Name = "stdin"
-	if file != "-" {
-		f, err := os.Open(file)
-		if err != nil {
-			return usageWrap(fmt.Errorf("import: %w", err))
-		}
-		defer f.Close()
-		if st, err := f.Stat(); err == nil && st.IsDir() {
-			return usageErr("import: %s is a directory, not a results file", file)
-		}
-		in, o.Name = f, file
-	}
-	var w *history.Writer
-	var tmp *os.File
-	report := stdout
-	if out == "-" {
-		w, report = history.NewWriter(noClose{stdout}), stderr
-	} else {
-		var err error
-		if tmp, err = os.CreateTemp(filepath.Dir(out), ".import-*.jsonl"); err != nil {
-			return runErr(fmt.Errorf("import: -o: %w", err))
-		}
-		defer os.Remove(tmp.Name())
-		w = history.NewWriter(tmp)
-	}
-	sum, err := importers.Import(from, in, w, o)
-	if err != nil {
-		w.Close()
-		var ie *importers.InputError
-		if errors.As(err, &ie) {
-			return usageWrap(err)
-		}
-		return runErr(err)
-	}
-	if err := w.Close(); err != nil {
-		return runErr(err)
-	}
-	if tmp != nil {
-		if err := os.Rename(tmp.Name(), out); err != nil {
-			return runErr(fmt.Errorf("import: -o: %w", err))
-		}
-	}
-	dest := out
-	if out == "-" {
-		dest = "stdout"
-	}
-	fmt.Fprintf(report, "imported %d requests from %s (%s) into %s; keys: %d; instances: %s\n",
-		sum.Requests, o.Name, from, dest, sum.Keys, strings.Join(sum.Run.Instances, ", "))
-	for _, n := range sum.Run.Notes[1:] {
-		fmt.Fprintf(report, "  note: %s\n", n)
-	}
-	if out != "-" {
-		fmt.Fprintf(report, "judge it with: rlverify check --history %s\n", out)
-	}
-	return nil
-}
-
-// noClose hides a Close method, so history.Writer.Close leaves stdout open.
-type noClose struct{ io.Writer }

@@ -153,7 +153,7 @@ func TestCheckHandConvertedHistory(t *testing.T) {
 	t.Run("a policy that is neither shipped nor a file", func(t *testing.T) {
 		_, stderr, code := rl(t, "check", "--history", handHistory(t, "import:locust", "mine.yaml", 3))
 		require.Equal(t, ExitUsage, code)
-		requireInOrder(t, stderr, []string{`the history's run header names policy "mine.yaml"`, "give --policy FILE"})
+		requireInOrder(t, stderr, []string{"--policy FILE is required", `the history's run header names policy "mine.yaml"`})
 	})
 	t.Run("an imported oversell still fails", func(t *testing.T) {
 		_, stderr, code := rl(t, "check", "--history", handHistory(t, "import:locust", noHeaders, 9), "--policy", writeFile(t, "tight.yaml",

@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlverify/rlverify/internal/console"
 )
 
 func main() {
@@ -25,11 +27,11 @@ func main() {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.err != nil {
-				fmt.Fprintln(safeStderr(os.Stderr), "rlverify:", ee.err)
+				fmt.Fprintln(console.Safe(os.Stderr), "rlverify:", ee.err)
 			}
 			os.Exit(ee.code)
 		}
-		fmt.Fprintln(safeStderr(os.Stderr), "rlverify:", err)
+		fmt.Fprintln(console.Safe(os.Stderr), "rlverify:", err)
 		os.Exit(ExitUsage)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 )
 
@@ -66,7 +67,7 @@ valid plan; exits 2 if any is invalid.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			bad := 0
 			for _, file := range args {
-				line, err := validatePlan(file, policyFile)
+				line, err := rlverify.ValidatePlan(file, policyFile)
 				if err != nil {
 					fmt.Fprintln(c.ErrOrStderr(), err)
 					bad++
@@ -82,30 +83,4 @@ valid plan; exits 2 if any is invalid.`,
 	}
 	c.Flags().StringVar(&policyFile, "policy", "", "declared policy to check the plans' keys against (default: each plan's policy:, else the built-in one)")
 	return c
-}
-
-// validatePlan checks one plan and describes it in a line.
-func validatePlan(file, policyFile string) (string, error) {
-	p, err := attacks.Load(file)
-	if err != nil {
-		return "", err
-	}
-	pf := policyFile
-	if pf == "" {
-		pf = p.Policy
-	}
-	pol, err := loadPolicy(pf)
-	if err != nil {
-		return "", fmt.Errorf("%s: policy: %w", file, err)
-	}
-	for _, k := range attacks.PlanKeys(p) {
-		if _, ok := attacks.PlanTier(pol, k); !ok {
-			return "", fmt.Errorf("%s: key %q matches no tier of policy %s and it has no default tier", file, k, pol.Name)
-		}
-	}
-	needs := strings.Join(p.Needs, ",")
-	if needs == "" {
-		needs = "nothing"
-	}
-	return fmt.Sprintf("%s: ok — plan %s, %d phase(s), needs %s, policy %s", file, p.Name, len(p.Phases), needs, pol.Source), nil
 }

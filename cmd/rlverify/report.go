@@ -3,14 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rlverify/rlverify/internal/human"
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/reports"
 )
 
@@ -47,54 +44,12 @@ Examples:
 }
 
 func runReport(in string, formats []string, out string, stdout, stderr io.Writer) error {
-	if in == "" {
-		return usageErr("report: --in FILE is required")
-	}
-	if len(formats) == 0 {
-		return usageErr("report: --format needs at least one of %s", strings.Join(reports.FormatNames(), ", "))
-	}
-	for _, f := range formats {
-		if _, err := reports.Lookup(f); err != nil {
-			return usageWrap(fmt.Errorf("--format: %w", err))
-		}
-	}
-	if out == "" && len(formats) > 1 {
-		return usageErr("report: %d formats go to files: give --out DIR (or one --format)", len(formats))
-	}
-	doc, cmp, err := reports.ReadAny(in)
+	doc, files, err := rlverify.Rerender(rlverify.RerenderOptions{In: in, Formats: formats, Dir: out, Stdout: stdout, Color: colorOn(stdout)})
 	if err != nil {
-		return usageWrap(err)
+		return fromLib(err)
 	}
-	render := func(f reports.Format, w io.Writer) error {
-		if cmp != nil {
-			return f.RenderComparison(w, cmp)
-		}
-		return f.Render(w, doc)
-	}
-	if out == "" {
-		if err := emitReports(formats, "", "", "", stdout, render); err != nil {
-			return runErr(err)
-		}
-		return reportExit(doc, stderr)
-	}
-	base := "report"
-	if cmp != nil {
-		base = "comparison"
-	}
-	for _, format := range formats {
-		file := filepath.Join(out, base+"."+reports.Extension(format))
-		if abs(file) == abs(in) {
-			return usageErr("report: %s would overwrite the input; choose another --out", file)
-		}
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return runErr(fmt.Errorf("--out: %w", err))
-	}
-	if err := emitReports(formats, out, base, "", nil, render); err != nil {
-		return runErr(err)
-	}
-	for _, format := range formats {
-		fmt.Fprintf(stderr, "rlverify: wrote %s\n", filepath.Join(out, base+"."+reports.Extension(format)))
+	for _, file := range files {
+		fmt.Fprintf(stderr, "rlverify: wrote %s\n", file)
 	}
 	return reportExit(doc, stderr)
 }
@@ -108,86 +63,7 @@ func reportExit(doc *reports.Document, stderr io.Writer) error {
 	return cutExit(doc, stderr)
 }
 
-// emitReports is every command's one dispatch of reports. The format
-// reports.Stdout picks goes to stdout (when not nil; coloured on a
-// terminal); when dir is set, every format is written to dir/base.EXT, and
-// the JSON also to dir/saved (when set) for rlverify report to render
-// again. render writes the document in a format.
+// emitReports writes reports (see reports.Emit), coloured on a terminal.
 func emitReports(formats []string, dir, base, saved string, stdout io.Writer, render func(f reports.Format, w io.Writer) error) error {
-	if stdout != nil {
-		f, err := reports.Lookup(reports.Stdout(formats, dir != ""))
-		if err != nil {
-			return err
-		}
-		if err := render(f.Colored(colorOn(stdout)), stdout); err != nil {
-			return err
-		}
-	}
-	if dir == "" {
-		return nil
-	}
-	// Each file is written whole or not at all; when some cannot be (a
-	// full disk) the others still are, and the error names the missing.
-	written := map[string]bool{}
-	var failed []string
-	write := func(name, file string) error {
-		if written[file] {
-			return nil
-		}
-		written[file] = true
-		f, err := reports.Lookup(name)
-		if err != nil {
-			return err
-		}
-		path := filepath.Join(dir, file)
-		if err := writeFileWith(path, func(w io.Writer) error { return render(f, w) }); err != nil {
-			failed = append(failed, fmt.Sprintf("%s (%v)", path, err))
-		}
-		return nil
-	}
-	for _, name := range formats {
-		if err := write(name, base+"."+reports.Extension(name)); err != nil {
-			return err
-		}
-	}
-	if saved != "" {
-		if err := write("json", saved); err != nil {
-			return err
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("not written, nothing partial left behind: %s", strings.Join(failed, "; "))
-	}
-	return nil
-}
-
-// writeFileWith fills file with fill, atomically (see writeAtomic).
-func writeFileWith(file string, fill func(io.Writer) error) error {
-	return writeAtomic(file, fill)
-}
-
-func abs(p string) string {
-	a, err := filepath.Abs(p)
-	if err != nil {
-		return p
-	}
-	return a
-}
-
-// statusHints tells the user, on stderr, what to change when the target
-// refused the requests themselves: a 405 (Method Not Allowed) wants
-// another --method, and the target's own answer (its Allow header is not
-// kept, its body sample is) usually says which.
-func statusHints(doc *reports.Document, stderr io.Writer) {
-	for _, e := range doc.Errors {
-		if e.Status != http.StatusMethodNotAllowed {
-			continue
-		}
-		said := ""
-		if e.Body != "" {
-			said = fmt.Sprintf(" It answered: %q.", e.Body)
-		}
-		fmt.Fprintln(stderr, reports.Printable(fmt.Sprintf("rlverify: %s request(s) got 405 Method Not Allowed from %s: send the method the target expects with --method (and --header/--body if it takes a body).%s",
-			human.Count(e.Count), e.URL, said)))
-	}
+	return reports.Emit(formats, dir, base, saved, stdout, colorOn(stdout), render)
 }

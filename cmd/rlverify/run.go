@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rlverify/rlverify/internal/console"
 )
 
 // Run executes the command line args, writing to stdout and stderr. It is
@@ -14,7 +16,7 @@ import (
 // command is returned as an internal error (exit 4).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	defer recoverInternal(&err)
-	stderr = safeStderr(stderr)
+	stderr = console.Safe(stderr)
 	runDepth++
 	defer func() { runDepth-- }()
 	root := &cobra.Command{

@@ -6,23 +6,20 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rlverify/rlverify/envs"
-	"github.com/rlverify/rlverify/limiters/catalog"
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/service"
 )
 
 func serveCmd() *cobra.Command {
 	var (
-		configFile, limiter, addr, policyFile, store, redisAddr, downstream, regionMode string
-		clockOffset, redisLatency                                                       time.Duration
-		control                                                                         bool
-		controlToken                                                                    string
+		cfg                       service.Config // set by the flags
+		configFile, policyFile    string
+		clockOffset, redisLatency time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "serve --limiter NAME --addr HOST:PORT",
@@ -39,11 +36,7 @@ clears it, POST /_rlverify/drain hands over a regional replica's admissions.
 Anyone who reaches it can break the limiter: never expose it.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cfg := service.Config{
-				Addr: addr, Limiter: limiter, Store: store, Redis: redisAddr, Downstream: downstream,
-				RedisLatency: policy.Duration(redisLatency), ClockOffset: policy.Duration(clockOffset),
-				RegionMode: regionMode, Control: control, ControlToken: controlToken,
-			}
+			cfg.RedisLatency, cfg.ClockOffset = policy.Duration(redisLatency), policy.Duration(clockOffset)
 			var err error
 			if configFile != "" {
 				for _, name := range []string{"limiter", "addr", "policy", "store", "redis", "downstream", "control", "control-token", "clock-offset", "region-mode", "redis-latency"} {
@@ -62,16 +55,16 @@ Anyone who reaches it can break the limiter: never expose it.`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&configFile, "config", "", "read the whole configuration from this YAML file (what the docker environment writes; see service.Config) instead of the flags below")
-	fl.StringVar(&limiter, "limiter", "token-bucket", "limiter name (see rlverify limiters)")
-	fl.StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
+	fl.StringVar(&cfg.Limiter, "limiter", "token-bucket", "limiter name (see rlverify limiters)")
+	fl.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address")
 	fl.StringVar(&policyFile, "policy", "", "policy YAML (default: built-in)")
-	fl.StringVar(&store, "store", "", "memory or redis")
-	newRedisFlag(fl, &redisAddr, true, "Redis of --store redis: redis://HOST:PORT")
-	fl.StringVar(&downstream, "downstream", "", "URL admitted requests are forwarded to (e.g. an rlverify sink)")
-	fl.BoolVar(&control, "control", false, "serve the control endpoint /_rlverify/ (fault injection, regional drain) — for test harnesses only")
-	fl.StringVar(&controlToken, "control-token", "", "require Authorization: Bearer TOKEN on the control endpoint (needed to serve it beyond loopback; default $"+service.EnvControlToken+")")
+	fl.StringVar(&cfg.Store, "store", "", "memory or redis")
+	newRedisFlag(fl, &cfg.Redis, true, "Redis of --store redis: redis://HOST:PORT")
+	fl.StringVar(&cfg.Downstream, "downstream", "", "URL admitted requests are forwarded to (e.g. an rlverify sink)")
+	fl.BoolVar(&cfg.Control, "control", false, "serve the control endpoint /_rlverify/ (fault injection, regional drain) — for test harnesses only")
+	fl.StringVar(&cfg.ControlToken, "control-token", "", "require Authorization: Bearer TOKEN on the control endpoint (needed to serve it beyond loopback; default $"+service.EnvControlToken+")")
 	fl.DurationVar(&clockOffset, "clock-offset", 0, "shift this instance's clock (e.g. 2s or -2s): a limiter that trusts instance clocks sees it")
-	fl.StringVar(&regionMode, "region-mode", "", "run the reference token bucket as one instance of a region: replicated, strict or independent")
+	fl.StringVar(&cfg.RegionMode, "region-mode", "", "run the reference token bucket as one instance of a region: replicated, strict or independent")
 	fl.DurationVar(&redisLatency, "redis-latency", 0, "delay every exchange with Redis by this much each way (a store in another region)")
 	return c
 }
@@ -79,58 +72,15 @@ Anyone who reaches it can break the limiter: never expose it.`,
 // serve runs one reference limiter instance as cfg says until the command
 // is interrupted.
 func serve(c *cobra.Command, cfg service.Config) error {
-	pol := cfg.Policy
-	if pol == nil {
-		pol = policy.Default()
-	}
-	limiter, addr, store, redisAddr, regionMode := cfg.Limiter, cfg.Addr, cfg.Store, cfg.Redis, cfg.RegionMode
-	redisLatency, clockOffset := cfg.RedisLatency.D(), cfg.ClockOffset.D()
-	control, controlToken, downstream := cfg.Control, cfg.ControlToken, cfg.Downstream
-	entry, err := catalog.Lookup(limiter, store)
+	s, err := rlverify.NewService(cfg, func(format string, args ...any) {
+		fmt.Fprintf(c.ErrOrStderr(), "%s rlverify serve: %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	})
 	if err != nil {
-		return usageWrap(err)
+		return fromLib(err)
 	}
-	if entry.Store == catalog.Redis && redisAddr == "" {
-		return usageErr("--store redis needs --redis redis://HOST:PORT")
-	}
-	if redisLatency < 0 || redisLatency > 5*time.Second {
-		return usageErr("--redis-latency %s: want 0 … 5s", redisLatency)
-	}
-	if regionMode != "" {
-		if err := service.CheckRegionMode(regionMode); err != nil {
-			return usageErr("--region-mode: %w", err)
-		}
-	}
-	if controlToken == "" {
-		controlToken = os.Getenv(service.EnvControlToken)
-	}
-	if control && controlToken == "" && !loopbackListen(addr) {
-		return usageErr("--control on %s: the control endpoint lets anyone who reaches it break the limiter; on an address other than loopback give --control-token TOKEN (or $%s)", addr, service.EnvControlToken)
-	}
-	opts := service.StandaloneOptions{
-		Policy: pol.WithAlgorithm(entry.Algorithm), Entry: entry, RedisAddr: redisAddr, RedisLatency: redisLatency,
-		ClockOffset: clockOffset, RegionMode: regionMode, Control: control, ControlToken: controlToken, Name: addr,
-		Logf: func(format string, args ...any) {
-			fmt.Fprintf(c.ErrOrStderr(), "%s rlverify serve: %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
-		},
-	}
-	if downstream != "" {
-		opts.Downstream = &service.HTTPForwarder{URL: downstream, Client: &http.Client{Timeout: 5 * time.Second}}
-	}
-	h, release, err := service.NewStandalone(opts)
-	if err != nil {
-		return runErr(err)
-	}
-	defer release()
-	return serveUntilDone(c.Context(), addr, h, func(a string) {
-		extra := ""
-		if regionMode != "" {
-			extra += ", region mode " + regionMode
-		}
-		if control {
-			extra += ", control endpoint on"
-		}
-		fmt.Fprintf(c.ErrOrStderr(), "rlverify serve: %s (%s, store %s%s) listening on http://%s\n", entry.Name, entry.Algorithm, entry.Store, extra, a)
+	defer s.Release()
+	return serveUntilDone(c.Context(), cfg.Addr, s.Handler, func(a string) {
+		fmt.Fprintf(c.ErrOrStderr(), "rlverify serve: %s listening on http://%s\n", s.Desc, a)
 	})
 }
 
@@ -178,13 +128,4 @@ func serveUntilDone(ctx context.Context, addr string, h http.Handler, started fu
 		return runErr(err)
 	}
 	return nil
-}
-
-// loopbackListen reports whether a listen address is on loopback only.
-func loopbackListen(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	return envs.CheckLoopback("--listen "+addr, host, false) == nil
 }

@@ -28,7 +28,7 @@ func TestServeConfigFile(t *testing.T) {
 		{"control beyond loopback", []string{"--config", open}, "give --control-token TOKEN"},
 		{"unknown field", []string{"--config", write("typo.yaml", "addr: 127.0.0.1:0\nlimiter: token-bucket\ncontrl: true\n")}, "field contrl not found"},
 		{"missing file", []string{"--config", filepath.Join(dir, "none.yaml")}, "none.yaml"},
-		{"redis store without redis", []string{"--config", write("redis.yaml", "addr: 127.0.0.1:0\nlimiter: token-bucket\nstore: redis\n")}, "needs --redis"},
+		{"redis store without redis", []string{"--config", write("redis.yaml", "addr: 127.0.0.1:0\nlimiter: token-bucket\nstore: redis\n")}, "--redis is required by --store redis"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, code := rl(t, append([]string{"serve"}, tc.args...)...)

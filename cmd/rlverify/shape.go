@@ -2,13 +2,12 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
-	"github.com/rlverify/rlverify/policy"
 )
 
 // shapeFlags say what a user's service needs to be reached and judged:
@@ -48,58 +47,16 @@ func (f *shapeFlags) planOptions() []attacks.LoadOption {
 
 // request is the shape given on the command line.
 func (f *shapeFlags) request() (attacks.Request, error) {
-	r := attacks.Request{Method: f.method, Body: f.body}
-	for _, h := range f.headers {
-		name, val, ok := strings.Cut(h, ":")
-		name = strings.TrimSpace(name)
-		if !ok || name == "" {
-			return r, fmt.Errorf("--header %q: want 'Name: value'", h)
-		}
-		if r.Headers == nil {
-			r.Headers = map[string]string{}
-		}
-		r.Headers[name] = strings.TrimSpace(val)
+	h, err := attacks.ParseHeaders(f.headers)
+	if err != nil {
+		return attacks.Request{}, fmt.Errorf("--header %w", err)
 	}
-	return r, nil
+	return attacks.Request{Method: f.method, Body: f.body, Headers: h}, nil
 }
 
-// apply changes the declared policy as the flags say and validates it again.
-func (f *shapeFlags) apply(pol *policy.Policy) (*policy.Policy, error) {
-	if f.identity == "" && len(f.admitted) == 0 && len(f.rejected) == 0 {
-		return pol, nil
-	}
-	p := pol.Clone()
-	if f.identity != "" {
-		in, name, _ := strings.Cut(f.identity, ":")
-		switch in {
-		case policy.InHeader, policy.InQuery, policy.InCookie:
-			if name == "" {
-				return nil, fmt.Errorf("--identity %q: give the name, e.g. %s:api_key", f.identity, in)
-			}
-		case policy.InBearer:
-		default:
-			return nil, fmt.Errorf("--identity %q: want header:NAME, bearer, query:NAME or cookie:NAME", f.identity)
-		}
-		p.Identity.In, p.Identity.Name, p.Identity.Header = in, name, ""
-	}
-	if len(f.admitted) > 0 {
-		s, err := policy.ParseStatusSet(f.admitted...)
-		if err != nil {
-			return nil, fmt.Errorf("--admitted: %w", err)
-		}
-		p.Statuses.Admitted = s
-	}
-	if len(f.rejected) > 0 {
-		s, err := policy.ParseStatusSet(f.rejected...)
-		if err != nil {
-			return nil, fmt.Errorf("--rejected: %w", err)
-		}
-		p.Statuses.Rejected = s
-	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	return p, nil
+// overrides are the changes to the declared policy the flags ask for.
+func (f *shapeFlags) overrides() rlverify.PolicyOverrides {
+	return rlverify.PolicyOverrides{Identity: f.identity, Admitted: f.admitted, Rejected: f.rejected}
 }
 
 // checkRate validates --max-error-rate.

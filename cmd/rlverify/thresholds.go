@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/thresholds"
 )
 
@@ -28,24 +27,5 @@ func parseThresholds(specs []string) ([]thresholds.Threshold, error) {
 	return out, nil
 }
 
-// planThresholds are an attack's command-line thresholds (the library adds
-// the plan's own): each phase they name must be the plan's, and every
-// --fail-on threshold:KEY must name one of the plan's or these.
-func planThresholds(plan *attacks.Plan, f *attackFlags) ([]thresholds.Threshold, error) {
-	cli, err := parseThresholds(f.thresholds)
-	if err != nil {
-		return nil, err
-	}
-	var phases []string
-	for _, ph := range plan.Phases {
-		phases = append(phases, ph.Name)
-	}
-	if err := thresholds.CheckPhases(cli, phases); err != nil {
-		return nil, fmt.Errorf("--threshold: plan %s: %w", plan.Name, err)
-	}
-	fo, err := parseFailOn(f.failOn)
-	if err != nil {
-		return nil, err
-	}
-	return cli, fo.checkThresholds(append(plan.PlanThresholds(), cli...))
-}
+// failOnUsage is the --fail-on help line.
+const failOnUsage = "what makes the run exit 1: fail (= defect: a check at the root of a defect), unknown, explained (a violation another defect explains), a check name (its fail), CHECK:unknown, CHECK:explained, threshold (any threshold's fail), threshold:KEY (e.g. threshold:latency.p99), threshold[:KEY]:unknown, or none; a run that gave no evidence (the evidence gate unknown) fails under every choice but none"

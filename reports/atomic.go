@@ -1,4 +1,4 @@
-package main
+package reports
 
 import (
 	"bufio"
@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 )
 
-// writeAtomic writes file whole or not at all: into a temporary file in
+// WriteFile writes file whole or not at all: into a temporary file in
 // the same folder, synced, then renamed over file. A failure (a full disk,
 // a renderer's error) leaves neither a truncated file nor the temporary
 // one, and an earlier file of that name stays as it was.
-func writeAtomic(file string, write func(io.Writer) error) (err error) {
+func WriteFile(file string, write func(io.Writer) error) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".tmp-*")
 	if err != nil {
 		return err

@@ -1,14 +1,13 @@
-package main
+package rlverify
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/thresholds"
 )
 
-// failOn decides which verdicts make the run exit 1. Tokens (comma
+// FailOn decides which verdicts fail a run (the command's exit 1). Tokens (comma
 // separated): a verdict (fail, unknown) applies to every check; a check name
 // means that check's fail; CHECK:VERDICT names both; "threshold" is any
 // threshold's fail and threshold:KEY one threshold's (KEY its key, e.g.
@@ -16,7 +15,7 @@ import (
 // never fails.
 // The default, "fail", is any check's fail. Unknown tokens are errors, so a
 // typo can never turn a failure into a pass.
-type failOn struct {
+type FailOn struct {
 	any   map[checks.Verdict]bool
 	check map[string]map[checks.Verdict]bool
 	none  bool
@@ -25,8 +24,10 @@ type failOn struct {
 	threshold map[string]map[checks.Verdict]bool
 }
 
-func parseFailOn(specs []string) (*failOn, error) {
-	f := &failOn{any: map[checks.Verdict]bool{}, check: map[string]map[checks.Verdict]bool{}, threshold: map[string]map[checks.Verdict]bool{}}
+// ParseFailOn reads FailOn tokens; errors are *OptionError of the field
+// FailOn.
+func ParseFailOn(specs []string) (*FailOn, error) {
+	f := &FailOn{any: map[checks.Verdict]bool{}, check: map[string]map[checks.Verdict]bool{}, threshold: map[string]map[checks.Verdict]bool{}}
 	known := map[string]bool{checks.EvidenceCheck: true}
 	for _, n := range checks.Names() {
 		known[n] = true
@@ -54,7 +55,7 @@ func parseFailOn(specs []string) (*failOn, error) {
 				continue
 			case tok == "none":
 				f.none = true
-			case name == thresholdToken:
+			case name == ThresholdToken:
 				if err := f.addThreshold(tok); err != nil {
 					return nil, err
 				}
@@ -64,38 +65,35 @@ func parseFailOn(specs []string) (*failOn, error) {
 					continue
 				}
 				if !known[tok] {
-					return nil, fmt.Errorf("--fail-on %q: not a verdict (fail, unknown), a check (%s) or none", tok, strings.Join(checks.Names(), ", "))
+					return nil, fieldErr("FailOn", "%q: not a verdict (fail, unknown), a check (%s) or none", tok, strings.Join(checks.Names(), ", "))
 				}
 				f.add(tok, checks.Fail)
 			default:
 				v, ok := verdict(vs)
 				if !known[name] || !ok {
-					return nil, fmt.Errorf("--fail-on %q: want CHECK:fail or CHECK:unknown with a check of %s", tok, strings.Join(checks.Names(), ", "))
+					return nil, fieldErr("FailOn", "%q: want CHECK:fail or CHECK:unknown with a check of %s", tok, strings.Join(checks.Names(), ", "))
 				}
 				f.add(name, v)
 			}
 		}
 	}
 	if f.none && (len(f.any) > 0 || len(f.check) > 0 || len(f.threshold) > 0) {
-		return nil, fmt.Errorf("--fail-on none cannot be combined with other values")
+		return nil, fieldErr("FailOn", "none cannot be combined with other values")
 	}
 	return f, nil
 }
 
-func (f *failOn) add(check string, v checks.Verdict) {
+func (f *FailOn) add(check string, v checks.Verdict) {
 	if f.check[check] == nil {
 		f.check[check] = map[checks.Verdict]bool{}
 	}
 	f.check[check][v] = true
 }
 
-// failOnUsage is the --fail-on help line.
-const failOnUsage = "what makes the run exit 1: fail (= defect: a check at the root of a defect), unknown, explained (a violation another defect explains), a check name (its fail), CHECK:unknown, CHECK:explained, threshold (any threshold's fail), threshold:KEY (e.g. threshold:latency.p99), threshold[:KEY]:unknown, or none; a run that gave no evidence (the evidence gate unknown) fails under every choice but none"
-
-// fails returns the checks whose verdicts fail the run. The evidence gate's
+// Fails returns the checks whose verdicts fail the run. The evidence gate's
 // unknown (a run that judged nothing, or mostly errors) fails under every
 // choice but none: no verdict without evidence.
-func (f *failOn) fails(rs []checks.Result) []string {
+func (f *FailOn) Fails(rs []checks.Result) []string {
 	if f.none {
 		return nil
 	}
@@ -112,11 +110,11 @@ func (f *failOn) fails(rs []checks.Result) []string {
 	return out
 }
 
-// thresholdToken is the --fail-on token of thresholds.
-const thresholdToken = "threshold"
+// ThresholdToken is the FailOn token of thresholds.
+const ThresholdToken = "threshold"
 
 // addThreshold reads threshold[:SELECTOR][:VERDICT].
-func (f *failOn) addThreshold(tok string) error {
+func (f *FailOn) addThreshold(tok string) error {
 	parts := strings.Split(tok, ":")[1:]
 	v := checks.Fail
 	if n := len(parts); n > 0 && (parts[n-1] == "fail" || parts[n-1] == "unknown") {
@@ -124,7 +122,7 @@ func (f *failOn) addThreshold(tok string) error {
 		parts = parts[:n-1]
 	}
 	if len(parts) > 1 {
-		return fmt.Errorf("--fail-on %q: want threshold, threshold:KEY, threshold:unknown or threshold:KEY:unknown", tok)
+		return fieldErr("FailOn", "%q: want threshold, threshold:KEY, threshold:unknown or threshold:KEY:unknown", tok)
 	}
 	sel := strings.Join(parts, "")
 	if f.threshold[sel] == nil {
@@ -134,9 +132,9 @@ func (f *failOn) addThreshold(tok string) error {
 	return nil
 }
 
-// checkThresholds refuses a threshold selector that names none of ts, so a
+// CheckThresholds refuses a threshold selector that names none of ts, so a
 // typo never turns a failure into a pass.
-func (f *failOn) checkThresholds(ts []thresholds.Threshold) error {
+func (f *FailOn) CheckThresholds(ts []thresholds.Threshold) error {
 	for sel := range f.threshold {
 		if sel == "" {
 			continue
@@ -149,18 +147,18 @@ func (f *failOn) checkThresholds(ts []thresholds.Threshold) error {
 		}
 		if !found {
 			if len(keys) == 0 {
-				return fmt.Errorf("--fail-on threshold:%s: the run has no thresholds (give --threshold or a plan's thresholds:)", sel)
+				return fieldErr("FailOn", "threshold:%s: the run has no thresholds (give a threshold, or a plan's thresholds:)", sel)
 			}
-			return fmt.Errorf("--fail-on threshold:%s: no such threshold (the run's: %s)", sel, strings.Join(keys, ", "))
+			return fieldErr("FailOn", "threshold:%s: no such threshold (the run's: %s)", sel, strings.Join(keys, ", "))
 		}
 	}
 	return nil
 }
 
-// thresholdFails returns "threshold EXPR" for each threshold whose verdict
+// ThresholdFails returns "threshold EXPR" for each threshold whose verdict
 // fails the run: a verdict token (fail, unknown) applies to thresholds as
 // to checks.
-func (f *failOn) thresholdFails(rs []thresholds.Result) []string {
+func (f *FailOn) ThresholdFails(rs []thresholds.Result) []string {
 	if f.none {
 		return nil
 	}
@@ -172,6 +170,16 @@ func (f *failOn) thresholdFails(rs []thresholds.Result) []string {
 		if hit {
 			out = append(out, "threshold "+r.Expr)
 		}
+	}
+	return out
+}
+
+// FailOnTokens are the tokens FailOn reads (for completion): the verdicts,
+// none, the thresholds', and each check with and without :unknown.
+func FailOnTokens() []string {
+	out := []string{"fail", "unknown", "none", ThresholdToken, ThresholdToken + ":unknown"}
+	for _, n := range checks.Names() {
+		out = append(out, n, n+":unknown")
 	}
 	return out
 }

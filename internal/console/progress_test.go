@@ -1,7 +1,8 @@
-package main
+package console
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -32,20 +33,20 @@ func snapshots() []attacks.Progress {
 
 func TestProgressLogHasEachPhasesOwnCounts(t *testing.T) {
 	var buf bytes.Buffer
-	p := newProgressOn(&buf, false, false)
+	p := NewOn(&buf, false, false)
 	clock := time.Unix(0, 0)
 	p.now = func() time.Time { return clock }
 	s := snapshots()
-	p.update(s[0])
+	p.Update(s[0])
 	late := s[0]
 	late.Done = false
-	p.update(late) // a stale snapshot of an ended phase shows nothing
+	p.Update(late) // a stale snapshot of an ended phase shows nothing
 	clock = clock.Add(time.Second)
-	p.update(s[1]) // running, within logEvery of the last line: nothing
+	p.Update(s[1]) // running, within logEvery of the last line: nothing
 	clock = clock.Add(logEvery)
-	p.update(s[1]) // running, logEvery later: a line
-	p.update(s[2])
-	p.done()
+	p.Update(s[1]) // running, logEvery later: a line
+	p.Update(s[2])
+	p.Done()
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	require.Len(t, lines, 3, buf.String())
 	require.Regexp(t, `^phase 1/2 drain\s+sent 30  admitted 10  rejected 20  errors 0  1.5 k/s  took 20ms$`, lines[0])
@@ -56,11 +57,11 @@ func TestProgressLogHasEachPhasesOwnCounts(t *testing.T) {
 
 func TestProgressBarsOnATerminal(t *testing.T) {
 	var buf bytes.Buffer
-	p := newProgressOn(&buf, true, false)
+	p := NewOn(&buf, true, false)
 	for _, s := range snapshots() {
-		p.update(s)
+		p.Update(s)
 	}
-	p.done()
+	p.Done()
 	out := buf.String()
 	require.Contains(t, out, "1/2 drain")
 	require.Contains(t, out, "2/2 steady")
@@ -72,11 +73,11 @@ func TestProgressBarsOnATerminal(t *testing.T) {
 func TestProgressQuietShowsNothing(t *testing.T) {
 	for _, tty := range []bool{false, true} {
 		var buf bytes.Buffer
-		p := newProgressOn(&buf, tty, true)
+		p := NewOn(&buf, tty, true)
 		for _, s := range snapshots() {
-			p.update(s)
+			p.Update(s)
 		}
-		p.done()
+		p.Done()
 		require.Empty(t, buf.String())
 	}
 }
@@ -109,15 +110,29 @@ func TestProgressCutPhaseIsNotShownComplete(t *testing.T) {
 	cut := attacks.Progress{Phase: "soak", Index: 0, Phases: 1, PhaseSent: 50, PlannedRequests: 3000,
 		PhaseElapsed: time.Second, PlannedDuration: 60 * time.Second, Done: true, Cut: true}
 	var log bytes.Buffer
-	p := newProgressOn(&log, false, false)
-	p.update(cut)
-	p.done()
+	p := NewOn(&log, false, false)
+	p.Update(cut)
+	p.Done()
 	require.Contains(t, log.String(), "cut short after 1s")
 	require.NotContains(t, log.String(), "took")
 	var tty bytes.Buffer
-	p = newProgressOn(&tty, true, false)
-	p.update(cut)
-	p.done()
+	p = NewOn(&tty, true, false)
+	p.Update(cut)
+	p.Done()
 	require.Contains(t, tty.String(), "cut short after 1s")
 	require.NotContains(t, tty.String(), "[======================]", "a cut phase's bar is not full")
+}
+
+// Text a target, plan or policy chose reaches the terminal escaped: on
+// stderr as a whole, and inside one line (a phase name) newline included.
+func TestTerminalTextIsEscaped(t *testing.T) {
+	var b bytes.Buffer
+	w := Safe(&b)
+	require.Equal(t, w, Safe(w), "wrapped once")
+	_, err := io.WriteString(w, "phase ph\x1b[31mRED\r\x07 took 1s\n\tsecond line\n")
+	require.NoError(t, err)
+	require.Equal(t, "phase ph\\x1b[31mRED\\x0d\\x07 took 1s\n\tsecond line\n", b.String())
+	require.Equal(t, `ph\x1b[31mRED\nfake line\t"q"`, OneLine("ph\x1b[31mRED\nfake line\t\"q\""))
+	require.Equal(t, "free 10/s — ünïcode", OneLine("free 10/s — ünïcode"))
+	require.Contains(t, phaseLine(attacks.Progress{Phase: "ph\nfake", Phases: 1}), `phase 1/1 ph\nfake`)
 }

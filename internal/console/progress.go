@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"fmt"
@@ -18,13 +18,13 @@ import (
 // phase's line.
 const logEvery = 5 * time.Second
 
-// progress shows an attack's phases as it runs. On a terminal each phase
+// Progress shows an attack's phases as it runs. On a terminal each phase
 // gets a bar (mpb) with its own sent/admitted/rejected/errors, rate and
 // ETA; finished phases keep their bar. Elsewhere (CI logs) it writes one
 // line per phase when it ends and one every logEvery for the running phase,
 // each with that phase's own counts. The zero value is not usable: see
-// newProgress. Its methods are safe for concurrent use.
-type progress struct {
+// New. Its methods are safe for concurrent use.
+type Progress struct {
 	mu  sync.Mutex
 	w   io.Writer
 	tty bool
@@ -40,17 +40,19 @@ type progress struct {
 	lastLine time.Time
 }
 
-func newProgress(w io.Writer, quiet bool) *progress {
-	return newProgressOn(w, isTerminal(w), quiet)
+// New shows progress on w: bars when w is a terminal, log lines
+// elsewhere, nothing when quiet.
+func New(w io.Writer, quiet bool) *Progress {
+	return NewOn(w, IsTerminal(w), quiet)
 }
 
-// newProgressOn draws bars on w when tty, else writes log lines.
-func newProgressOn(w io.Writer, tty, quiet bool) *progress {
-	return &progress{w: w, tty: tty, off: quiet, now: time.Now, ended: map[int]bool{}, bars: map[int]*phaseBar{}}
+// NewOn draws bars on w when tty, else writes log lines.
+func NewOn(w io.Writer, tty, quiet bool) *Progress {
+	return &Progress{w: w, tty: tty, off: quiet, now: time.Now, ended: map[int]bool{}, bars: map[int]*phaseBar{}}
 }
 
-// update shows snapshot s (attacks.Options.Progress).
-func (p *progress) update(s attacks.Progress) {
+// Update shows snapshot s (attacks.Options.Progress).
+func (p *Progress) Update(s attacks.Progress) {
 	if p.off {
 		return
 	}
@@ -72,9 +74,9 @@ func (p *progress) update(s attacks.Progress) {
 	}
 }
 
-// done ends the display: bars of phases that never ended (an interrupted
+// Done ends the display: bars of phases that never ended (an interrupted
 // or failed run) stay as they were.
-func (p *progress) done() {
+func (p *Progress) Done() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mp == nil {
@@ -91,17 +93,17 @@ func (p *progress) done() {
 
 // bar returns the bar of s's phase, creating it (and the container) on
 // first sight.
-func (p *progress) bar(s attacks.Progress) *phaseBar {
+func (p *Progress) bar(s attacks.Progress) *phaseBar {
 	if b, ok := p.bars[s.Index]; ok {
 		return b
 	}
 	if p.mp == nil {
 		// The width applies where w is not a real terminal (tests).
-		p.mp = mpb.New(mpb.WithConsoleWriter(newRedrawWriter(rawWriter(p.w), true)), mpb.WithAutoRefresh(),
+		p.mp = mpb.New(mpb.WithConsoleWriter(newRedrawWriter(Raw(p.w), true)), mpb.WithAutoRefresh(),
 			mpb.WithWidth(160), mpb.WithRefreshRate(200*time.Millisecond))
 	}
 	b := &phaseBar{}
-	name := fmt.Sprintf("%d/%d %s", s.Index+1, s.Phases, oneLine(s.Phase))
+	name := fmt.Sprintf("%d/%d %s", s.Index+1, s.Phases, OneLine(s.Phase))
 	b.bar = p.mp.AddBar(barScale, mpb.BarWidth(24),
 		mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR)),
 		mpb.AppendDecorators(decor.Any(b.text)),
@@ -146,7 +148,7 @@ func (b *phaseBar) text(decor.Statistics) string {
 
 // phaseLine is the log line of a snapshot.
 func phaseLine(s attacks.Progress) string {
-	return fmt.Sprintf("phase %d/%d %-16s %s  %s", s.Index+1, s.Phases, oneLine(s.Phase), counts(s), timing(s))
+	return fmt.Sprintf("phase %d/%d %-16s %s  %s", s.Index+1, s.Phases, OneLine(s.Phase), counts(s), timing(s))
 }
 
 // counts is the phase's own sent/admitted/rejected/errors.
