@@ -156,7 +156,7 @@ func Estimate(o Options) (most time.Duration, typical string) {
 	if b == 0 {
 		b = DefaultBudget
 	}
-	return b, "about 8s plus 3× the longest refill interval or window (a 5-per-2s bucket: ~10s)"
+	return b, "about 8s plus 3× the longest refill interval or window (a 5-per-2s bucket: 10–15s)"
 }
 
 // notProbed is what no probe measures: each needs what discovery cannot

@@ -39,7 +39,7 @@ capacity K or limit N, rate r or window W, the window's anchoring, whether
 refused requests cost, the scope across the instances given, the statuses and
 the headers and what they mean. Every number is commented with its evidence
 and range; what the budget could not pin down is said. It says how long it
-will take before it starts (a 5-per-2s bucket: about 10s).
+will take before it starts (a 5-per-2s bucket: 10–15s).
 
 Generated keys are fresh for every probe; with --keys each tier of the file
 is measured on its own keys, reused only after they refilled.
