@@ -198,50 +198,29 @@ func bytesField(typ protowire.Type, v []byte, out *[]byte) int {
 func (r *Response) Unmarshal(b []byte) error {
 	*r = Response{}
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
+		var x uint64
+		var sub []byte
 		switch num {
 		case 1:
-			var x uint64
 			n := varint(typ, v, &x)
 			r.Overall = Code(int32(x))
 			return n, nil
 		case 2:
-			var sb []byte
-			n := bytesField(typ, v, &sb)
+			n := bytesField(typ, v, &sub)
 			if n > 0 {
 				var s Status
-				if err := s.unmarshal(sb); err != nil {
+				if err := s.unmarshal(sub); err != nil {
 					return 0, err
 				}
 				r.Statuses = append(r.Statuses, s)
 			}
 			return n, nil
 		case 3:
-			var hb []byte
-			n := bytesField(typ, v, &hb)
+			n := bytesField(typ, v, &sub)
 			if n > 0 {
 				var h Header
-				var raw []byte
-				err := fields(hb, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
-					var s []byte
-					switch num {
-					case 1:
-						n := bytesField(typ, v, &s)
-						h.Key = string(s)
-						return n, nil
-					case 2:
-						n := bytesField(typ, v, &s)
-						h.Value = string(s)
-						return n, nil
-					case 3: // raw_value: used when value is empty
-						return bytesField(typ, v, &raw), nil
-					}
-					return 0, nil
-				})
-				if err != nil {
+				if err := h.unmarshal(sub); err != nil {
 					return 0, err
-				}
-				if h.Value == "" && len(raw) > 0 {
-					h.Value = string(raw)
 				}
 				r.Headers = append(r.Headers, h)
 			}
@@ -249,6 +228,27 @@ func (r *Response) Unmarshal(b []byte) error {
 		}
 		return 0, nil
 	})
+}
+
+// unmarshal decodes a HeaderValue; raw_value stands for an empty value.
+func (h *Header) unmarshal(b []byte) error {
+	var key, value, raw []byte
+	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
+		switch num {
+		case 1:
+			return bytesField(typ, v, &key), nil
+		case 2:
+			return bytesField(typ, v, &value), nil
+		case 3:
+			return bytesField(typ, v, &raw), nil
+		}
+		return 0, nil
+	})
+	h.Key, h.Value = string(key), string(value)
+	if h.Value == "" && len(raw) > 0 {
+		h.Value = string(raw)
+	}
+	return err
 }
 
 func (s *Status) unmarshal(b []byte) error {
@@ -264,26 +264,7 @@ func (s *Status) unmarshal(b []byte) error {
 			n := bytesField(typ, v, &sub)
 			if n > 0 {
 				l := &Limit{}
-				err := fields(sub, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
-					var x uint64
-					switch num {
-					case 1:
-						n := varint(typ, v, &x)
-						l.RequestsPerUnit = uint32(x)
-						return n, nil
-					case 2:
-						n := varint(typ, v, &x)
-						l.Unit = int32(x)
-						return n, nil
-					case 3:
-						var nb []byte
-						n := bytesField(typ, v, &nb)
-						l.Name = string(nb)
-						return n, nil
-					}
-					return 0, nil
-				})
-				if err != nil {
+				if err := l.unmarshal(sub); err != nil {
 					return 0, err
 				}
 				s.Limit = l
@@ -296,24 +277,48 @@ func (s *Status) unmarshal(b []byte) error {
 		case 4:
 			n := bytesField(typ, v, &sub)
 			if n > 0 {
-				var secs, nanos uint64
-				err := fields(sub, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
-					switch num {
-					case 1:
-						return varint(typ, v, &secs), nil
-					case 2:
-						return varint(typ, v, &nanos), nil
-					}
-					return 0, nil
-				})
+				d, err := unmarshalDuration(sub)
 				if err != nil {
 					return 0, err
 				}
-				s.UntilReset = time.Duration(int64(secs))*time.Second + time.Duration(int32(nanos))
-				s.HasReset = true
+				s.UntilReset, s.HasReset = d, true
 			}
 			return n, nil
 		}
 		return 0, nil
 	})
+}
+
+// unmarshal decodes a RateLimit (requests_per_unit, unit, name).
+func (l *Limit) unmarshal(b []byte) error {
+	var rpu, unit uint64
+	var name []byte
+	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
+		switch num {
+		case 1:
+			return varint(typ, v, &rpu), nil
+		case 2:
+			return varint(typ, v, &unit), nil
+		case 3:
+			return bytesField(typ, v, &name), nil
+		}
+		return 0, nil
+	})
+	l.RequestsPerUnit, l.Unit, l.Name = uint32(rpu), int32(unit), string(name)
+	return err
+}
+
+// unmarshalDuration decodes a google.protobuf.Duration.
+func unmarshalDuration(b []byte) (time.Duration, error) {
+	var secs, nanos uint64
+	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
+		switch num {
+		case 1:
+			return varint(typ, v, &secs), nil
+		case 2:
+			return varint(typ, v, &nanos), nil
+		}
+		return 0, nil
+	})
+	return time.Duration(int64(secs))*time.Second + time.Duration(int32(nanos)), err
 }
