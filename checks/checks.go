@@ -39,6 +39,7 @@ var registry = []checker{
 	{"bypass", docBypass, checkBypass},
 	{CalibrationCheck, docCalibration, checkCalibration},
 	{"regions", docRegions, checkRegions},
+	{DelayCheck, docDelay, checkDelay},
 }
 
 // All returns every checker in a stable order. Each Checker's Check builds
@@ -249,6 +250,9 @@ type index struct {
 	attrCands cands
 	// attrScratch is sharingKeys' scratch (computeUnder runs once).
 	attrScratch scratch
+	// refusalP99 is the p99 latency of the refusals (delayTolerance).
+	refusalLatOnce sync.Once
+	refusalP99     int64
 }
 
 func newIndex(h *history.History, p *policy.Policy, o Options) *index {

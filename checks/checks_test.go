@@ -168,7 +168,7 @@ func TestValidateAndNames(t *testing.T) {
 	assert.Contains(t, err.Error(), `"overcell"`)
 	assert.Contains(t, err.Error(), "under-admission")
 	assert.Equal(t, []string{"oversell", "under-admission", "token-bounds", "retry-after", "headers", "isolation",
-		"instances", "fail-mode", "downstream", "bypass", "calibration", "regions"}, Names())
+		"instances", "fail-mode", "downstream", "bypass", "calibration", "regions", "delay"}, Names())
 	all := All()
 	require.Len(t, all, len(Names()))
 	for i, c := range all {

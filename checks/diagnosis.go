@@ -22,7 +22,7 @@ type Defect struct {
 // measured parameter, keys sharing a quota and variants buying quota are
 // causes; an envelope overrun is a cause of what it brings about (too many
 // arrivals downstream, remaining counts off, advice off).
-var rootOrder = []string{"fail-mode", CalibrationCheck, "isolation", "bypass", "regions", "instances", "oversell", "under-admission",
+var rootOrder = []string{"fail-mode", CalibrationCheck, "isolation", "bypass", "regions", "instances", "oversell", "under-admission", DelayCheck,
 	"token-bounds", "headers", "retry-after", "downstream"}
 
 // causeRank is a check's place in rootOrder; instances ranks below

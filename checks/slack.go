@@ -29,7 +29,7 @@ type Slack struct {
 // refusals and advice; the regions tolerance lets admissions overrun.
 var (
 	intervalSlackChecks = []string{"oversell", "under-admission", "retry-after", "isolation", "instances",
-		"fail-mode", "downstream", "bypass", CalibrationCheck, "regions"}
+		"fail-mode", "downstream", "bypass", CalibrationCheck, "regions", DelayCheck}
 	timingSlackChecks  = []string{"under-admission", "retry-after", CalibrationCheck}
 	regionsSlackChecks = []string{"regions", "downstream"}
 )
@@ -51,6 +51,9 @@ func (ix *index) slacks(name string) []Slack {
 			what += " (default)"
 		}
 		out = append(out, Slack{Name: what, Value: fmtDur(time.Duration(ix.tol)), Ns: ix.tol, Widens: "how late capacity may be freed before a refusal or advice counts as wrong"})
+	}
+	if name == DelayCheck {
+		out = append(out, ix.delaySlacks()...)
 	}
 	if slices.Contains(regionsSlackChecks, name) && ix.p.Tolerance.Regions > 0 {
 		out = append(out, Slack{Name: "tolerance.regions", Value: fmt.Sprintf("%g%%", ix.p.Tolerance.Regions*100), Ratio: ix.p.Tolerance.Regions, Widens: "the admissions allowed over one quota"})

@@ -114,6 +114,9 @@ type Tier struct {
 	// KeyPrefix selects the keys of this tier; the longest matching prefix wins.
 	KeyPrefix string  `yaml:"key_prefix" json:"key_prefix"`
 	Limits    []Limit `yaml:"limits" json:"limits"`
+	// Delay, when set, makes this tier's limiter hold requests instead of
+	// refusing them (over the policy's Delay; see Delay).
+	Delay *Delay `yaml:"delay,omitempty" json:"delay,omitempty"`
 }
 
 // Exempt is a class of keys the limiter never limits (internal callers,
@@ -227,6 +230,10 @@ type Policy struct {
 	Statuses Statuses `yaml:"statuses,omitempty" json:"statuses"`
 	// Global is an optional aggregate cap across all keys (protects downstream).
 	Global *Limit `yaml:"global,omitempty" json:"global,omitempty"`
+	// Delay, when set, makes every tier's limiter hold a request for which
+	// no token is free, up to a bound, instead of refusing it (see Delay;
+	// a tier's own Delay overrides it).
+	Delay *Delay `yaml:"delay,omitempty" json:"delay,omitempty"`
 	// RulesFallback names the tier whose limits every key gets while the
 	// rule source cannot be read (the conservative defaults from code);
 	// default: the tier with the smallest capacity.
@@ -393,6 +400,9 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 		if err := p.Global.normalize("global", errf); err != nil {
 			return err
 		}
+	}
+	if err := p.normalizeDelays(errf); err != nil {
+		return err
 	}
 	if p.Headers.XReset == "" {
 		p.Headers.XReset = "relative"
@@ -721,6 +731,7 @@ func (p *Policy) Clone() *Policy {
 		c.Global = &g
 	}
 	c.Exempt = append([]Exempt(nil), p.Exempt...)
+	c.cloneDelays()
 	c.Identity.TrustedProxies = append([]string(nil), p.Identity.TrustedProxies...)
 	c.Identity.PathVariants = append([]string(nil), p.Identity.PathVariants...)
 	c.ChecksOff = append([]string(nil), p.ChecksOff...)
