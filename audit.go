@@ -152,6 +152,13 @@ func exemptClass(a *auditScope) string {
 	return ""
 }
 
+func delaying(a *auditScope) string {
+	if !a.pol.Delays() {
+		return "the policy declares no delay (a limiter that holds requests instead of refusing them)"
+	}
+	return ""
+}
+
 func globalGuard(a *auditScope) string {
 	if a.pol.Global == nil {
 		return "the policy declares no global guard"
@@ -185,6 +192,7 @@ var auditPlans = []auditPlan{
 	{"tiers", severalTiers},
 	{"bypass", httpIdentity},
 	{"exempt", exemptClass},
+	{"delay", delaying},
 	{"multi-instance", severalInstances},
 	{"retry-elsewhere", severalInstances},
 	{"refill-elsewhere", severalInstances},

@@ -112,7 +112,25 @@ func PlanTier(p *policy.Policy, logical string) (*policy.Tier, bool) {
 	if t, ok := p.Tier(word); ok {
 		return t, true
 	}
+	if t, ok := delayingTier(p, word); ok {
+		return t, true
+	}
 	return p.TierFor(logical)
+}
+
+// delayingTier is, for the word "delayed" (not a tier's name), the first
+// tier the policy declares to delay (policy.DelayFor): "delayed-burst" is
+// a key of it.
+func delayingTier(p *policy.Policy, word string) (*policy.Tier, bool) {
+	if word != "delayed" {
+		return nil, false
+	}
+	for i := range p.Tiers {
+		if p.DelayFor(&p.Tiers[i]) != nil {
+			return &p.Tiers[i], true
+		}
+	}
+	return nil, false
 }
 
 // PlanExempt is the exempt class a plan's logical key belongs to under p:
