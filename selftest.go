@@ -96,6 +96,10 @@ var MutationMatrix = []MatrixRow{
 	{Plan: "bypass", Good: "token-bucket", Bad: "faulty/local-only", Store: "redis", Instances: 3, Root: "instances", Explained: []string{"oversell", "downstream"}},
 	{Plan: "precision", Good: "token-bucket", Bad: "token-bucket", BadLimiterPolicy: "faster-refill",
 		GoodSetting: "as declared", BadSetting: "refilling 10% faster than declared", Root: "calibration", Explained: []string{"oversell"}},
+	// A limiter declared to delay (the delayed policy: wait up to 600ms)
+	// that refuses at once instead: every refusal whose wait fitted.
+	{Plan: "delay", Good: "token-bucket", Bad: "token-bucket", BadLimiterPolicy: "default",
+		GoodSetting: "delays as declared (x/time/rate reservations, max_wait 600ms)", BadSetting: "refuses at once (no delay)", Root: "delay"},
 	{Plan: "regions", Good: "token-bucket", Bad: "token-bucket", Store: "redis", Instances: 2,
 		Regions: 2, RegionSync: 50 * time.Millisecond, RegionLatency: 10 * time.Millisecond,
 		GoodMode: service.RegionReplicated, BadMode: service.RegionIndependent,

@@ -54,6 +54,9 @@ type Service struct {
 	Metrics *Metrics
 	// Name identifies the instance in responses (X-RL-Instance).
 	Name string
+
+	// delays holds the keys of tiers that delay (serveDelayed).
+	delays delayer
 }
 
 // ScopeHeader names the limit that refused a request when it is not the
@@ -217,6 +220,10 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "global rate limit", http.StatusTooManyRequests)
 			return
 		}
+	}
+	if dl := pol.DelayFor(tier); dl != nil && fallback == "" {
+		s.serveDelayed(w, r, tier, dl, pol.LimitKey(tier, identity, 0), tenant)
+		return
 	}
 	start := time.Now()
 	d, err := lim.Allow(r.Context(), s.now(), pol.LimitKey(tier, identity, 0), 1)
