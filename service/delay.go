@@ -23,6 +23,7 @@ const maxDelayKeys = 100_000
 type delayer struct {
 	mu   sync.Mutex
 	keys map[string]*delayKey
+	last time.Time // the latest instant reserve was given
 }
 
 type delayKey struct {
@@ -37,6 +38,15 @@ type delayKey struct {
 func (dl *delayer) reserve(now time.Time, key string, limits []policy.Limit, d *policy.Delay) (time.Duration, bool) {
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
+	// x/time/rate counts the time since its last event again when told an
+	// earlier instant (its last event moves back): requests that read the
+	// clock before another took the lock would refill twice. Time here
+	// never goes back.
+	given := now
+	if now.Before(dl.last) {
+		now = dl.last
+	}
+	dl.last = now
 	if dl.keys == nil {
 		dl.keys = map[string]*delayKey{}
 	}
@@ -63,6 +73,7 @@ func (dl *delayer) reserve(now time.Time, key string, limits []policy.Limit, d *
 		}
 		return wait, false
 	}
+	wait += now.Sub(given) // the caller waits from its own instant
 	if wait > 0 {
 		k.waiting++
 	}

@@ -5,7 +5,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify/envs/gateway"
 	"github.com/rlverify/rlverify/internal/testsvc"
+	"github.com/rlverify/rlverify/limiters/catalog"
 )
 
 // TestDelayPlan runs the delay plan against testsvc delayed, a service
@@ -40,6 +42,58 @@ func TestDelayPlan(t *testing.T) {
 			defer stop()
 			out, stderr, code := rl(t, "attack", "--plan", "delay", "--target", url+testsvc.DelayedPath, "--policy", polFile,
 				"--method", "POST", "--out", t.TempDir(), "--quiet", "--fail-on", "none", "--format", "json")
+			require.Equal(t, ExitPass, code, "stderr:\n%s", stderr)
+			got := verdicts(decodeDoc(t, out))
+			_, sum := checkOf(t, out, "delay")
+			t.Logf("delay: %s; %v", sum, got)
+			requireOnly(t, got, tc.want)
+		})
+	}
+}
+
+// TestDelayPlanNginx runs the delay plan against nginx limit_req, a real
+// limiter: without nodelay (nginx/limit-req-delay, burst=K−1) it holds
+// the excess up to (K−1)/r, at most K−1 of a key waiting, and refuses the
+// rest. Declared so (max_wait 800ms, queue 4 for K=5 at 5/s) it passes;
+// declared with a max_wait of 400ms it holds requests past it; nginx with
+// nodelay refuses at once what the declared delay should have held. Each
+// of the two fails the delay check alone.
+func TestDelayPlanNginx(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: about 4 s per run")
+	}
+	if err := gateway.Available(catalog.NGINX); err != nil {
+		t.Skip(err)
+	}
+	policyWith := func(delay string) string {
+		return writeFile(t, "nginx-delayed.yaml", `name: nginx-delayed
+tiers:
+  - name: free
+    key_prefix: "free-"
+    limits:
+      - algorithm: token-bucket
+        capacity: 5
+        rate: 5/s
+default_tier: free
+delay: `+delay+`
+headers:
+  retry_after: false
+  ratelimit: none
+  x_ratelimit: false
+checks_off: [retry-after]
+`)
+	}
+	for _, tc := range []struct {
+		name, limiter, delay string
+		want                 map[string]string
+	}{
+		{"delay as configured", "nginx/limit-req-delay", "{max_wait: 800ms, queue: 4}", map[string]string{"delay": "pass"}},
+		{"declared max_wait too short", "nginx/limit-req-delay", "{max_wait: 400ms, queue: 4}", map[string]string{"delay": "fail"}},
+		{"nodelay", "nginx/limit-req", "{max_wait: 800ms, queue: 4}", map[string]string{"delay": "fail"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stderr, code := rl(t, "attack", "--plan", "delay", "--limiter", tc.limiter, "--policy", policyWith(tc.delay),
+				"--out", t.TempDir(), "--quiet", "--fail-on", "none", "--format", "json")
 			require.Equal(t, ExitPass, code, "stderr:\n%s", stderr)
 			got := verdicts(decodeDoc(t, out))
 			_, sum := checkOf(t, out, "delay")
