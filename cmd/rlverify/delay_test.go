@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/envs/gateway"
 	"github.com/rlverify/rlverify/internal/testsvc"
 	"github.com/rlverify/rlverify/limiters/catalog"
@@ -101,4 +102,30 @@ checks_off: [retry-after]
 			requireOnly(t, got, tc.want)
 		})
 	}
+}
+
+// The audit runs the delay plan only when the policy declares a delay; the
+// reference service, built from the shipped delayed policy, holds what it
+// cannot admit at once up to max_wait, and the delay check decides on it.
+func TestAuditRunsTheDelayPlanWhereDeclared(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	a, code, stderr := audit(t, "--policy", "delayed", "--plans", "delay,concurrent-burst")
+	require.Equal(t, ExitPass, code, stderr)
+	delay := property(t, a, "delay")
+	require.Equal(t, checks.Pass, delay.Verdict, delay.Summary)
+	require.Contains(t, delay.DecidedBy, "delay")
+	require.Equal(t, checks.Pass, property(t, a, "oversell").Verdict)
+
+	a, _, stderr = audit(t, "--plans", "delay,concurrent-burst")
+	found := false
+	for _, p := range a.Plans {
+		if p.Plan == "delay" {
+			found = true
+			require.False(t, p.Ran, stderr)
+			require.Contains(t, p.Why, "the policy declares no delay")
+		}
+	}
+	require.True(t, found, "the audit lists the delay plan as not run")
 }
