@@ -58,7 +58,9 @@ func TestDelayPlan(t *testing.T) {
 // rest. Declared so (max_wait 800ms, queue 4 for K=5 at 5/s) it passes;
 // declared with a max_wait of 400ms it holds requests past it; nginx with
 // nodelay refuses at once what the declared delay should have held. Each
-// of the two fails the delay check alone.
+// of the two fails the delay check alone. Declared without a delay and
+// judged --honest, the honest policy declares nginx's own (max_wait
+// (K−1)/r, queue K−1) and passes.
 func TestDelayPlanNginx(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: about 4 s per run")
@@ -66,7 +68,7 @@ func TestDelayPlanNginx(t *testing.T) {
 	if err := gateway.Available(catalog.NGINX); err != nil {
 		t.Skip(err)
 	}
-	policyWith := func(delay string) string {
+	policyWith := func(t *testing.T, delay string) string {
 		return writeFile(t, "nginx-delayed.yaml", `name: nginx-delayed
 tiers:
   - name: free
@@ -86,15 +88,24 @@ checks_off: [retry-after]
 	}
 	for _, tc := range []struct {
 		name, limiter, delay string
+		honest               bool
 		want                 map[string]string
 	}{
-		{"delay as configured", "nginx/limit-req-delay", "{max_wait: 800ms, queue: 4}", map[string]string{"delay": "pass"}},
-		{"declared max_wait too short", "nginx/limit-req-delay", "{max_wait: 400ms, queue: 4}", map[string]string{"delay": "fail"}},
-		{"nodelay", "nginx/limit-req", "{max_wait: 800ms, queue: 4}", map[string]string{"delay": "fail"}},
+		{"delay as configured", "nginx/limit-req-delay", "{max_wait: 800ms, queue: 4}", false, map[string]string{"delay": "pass"}},
+		{"declared max_wait too short", "nginx/limit-req-delay", "{max_wait: 400ms, queue: 4}", false, map[string]string{"delay": "fail"}},
+		{"nodelay", "nginx/limit-req", "{max_wait: 800ms, queue: 4}", false, map[string]string{"delay": "fail"}},
+		// None declared: judged against what nginx really does (the
+		// honest policy declares its delay).
+		{"honest", "nginx/limit-req-delay", "null", true, map[string]string{"delay": "pass"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, stderr, code := rl(t, "attack", "--plan", "delay", "--limiter", tc.limiter, "--policy", policyWith(tc.delay),
-				"--out", t.TempDir(), "--quiet", "--fail-on", "none", "--format", "json")
+			t.Parallel()
+			args := []string{"attack", "--plan", "delay", "--limiter", tc.limiter, "--policy", policyWith(t, tc.delay),
+				"--out", t.TempDir(), "--quiet", "--fail-on", "none", "--format", "json"}
+			if tc.honest {
+				args = append(args, "--honest")
+			}
+			out, stderr, code := rl(t, args...)
 			require.Equal(t, ExitPass, code, "stderr:\n%s", stderr)
 			got := verdicts(decodeDoc(t, out))
 			_, sum := checkOf(t, out, "delay")

@@ -110,6 +110,10 @@ func Honest(g catalog.Gateway, declared *policy.Policy) (*policy.Policy, []Devia
 	if err != nil {
 		return nil, nil, err
 	}
+	honestDelays(t, g, declared)
+	if err := t.finish(); err != nil {
+		return nil, nil, err
+	}
 	return t.honest, t.deviations, nil
 }
 
@@ -162,6 +166,12 @@ type tierLimit struct {
 func newTranslation(declared *policy.Policy, gw string) (*translation, error) {
 	t := &translation{policyName: declared.Name, honest: declared.Clone(), rejected: rejectedStatus(declared)}
 	t.honest.Name = declared.Name + "-as-" + gw
+	// Whether the gateway delays is its mode's (honestDelays), not the
+	// declared policy's.
+	t.honest.Delay = nil
+	for i := range t.honest.Tiers {
+		t.honest.Tiers[i].Delay = nil
+	}
 	t.honest.Source = ""
 	ids := map[string]bool{}
 	if err := writable(declared, gw); err != nil {
