@@ -29,22 +29,24 @@ import (
 // the MaxEvidence first by that position (orderedCollector).
 
 // Streamable lists the checks a Streamer judges, in the order of All.
-func Streamable() []string { return []string{"token-bounds", "headers"} }
+func Streamable() []string { return []string{"oversell", "token-bounds", "headers"} }
 
 // Streamer judges a history event by event. Not safe for concurrent use.
 type Streamer struct {
-	ix      *index
-	bounds  *boundsStream
-	headers *headersStream
-	names   []string
+	ix       *index
+	oversell *oversellStream
+	bounds   *boundsStream
+	headers  *headersStream
+	names    []string
 	// keys is the state of each key the checks share (its tier) and keep.
 	keys map[string]*streamKey
 }
 
 // streamKey is what the streaming checks keep of one key.
 type streamKey struct {
-	tier   *policy.Tier
-	bounds boundsKey
+	tier     *policy.Tier
+	bounds   boundsKey
+	oversell *oversellKey
 }
 
 // NewStreamer judges, against p, the events of the history whose records
@@ -65,7 +67,13 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 		o.MaxEvidence = DefaultMaxEvidence
 	}
 	ix := &index{h: rec, p: p, o: o, slack: max(0, int64(o.Slack)+int64(p.ClockQuantum)), gen: headers.Generation(p.Headers.RateLimit)}
+	if !rec.Run.Start.IsZero() {
+		ix.startNs = rec.Run.Start.UnixNano()
+	}
 	s := &Streamer{ix: ix, names: names, keys: map[string]*streamKey{}}
+	if slices.Contains(names, "oversell") {
+		s.oversell = newOversellStream(ix)
+	}
 	if slices.Contains(names, "token-bounds") {
 		s.bounds = newBoundsStream(ix)
 	}
@@ -79,6 +87,7 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 // (history.Stream.Seq). Events must come in the stream's order.
 func (s *Streamer) Add(e *history.Event, seq uint64) {
 	r := s.ix.mkRec(e, 0)
+	s.ix.maxLat = max(s.ix.maxLat, r.hi-r.lo)
 	k := s.keys[e.Key]
 	if k == nil {
 		// The key's tier: the one its first event gives (a key's events
@@ -91,6 +100,9 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 		}
 		k.bounds.firstLo = r.lo
 		s.keys[e.Key] = k
+	}
+	if s.oversell != nil {
+		s.oversell.add(e, seq, r, k)
 	}
 	if s.bounds != nil {
 		s.bounds.add(e, seq, r, k)
@@ -110,15 +122,16 @@ func (s *Streamer) Results() []Result {
 		}
 		var r Result
 		switch n {
+		case "oversell":
+			r = s.oversell.result(s.keys)
 		case "token-bounds":
 			r = s.bounds.result(s.keys)
 		case "headers":
 			r = s.headers.result()
 		}
 		r.Name = n
-		// The streaming index does not track the run's widest interval
-		// (index.maxLat), which the slack warnings need: no streaming
-		// check uses a slack yet (slacks lists none for them).
+		// The slacks, and the warnings against the run's widest interval
+		// (index.maxLat, tracked by Add).
 		s.ix.discloseSlack(&r)
 		out = append(out, r)
 	}
@@ -137,12 +150,13 @@ type orderedCollector struct {
 type ordered struct {
 	pass int
 	key  string // the key's group (key order) for per-key passes
+	sub  uint64 // the part of the key's judgement (a limit, an instance)
 	at   uint64 // the position within the pass (or within the key)
 	ev   Evidence
 }
 
 func cmpOrdered(a, b ordered) int {
-	return cmp.Or(cmp.Compare(a.pass, b.pass), cmp.Compare(a.key, b.key), cmp.Compare(a.at, b.at))
+	return cmp.Or(cmp.Compare(a.pass, b.pass), cmp.Compare(a.key, b.key), cmp.Compare(a.sub, b.sub), cmp.Compare(a.at, b.at))
 }
 
 func (c *orderedCollector) add(o ordered) {

@@ -1,0 +1,42 @@
+package checks
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/history"
+)
+
+// TestStreamerMatchesRunOnFixtures runs the differential test of the
+// streaming judgement on every fixture (each a case a check was written
+// for): the streaming checks give Run's results, with all the evidence.
+func TestStreamerMatchesRunOnFixtures(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.jsonl")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			h, p, _, _ := loadFixture(t, file)
+			o := Options{Only: Streamable(), MaxEvidence: 1 << 20}
+			want := Run(h, p, o)
+			f, err := os.Open(file)
+			require.NoError(t, err)
+			defer f.Close()
+			rec, _, err := history.ReadRecords(file, f)
+			require.NoError(t, err)
+			s, err := NewStreamer(rec, p, o)
+			require.NoError(t, err)
+			_, err = f.Seek(0, 0)
+			require.NoError(t, err)
+			st := history.NewStream(file, f, history.StreamOptions{})
+			for st.Next() {
+				s.Add(st.Event(), st.Seq())
+			}
+			require.NoError(t, st.Err())
+			require.Equal(t, want, s.Results())
+		})
+	}
+}
