@@ -38,6 +38,8 @@ type Streamer struct {
 	bounds   *boundsStream
 	headers  *headersStream
 	names    []string
+	// n counts the events of Add, n2 those of AddAgain.
+	n, n2 uint64
 	// keys is the state of each key the checks share (its tier) and keep.
 	keys map[string]*streamKey
 }
@@ -86,6 +88,7 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 // Add judges e, the event at position seq among the file's events
 // (history.Stream.Seq). Events must come in the stream's order.
 func (s *Streamer) Add(e *history.Event, seq uint64) {
+	s.n++
 	r := s.ix.mkRec(e, 0)
 	s.ix.maxLat = max(s.ix.maxLat, r.hi-r.lo)
 	k := s.keys[e.Key]
@@ -112,6 +115,30 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 	}
 }
 
+// Again reports, once Add has had every event, whether the checks need
+// the events a second time — AddAgain for each, in the same order — before
+// Results: oversell judges a second time the segments of its keys that
+// its first pass could not clear (see oversellStream).
+func (s *Streamer) Again() bool {
+	if s.oversell == nil || s.oversell.again {
+		return false
+	}
+	s.oversell.again = s.oversell.needAgain()
+	return s.oversell.again
+}
+
+// AddAgain is Add's second pass (see Again): e is the event at position
+// seq, in the stream's order again.
+func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
+	s.n2++
+	if s.oversell == nil || !s.oversell.again {
+		return
+	}
+	if k := s.keys[e.Key]; k != nil {
+		s.oversell.addAgain(e, seq, s.ix.mkRec(e, 0), k)
+	}
+}
+
 // Results are the verdicts of the events added, as Run gives them for
 // Options.Only = the streamer's checks.
 func (s *Streamer) Results() []Result {
@@ -123,6 +150,11 @@ func (s *Streamer) Results() []Result {
 		var r Result
 		switch n {
 		case "oversell":
+			if !s.oversell.again && s.oversell.needAgain() || s.oversell.again && s.n2 != s.n {
+				r = Result{Verdict: Unknown, Summary: fmt.Sprintf("not judged: %s of the keys' admissions needed a second pass over the events (Streamer.Again), which did not see every event (%d of %d)",
+					plural(s.oversell.flagged, "segment", "segments"), s.n2, s.n), Figures: map[string]float64{}}
+				break
+			}
 			r = s.oversell.result(s.keys)
 		case "token-bounds":
 			r = s.bounds.result(s.keys)

@@ -9,10 +9,13 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-// oversellStream is checkOversell as a stream. Per key it keeps the
-// admissions the envelope judges (admitted, outside fault windows, not a
-// variant) since the last cut, a point where every limit of the key's
-// tier judges what comes before and what comes after apart:
+// oversellStream is checkOversell as a stream, in two passes over the
+// events.
+//
+// Pass 1 (Add) splits each key's admissions the envelope judges (admitted,
+// outside fault windows, not a variant) into segments, cut where every
+// limit of the key's tier judges what comes before and what comes after
+// apart:
 //   - a token bucket or GCRA splits its admissions into clusters separated
 //     by a full refill (judgeBucket); a gap of ⌈K/r⌉ after the latest
 //     decision so far starts a new cluster;
@@ -23,23 +26,35 @@ import (
 //   - a fixed window anchored at the key's first request carries its
 //     anchors' bounds through the whole run: never cut.
 //
-// The gap of a key is the largest of its limits'. At a cut the open
-// admissions are judged by the in-memory functions (judgeLimit), exactly
-// as Run judges them among the key's others, and dropped. State per key:
-// the admissions of the open segment — for a correct limiter at most what
-// its envelope allows over the segment; a key that never pauses for its
-// gap (steady overload, or an anchored window) keeps its admissions over
-// the run (of the order of the limit's rate × the run's length, not of the
-// requests sent). Evidence: each certificate with its position in Run's
-// order (key, limit, instance, then time), the MaxEvidence first kept.
+// The gap of a key is the largest of its limits'. A segment is screened
+// as it streams by: for a tier of buckets (and GCRA) declared cluster-wide,
+// forward EDF runs incrementally on each cluster (edfScreen, the same
+// arithmetic as edf), and a cluster it schedules is judged (nothing to
+// report, as judgeBucket finds) without being kept; any other segment, and
+// one whose EDF missed a deadline, is flagged by its range of send times.
+// State per key in pass 1: the clusters' EDF state (the requests in flight
+// and pending a token) and the flagged ranges.
+//
+// Pass 2 (AddAgain), when Again, collects the admissions of the flagged
+// segments only and judges each by the in-memory functions (judgeLimit),
+// exactly as Run judges them among the key's others. State: a flagged
+// segment's admissions — a key that breaks its envelope, or whose tier has
+// a window or a per-instance limit, holds the admissions of its segment,
+// which for a key that never pauses for its gap (steady overload, an
+// anchored window) is its admissions over the run (of the order of the
+// limit's rate × the run's length, not of the requests sent). Evidence:
+// each certificate with its position in Run's order (key, limit,
+// instance, then time), the MaxEvidence first kept.
 type oversellStream struct {
 	ix  *index
 	col orderedCollector
 	sc  scratch
-	// open are the keys with an open segment; sweep judges those whose
-	// gap has passed.
+	// open are the keys with an open segment (pass 1) or collected
+	// admissions (pass 2); sweep closes those whose gap has passed.
 	open       []*oversellKey
 	sinceSweep int
+	again      bool // in pass 2
+	flagged    int  // segments flagged for pass 2
 	certs      uint64
 	maxOver    float64
 	unknown    int
@@ -53,17 +68,29 @@ type oversellKey struct {
 	key      string
 	tier     *policy.Tier
 	admitted int
-	// gap is the key's cut (-1: never), seg the open segment's admissions
-	// and segHi their latest hi.
+	// gap is the key's cut (-1: never).
 	gap    int64
-	seg    []segRec
-	segHi  int64
 	isOpen bool
+	// Pass 1: the open segment's first and last send (lo), latest hi and
+	// flag; screens screen its clusters, one per limit (nil: the tier
+	// cannot be screened, every segment is flagged); flagged are the
+	// ranges of lo of the segments pass 2 judges.
+	segN           int
+	segLo, segLast int64
+	segHi          int64
+	flag           bool
+	screens        []edfScreen
+	flagged        []loRange
+	// Pass 2: pos is the flagged range being collected into seg.
+	pos int
+	seg []segRec
 	// worst is each limit's worst rolling window (fixed windows).
 	worst []int
 }
 
-// segRec is an admission of an open segment, with what the evidence
+type loRange struct{ from, to int64 }
+
+// segRec is an admission of a flagged segment, with what the evidence
 // needs of its event.
 type segRec struct {
 	r   rec
@@ -98,6 +125,21 @@ func cutGap(t *policy.Tier) int64 {
 	return g
 }
 
+// screensFor are the EDF screens of tier t's limits, nil unless every
+// limit is a bucket (or GCRA) declared cluster-wide.
+func screensFor(t *policy.Tier) []edfScreen {
+	out := make([]edfScreen, len(t.Limits))
+	for li := range t.Limits {
+		l := &t.Limits[li]
+		r := l.R() / 1e9
+		if !l.Algorithm.Bucketed() || l.PerInstance() || !(r > 0) {
+			return nil
+		}
+		out[li] = edfScreen{K: l.K(), r: r, refill: int64(math.Ceil(l.K() / r))}
+	}
+	return out
+}
+
 func (o *oversellStream) add(e *history.Event, seq uint64, r rec, sk *streamKey) {
 	if e.Fallback != "" {
 		o.fallback++
@@ -114,36 +156,255 @@ func (o *oversellStream) add(e *history.Event, seq uint64, r rec, sk *streamKey)
 	}
 	k := sk.oversell
 	if k == nil {
-		k = &oversellKey{key: e.Key, tier: t, gap: cutGap(t), worst: make([]int, len(t.Limits))}
+		k = &oversellKey{key: e.Key, tier: t, gap: cutGap(t), worst: make([]int, len(t.Limits)), screens: screensFor(t)}
 		sk.oversell = k
 	}
 	k.admitted++
-	if len(k.seg) > 0 && k.gap >= 0 && r.lo-k.segHi >= k.gap {
-		o.judge(k)
+	if k.segN > 0 && k.gap >= 0 && r.lo-k.segHi >= k.gap {
+		o.close(k)
 	}
-	if len(k.seg) == 0 {
-		k.segHi = r.hi
+	if k.segN == 0 {
+		k.segLo, k.segHi, k.flag = r.lo, r.hi, k.screens == nil
 		if !k.isOpen {
 			k.isOpen = true
 			o.open = append(o.open, k)
 		}
 	}
+	k.segN++
+	k.segLast = r.lo
 	k.segHi = max(k.segHi, r.hi)
+	if !k.flag {
+		for i := range k.screens {
+			if k.screens[i].add(r.lo, r.hi) {
+				k.flag = true
+			}
+		}
+	}
+}
+
+// close ends k's open segment in pass 1: its clusters are screened to the
+// end, and the segment flagged for pass 2 unless every one was scheduled.
+func (o *oversellStream) close(k *oversellKey) {
+	if !k.flag {
+		for i := range k.screens {
+			if k.screens[i].end() {
+				k.flag = true
+			}
+		}
+	}
+	for i := range k.screens {
+		k.screens[i].reset()
+	}
+	if k.flag {
+		k.flagged = append(k.flagged, loRange{k.segLo, k.segLast})
+		o.flagged++
+	}
+	k.segN, k.flag = 0, false
+}
+
+// needAgain ends pass 1 and reports whether pass 2 is needed: some
+// segment was flagged.
+func (o *oversellStream) needAgain() bool {
+	for _, k := range o.open {
+		o.close(k)
+		k.isOpen = false
+	}
+	o.open = o.open[:0]
+	return o.flagged > 0
+}
+
+// addAgain collects, in pass 2, the admissions of the flagged segments.
+func (o *oversellStream) addAgain(e *history.Event, seq uint64, r rec, sk *streamKey) {
+	if o.sinceSweep++; o.sinceSweep > len(o.open)+1024 {
+		o.sweep(r.lo)
+	}
+	k := sk.oversell
+	if k == nil || k.tier == nil || r.out != history.Admitted || r.fault || r.variant {
+		return
+	}
+	for k.pos < len(k.flagged) && r.lo > k.flagged[k.pos].to {
+		if len(k.seg) > 0 {
+			o.judge(k)
+		}
+		k.pos++
+	}
+	if k.pos == len(k.flagged) || r.lo < k.flagged[k.pos].from {
+		return
+	}
+	if len(k.seg) == 0 && !k.isOpen {
+		k.isOpen = true
+		o.open = append(o.open, k)
+	}
 	k.seg = append(k.seg, segRec{r: r, id: e.ID, seq: seq})
 }
 
-// sweep judges the open segments whose gap has passed by now (every later
-// event is sent at or after now), and forgets their keys' admissions.
+// edfScreen is edf run forward on one limit's clusters as their
+// admissions arrive in send order: judgeBucket reports nothing for a
+// cluster of at most K admissions or one EDF schedules, and edfScreen
+// says which clusters it cannot clear. It holds the requests released and
+// not yet served (heap, their hi) and those not yet released (next): a
+// step of edf that depends on the next release waits for it.
+type edfScreen struct {
+	K, r   float64
+	refill int64
+	// The open cluster: n admissions from base, the latest hi maxHi.
+	n      int
+	base   int64
+	maxHi  int64
+	failed bool
+	L, t   float64
+	heap   []int64
+	next   []loHi
+	ni     int // next[:ni] are released
+}
+
+type loHi struct{ lo, hi int64 }
+
+// add takes the next admission and reports whether a cluster it closed
+// (this admission starts a new one) is not cleared.
+func (s *edfScreen) add(lo, hi int64) bool {
+	bad := false
+	if s.n > 0 && lo-s.maxHi >= s.refill {
+		bad = s.end()
+		s.reset()
+	}
+	if s.n == 0 {
+		s.base, s.maxHi, s.L, s.t = lo, hi, s.K, 0
+	}
+	s.n++
+	s.maxHi = max(s.maxHi, hi)
+	if !s.failed {
+		s.next = append(s.next, loHi{lo, hi})
+		s.run(false)
+	}
+	return bad
+}
+
+// end runs the open cluster's EDF to its end and reports whether the
+// cluster is not cleared.
+func (s *edfScreen) end() bool {
+	if s.n == 0 || float64(s.n) <= s.K {
+		return false
+	}
+	if !s.failed {
+		s.run(true)
+	}
+	return s.failed
+}
+
+func (s *edfScreen) reset() {
+	s.n, s.failed = 0, false
+	s.heap, s.next, s.ni = s.heap[:0], s.next[:0], 0
+}
+
+// run is edf's loop (same arithmetic, relative to the cluster's first
+// lo) as far as the releases known so far decide it; final: no more come.
+func (s *edfScreen) run(final bool) {
+	advance := func(nt float64) {
+		if nt > s.t {
+			s.L = math.Min(s.K, s.L+s.r*(nt-s.t))
+			s.t = nt
+		}
+	}
+	for {
+		if len(s.heap) == 0 {
+			if s.ni == len(s.next) {
+				s.next, s.ni = s.next[:0], 0
+				return
+			}
+			advance(float64(s.next[s.ni].lo - s.base))
+		}
+		for s.ni < len(s.next) && float64(s.next[s.ni].lo-s.base) <= s.t {
+			s.push(s.next[s.ni].hi)
+			s.ni++
+		}
+		if s.ni == len(s.next) {
+			s.next, s.ni = s.next[:0], 0
+			if !final {
+				return
+			}
+		}
+		if s.L >= 1-1e-9 {
+			if float64(s.pop()-s.base) < s.t-1 {
+				s.fail()
+				return
+			}
+			s.L--
+			continue
+		}
+		tn := s.t + (1-s.L)/s.r
+		if s.ni < len(s.next) && float64(s.next[s.ni].lo-s.base) < tn {
+			advance(float64(s.next[s.ni].lo - s.base))
+			continue
+		}
+		if float64(s.heap[0]-s.base) < tn-1 {
+			s.fail()
+			return
+		}
+		s.t, s.L = tn, 1
+	}
+}
+
+func (s *edfScreen) fail() {
+	s.failed = true
+	s.heap, s.next, s.ni = s.heap[:0], s.next[:0], 0
+}
+
+func (s *edfScreen) push(hi int64) {
+	h := append(s.heap, hi)
+	for j := len(h) - 1; j > 0; {
+		p := (j - 1) / 2
+		if h[j] >= h[p] {
+			break
+		}
+		h[j], h[p] = h[p], h[j]
+		j = p
+	}
+	s.heap = h
+}
+
+func (s *edfScreen) pop() int64 {
+	h := s.heap
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for j := 0; ; {
+		l, m := 2*j+1, j
+		if l < len(h) && h[l] < h[m] {
+			m = l
+		}
+		if l+1 < len(h) && h[l+1] < h[m] {
+			m = l + 1
+		}
+		if m == j {
+			break
+		}
+		h[j], h[m] = h[m], h[j]
+		j = m
+	}
+	s.heap = h
+	return top
+}
+
+// sweep closes (pass 1) or judges (pass 2) the open segments whose gap
+// has passed by now: every later event is sent at or after now.
 func (o *oversellStream) sweep(now int64) {
 	o.sinceSweep = 0
 	keep := o.open[:0]
 	for _, k := range o.open {
-		if k.gap >= 0 && now-k.segHi >= k.gap {
+		switch {
+		case !o.again && k.gap >= 0 && now-k.segHi >= k.gap:
+			o.close(k)
+		case o.again && len(k.seg) == 0:
+		case o.again && now > k.flagged[k.pos].to:
 			o.judge(k)
-			k.isOpen = false
+			k.pos++
+		default:
+			keep = append(keep, k)
 			continue
 		}
-		keep = append(keep, k)
+		k.isOpen = false
 	}
 	clear(o.open[len(keep):])
 	o.open = keep
@@ -191,6 +452,7 @@ func (o *oversellStream) judge(k *oversellKey) {
 func (o *oversellStream) result(all map[string]*streamKey) Result {
 	for _, k := range o.open {
 		o.judge(k)
+		k.isOpen = false
 	}
 	o.open = nil
 	var keys []*oversellKey

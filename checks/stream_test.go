@@ -111,20 +111,7 @@ func TestStreamerMatchesRun(t *testing.T) {
 				o := checks.Options{Only: checks.Streamable(), MaxEvidence: maxEv}
 				want := checks.Run(whole, pol, o)
 
-				rec, n, err := readRecords(file)
-				require.NoError(t, err)
-				require.EqualValues(t, len(h.Events), n)
-				s, err := checks.NewStreamer(rec, pol, o)
-				require.NoError(t, err)
-				f, err := os.Open(file)
-				require.NoError(t, err)
-				defer f.Close()
-				st := history.NewStream(file, f, history.StreamOptions{})
-				for st.Next() {
-					s.Add(st.Event(), st.Seq())
-				}
-				require.NoError(t, st.Err())
-				got := s.Results()
+				got := streamResults(t, file, pol, o)
 				require.Equal(t, want, got)
 				if tc.name != "one key" {
 					require.Equal(t, checks.Fail, resultNamed(got, "token-bounds").Verdict, "the broken history must exercise the evidence")
@@ -262,8 +249,13 @@ func TestStreamerMatchesRunOversell(t *testing.T) {
 				t.Run(hc.name+"/"+lname+"/"+strconv.Itoa(maxEv), func(t *testing.T) {
 					o := checks.Options{Only: []string{"oversell"}, MaxEvidence: maxEv}
 					want := checks.Run(whole, pol, o)
-					got := streamResults(t, file, pol, o)
+					got, again := streamResultsAgain(t, file, pol, o)
 					require.Equal(t, want, got)
+					if lname == "bucket" {
+						// A correct bucket's clusters are cleared in the first
+						// pass; an oversold one's are judged in the second.
+						require.Equal(t, hc.fail, again)
+					}
 					if hc.fail && lname == "bucket" {
 						require.Equal(t, checks.Fail, got[0].Verdict, "the oversold history must exercise the evidence")
 					}
@@ -279,19 +271,35 @@ func TestStreamerMatchesRunOversell(t *testing.T) {
 // streamResults judges file through a Streamer.
 func streamResults(t *testing.T, file string, pol *policy.Policy, o checks.Options) []checks.Result {
 	t.Helper()
-	rec, _, err := readRecords(file)
+	rs, _ := streamResultsAgain(t, file, pol, o)
+	return rs
+}
+
+// streamResultsAgain judges file through a Streamer, and says whether it
+// took a second pass.
+func streamResultsAgain(t *testing.T, file string, pol *policy.Policy, o checks.Options) ([]checks.Result, bool) {
+	t.Helper()
+	rec, n, err := readRecords(file)
 	require.NoError(t, err)
 	s, err := checks.NewStreamer(rec, pol, o)
 	require.NoError(t, err)
-	f, err := os.Open(file)
-	require.NoError(t, err)
-	defer f.Close()
-	st := history.NewStream(file, f, history.StreamOptions{})
-	for st.Next() {
-		s.Add(st.Event(), st.Seq())
+	pass := func(add func(*history.Event, uint64)) {
+		f, err := os.Open(file)
+		require.NoError(t, err)
+		defer f.Close()
+		st := history.NewStream(file, f, history.StreamOptions{})
+		for st.Next() {
+			add(st.Event(), st.Seq())
+		}
+		require.NoError(t, st.Err())
+		require.Equal(t, n, st.Events())
 	}
-	require.NoError(t, st.Err())
-	return s.Results()
+	pass(s.Add)
+	again := s.Again()
+	if again {
+		pass(s.AddAgain)
+	}
+	return s.Results(), again
 }
 
 func resultNamed(rs []checks.Result, name string) checks.Result {
