@@ -1,6 +1,7 @@
 package checks
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,32 +18,38 @@ func TestStreamerMatchesRunOnFixtures(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.jsonl")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			h, p, _, _ := loadFixture(t, file)
-			o := Options{Only: Streamable(), MaxEvidence: 1 << 20}
-			want := Run(h, p, o)
-			f, err := os.Open(file)
-			require.NoError(t, err)
-			defer f.Close()
-			rec, _, err := history.ReadRecords(file, f)
-			require.NoError(t, err)
-			s, err := NewStreamer(rec, p, o)
-			require.NoError(t, err)
-			pass := func(add func(*history.Event, uint64)) {
-				_, err = f.Seek(0, 0)
+	defer func(n int) { sweepAfter = n }(sweepAfter)
+	for _, sweep := range []int{sweepAfter, 0} {
+		// With sweeps after every event too: keys closed and judged by the
+		// sweep rather than by their next admission.
+		sweepAfter = sweep
+		for _, file := range files {
+			t.Run(fmt.Sprintf("%s/sweep %d", filepath.Base(file), sweep), func(t *testing.T) {
+				h, p, _, _ := loadFixture(t, file)
+				o := Options{Only: Streamable(), MaxEvidence: 1 << 20}
+				want := Run(h, p, o)
+				f, err := os.Open(file)
 				require.NoError(t, err)
-				st := history.NewStream(file, f, history.StreamOptions{})
-				for st.Next() {
-					add(st.Event(), st.Seq())
+				defer f.Close()
+				rec, _, err := history.ReadRecords(file, f)
+				require.NoError(t, err)
+				s, err := NewStreamer(rec, p, o)
+				require.NoError(t, err)
+				pass := func(add func(*history.Event, uint64)) {
+					_, err = f.Seek(0, 0)
+					require.NoError(t, err)
+					st := history.NewStream(file, f, history.StreamOptions{})
+					for st.Next() {
+						add(st.Event(), st.Seq())
+					}
+					require.NoError(t, st.Err())
 				}
-				require.NoError(t, st.Err())
-			}
-			pass(s.Add)
-			if s.Again() {
-				pass(s.AddAgain)
-			}
-			require.Equal(t, want, s.Results())
-		})
+				pass(s.Add)
+				if s.Again() {
+					pass(s.AddAgain)
+				}
+				require.Equal(t, want, s.Results())
+			})
+		}
 	}
 }

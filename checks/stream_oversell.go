@@ -98,6 +98,10 @@ type segRec struct {
 	seq uint64
 }
 
+// sweepAfter is how many events beyond the open keys pass between two
+// sweeps (amortised O(1) an event; tests lower it).
+var sweepAfter = 1024
+
 func newOversellStream(ix *index) *oversellStream {
 	return &oversellStream{ix: ix, col: orderedCollector{max: ix.o.MaxEvidence}}
 }
@@ -147,7 +151,7 @@ func (o *oversellStream) add(e *history.Event, seq uint64, r rec, sk *streamKey)
 			o.unexplained++
 		}
 	}
-	if o.sinceSweep++; o.sinceSweep > len(o.open)+1024 {
+	if o.sinceSweep++; o.sinceSweep > len(o.open)+sweepAfter {
 		o.sweep(r.lo)
 	}
 	t := sk.tier
@@ -215,7 +219,7 @@ func (o *oversellStream) needAgain() bool {
 
 // addAgain collects, in pass 2, the admissions of the flagged segments.
 func (o *oversellStream) addAgain(e *history.Event, seq uint64, r rec, sk *streamKey) {
-	if o.sinceSweep++; o.sinceSweep > len(o.open)+1024 {
+	if o.sinceSweep++; o.sinceSweep > len(o.open)+sweepAfter {
 		o.sweep(r.lo)
 	}
 	k := sk.oversell
