@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/policy"
 )
 
 // TestEDFScreenMatchesEDF: edfScreen, fed a cluster's requests one at a
@@ -41,4 +43,56 @@ func TestEDFScreenMatchesEDF(t *testing.T) {
 	}
 	require.Greater(t, outcomes[true], 300)
 	require.Greater(t, outcomes[false], 300)
+}
+
+// TestWindowScreensMatchJudges: slideScreen and fixedScreen, fed a key's
+// admissions one at a time in send order, flag exactly the segments
+// judgeSliding and judgeFixed find a certificate in, and fixedScreen
+// measures judgeFixed's worst rolling window — with queues compacted as
+// often as possible and at the default.
+func TestWindowScreensMatchJudges(t *testing.T) {
+	defer func(n int) { compactAfter = n }(compactAfter)
+	rng := rand.New(rand.NewPCG(11, 29))
+	ix := &index{startNs: 1_700_000_000_123_456_789}
+	flagged := map[bool]int{}
+	for trial := range 2000 {
+		compactAfter = []int{0, 1024}[trial%2]
+		N := 1 + rng.IntN(8)
+		W := int64(1+rng.IntN(5)) * 1e8
+		l := policy.Limit{Algorithm: policy.SlidingLog, Count: int64(N), Window: policy.Duration(W)}
+		n := rng.IntN(200)
+		gap := float64(W) / float64(N) * (0.5 + 3*rng.Float64())
+		rs := make([]rec, n)
+		tm := int64(rng.IntN(1e9))
+		for i := range rs {
+			if rng.IntN(4) != 0 {
+				tm += int64(rng.ExpFloat64() * gap)
+			}
+			rs[i] = rec{lo: tm, hi: tm + rng.Int64N(W/4+1), idx: int32(i)}
+		}
+		slices.SortFunc(rs, cmpRec)
+		var sc scratch
+		var st envStatus
+		judgeSliding(rs, &l, float64(N), &sc, &st)
+		ss := slideScreen{M: N + 1, W: W}
+		bad := false
+		for _, r := range rs {
+			bad = ss.add(r.lo, r.hi) || bad
+		}
+		require.Equal(t, len(st.certs) > 0, bad, "sliding trial %d", trial)
+		flagged[bad]++
+
+		l.Algorithm = policy.FixedWindow
+		st = envStatus{}
+		ix.judgeFixed(rs, &l, &st)
+		fs := fixedScreen{W: W, N: N, startNs: ix.startNs}
+		bad = false
+		for _, r := range rs {
+			bad = fs.add(r.lo, r.hi) || bad
+		}
+		require.Equal(t, len(st.certs) > 0, bad, "fixed trial %d", trial)
+		require.Equal(t, st.worstRolling, fs.worst, "fixed trial %d", trial)
+	}
+	require.Greater(t, flagged[true], 100)
+	require.Greater(t, flagged[false], 100)
 }

@@ -18,11 +18,15 @@ func TestStreamerMatchesRunOnFixtures(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.jsonl")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	defer func(n int) { sweepAfter = n }(sweepAfter)
+	defer func(n, m int) { sweepAfter, compactAfter = n, m }(sweepAfter, compactAfter)
 	for _, sweep := range []int{sweepAfter, 0} {
-		// With sweeps after every event too: keys closed and judged by the
-		// sweep rather than by their next admission.
+		// With sweeps after every event too (keys closed and judged by the
+		// sweep rather than by their next admission), and the window
+		// screens compacting their queues as often as they can.
 		sweepAfter = sweep
+		if sweep == 0 {
+			compactAfter = 0
+		}
 		for _, file := range files {
 			t.Run(fmt.Sprintf("%s/sweep %d", filepath.Base(file), sweep), func(t *testing.T) {
 				h, p, _, _ := loadFixture(t, file)

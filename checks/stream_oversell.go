@@ -27,19 +27,23 @@ import (
 //     anchors' bounds through the whole run: never cut.
 //
 // The gap of a key is the largest of its limits'. A segment is screened
-// as it streams by: for a tier of buckets (and GCRA) declared cluster-wide,
-// forward EDF runs incrementally on each cluster (edfScreen, the same
-// arithmetic as edf), and a cluster it schedules is judged (nothing to
-// report, as judgeBucket finds) without being kept; any other segment, and
-// one whose EDF missed a deadline, is flagged by its range of send times.
-// State per key in pass 1: the clusters' EDF state (the requests in flight
-// and pending a token) and the flagged ranges.
+// as it streams by, limit by limit (limitScreen): a bucket (and GCRA) by
+// forward EDF on each cluster (edfScreen, the same arithmetic as edf), a
+// sliding log or counter by judgeSliding's own test (slideScreen), an
+// epoch-aligned fixed window by its count per window (fixedScreen, which
+// also measures the worst rolling window). A segment every screen clears
+// is one judgeScope reports nothing for: it is not kept. Any other
+// segment — and every segment of a tier with a per-instance limit or an
+// anchored window, which are not screened — is flagged by its range of
+// send times. State per key in pass 1: the screens' (EDF's requests in
+// flight and pending a token, the windows' admissions sent within W) and
+// the flagged ranges.
 //
 // Pass 2 (AddAgain), when Again, collects the admissions of the flagged
 // segments only and judges each by the in-memory functions (judgeLimit),
 // exactly as Run judges them among the key's others. State: a flagged
 // segment's admissions — a key that breaks its envelope, or whose tier has
-// a window or a per-instance limit, holds the admissions of its segment,
+// a per-instance or anchored limit, holds the admissions of its segment,
 // which for a key that never pauses for its gap (steady overload, an
 // anchored window) is its admissions over the run (of the order of the
 // limit's rate × the run's length, not of the requests sent). Evidence:
@@ -79,7 +83,7 @@ type oversellKey struct {
 	segLo, segLast int64
 	segHi          int64
 	flag           bool
-	screens        []edfScreen
+	screens        []limitScreen
 	flagged        []loRange
 	// Pass 2: pos is the flagged range being collected into seg.
 	pos int
@@ -101,6 +105,10 @@ type segRec struct {
 // sweepAfter is how many events beyond the open keys pass between two
 // sweeps (amortised O(1) an event; tests lower it).
 var sweepAfter = 1024
+
+// compactAfter is how many dropped admissions a window screen keeps before
+// it compacts its queue (tests lower it).
+var compactAfter = 1024
 
 func newOversellStream(ix *index) *oversellStream {
 	return &oversellStream{ix: ix, col: orderedCollector{max: ix.o.MaxEvidence}}
@@ -129,20 +137,168 @@ func cutGap(t *policy.Tier) int64 {
 	return g
 }
 
-// screensFor are the EDF screens of tier t's limits, nil unless every
-// limit is a bucket (or GCRA) declared cluster-wide.
-func screensFor(t *policy.Tier) []edfScreen {
-	out := make([]edfScreen, len(t.Limits))
+// screensFor are the screens of tier t's limits, nil when one cannot be
+// screened: a per-instance limit (its judgement splits by instance) or a
+// fixed window anchored at the key's first request.
+func screensFor(t *policy.Tier, startNs int64) []limitScreen {
+	out := make([]limitScreen, len(t.Limits))
 	for li := range t.Limits {
 		l := &t.Limits[li]
-		r := l.R() / 1e9
-		if !l.Algorithm.Bucketed() || l.PerInstance() || !(r > 0) {
+		if l.PerInstance() {
 			return nil
 		}
-		out[li] = edfScreen{K: l.K(), r: r, refill: int64(math.Ceil(l.K() / r))}
+		switch l.Algorithm {
+		case policy.TokenBucket, policy.GCRA:
+			r := l.R() / 1e9
+			if !(r > 0) {
+				return nil
+			}
+			out[li].edf = &edfScreen{K: l.K(), r: r, refill: int64(math.Ceil(l.K() / r))}
+		case policy.SlidingLog, policy.SlidingCounter:
+			limit := float64(l.Count)
+			if l.Algorithm == policy.SlidingCounter {
+				limit = math.Floor(float64(l.Count)*(1+l.ErrorBound) + eps)
+			}
+			out[li].slide = &slideScreen{M: int(limit) + 1, W: int64(l.W())}
+		case policy.FixedWindow:
+			if l.AnchoredAtFirst() || l.W() <= 0 {
+				return nil
+			}
+			out[li].fixed = &fixedScreen{W: int64(l.W()), N: int(l.Count), startNs: startNs}
+		default:
+			return nil
+		}
 	}
 	return out
 }
+
+// limitScreen screens one limit's admissions of a segment: it reports a
+// segment whose judgement (judgeScope) may find a certificate or an
+// undecided cluster, and clears every other.
+type limitScreen struct {
+	edf   *edfScreen
+	slide *slideScreen
+	fixed *fixedScreen
+}
+
+func (s *limitScreen) add(lo, hi int64) bool {
+	switch {
+	case s.edf != nil:
+		return s.edf.add(lo, hi)
+	case s.slide != nil:
+		return s.slide.add(lo, hi)
+	}
+	return s.fixed.add(lo, hi)
+}
+
+func (s *limitScreen) end() bool {
+	if s.edf != nil {
+		return s.edf.end()
+	}
+	return false
+}
+
+func (s *limitScreen) reset() {
+	switch {
+	case s.edf != nil:
+		s.edf.reset()
+	case s.slide != nil:
+		s.slide.reset()
+	default:
+		s.fixed.reset()
+	}
+}
+
+// worst is the worst rolling window the screen measured (fixed windows).
+func (s *limitScreen) worst() int {
+	if s.fixed != nil {
+		return s.fixed.worst
+	}
+	return 0
+}
+
+// slideScreen is judgeSliding's test without its groups: some M = limit+1
+// consecutive admissions (in Run's order, which orders the stream's ties
+// of equal lo and hi alike) all decided within less than W. It keeps the
+// admissions sent within W of the latest, at most M (a deque of their
+// his' maximum beside them).
+type slideScreen struct {
+	M    int
+	W    int64
+	q    []loHi
+	head int
+	dq   []int // indices into q of decreasing hi, from q[head:]
+	dh   int
+}
+
+func (s *slideScreen) add(lo, hi int64) bool {
+	s.q = append(s.q, loHi{lo, hi})
+	n := len(s.q) - 1
+	for len(s.dq) > s.dh && s.q[s.dq[len(s.dq)-1]].hi <= hi {
+		s.dq = s.dq[:len(s.dq)-1]
+	}
+	s.dq = append(s.dq, n)
+	// A group ending here or later starts after lo − W, and holds M.
+	for s.head < len(s.q) && (s.q[s.head].lo <= lo-s.W || len(s.q)-s.head > s.M) {
+		s.head++
+	}
+	for s.dh < len(s.dq) && s.dq[s.dh] < s.head {
+		s.dh++
+	}
+	bad := len(s.q)-s.head == s.M && s.q[s.dq[s.dh]].hi-s.q[s.head].lo < s.W
+	if s.head > compactAfter && 2*s.head > len(s.q) {
+		// Compact: drop what no later group can hold.
+		m := copy(s.q, s.q[s.head:])
+		s.q = s.q[:m]
+		d := copy(s.dq, s.dq[s.dh:])
+		s.dq = s.dq[:d]
+		for i := range s.dq {
+			s.dq[i] -= s.head
+		}
+		s.head, s.dh = 0, 0
+	}
+	return bad
+}
+
+func (s *slideScreen) reset() { s.q, s.dq, s.head, s.dh = s.q[:0], s.dq[:0], 0, 0 }
+
+// fixedScreen is judgeFixed's test without its certificates: more than N
+// admissions decided inside one epoch-aligned window; and judgeFixed's
+// worst rolling window by send time, from the sends within W of the
+// latest.
+type fixedScreen struct {
+	W, startNs int64
+	N          int
+	have       bool
+	k          int64 // the window of the latest send, cnt its admissions inside
+	cnt        int
+	los        []int64
+	head       int
+	worst      int
+}
+
+func (s *fixedScreen) add(lo, hi int64) bool {
+	if k := floorDiv(s.startNs+lo, s.W); !s.have || k != s.k {
+		s.have, s.k, s.cnt = true, k, 0
+	}
+	bad := false
+	if floorDiv(s.startNs+hi, s.W) == s.k {
+		s.cnt++
+		bad = s.cnt > s.N
+	}
+	s.los = append(s.los, lo)
+	for lo-s.los[s.head] >= s.W {
+		s.head++
+	}
+	s.worst = max(s.worst, len(s.los)-s.head)
+	if s.head > compactAfter && 2*s.head > len(s.los) {
+		m := copy(s.los, s.los[s.head:])
+		s.los, s.head = s.los[:m], 0
+	}
+	return bad
+}
+
+func (s *fixedScreen) reset() { s.have, s.los, s.head = false, s.los[:0], 0 }
 
 func (o *oversellStream) add(e *history.Event, seq uint64, r rec, sk *streamKey) {
 	if e.Fallback != "" {
@@ -160,7 +316,7 @@ func (o *oversellStream) add(e *history.Event, seq uint64, r rec, sk *streamKey)
 	}
 	k := sk.oversell
 	if k == nil {
-		k = &oversellKey{key: e.Key, tier: t, gap: cutGap(t), worst: make([]int, len(t.Limits)), screens: screensFor(t)}
+		k = &oversellKey{key: e.Key, tier: t, gap: cutGap(t), worst: make([]int, len(t.Limits)), screens: screensFor(t, o.ix.startNs)}
 		sk.oversell = k
 	}
 	k.admitted++
@@ -197,6 +353,7 @@ func (o *oversellStream) close(k *oversellKey) {
 		}
 	}
 	for i := range k.screens {
+		k.worst[i] = max(k.worst[i], k.screens[i].worst())
 		k.screens[i].reset()
 	}
 	if k.flag {

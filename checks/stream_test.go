@@ -187,6 +187,8 @@ func TestStreamerMatchesRunOversell(t *testing.T) {
 		"anchored":        "      - {algorithm: fixed-window, limit: 10, window: 2s, anchor: first}\n",
 		"two limits":      "      - {algorithm: token-bucket, capacity: 10, rate: 5/s}\n      - {algorithm: sliding-log, limit: 30, window: 10s}\n",
 		"two buckets":     "      - {algorithm: token-bucket, capacity: 10, rate: 5/s}\n      - {algorithm: gcra, capacity: 40, rate: 4/s}\n",
+		// Windows no history here fills: cleared in the first pass.
+		"roomy windows": "      - {algorithm: sliding-log, limit: 60, window: 2s}\n      - {algorithm: fixed-window, limit: 60, window: 2s}\n      - {algorithm: sliding-counter, limit: 60, window: 3s}\n",
 	}
 	bucket := "      - algorithm: token-bucket\n        capacity: 10\n        rate: 5/s\n"
 	require.Contains(t, bench.PolicyYAML, bucket)
@@ -262,10 +264,16 @@ func TestStreamerMatchesRunOversell(t *testing.T) {
 					want := checks.Run(whole, pol, o)
 					got, again := streamResultsAgain(t, file, pol, o)
 					require.Equal(t, want, got)
-					if lname == "bucket" {
+					switch lname {
+					case "bucket":
 						// A correct bucket's clusters are cleared in the first
 						// pass; an oversold one's are judged in the second.
 						require.Equal(t, hc.fail, again)
+					case "roomy windows":
+						require.False(t, again)
+						require.Equal(t, checks.Pass, got[0].Verdict)
+					case "anchored", "per instance":
+						require.True(t, again, "never screened")
 					}
 					if hc.fail && lname == "bucket" {
 						require.Equal(t, checks.Fail, got[0].Verdict, "the oversold history must exercise the evidence")
