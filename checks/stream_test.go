@@ -329,3 +329,38 @@ func resultNamed(rs []checks.Result, name string) checks.Result {
 	}
 	return checks.Result{}
 }
+
+// TestStreamerWithoutItsSecondPass: results asked for without the second
+// pass Again asked for say oversell was not judged.
+func TestStreamerWithoutItsSecondPass(t *testing.T) {
+	h := bench.Generate(1500, 1)
+	for i := range h.Events {
+		if e := &h.Events[i]; e.Status == 429 && i%2 == 0 {
+			e.Status, e.RetryAfter = 200, ""
+		}
+	}
+	file := filepath.Join(t.TempDir(), "h.jsonl")
+	writeHistory(t, file, h)
+	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
+	require.NoError(t, err)
+	rec, _, err := readRecords(file)
+	require.NoError(t, err)
+	for _, ask := range []bool{false, true} {
+		s, err := checks.NewStreamer(rec, pol, checks.Options{Only: []string{"oversell"}})
+		require.NoError(t, err)
+		f, err := os.Open(file)
+		require.NoError(t, err)
+		st := history.NewStream(file, f, history.StreamOptions{})
+		for st.Next() {
+			s.Add(st.Event(), st.Seq())
+		}
+		require.NoError(t, st.Err())
+		require.NoError(t, f.Close())
+		if ask {
+			require.True(t, s.Again())
+		}
+		rs := s.Results()
+		require.Equal(t, checks.Unknown, rs[0].Verdict)
+		require.Contains(t, rs[0].Summary, "needed a second pass over the events")
+	}
+}
