@@ -42,7 +42,7 @@ func (ix *index) slacks(name string) []Slack {
 			out = append(out, Slack{Name: "clock_quantum", Value: fmtDur(q), Ns: int64(q), Widens: "every decision interval, on both sides"})
 		}
 		if s := ix.o.Slack; s > 0 {
-			out = append(out, Slack{Name: "--clock-skew", Value: fmtDur(s), Ns: int64(s), Widens: "every decision interval, on both sides"})
+			out = append(out, Slack{Name: "Checks.Slack", Value: fmtDur(s), Ns: int64(s), Widens: "every decision interval, on both sides"})
 		}
 	}
 	if slices.Contains(timingSlackChecks, name) && ix.tol > 0 {
