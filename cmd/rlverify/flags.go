@@ -117,7 +117,7 @@ var optionFlags = map[string]string{
 	"BodyFilesAnywhere":                  "--body-files-anywhere",
 	"Read.SkipMalformed":                 "--skip-malformed",
 	"Importer.KeyTag":                    "--key-tag",
-	"Importer.Key":                       "--key KEY",
+	"Importer.Key":                       "--key",
 }
 
 // fieldNames finds the fields a message mentions besides its subject: the
