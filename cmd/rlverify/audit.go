@@ -142,9 +142,10 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, bud
 	}
 	for i := range a.Plans {
 		a.Plans[i].Reports = planReports[a.Plans[i].Plan]
-		if p := &a.Plans[i]; !p.Ran && p.Verdict == "" {
-			p.Why = flagWords(p.Why) // a skip reason names the options it wants
-		}
+		a.Plans[i].Why = flagWords(a.Plans[i].Why) // a skip reason names the options it wants
+	}
+	for i := range a.Properties {
+		a.Properties[i].Summary = flagWords(a.Properties[i].Summary) // a plan that could not run says why
 	}
 	if err := emitReports(f.formats, dir, "audit", "audit.json", stdout, func(rf reports.Format, w io.Writer) error { return rf.RenderAudit(w, a) }); err != nil {
 		return runErr(err)
