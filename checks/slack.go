@@ -11,9 +11,10 @@ import (
 // slack a check used is named in its result (Result.Slack) and its
 // summary: a PASS that only holds because of a slack says so.
 type Slack struct {
-	// Name is the setting: clock_quantum (policy), --clock-skew (the
-	// checks' Options.Slack), tolerance.timing (declared or default),
-	// tolerance.regions.
+	// Name is the setting: clock_quantum (policy), Checks.Slack (the
+	// checks' Options.Slack, as the library's AttackOptions names it; the
+	// command says its flag, --clock-skew), tolerance.timing (declared or
+	// default), tolerance.regions.
 	Name string `json:"name"`
 	// Value is the slack as written (10s, 5%).
 	Value string `json:"value"`
