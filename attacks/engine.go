@@ -113,6 +113,8 @@ type Summary struct {
 // Engine runs plans. One Engine runs one plan once.
 type Engine struct {
 	o      Options
+	// costs are the running phases' weighted costs (cost.go).
+	costs phaseCosts
 	client *http.Client
 	// bases are the instances' URLs split for building requests.
 	bases []base
@@ -560,6 +562,8 @@ type req struct {
 	absPath  bool
 	query    []string
 	xff      string
+	// cost is what the request asks for (zero: unweighted, no cost sent).
+	cost     history.Cost
 	intended int64
 	// id is the event id ({i}), set by newEvent.
 	id uint64
@@ -620,6 +624,9 @@ func (e *Engine) pickInstance(ph *Phase, i int) int {
 
 // prepare creates r's event (assigning its id) and renders the request.
 func (e *Engine) prepare(r *req) (*history.Event, wireReq) {
+	if c := e.costs.of(r.phase); c != nil && !r.cost.Weighted() {
+		r.cost = c.take()
+	}
 	ev := e.newEvent(r)
 	w := e.wire(r)
 	if p := e.pathOf(r); p != e.plain[r.inst] {
@@ -797,6 +804,7 @@ func (e *Engine) newEvent(r *req) *history.Event {
 	if r.variant != "" {
 		ev.Variant = r.variant
 	}
+	ev.Cost = r.cost
 	return ev
 }
 

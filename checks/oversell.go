@@ -482,18 +482,13 @@ func (ix *index) refusalShowsSharedState(g *group, chargesRefusals bool) bool {
 			c = &cands{}
 			own[r.inst] = c
 		}
-		c.lo = append(c.lo, r.lo)
-		c.hi = append(c.hi, r.hi)
+		c.add(r)
 	}
 	for _, c := range own {
 		slices.Sort(c.hi)
 	}
 	// With refusals as consumption r itself is among its instance's
-	// candidates: room is asked with self 1.
-	self := 0.0
-	if chargesRefusals {
-		self = 1
-	}
+	// candidates: room is asked with self its cost.
 	empty := &cands{}
 	for _, r := range g.recs {
 		if r.out != history.Rejected || r.variant || !r.limit || r.fault {
@@ -505,6 +500,10 @@ func (ix *index) refusalShowsSharedState(g *group, chargesRefusals bool) bool {
 		}
 		rt := r
 		rt.lo -= ix.tol
+		self := 0.0
+		if chargesRefusals {
+			self = float64(r.tokens())
+		}
 		roomy := true
 		for li := range g.tier.Limits {
 			if _, ok, dec := ix.room(c, rt, &g.tier.Limits[li], self); !ok || !dec {

@@ -31,7 +31,7 @@ type Cost struct {
 
 // MaxCost bounds a declared cost: the checks count a weighted admission as
 // that many unit admissions.
-const MaxCost = 65535
+const MaxCost = 65534
 
 // Where a cost travels (Cost.In).
 const (

@@ -23,9 +23,9 @@ func TestCostSection(t *testing.T) {
 		{name: "query", yaml: "cost:\n  in: query\n", in: "query", hdr: "cost", min: 1, max: MaxCost, def: 1},
 		{name: "bad in", yaml: "cost:\n  in: body\n", err: "p.yaml:6: cost.in: \"body\": want header or query"},
 		{name: "bad header", yaml: "cost:\n  name: \"X Cost\"\n", err: "cost.name: \"X Cost\" is not a header name"},
-		{name: "max below min", yaml: "cost:\n  min: 3\n  max: 2\n  default: 3\n", err: "cost.max: 2: want 3 … 65535"},
+		{name: "max below min", yaml: "cost:\n  min: 3\n  max: 2\n  default: 3\n", err: "cost.max: 2: want 3 … 65534"},
 		{name: "too big", yaml: "cost:\n  max: 70000\n", err: "cost.max: 70000"},
-		{name: "negative min", yaml: "cost:\n  min: -1\n", err: "cost.min: -1: want 0 … 65535"},
+		{name: "negative min", yaml: "cost:\n  min: -1\n", err: "cost.min: -1: want 0 … 65534"},
 		{name: "default outside", yaml: "cost:\n  max: 5\n  default: 6\n", err: "cost.default: 6: outside the declared costs 1 … 5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
