@@ -112,9 +112,9 @@ type Summary struct {
 
 // Engine runs plans. One Engine runs one plan once.
 type Engine struct {
-	o      Options
+	o Options
 	// costs are the running phases' weighted costs (cost.go).
-	costs phaseCosts
+	costs  phaseCosts
 	client *http.Client
 	// bases are the instances' URLs split for building requests.
 	bases []base
@@ -558,10 +558,10 @@ type req struct {
 	shape *shape
 	// path replaces the shape's path (relative to the target's base path,
 	// or the whole request-target when absPath); query adds parameters.
-	path     string
-	absPath  bool
-	query    []string
-	xff      string
+	path    string
+	absPath bool
+	query   []string
+	xff     string
 	// cost is what the request asks for (zero: unweighted, no cost sent).
 	cost     history.Cost
 	intended int64
