@@ -28,7 +28,8 @@ func parseCostExpr(s string) (costExpr, error) {
 		if rest == "" {
 			return costExpr{k: true}, nil
 		}
-		n, err := strconv.ParseInt(strings.ReplaceAll(rest, " ", ""), 10, 64)
+		rest = strings.ReplaceAll(rest, " ", "")
+		n, err := strconv.ParseInt(rest, 10, 64)
 		if err != nil || (rest[0] != '+' && rest[0] != '-') || n < -policy.MaxCost || n > policy.MaxCost {
 			return costExpr{}, fmt.Errorf("%q: want a whole number of tokens, K, or K+n / K-n", s)
 		}

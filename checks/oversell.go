@@ -109,7 +109,11 @@ func checkOversell(ix *index) Result {
 	if keys == 0 {
 		return col.result(Skip, "no admitted requests of a key with a tier", figs, "")
 	}
-	v, sum := Pass, fmt.Sprintf("%s admitted across %s stayed within their envelopes", plural(admittedN, "request", "requests"), plural(keys, "key", "keys"))
+	one, many := "request", "requests"
+	if ix.p.Weighted() {
+		one, many = "token", "tokens" // weighted admissions count their cost
+	}
+	v, sum := Pass, fmt.Sprintf("%s admitted across %s stayed within their envelopes", plural(admittedN, one, many), plural(keys, "key", "keys"))
 	if unknown > 0 {
 		v = Unknown
 		sum = fmt.Sprintf("%s could neither be scheduled within the envelope nor proven to exceed it (EDF found no schedule, no interval certificate exists)", plural(unknown, "burst", "bursts"))

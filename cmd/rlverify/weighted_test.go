@@ -1,0 +1,98 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/internal/testsvc"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// judgedMetered runs plan against a testsvc metered service (weighted
+// requests on golang.org/x/time/rate's AllowN) built from cfg, with the
+// service's honest policy, and returns every check's verdict and the
+// report's JSON.
+func judgedMetered(t *testing.T, plan string, cfg testsvc.MeteredConfig) (map[string]string, string) {
+	t.Helper()
+	url, stop := testsvc.Serve(testsvc.NewMetered(cfg))
+	defer stop()
+	out, stderr, code := rl(t, "attack", "--plan", plan, "--policy", writeFile(t, "metered.yaml", string(testsvc.MeteredPolicyYAML(cfg))),
+		"--target", url+"/v1/units", "--out", t.TempDir(), "--quiet", "--fail-on", "none", "--format", "json")
+	require.Equal(t, ExitPass, code, "stderr:\n%s", stderr)
+	return verdicts(decodeDoc(t, out)), out
+}
+
+// TestWeightedRequests: the weighted plan against a service we did not
+// write that reads each request's cost from its own header. The honest
+// service passes every check; one that charges every request one token
+// whatever it asks for is oversell (cost K admitted twice in a row); one
+// that charges peeks is under-admission (cost K refused on a full bucket
+// after peeks); one whose only defect is a missing Retry-After leaves the
+// weighted checks quiet.
+func TestWeightedRequests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: two refills of a 2 s bucket")
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  testsvc.MeteredConfig
+		want map[string]string
+	}{
+		{"honest", testsvc.MeteredConfig{}, nil},
+		{"ignores-cost", testsvc.MeteredConfig{IgnoreCost: true}, map[string]string{"oversell": "fail", "under-admission": "pass|skip|explained", "retry-after": "pass|explained|fail"}},
+		{"charges-peeks", testsvc.MeteredConfig{ChargePeeks: true}, map[string]string{"under-admission": "fail"}},
+		{"no-retry-after", testsvc.MeteredConfig{NoRetryAfter: true}, map[string]string{"retry-after": "fail"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, out := judgedMetered(t, "weighted", tc.cfg)
+			requireOnly(t, got, tc.want)
+			require.Contains(t, got, "oversell")
+			require.NotEqual(t, "skip", got["oversell"], "the weighted plan admitted something: %s", out)
+		})
+	}
+}
+
+// TestOneOffQuota: a one-off quota (rate: 0) on x/time/rate with a zero
+// Limit. idle-refill drains it, does not wait for a refill that never
+// comes (its note says so), and bursts again: the honest service refuses
+// every request after the quota and passes; one that refills after all
+// (at 4/s) is oversell.
+func TestOneOffQuota(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  testsvc.MeteredConfig
+		want map[string]string
+	}{
+		{"honest", testsvc.MeteredConfig{OneOff: true}, nil},
+		{"refills", testsvc.MeteredConfig{OneOff: true, Refills: 4}, map[string]string{"oversell": "fail"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, out := judgedMetered(t, "idle-refill", tc.cfg)
+			requireOnly(t, got, tc.want)
+			require.Contains(t, out, "a one-off quota never refills", "the idle phase says why it did not wait")
+		})
+	}
+}
+
+// TestReferenceServiceHonoursCost: the reference token bucket reads the
+// declared cost header (policy cost) and passes the weighted plan.
+func TestReferenceServiceHonoursCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	pol := strings.Replace(string(policy.DefaultYAML()), "\nheaders:", "\ncost:\n  name: X-Units\n  min: 0\n  max: 50\nheaders:", 1)
+	require.Contains(t, pol, "X-Units")
+	out, stderr, code := rl(t, "attack", "--plan", "weighted", "--policy", writeFile(t, "weighted.yaml", pol),
+		"--out", t.TempDir(), "--quiet", "--fail-on", "none", "--format", "json")
+	require.Equal(t, ExitPass, code, "stderr:\n%s", stderr)
+	got := verdicts(decodeDoc(t, out))
+	requireOnly(t, got, nil)
+	require.Equal(t, "pass", got["oversell"])
+}
