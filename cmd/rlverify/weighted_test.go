@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/internal/testsvc"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -95,4 +96,42 @@ func TestReferenceServiceHonoursCost(t *testing.T) {
 	got := verdicts(decodeDoc(t, out))
 	requireOnly(t, got, nil)
 	require.Equal(t, "pass", got["oversell"])
+}
+
+// TestAuditWeightedAndOneOff: an audit of the metered service with its
+// one-off quota runs the weighted plan (the policy declares a cost) and
+// idle-refill, and skips precision naming the one-off limit; the ignore-cost
+// defect is oversell in the audit too.
+func TestAuditWeightedAndOneOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	for _, tc := range []struct {
+		name     string
+		cfg      testsvc.MeteredConfig
+		code     int
+		oversell checks.Verdict
+	}{
+		{"honest", testsvc.MeteredConfig{OneOff: true}, ExitPass, checks.Pass},
+		{"ignores-cost", testsvc.MeteredConfig{OneOff: true, IgnoreCost: true}, ExitFail, checks.Fail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url, stop := testsvc.Serve(testsvc.NewMetered(tc.cfg))
+			defer stop()
+			a, code, stderr := audit(t, "--policy", writeFile(t, "metered.yaml", string(testsvc.MeteredPolicyYAML(tc.cfg))),
+				"--target", url+"/v1/units", "--plans", "weighted,precision,idle-refill")
+			require.Equal(t, tc.code, code, stderr)
+			require.Equal(t, tc.oversell, property(t, a, "oversell").Verdict, property(t, a, "oversell").Summary)
+			ran := map[string]string{}
+			for _, p := range a.Plans {
+				ran[p.Plan] = p.Why
+				if p.Plan != "precision" {
+					require.True(t, p.Ran, "%s: %s", p.Plan, p.Why)
+				}
+			}
+			require.Equal(t, "tier metered's limit 8-once is a one-off quota (never refills): the plan waits for a refill or window edge that no run reaches", ran["precision"])
+			require.Contains(t, ran, "weighted")
+		})
+	}
 }
