@@ -14,7 +14,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged. A key of an exempt class (policy exempt) is never to be refused: each refusal outside a fault window is wrong."
+const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged. A key of an exempt class (policy exempt) is never to be refused: each refusal outside a fault window is wrong. Weighted requests (policy cost) need room for their whole cost, and a refused cost-0 peek is wrong; an answer the policy declares refunded (refund_on) holds its tokens only while it may be being decided."
 
 // maxScan bounds the backward scan per rejection; past it a rejection is
 // left undecided unless a coarser bound already proves it.
@@ -335,8 +335,13 @@ func (ix *index) computeUnder() {
 		if countsAll {
 			all.grow(len(g.recs))
 		}
+		// refunded: answers after which the service gave the tokens back
+		// (policy refund_on); each holds its tokens only while decided.
+		var refunded []rec
 		for _, r := range g.recs {
-			if r.out != history.Rejected {
+			if r.out == history.Unknown && len(ix.p.RefundOn) > 0 && ix.p.RefundOn.Has(int(r.status)) {
+				refunded = append(refunded, r)
+			} else if r.out != history.Rejected {
 				c.add(r)
 				addInst(perInst, r)
 			}
@@ -388,7 +393,9 @@ func (ix *index) computeUnder() {
 						cc = &cands{}
 					}
 				}
-				v, ok, dec := ix.room(cc, rt, l, self)
+				// A refunded request decided while r may have been held
+				// its tokens then: one less unit of room for each.
+				v, ok, dec := ix.room(cc, rt, l, self-heldBy(refunded, rt))
 				if !dec {
 					undecided = true
 				}
@@ -434,6 +441,18 @@ func (ix *index) computeUnder() {
 			}
 		}
 	}
+}
+
+// heldBy counts the tokens of refunded requests that may have been held
+// while r was decided (their intervals overlap r's).
+func heldBy(refunded []rec, r rec) float64 {
+	n := 0
+	for _, x := range refunded {
+		if x.lo <= r.hi && x.hi >= r.lo {
+			n += x.tokens()
+		}
+	}
+	return float64(n)
 }
 
 // tolerant is refusal r judged as if decided the timing tolerance earlier.

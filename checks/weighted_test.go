@@ -26,6 +26,8 @@ func TestWeightedFixturesBlameOneCheck(t *testing.T) {
 		{"token-bounds-ok-weighted", nil},
 		{"oversell-bad-rate-zero", []string{"oversell"}},
 		{"under-admission-ok-rate-zero", nil},
+		{"under-admission-bad-refund", []string{"under-admission"}},
+		{"under-admission-ok-refund", nil},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			h, p, _, _ := loadFixture(t, filepath.Join("testdata", tc.file+".jsonl"))

@@ -84,3 +84,17 @@ func TestZeroRateIsAOneOffQuota(t *testing.T) {
 	require.NoError(t, c.Validate(), "normalizing twice keeps it")
 	require.True(t, c.Tiers[0].Limits[0].NeverRefills())
 }
+
+func TestRefundOn(t *testing.T) {
+	base := "name: p\ntiers:\n  - name: free\n    limits: [{capacity: 10, rate: 5/s}]\n"
+	p, err := Parse("p.yaml", []byte(base+"refund_on: [502, 504]\n"))
+	require.NoError(t, err)
+	require.True(t, p.RefundOn.Has(502))
+	require.False(t, p.RefundOn.Has(503))
+	q := p.Clone()
+	q.RefundOn[0] = StatusRange{Lo: 500, Hi: 500}
+	require.True(t, p.RefundOn.Has(502), "Clone copies refund_on")
+	_, err = Parse("p.yaml", []byte(base+"refund_on: [429]\n"))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "refund_on: 429: a refunded answer is neither an admission (2xx) nor a refusal (429)")
+}

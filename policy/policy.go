@@ -229,6 +229,10 @@ type Policy struct {
 	// Cost, when set, declares weighted requests: each names the tokens
 	// it asks for (see Cost); nil: every request costs one.
 	Cost *Cost `yaml:"cost,omitempty" json:"cost,omitempty"`
+	// RefundOn are the statuses of answers after which the service gives
+	// the request's tokens back (a downstream error: 502, 503): such a
+	// request holds its tokens only while it is decided, never after.
+	RefundOn StatusSet `yaml:"refund_on,omitempty" json:"refund_on,omitempty"`
 	// Service, for a limiter behind Envoy's external rate-limit protocol
 	// (a grpc:// target), is the domain and descriptor each request asks
 	// about; nil for an HTTP service.
@@ -483,6 +487,9 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 	}
 	if err := p.Statuses.normalize(errf); err != nil {
 		return err
+	}
+	if p.RefundOn.Overlaps(p.Statuses.Admitted) || p.RefundOn.Overlaps(p.Statuses.Rejected) {
+		return errf("refund_on", "%s: a refunded answer is neither an admission (%s) nor a refusal (%s)", p.RefundOn, p.Statuses.Admitted, p.Statuses.Rejected)
 	}
 	if p.Tolerance.Regions < 0 || p.Tolerance.Regions > 10 || math.IsNaN(p.Tolerance.Regions) {
 		return errf("tolerance.regions", "%g: want a fraction ≥ 0 (0.05 = 5%%)", p.Tolerance.Regions)
@@ -764,6 +771,7 @@ func (p *Policy) Clone() *Policy {
 	c.Statuses.Admitted = append(StatusSet(nil), p.Statuses.Admitted...)
 	c.Statuses.Rejected = append(StatusSet(nil), p.Statuses.Rejected...)
 	c.Statuses.Closed = append(StatusSet(nil), p.Statuses.Closed...)
+	c.RefundOn = append(StatusSet(nil), p.RefundOn...)
 	return &c
 }
 

@@ -135,3 +135,58 @@ func TestAuditWeightedAndOneOff(t *testing.T) {
 		})
 	}
 }
+
+// refundPlan fails the downstream of K requests (the metered service's
+// X-Upstream-Fail) and then, past the timing tolerance (a refunded request
+// may hold its tokens while it is decided), sends K ordinary ones.
+const refundPlan = `name: refunds
+phases:
+  - name: failing
+    kind: burst
+    key: free-refund
+    requests: 8
+    request:
+      headers:
+        X-Upstream-Fail: "1"
+  - name: gap
+    kind: idle
+    duration: 100ms
+  - name: after
+    kind: burst
+    key: free-refund
+    requests: 8
+`
+
+// TestRefunds: a service that declares refund_on: [502] and gives the
+// tokens of failed requests back (x/time/rate Reservation.CancelAt) passes;
+// one that keeps them refuses the requests after the failures although the
+// refunded bucket was full: under-admission. Without the declaration the
+// same defect is not blamed (a failed request may have consumed).
+func TestRefunds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	for _, tc := range []struct {
+		name    string
+		cfg     testsvc.MeteredConfig
+		declare bool
+		want    map[string]string
+	}{
+		{"refunds", testsvc.MeteredConfig{Refunds: true}, true, nil},
+		{"forgets-refund", testsvc.MeteredConfig{Refunds: true, ForgetsRefund: true}, true, map[string]string{"under-admission": "fail", "retry-after": "pass|explained|fail"}},
+		{"no-refund-declared", testsvc.MeteredConfig{}, false, map[string]string{"evidence": "unknown"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url, stop := testsvc.Serve(testsvc.NewMetered(tc.cfg))
+			defer stop()
+			pol := testsvc.MeteredPolicyYAML(tc.cfg)
+			require.Equal(t, tc.declare, strings.Contains(string(pol), "refund_on"))
+			out, stderr, code := rl(t, "attack", "--plan", writeFile(t, "refunds.yaml", refundPlan), "--policy", writeFile(t, "metered.yaml", string(pol)),
+				"--target", url+"/v1/units", "--out", t.TempDir(), "--quiet", "--fail-on", "none", "--format", "json")
+			require.Equal(t, ExitPass, code, "stderr:\n%s", stderr)
+			got := verdicts(decodeDoc(t, out))
+			requireOnly(t, got, tc.want)
+		})
+	}
+}

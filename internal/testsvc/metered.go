@@ -16,6 +16,9 @@ import (
 const (
 	MeteredKeyHeader   = "X-Client-Id"
 	MeteredUnitsHeader = "X-Request-Units"
+	// MeteredFailHeader, on a request, makes its downstream fail: the
+	// service answers 502 (after taking the request's tokens).
+	MeteredFailHeader = "X-Upstream-Fail"
 	// MaxMeteredUnits is the largest cost the service accepts.
 	MaxMeteredUnits     = 32
 	DefaultMeteredBurst = 8
@@ -45,6 +48,13 @@ type MeteredConfig struct {
 	// NoRetryAfter drops Retry-After from refusals (a defect of another
 	// property: the weighted checks must stay quiet).
 	NoRetryAfter bool
+	// Refunds gives a request's tokens back when its downstream fails
+	// (Reservation.CancelAt, MeteredFailHeader): the honest policy then
+	// declares refund_on: [502].
+	Refunds bool
+	// ForgetsRefund is the defect of one that declares refunds and keeps
+	// the tokens of failed requests.
+	ForgetsRefund bool
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -121,9 +131,21 @@ func (m *Metered) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	now := m.cfg.Now()
 	l := m.limiter(key)
-	if l.AllowN(now, charge) {
+	// AllowN as a reservation, so a failed downstream can give it back.
+	res := l.ReserveN(now, charge)
+	if res.OK() && res.DelayFrom(now) == 0 {
+		if r.Header.Get(MeteredFailHeader) != "" {
+			if m.cfg.Refunds && !m.cfg.ForgetsRefund {
+				res.CancelAt(now)
+			}
+			http.Error(w, "upstream failed", http.StatusBadGateway)
+			return
+		}
 		_, _ = w.Write([]byte("ok\n"))
 		return
+	}
+	if res.OK() {
+		res.CancelAt(now) // not admitted now: take nothing
 	}
 	if m.cfg.Rate > 0 && !m.cfg.NoRetryAfter && !m.cfg.OneOff {
 		missing := float64(min(charge, m.cfg.Burst)) - l.TokensAt(now)
@@ -145,6 +167,9 @@ func MeteredPolicyYAML(cfg MeteredConfig) []byte {
 	if cfg.OneOff {
 		r, retry = "0", "false"
 		off = "# A one-off quota sends no Retry-After: nothing comes back to wait for.\nchecks_off: [retry-after]\n"
+	}
+	if cfg.Refunds {
+		off += "# A failed downstream (502) gives the request's tokens back.\nrefund_on: [502]\n"
 	}
 	return fmt.Appendf(nil, `# The metered test service (golang.org/x/time/rate AllowN): weighted requests.
 name: metered
