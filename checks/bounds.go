@@ -124,7 +124,7 @@ func checkBounds(ix *index) Result {
 			bad(0, "reported %d remaining (negative)", rem)
 		case rem > lim || rem > maxK:
 			bad(float64(min(lim, maxK)), "reported %d remaining, more than the limit %d", rem, min(lim, maxK))
-		case out == history.Admitted && cost > 0 && rem > lim-cost && tierHasCount(g.tier, lim) && cost == 1:
+		case out == history.Admitted && cost == 1 && rem >= lim && tierHasCount(g.tier, lim):
 			bad(float64(lim-1), "was admitted yet reported the whole quota (%d) remaining; after consuming at most %d can remain", rem, lim-1)
 		case out == history.Admitted && cost > 1 && rem > lim-cost && tierHasCount(g.tier, lim):
 			bad(float64(lim-cost), "was admitted at cost %d yet reported %d remaining; after consuming %d of %d at most %d can remain", cost, rem, cost, lim, lim-cost)
