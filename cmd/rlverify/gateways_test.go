@@ -128,6 +128,26 @@ func TestGatewaysPassTheirHonestPolicy(t *testing.T) {
 	}
 }
 
+// envoyproxy/ratelimit as a gateway: started from the policy (a
+// redis-server, the instances, the generated configuration) and called
+// over gRPC. Declared, the default policy's 10 per 2s is refused early:
+// the service's windows are units, and 10 per 2s became 5 per second
+// (under-admission, with the honest policy saying so); judged against the
+// honest policy the burst passes, and three instances on one Redis keep
+// one quota per key.
+func TestEnvoyRateLimitGateway(t *testing.T) {
+	needGateway(t, "envoy-ratelimit")
+	got, dir := attackDoc(t, "--plan", "concurrent-burst", "--limiter", "envoy/ratelimit")
+	requireVerdicts(t, got, map[string]string{"oversell": "pass", "under-admission": "fail", "retry-after": "fail"}, "declared policy")
+	honest := map[string]string{"oversell": "pass", "under-admission": "pass", "retry-after": "skip", "headers": "pass", "token-bounds": "pass"}
+	requireVerdicts(t, checkHonest(t, dir), honest, "honest policy (rlverify check)")
+	b, err := os.ReadFile(filepath.Join(dir, "envoy-ratelimit.yaml"))
+	require.NoError(t, err, "the generated configuration is kept beside the run")
+	assert.Contains(t, string(b), "requests_per_unit: 5")
+	got, _ = attackDoc(t, "--plan", "multi-instance", "--limiter", "envoy/ratelimit", "--honest")
+	requireVerdicts(t, got, map[string]string{"oversell": "pass", "instances": "pass"}, "three instances, one Redis")
+}
+
 // Without nodelay nginx admits the same requests, late: the checks judge
 // each by its [send, receive] interval, which holds the decision, so a
 // delaying limiter needs no check of its own.

@@ -51,6 +51,7 @@ var Plans = []Plan{
 var Implementations = []string{
 	"token-bucket", "x/time/rate", "throttled", "ulule/limiter", "redis_rate",
 	"nginx/limit-req", "nginx/limit-req-delay", "haproxy/stick-table", "gubernator/local", "gubernator/global",
+	"envoy/ratelimit",
 }
 
 // Data is what docs/compare/matrix.json holds.
@@ -113,6 +114,28 @@ func evidenceOf(r checks.Result) string {
 		msg = "(explained by " + r.ExplainedBy + ") " + msg
 	}
 	return msg
+}
+
+// Replace puts the columns of got (a run of the same plan over some
+// implementations) in place of t's columns of the same name, keeping t's
+// order; a column t lacks is inserted where Implementations places it.
+func (t *Table) Replace(got Table) {
+	for _, gc := range got.Columns {
+		found := false
+		for i := range t.Columns {
+			if t.Columns[i].Name == gc.Name {
+				t.Columns[i], found = gc, true
+			}
+		}
+		if !found {
+			t.Columns = append(t.Columns, gc)
+		}
+	}
+	order := map[string]int{}
+	for i, n := range Implementations {
+		order[n] = i
+	}
+	sort.SliceStable(t.Columns, func(i, j int) bool { return order[t.Columns[i].Name] < order[t.Columns[j].Name] })
 }
 
 // Merge folds a later run of the same plan into t: cells whose verdict
@@ -439,7 +462,17 @@ func sortedKeys(m map[string]string) []string {
 // implementation, with its outputs in out, and reads its comparison.
 // rlverify's own messages go to stderr.
 func Run(bin, plan, out string, stderr io.Writer) (Table, error) {
-	args := append(Args(plan), "--out", out, "--format", "json", "--fail-on", "none")
+	return RunColumns(bin, plan, Implementations, out, stderr)
+}
+
+// RunColumns is Run over the implementations impls only (compare needs
+// two at least).
+func RunColumns(bin, plan string, impls []string, out string, stderr io.Writer) (Table, error) {
+	args := []string{"compare", "--plan", plan}
+	for _, impl := range impls {
+		args = append(args, "--limiter", impl)
+	}
+	args = append(args, "--out", out, "--format", "json", "--fail-on", "none")
 	fmt.Fprintf(stderr, "compare-matrix: %s %s\n", bin, strings.Join(args, " "))
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = stderr
@@ -456,8 +489,8 @@ func Run(bin, plan, out string, stderr io.Writer) (Table, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Table{}, fmt.Errorf("%s: %s: %w", plan, file, err)
 	}
-	if len(c.Columns) != len(Implementations) {
-		return Table{}, fmt.Errorf("%s: %d of %d implementations ran (is nginx/haproxy installed? bash scripts/install.sh --test)", plan, len(c.Columns), len(Implementations))
+	if len(c.Columns) != len(impls) {
+		return Table{}, fmt.Errorf("%s: %d of %d implementations ran (are nginx, haproxy and envoy-ratelimit installed? bash scripts/install.sh --test)", plan, len(c.Columns), len(impls))
 	}
 	return FromComparison(&c), nil
 }
