@@ -234,6 +234,7 @@ phases:
 			require.NoError(t, err)
 			incr := commandCalls(t, stats, "incrby")
 			calls := d.Stats.Requests + 2 // the probe's call per tier
+			t.Logf("%d calls (%d admitted, %d refused), %d INCRBY in Redis", calls, d.Stats.Admitted, d.Stats.Rejected, incr)
 			if c.extra == nil {
 				assert.EqualValues(t, calls, incr, "every call counts in Redis, refused ones too")
 				return
