@@ -146,6 +146,10 @@ func TestEnvoyRateLimitGateway(t *testing.T) {
 	assert.Contains(t, string(b), "requests_per_unit: 5")
 	got, _ = attackDoc(t, "--plan", "multi-instance", "--limiter", "envoy/ratelimit", "--honest")
 	requireVerdicts(t, got, map[string]string{"oversell": "pass", "instances": "pass"}, "three instances, one Redis")
+	// bypass varies HTTP requests; a rate-limit service gets descriptors:
+	// no verdict, and the reason.
+	_, stderr, _ := rl(t, "attack", "--plan", "bypass", "--limiter", "envoy/ratelimit", "--out", t.TempDir(), "--quiet")
+	assert.Contains(t, stderr, "a grpc:// rate-limit service is sent a descriptor, not the request")
 }
 
 // Without nodelay nginx admits the same requests, late: the checks judge
