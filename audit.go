@@ -356,6 +356,18 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		base.Policy = pol
 	}
 	base.Log, base.Progress, base.ProgressDone = nil, nil, nil
+	if x, ok := base.Environment.(envs.External); ok && len(x.StoreProxies) > 0 && x.Running == nil {
+		// One set of store proxies for every plan: stopped between plans,
+		// they would be a store outage nobody declared, and the service's
+		// store client could still be backing off when the next plan starts.
+		sp, err := envs.StartStoreProxy(x.StoreProxies)
+		if err != nil {
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+		defer sp.Close()
+		x.Running = sp
+		base.Environment = x
+	}
 	scope := &auditScope{pol: pol, env: base.Env, instances: len(base.Targets), faults: map[string]bool{}}
 	scope.service, _ = serviceTargets(base.Targets)
 	if base.Handler != nil {

@@ -69,7 +69,6 @@ func (ix *index) computeEnvelopes() {
 // the usual nearly sorted histories of a correct limiter.
 func checkOversell(ix *index) Result {
 	col := ix.collector()
-	figs := map[string]float64{}
 	var admittedN, keys, unknown int
 	maxOver := 0.0
 	worst, worstN := 0, int64(0)
@@ -96,39 +95,57 @@ func checkOversell(ix *index) Result {
 			}
 		}
 	}
-	figs["admitted"] = float64(admittedN)
-	figs["keys"] = float64(keys)
-	figs["max_overrun"] = maxOver
-	if hasFixed {
-		figs["worst_rolling_window"] = float64(worst)
-		figs["boundary_ratio"] = float64(worst) / math.Max(1, float64(worstN))
+	unexplained, fallback := ix.unexplainedFallbacks()
+	return oversellResult(col, oversellFigures{admitted: admittedN, keys: keys, maxOver: maxOver, hasFixed: hasFixed,
+		worst: worst, worstN: worstN, unknown: unknown, unexplained: unexplained, fallback: fallback})
+}
+
+// oversellFigures is what checkOversell's verdict is made of, gathered in
+// memory (checkOversell) or from a stream (oversellStream).
+type oversellFigures struct {
+	admitted, keys        int
+	maxOver               float64
+	hasFixed              bool
+	worst                 int
+	worstN                int64
+	unknown               int
+	unexplained, fallback int
+}
+
+func oversellResult(col *collector, f oversellFigures) Result {
+	figs := map[string]float64{}
+	figs["admitted"] = float64(f.admitted)
+	figs["keys"] = float64(f.keys)
+	figs["max_overrun"] = f.maxOver
+	if f.hasFixed {
+		figs["worst_rolling_window"] = float64(f.worst)
+		figs["boundary_ratio"] = float64(f.worst) / math.Max(1, float64(f.worstN))
 	}
-	if unknown > 0 {
-		figs["undecided_clusters"] = float64(unknown)
+	if f.unknown > 0 {
+		figs["undecided_clusters"] = float64(f.unknown)
 	}
-	if keys == 0 {
+	if f.keys == 0 {
 		return col.result(Skip, "no admitted requests of a key with a tier", figs, "")
 	}
-	v, sum := Pass, fmt.Sprintf("%s admitted across %s stayed within their envelopes", plural(admittedN, "request", "requests"), plural(keys, "key", "keys"))
-	if unknown > 0 {
+	v, sum := Pass, fmt.Sprintf("%s admitted across %s stayed within their envelopes", plural(f.admitted, "request", "requests"), plural(f.keys, "key", "keys"))
+	if f.unknown > 0 {
 		v = Unknown
-		sum = fmt.Sprintf("%s could neither be scheduled within the envelope nor proven to exceed it (EDF found no schedule, no interval certificate exists)", plural(unknown, "burst", "bursts"))
+		sum = fmt.Sprintf("%s could neither be scheduled within the envelope nor proven to exceed it (EDF found no schedule, no interval certificate exists)", plural(f.unknown, "burst", "bursts"))
 	}
 	// Decisions the target made by its failure mode although no fault was
 	// injected mean the store was too slow or down on its own: the envelope
 	// was then not really tested. Say so rather than pass.
-	unexplained, fallback := ix.unexplainedFallbacks()
-	if fallback > 0 {
-		figs["fallback_decisions"] = float64(fallback)
-		figs["unexplained_fallbacks"] = float64(unexplained)
+	if f.fallback > 0 {
+		figs["fallback_decisions"] = float64(f.fallback)
+		figs["unexplained_fallbacks"] = float64(f.unexplained)
 	}
-	if v == Pass && unexplained > 0 && float64(unexplained) >= 0.05*float64(admittedN+unexplained) {
+	if v == Pass && f.unexplained > 0 && float64(f.unexplained) >= 0.05*float64(f.admitted+f.unexplained) {
 		v = Unknown
-		sum = fmt.Sprintf("%s were decided by the failure mode (X-RateLimit-Fallback) without an injected fault — the store was too slow or unavailable, so the envelope was not really tested; %s", plural(unexplained, "request", "requests"), sum)
+		sum = fmt.Sprintf("%s were decided by the failure mode (X-RateLimit-Fallback) without an injected fault — the store was too slow or unavailable, so the envelope was not really tested; %s", plural(f.unexplained, "request", "requests"), sum)
 	}
 	fail := ""
 	if col.total > 0 {
-		fail = fmt.Sprintf("%s over the limit (worst %.2f× the envelope)", plural(col.total, "proven interval", "proven intervals"), maxOver)
+		fail = fmt.Sprintf("%s over the limit (worst %.2f× the envelope)", plural(col.total, "proven interval", "proven intervals"), f.maxOver)
 	}
 	return col.result(v, sum, figs, fail)
 }
@@ -142,23 +159,27 @@ func (ix *index) unexplainedFallbacks() (unexplained, all int) {
 			continue
 		}
 		all++
-		lo, hi := e.Sent-ix.slack, e.Recv+ix.slack
-		explained := false
-		for _, f := range ix.h.Faults {
-			from, to := f.Span()
-			if f.End != 0 {
-				to += recoveryOf(ix.p)
-			}
-			if lo <= to && hi >= from {
-				explained = true
-				break
-			}
-		}
-		if !explained {
+		if !ix.fallbackExplained(e) {
 			unexplained++
 		}
 	}
 	return unexplained, all
+}
+
+// fallbackExplained reports whether e, which the target says its failure
+// mode decided, may have been decided inside an injected fault window.
+func (ix *index) fallbackExplained(e *history.Event) bool {
+	lo, hi := e.Sent-ix.slack, e.Recv+ix.slack
+	for _, f := range ix.h.Faults {
+		from, to := f.Span()
+		if f.End != 0 {
+			to += recoveryOf(ix.p)
+		}
+		if lo <= to && hi >= from {
+			return true
+		}
+	}
+	return false
 }
 
 const docInstances = "For every key whose requests went to two or more instances, the aggregate admissions across instances fit one quota (the oversell envelope over the union); per-instance state shows up as ≈N× one quota."

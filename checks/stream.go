@@ -29,22 +29,26 @@ import (
 // the MaxEvidence first by that position (orderedCollector).
 
 // Streamable lists the checks a Streamer judges, in the order of All.
-func Streamable() []string { return []string{"token-bounds", "headers"} }
+func Streamable() []string { return []string{"oversell", "token-bounds", "headers"} }
 
 // Streamer judges a history event by event. Not safe for concurrent use.
 type Streamer struct {
-	ix      *index
-	bounds  *boundsStream
-	headers *headersStream
-	names   []string
+	ix       *index
+	oversell *oversellStream
+	bounds   *boundsStream
+	headers  *headersStream
+	names    []string
+	// n counts the events of Add, n2 those of AddAgain.
+	n, n2 uint64
 	// keys is the state of each key the checks share (its tier) and keep.
 	keys map[string]*streamKey
 }
 
 // streamKey is what the streaming checks keep of one key.
 type streamKey struct {
-	tier   *policy.Tier
-	bounds boundsKey
+	tier     *policy.Tier
+	bounds   boundsKey
+	oversell *oversellKey
 }
 
 // NewStreamer judges, against p, the events of the history whose records
@@ -65,7 +69,13 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 		o.MaxEvidence = DefaultMaxEvidence
 	}
 	ix := &index{h: rec, p: p, o: o, slack: max(0, int64(o.Slack)+int64(p.ClockQuantum)), gen: headers.Generation(p.Headers.RateLimit)}
+	if !rec.Run.Start.IsZero() {
+		ix.startNs = rec.Run.Start.UnixNano()
+	}
 	s := &Streamer{ix: ix, names: names, keys: map[string]*streamKey{}}
+	if slices.Contains(names, "oversell") {
+		s.oversell = newOversellStream(ix)
+	}
 	if slices.Contains(names, "token-bounds") {
 		s.bounds = newBoundsStream(ix)
 	}
@@ -78,7 +88,9 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 // Add judges e, the event at position seq among the file's events
 // (history.Stream.Seq). Events must come in the stream's order.
 func (s *Streamer) Add(e *history.Event, seq uint64) {
+	s.n++
 	r := s.ix.mkRec(e, 0)
+	s.ix.maxLat = max(s.ix.maxLat, r.hi-r.lo)
 	k := s.keys[e.Key]
 	if k == nil {
 		// The key's tier: the one its first event gives (a key's events
@@ -92,11 +104,38 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 		k.bounds.firstLo = r.lo
 		s.keys[e.Key] = k
 	}
+	if s.oversell != nil {
+		s.oversell.add(e, seq, r, k)
+	}
 	if s.bounds != nil {
 		s.bounds.add(e, seq, r, k)
 	}
 	if s.headers != nil {
 		s.headers.add(e, seq, r, k.tier)
+	}
+}
+
+// Again reports, once Add has had every event, whether the checks need
+// the events a second time — AddAgain for each, in the same order — before
+// Results: oversell judges a second time the segments of its keys that
+// its first pass could not clear (see oversellStream).
+func (s *Streamer) Again() bool {
+	if s.oversell == nil || s.oversell.again {
+		return false
+	}
+	s.oversell.again = s.oversell.needAgain()
+	return s.oversell.again
+}
+
+// AddAgain is Add's second pass (see Again): e is the event at position
+// seq, in the stream's order again.
+func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
+	s.n2++
+	if s.oversell == nil || !s.oversell.again {
+		return
+	}
+	if k := s.keys[e.Key]; k != nil {
+		s.oversell.addAgain(e, seq, s.ix.mkRec(e, 0), k)
 	}
 }
 
@@ -110,15 +149,21 @@ func (s *Streamer) Results() []Result {
 		}
 		var r Result
 		switch n {
+		case "oversell":
+			if !s.oversell.again && s.oversell.needAgain() || s.oversell.again && s.n2 != s.n {
+				r = Result{Verdict: Unknown, Summary: fmt.Sprintf("not judged: %s of the keys' admissions needed a second pass over the events (Streamer.Again), which did not see every event (%d of %d)",
+					plural(s.oversell.flagged, "segment", "segments"), s.n2, s.n), Figures: map[string]float64{}}
+				break
+			}
+			r = s.oversell.result(s.keys)
 		case "token-bounds":
 			r = s.bounds.result(s.keys)
 		case "headers":
 			r = s.headers.result()
 		}
 		r.Name = n
-		// The streaming index does not track the run's widest interval
-		// (index.maxLat), which the slack warnings need: no streaming
-		// check uses a slack yet (slacks lists none for them).
+		// The slacks, and the warnings against the run's widest interval
+		// (index.maxLat, tracked by Add).
 		s.ix.discloseSlack(&r)
 		out = append(out, r)
 	}
@@ -137,12 +182,13 @@ type orderedCollector struct {
 type ordered struct {
 	pass int
 	key  string // the key's group (key order) for per-key passes
+	sub  uint64 // the part of the key's judgement (a limit, an instance)
 	at   uint64 // the position within the pass (or within the key)
 	ev   Evidence
 }
 
 func cmpOrdered(a, b ordered) int {
-	return cmp.Or(cmp.Compare(a.pass, b.pass), cmp.Compare(a.key, b.key), cmp.Compare(a.at, b.at))
+	return cmp.Or(cmp.Compare(a.pass, b.pass), cmp.Compare(a.key, b.key), cmp.Compare(a.sub, b.sub), cmp.Compare(a.at, b.at))
 }
 
 func (c *orderedCollector) add(o ordered) {

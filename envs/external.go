@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 )
+
+// StoreProxySettle bounds the wait, after the store proxies start, for the
+// service's store client to connect through them (StoreProxy.Unserved).
+const StoreProxySettle = 2 * time.Second
 
 // External is the user's own running instances. Nothing of theirs is
 // started: Start checks that every instance accepts connections, starts the
@@ -21,6 +26,11 @@ type External struct {
 	// process: the user points their service's store address at each
 	// Listen.
 	StoreProxies []ProxySpec
+	// Running, when set, are StoreProxies already started by the caller
+	// for several attacks (an audit keeps them up between its plans, so the
+	// service never sees its store vanish between two plans): Start uses
+	// them and leaves them running.
+	Running *StoreProxy
 	// Toxiproxy is the API URL of an existing Toxiproxy server, and
 	// ToxiproxyProxies the proxies of it to break.
 	Toxiproxy        string
@@ -88,14 +98,23 @@ func (x External) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		}
 	}
 	if len(x.StoreProxies) > 0 {
-		sp, err := StartStoreProxy(x.StoreProxies)
-		if err != nil {
-			return nil, err
+		sp := x.Running
+		if sp == nil {
+			var err error
+			if sp, err = StartStoreProxy(x.StoreProxies); err != nil {
+				return nil, err
+			}
+			st.OnClose(sp.Close)
 		}
-		st.OnClose(sp.Close)
 		router = append(router, sp)
 		for _, p := range x.StoreProxies {
 			st.Notes = append(st.Notes, fmt.Sprintf("store proxy on %s in front of %s: store faults act on it", p.Listen, p.Upstream))
+		}
+		start := time.Now()
+		if idle := sp.Unserved(ctx, StoreProxySettle); len(idle) > 0 {
+			st.Notes = append(st.Notes, fmt.Sprintf("no store connection came through the store proxy on %s within %s: the service may connect on demand, or its store client may still be backing off (its first requests then fail by its failure mode)", strings.Join(idle, ", "), StoreProxySettle))
+		} else if d := time.Since(start); d >= 10*time.Millisecond {
+			st.Notes = append(st.Notes, fmt.Sprintf("waited %s for the service's store connection through the store proxy before the first request", d.Round(time.Millisecond)))
 		}
 	}
 	if x.Toxiproxy != "" {

@@ -146,6 +146,38 @@ func StartStoreProxy(specs []ProxySpec) (*StoreProxy, error) {
 	return sp, nil
 }
 
+// Unserved waits up to within, or until ctx ends, for a client to connect
+// through every proxy to its upstream, and returns the listen addresses of
+// the proxies none has reached yet. A service pointed at a proxy has had no
+// store until the proxy started; a store client whose dials failed backs off
+// (go-redis: one retry a second once its pool counts as broken), so the run
+// must not begin before it is back, or its first requests fail by the
+// service's failure mode with no fault injected.
+func (sp *StoreProxy) Unserved(ctx context.Context, within time.Duration) []string {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var waiting []string
+		for _, p := range sp.proxies {
+			if p.Served() == 0 {
+				waiting = append(waiting, p.Addr())
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return waiting
+		case <-deadline.C:
+			return waiting
+		case <-tick.C:
+		}
+	}
+}
+
 // Supports implements FaultInjector.
 func (sp *StoreProxy) Supports(kind string) bool {
 	return kind == FaultStoreDown || kind == FaultStoreSlow

@@ -110,6 +110,36 @@ func TestStoreProxyFaults(t *testing.T) {
 	require.ErrorContains(t, err, "cannot listen on "+listen)
 }
 
+// A service whose store client is still backing off when the proxy starts
+// is waited for (bounded), and one that never connects is named, not waited
+// for beyond the bound.
+func TestStoreProxyWaitsForTheServicesStoreClient(t *testing.T) {
+	up := echoStore(t)
+	listen := freeAddr(t)
+	sp, err := StartStoreProxy([]ProxySpec{{Listen: listen, Upstream: up}})
+	require.NoError(t, err)
+	defer sp.Close()
+
+	start := time.Now()
+	require.Equal(t, []string{listen}, sp.Unserved(context.Background(), 100*time.Millisecond), "nothing connected yet")
+	require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+
+	// A client that retries once its backoff ends, as go-redis does.
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		_, _ = roundTrip(listen, 2*time.Second)
+	}()
+	require.Empty(t, sp.Unserved(context.Background(), 10*time.Second), "the late client is seen")
+	require.Empty(t, sp.Unserved(context.Background(), time.Hour), "once seen, no more waiting")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	other, err := StartStoreProxy([]ProxySpec{{Listen: freeAddr(t), Upstream: up}})
+	require.NoError(t, err)
+	defer other.Close()
+	require.Len(t, other.Unserved(ctx, time.Hour), 1, "a cancelled run does not wait")
+}
+
 // A real Toxiproxy server (its API server, in process), driven through its
 // HTTP API as a user's would be.
 func TestToxiproxyAPIFaults(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // on a user's store (a store proxy, their Toxiproxy, commands) and what
 // reached their downstream (a sink, a JSON counter, a Prometheus metric).
 func addExternalFlags(fl *pflag.FlagSet, f *envs.ExternalSettings) {
-	fl.StringArrayVar(&f.StoreProxies, "store-proxy", nil, "external env: run a store proxy (Toxiproxy) LISTEN=UPSTREAM and point your service's store at LISTEN; fault phases act on it (repeatable)")
+	fl.StringArrayVar(&f.StoreProxies, "store-proxy", nil, "external env: run a store proxy LISTEN=UPSTREAM and point your service's store at LISTEN; fault phases act on it (repeatable)")
 	fl.StringVar(&f.Toxiproxy, "toxiproxy", "", "external env: URL of your Toxiproxy server's API; fault phases act on the --toxiproxy-proxy proxies")
 	fl.StringArrayVar(&f.ToxiproxyProxies, "toxiproxy-proxy", nil, "name of a proxy of --toxiproxy to break (repeatable)")
 	fl.StringArrayVar(&f.OnInject, "on-inject", nil, "external env: KIND=COMMAND run (sh -c) when a fault of KIND starts, e.g. store-down='docker stop redis' (repeatable)")

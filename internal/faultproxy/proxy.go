@@ -34,6 +34,8 @@ type Proxy struct {
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
 	closed  atomic.Bool
+	// served counts the client connections that reached the backend.
+	served atomic.Int64
 }
 
 // New listens on 127.0.0.1 with an ephemeral port and forwards to
@@ -58,6 +60,10 @@ func Listen(listen, backend string) (*Proxy, error) {
 	go p.accept()
 	return p, nil
 }
+
+// Served is how many client connections have reached the backend since
+// the proxy started: a store client that has connected through it shows.
+func (p *Proxy) Served() int64 { return p.served.Load() }
 
 // Addr is where clients connect.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
@@ -211,6 +217,7 @@ func (p *Proxy) serve(client net.Conn) {
 		client.Close()
 		return
 	}
+	p.served.Add(1)
 	p.track(client, true)
 	p.track(backend, true)
 	defer func() {

@@ -1,0 +1,63 @@
+package checks
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/history"
+)
+
+// TestStreamerMatchesRunOnFixtures runs the differential test of the
+// streaming judgement on every fixture (each a case a check was written
+// for): the streaming checks give Run's results, with all the evidence.
+func TestStreamerMatchesRunOnFixtures(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.jsonl")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	defer func(n, m int) { sweepAfter, compactAfter = n, m }(sweepAfter, compactAfter)
+	for _, sweep := range []int{sweepAfter, 0} {
+		// With sweeps after every event too (keys closed and judged by the
+		// sweep rather than by their next admission), and the window
+		// screens compacting their queues as often as they can.
+		sweepAfter = sweep
+		if sweep == 0 {
+			compactAfter = 0
+		}
+		for _, file := range files {
+			if sweep == 0 && !strings.HasPrefix(filepath.Base(file), "oversell-") {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/sweep %d", filepath.Base(file), sweep), func(t *testing.T) {
+				h, p, _, _ := loadFixture(t, file)
+				o := Options{Only: Streamable(), MaxEvidence: 1 << 20}
+				want := Run(h, p, o)
+				f, err := os.Open(file)
+				require.NoError(t, err)
+				defer f.Close()
+				rec, _, err := history.ReadRecords(file, f)
+				require.NoError(t, err)
+				s, err := NewStreamer(rec, p, o)
+				require.NoError(t, err)
+				pass := func(add func(*history.Event, uint64)) {
+					_, err = f.Seek(0, 0)
+					require.NoError(t, err)
+					st := history.NewStream(file, f, history.StreamOptions{})
+					for st.Next() {
+						add(st.Event(), st.Seq())
+					}
+					require.NoError(t, st.Err())
+				}
+				pass(s.Add)
+				if s.Again() {
+					pass(s.AddAgain)
+				}
+				require.Equal(t, want, s.Results())
+			})
+		}
+	}
+}
