@@ -4,9 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -177,4 +184,69 @@ func TestDefaultBuildIsLean(t *testing.T) {
 		}
 	}
 	require.LessOrEqual(t, len(deps), maxDefaultDeps, "go list -deps ./cmd/rlverify")
+}
+
+// flagAllowed are the flag-like words the library's strings may hold, by
+// file: arguments of the programs it starts (redis-server, redis-cli, the
+// rlverify image's containers), other tools' flags a message quotes, CSS
+// custom properties, and histories written before fields were named. "*"
+// allows any in that file. The library's own messages name option fields
+// (MaxDuration, Checks.Slack); the command says them as flags.
+var flagAllowed = map[string][]string{
+	"envs/redisproc/redisproc.go": {"--bind", "--port", "--save", "--appendonly", "--cluster-enabled", "--cluster-config-file", "--dir",
+		"--cluster-node-timeout", "--cluster", "--cluster-replicas", "--cluster-yes", "--maxmemory"}, // redis-server, redis-cli
+	"envs/docker/docker.go":       {"--config", "--addr"}, // the container's command
+	"envs/docker/docker_image.go": {"--addr"},             // the image's CMD
+	"envs/gateway/process.go":     {"--test"},             // scripts/install.sh --test
+	"importers/vegeta.go":         {"--to"},               // vegeta encode --to json
+	"importers/k6.go":             {"--out", "--system-tags"},
+	"history/history.go":          {"--max-"}, // reasonBoundV1: older histories
+	"reports/htmlassets.go":       {"*"},      // CSS custom properties
+}
+
+var flagLike = regexp.MustCompile(`(^|[^\w-])(--[a-z][a-z-]*)`)
+
+// TestLibraryStringsNameNoFlags reads every string literal of the library
+// (below cmd/, outside internal/ and examples/, tests aside) and fails on a
+// flag name not on flagAllowed: the library names option fields, and one
+// table in cmd/rlverify says them as flags.
+func TestLibraryStringsNameNoFlags(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path == "cmd" || path == "internal" || path == "examples" || path == "testdata" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") && path != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		allow := flagAllowed[filepath.ToSlash(path)]
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				s = lit.Value
+			}
+			for _, m := range flagLike.FindAllStringSubmatch(s, -1) {
+				if !slices.Contains(allow, m[2]) && !slices.Contains(allow, "*") {
+					t.Errorf("%s: %s names the flag %s: name the option's field instead (the command's table, cmd/rlverify/flags.go, says it as a flag), or allow it in flagAllowed if it is another program's", fset.Position(lit.Pos()), lit.Value, m[2])
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	require.NoError(t, err)
 }

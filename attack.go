@@ -304,65 +304,11 @@ func (o AttackOptions) Validate() error {
 	if x, ok := o.Environment.(envs.External); env != EnvExternal && ok && (len(x.StoreProxies) > 0 || x.Toxiproxy != "" || len(x.Hooks) > 0 || x.Downstream != nil) {
 		return fieldErr("Environment", "external settings (store proxies, Toxiproxy, hooks, a downstream reader) are for your own service: Env %s does not apply", env)
 	}
-	switch env {
-	case EnvGateway:
-		if o.Environment == nil {
-			return fieldErr("Environment", "is required by the gateway environment (envs/gateway)")
-		}
-	case EnvEmbedded:
-	case EnvLocal:
-		if o.Regions > 1 {
-			return fieldErr("Regions", "%d: regions run on the embedded and docker environments", o.Regions)
-		}
-		if o.RedisURL != "" {
-			return fieldErr("Env", "local starts its own redis-server processes: RedisURL %s does not apply (use Env embedded, Store redis and RedisURL)", o.RedisURL)
-		}
-	case EnvDocker:
-		if o.RedisURL != "" || o.RedisCluster > 0 {
-			return fieldErr("RedisURL", "and RedisCluster do not apply: the docker environment starts its own Redis container")
-		}
-		if o.Environment == nil {
-			return fieldErr("Environment", "is required by the docker environment (envs/docker: docker.Docker{})")
-		}
-	case EnvExternal:
-		if o.RedisURL != "" {
-			return fieldErr("RedisURL", "%s does not apply to Env external: your service uses its own store (to break it, see StoreProxies)", o.RedisURL)
-		}
-		if o.LimiterPolicy != nil {
-			return fieldErr("LimiterPolicy", "applies to the limiters rlverify starts, not to your own service")
-		}
-		if o.Handler == nil {
-			if len(o.Targets) == 0 {
-				return fieldErr("Targets", "is empty: the external environment needs at least one target URL")
-			}
-			if err := CheckTargets(o.Targets, o.AllowRemote); err != nil {
-				return err
-			}
-			grpc, err := serviceTargets(o.Targets)
-			if err != nil {
-				return err
-			}
-			if grpc && (o.Request.Method != "" || o.Request.Path != "" || len(o.Request.Headers) > 0 || o.Request.Body != "") {
-				return fieldErr("Request", "method, path, headers and body do not apply to a rate-limit service (grpc://): each call carries the policy's domain and descriptor")
-			}
-			if grpc && o.Policy != nil && o.Policy.Service == nil {
-				return fieldErr("Policy", "%s declares no ratelimit_service: a grpc:// target is an Envoy rate-limit service, and its calls need the domain and the descriptor entries (e.g. ratelimit_service: {domain: api, descriptors: [{key: tenant, value: \"{key}\"}]})", o.Policy.Source)
-			}
-		}
-		x, _ := o.Environment.(envs.External)
-		if err := x.Validate(o.AllowRemote); err != nil {
-			return optionWrap(err)
-		}
-		if err := x.CheckFaults(plan.Name, plan.InjectedFaults()); err != nil {
-			return optionWrap(err)
-		}
-		if err := requireDeclaredPolicy(o); err != nil {
-			return err
-		}
-	default:
-		return fieldErr("Env", "%q: want embedded, local, docker, external or gateway", o.Env)
+	kind, err := kindOf(env)
+	if err != nil {
+		return err
 	}
-	return nil
+	return kind.validate(o)
 }
 
 // requireDeclaredPolicy is the rule for judging a service rlverify did not
@@ -460,72 +406,8 @@ func Prepare(o AttackOptions) (*Prepared, error) {
 		p.run.Env = o.RecordedEnv
 	}
 	p.spec = envs.Spec{Instances: instances, RedisURL: o.RedisURL, Log: o.Log}
-	regions := func() *envs.RegionSpec {
-		return &envs.RegionSpec{Regions: o.Regions, Mode: o.RegionMode, Sync: o.RegionSync, Latency: o.RegionLatency}
-	}
-	switch o.Env {
-	case EnvGateway:
-		// The gateway's own policy, limiter and store, as configured.
-		p.spec.Policy, p.spec.Limiter, p.spec.Store = o.LimiterPolicy, o.Limiter, o.Store
-		if p.spec.Policy == nil {
-			p.spec.Policy = pol
-		}
-		if o.JudgedPolicy != nil {
-			p.declared = o.JudgedPolicy
-		}
-		p.run.Limiter, p.run.Target = o.Limiter, o.Limiter
-		p.Env = o.Environment
-	case EnvEmbedded:
-		store := o.Store
-		if store == "" && (plan.NeedsRedis() || o.Regions > 1) {
-			store = catalog.Redis
-		}
-		if o.Regions > 1 {
-			p.spec.Regions = regions()
-		}
-		entry, err := catalog.Lookup(o.Limiter, store)
-		if err != nil && o.Store == "" && o.Regions <= 1 {
-			// The plan wants shared state but this limiter keeps its state
-			// in memory only: run it as deployed, each instance on its own.
-			if e2, err2 := catalog.Lookup(o.Limiter, catalog.Memory); err2 == nil {
-				entry, err = e2, nil
-				p.run.Notes = append(p.run.Notes, fmt.Sprintf("%s has no shared store: each instance keeps its own state in memory", entry.Name))
-			}
-		}
-		if err != nil {
-			return nil, optionWrap(err)
-		}
-		if o.RedisURL != "" && entry.Store != catalog.Redis {
-			// It would be silently unused: the user believes the run
-			// exercised their Redis.
-			return nil, fieldErr("RedisURL", "%s does not apply: %s keeps its state in memory in this run (store %s); give Store redis to use that Redis", o.RedisURL, entry.Name, entry.Store)
-		}
-		p.reference(entry, pol, entry.Store)
-		p.Env = envs.Embedded{}
-	case EnvLocal, EnvDocker:
-		entry, err := catalog.Lookup(o.Limiter, catalog.Redis)
-		if err != nil {
-			return nil, optionWrap(err)
-		}
-		p.reference(entry, pol, catalog.Redis)
-		p.spec.RedisCluster = o.RedisCluster
-		if o.Regions > 1 {
-			p.spec.Regions = regions()
-		}
-		p.Env = o.Environment
-		if o.Env == EnvLocal {
-			p.Env = envs.Local{Cluster: o.RedisCluster}
-		}
-	case EnvExternal:
-		if o.Handler == nil {
-			p.run.Target = strings.Join(o.Targets, " ")
-		}
-		p.spec.Policy, p.spec.Targets = pol, o.Targets
-		p.defPath = "" // the target URL's own path, else /
-		p.Env = o.Environment
-		if p.Env == nil {
-			p.Env = envs.External{}
-		}
+	if err := envKinds[o.Env].prepare(p, pol); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

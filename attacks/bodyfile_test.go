@@ -56,7 +56,7 @@ func TestPlanBodyFilesStayInThePlanFolder(t *testing.T) {
 			require.ErrorContains(t, err, "plan.yaml:4: request.body: ")
 			require.ErrorContains(t, err, tc.want)
 			if tc.want != "no such file" {
-				require.ErrorContains(t, err, "--body-files-anywhere")
+				require.ErrorContains(t, err, "BodyFilesAnywhere")
 			}
 		})
 	}

@@ -294,9 +294,9 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		// checks assume every key starts with a whole quota, so give them
 		// time to refill first.
 		if d > e.o.MaxDuration {
-			return Summary{}, &PrepareError{fmt.Errorf("the plan's real keys need %s to refill before the run, beyond --max-duration %s", d, e.o.MaxDuration)}
+			return Summary{}, &PrepareError{fmt.Errorf("the plan's real keys need %s to refill before the run, beyond MaxDuration %s", d, e.o.MaxDuration)}
 		}
-		run.Notes = append(run.Notes, fmt.Sprintf("waited %s before the first request so the reused keys (--keys, --keep-keys) start with a whole quota", d.Round(time.Millisecond)))
+		run.Notes = append(run.Notes, fmt.Sprintf("waited %s before the first request so the reused keys (KeysFile, KeepKeys) start with a whole quota", d.Round(time.Millisecond)))
 		e.o.Sleep(ctx, d)
 	}
 	// After the refill wait: the start instant is the shards' common one.
@@ -406,7 +406,7 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 		// Later failures to record (the phase, the end) are this one.
 		runErr = fmt.Errorf("the history cannot be written, so the run stopped after %d requests: %w", e.sent.Load(), werr)
 	case limitCtx.Err() != nil:
-		sum.Interrupted, sum.Reason = true, fmt.Sprintf(history.ReasonBound+"duration %s", e.o.MaxDuration)
+		sum.Interrupted, sum.Reason = true, fmt.Sprintf(history.ReasonBound+"MaxDuration %s", e.o.MaxDuration)
 	case e.stopReason.Load().(string) != "":
 		sum.Interrupted, sum.Reason = true, e.stopReason.Load().(string)
 	case runErr != nil:
@@ -597,7 +597,7 @@ func (e *Engine) newID() uint64 {
 func (e *Engine) reserve(n int64) bool {
 	if e.sent.Add(n) > e.o.MaxRequests {
 		e.sent.Add(-n)
-		e.stopReason.CompareAndSwap("", fmt.Sprintf(history.ReasonBound+"requests %d", e.o.MaxRequests))
+		e.stopReason.CompareAndSwap("", fmt.Sprintf(history.ReasonBound+"MaxRequests %d", e.o.MaxRequests))
 		return false
 	}
 	return true

@@ -116,7 +116,7 @@ func TestMaxRequestsBoundsTheRun(t *testing.T) {
 	h, sum, err := runPlan(t, context.Background(), "name: big\nphases:\n  - kind: burst\n    key: paid-a\n    requests: 30\n  - kind: burst\n    key: paid-a\n    requests: 30\n", Options{Instances: []string{srv.URL}, MaxRequests: 40})
 	require.NoError(t, err)
 	require.True(t, sum.Interrupted)
-	require.Contains(t, sum.Reason, "max-requests")
+	require.Contains(t, sum.Reason, "MaxRequests")
 	require.Len(t, h.Events, 30)
 	require.Equal(t, int64(30), n.Load())
 }

@@ -176,7 +176,7 @@ func (e *Engine) probe(ctx context.Context, ph *Phase) (*history.Phase, error) {
 		target = start + int64(extra)
 	}
 	if away := time.Duration(target - start); away > e.o.MaxDuration || (e.o.MaxProbeWait > 0 && away > e.o.MaxProbeWait) {
-		limit, name := e.o.MaxDuration, "--max-duration"
+		limit, name := e.o.MaxDuration, "MaxDuration"
 		if e.o.MaxProbeWait > 0 && e.o.MaxProbeWait < limit {
 			limit, name = e.o.MaxProbeWait, "the probe cap"
 		}
@@ -462,7 +462,7 @@ func (e *Engine) benchmarkIPs(n int) []string {
 // on by whole windows w.
 func (e *Engine) headerEdge(ctx context.Context, ph *Phase, key string, w, lead time.Duration) (int64, error) {
 	if !e.reserve(1) {
-		return 0, fmt.Errorf("align: headers: the request budget (--max-requests) is spent")
+		return 0, fmt.Errorf("align: headers: the request budget (MaxRequests) is spent")
 	}
 	r := e.newReq(ph, ph.Key, e.pickInstance(ph, 0))
 	r.intended = e.off()

@@ -29,7 +29,7 @@ var errCancelled = errors.New(history.ErrCancelled)
 
 // errHeadersTooLarge is a response whose header section exceeds n bytes.
 func errHeadersTooLarge(n int64) error {
-	return fmt.Errorf("response headers larger than %d bytes (--max-header-bytes)", n)
+	return fmt.Errorf("response headers larger than %d bytes (MaxHeaderBytes)", n)
 }
 
 // checkHeaderCount fails a response with more than max header fields.
@@ -39,7 +39,7 @@ func checkHeaderCount(resp *http.Response, max int) error {
 		n += len(vs)
 	}
 	if max > 0 && n > max {
-		return fmt.Errorf("response has %d header fields, more than %d (--max-headers)", n, max)
+		return fmt.Errorf("response has %d header fields, more than %d (MaxHeaders)", n, max)
 	}
 	return nil
 }

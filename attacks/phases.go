@@ -271,7 +271,7 @@ func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error
 		edge = edgeWall.Sub(e.start).Nanoseconds()
 	}
 	if away := time.Duration(edge - e.off()); away > e.o.MaxDuration {
-		return nil, fmt.Errorf("the next %s window edge is %s away, beyond --max-duration", w, away)
+		return nil, fmt.Errorf("the next %s window edge is %s away, beyond MaxDuration", w, away)
 	}
 	r1, err := e.burst(ctx, ph, ph.Key, n, edge-int64(before))
 	if err != nil || ctx.Err() != nil {
@@ -292,7 +292,7 @@ func (e *Engine) boundary(ctx context.Context, ph *Phase) (*history.Phase, error
 // plan's key must be fresh), somewhere in [sent, recv].
 func (e *Engine) openWindow(ctx context.Context, ph *Phase) (sent, recv int64, err error) {
 	if !e.reserve(1) {
-		return 0, 0, fmt.Errorf("align: first: the request budget (--max-requests) is spent")
+		return 0, 0, fmt.Errorf("align: first: the request budget (MaxRequests) is spent")
 	}
 	r := e.newReq(ph, ph.Key, e.pickInstance(ph, 0))
 	r.intended = e.off()
@@ -337,7 +337,7 @@ func (e *Engine) idle(ctx context.Context, ph *Phase) (*history.Phase, error) {
 		d = worst + 50*time.Millisecond
 	}
 	if d > e.o.MaxDuration {
-		return nil, fmt.Errorf("idle for %s exceeds --max-duration %s", d, e.o.MaxDuration)
+		return nil, fmt.Errorf("idle for %s exceeds MaxDuration %s", d, e.o.MaxDuration)
 	}
 	e.o.Sleep(ctx, d)
 	return &history.Phase{}, nil
@@ -391,13 +391,13 @@ func (e *Engine) rate(ctx context.Context, ph *Phase, keys []weighted) (*history
 	}
 	budget := int64(e.o.MaxRequests) - e.sent.Load()
 	if budget <= 0 {
-		e.stopReason.CompareAndSwap("", fmt.Sprintf(history.ReasonBound+"requests %d", e.o.MaxRequests))
-		return &history.Phase{Start: e.off(), Notes: []string{"not run: the request budget (--max-requests) is spent"}}, nil
+		e.stopReason.CompareAndSwap("", fmt.Sprintf(history.ReasonBound+"MaxRequests %d", e.o.MaxRequests))
+		return &history.Phase{Start: e.off(), Notes: []string{"not run: the request budget (MaxRequests) is spent"}}, nil
 	}
 	if int64(expected) > budget {
 		expected = uint64(max(budget, 0))
 		limit = expected
-		e.stopReason.CompareAndSwap("", fmt.Sprintf(history.ReasonBound+"requests %d", e.o.MaxRequests))
+		e.stopReason.CompareAndSwap("", fmt.Sprintf(history.ReasonBound+"MaxRequests %d", e.o.MaxRequests))
 	}
 	if limit > 0 {
 		pacer = countedPacer{Pacer: pacer, limit: limit}
@@ -448,7 +448,7 @@ func intendedOffset(seq uint64, per time.Duration, r0, slope float64) int64 {
 // window in the history.
 func (e *Engine) fault(ctx context.Context, ph *Phase) (*history.Phase, error) {
 	if e.o.Faults == nil || !e.o.Faults.Supports(ph.Fault) {
-		return nil, fmt.Errorf("the environment cannot inject %s faults (run the plan with --store redis, or --env docker)", ph.Fault)
+		return nil, fmt.Errorf("the environment cannot inject %s faults (run the plan with Store redis, or Env docker)", ph.Fault)
 	}
 	if e.o.Shard != 0 {
 		return &history.Phase{}, nil // one shard drives the faults

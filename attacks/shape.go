@@ -286,7 +286,7 @@ func (f bodyFiles) read(name string) ([]byte, error) {
 		dir = "."
 	}
 	refuse := func(why string) error {
-		return fmt.Errorf("body file %q %s: a plan reads body files only inside its own folder %s (--body-files-anywhere allows any file)", name, why, dir)
+		return fmt.Errorf("body file %q %s: a plan reads body files only inside its own folder %s (the load option BodyFilesAnywhere allows any file)", name, why, dir)
 	}
 	if name == "" {
 		return nil, fmt.Errorf("body file: \"@\" names no file")

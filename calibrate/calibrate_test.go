@@ -318,7 +318,7 @@ func TestMalformedLinesAreReportedWithTheirNumbers(t *testing.T) {
 	lines[5] = `10.0.0.1 - - [01/Dec/2026:10:00:30 +0000] "GET / HTTP/1.1" abc 1 "-" "-" "key-00"`
 	text := strings.Join(lines, "\n")
 	_, err := read(t, Combined, text, ReadOptions{KeyField: "extra1"})
-	require.EqualError(t, err, "log:3: not a combined log line: no address field (--skip-malformed skips such lines, counted and listed)")
+	require.EqualError(t, err, "log:3: not a combined log line: no address field (Read.SkipMalformed skips such lines, counted and listed)")
 	tr, err := read(t, Combined, text, ReadOptions{KeyField: "extra1", SkipMalformed: true})
 	require.NoError(t, err)
 	require.Equal(t, 2, tr.Files[0].Malformed)
@@ -341,19 +341,19 @@ func TestBadInput(t *testing.T) {
 		err                string
 	}{
 		{"no key field declared", Combined, combined, ReadOptions{}, "calibrate: combined logs need where the key is: a key field or a key regex (one of them)"},
-		{"a key field the log does not have", Combined, combined, ReadOptions{KeyField: "extra2"}, "log:1: no field extra2: the line ends after 1 fields past the user agent (--skip-malformed skips such lines, counted and listed)"},
+		{"a key field the log does not have", Combined, combined, ReadOptions{KeyField: "extra2"}, "log:1: no field extra2: the line ends after 1 fields past the user agent (Read.SkipMalformed skips such lines, counted and listed)"},
 		{"every key empty", Combined, strings.ReplaceAll(combined, `"key-00"`, `"-"`), ReadOptions{KeyField: "extra1"}, `log: none of its 420 requests has a key in the key field "extra1" (every value was empty or "-"): give the field or regex that holds the API key, bearer token or address`},
 		{"JSON given as combined", Combined, seedLog(), ReadOptions{KeyField: "ip"}, "log:1: not a combined log line: no [time] after the user; the line looks like json, not combined (mixed formats? read each file in a run of its own, with its format)"},
 		{"combined given as JSON", JSON, combined, ReadOptions{KeyField: "k"}, "log:1: not a JSON object; the line looks like combined, not json (mixed formats? read each file in a run of its own, with its format)"},
-		{"mixed formats", JSON, seedLog() + strings.SplitN(combined, "\n", 2)[0] + "\n", ReadOptions{KeyField: "api_key"}, "log:21: not a JSON object; the line looks like combined, not json (mixed formats? read each file in a run of its own, with its format) (--skip-malformed skips such lines, counted and listed)"},
-		{"out of order beyond the bound", JSON, `{"time":"2026-12-01T10:05:00Z","k":"a"}` + "\n" + `{"time":"2026-12-01T10:00:00Z","k":"a"}` + "\n", ReadOptions{KeyField: "k"}, "log:2: time 2026-12-01T10:00:00Z is 5m0s before line 1's 2026-12-01T10:05:00Z, more than the 1m0s disorder allowed: sort the log, give rotated files separately, or raise --max-disorder"},
+		{"mixed formats", JSON, seedLog() + strings.SplitN(combined, "\n", 2)[0] + "\n", ReadOptions{KeyField: "api_key"}, "log:21: not a JSON object; the line looks like combined, not json (mixed formats? read each file in a run of its own, with its format) (Read.SkipMalformed skips such lines, counted and listed)"},
+		{"out of order beyond the bound", JSON, `{"time":"2026-12-01T10:05:00Z","k":"a"}` + "\n" + `{"time":"2026-12-01T10:00:00Z","k":"a"}` + "\n", ReadOptions{KeyField: "k"}, "log:2: time 2026-12-01T10:00:00Z is 5m0s before line 1's 2026-12-01T10:05:00Z, more than the 1m0s disorder allowed: sort the log, give rotated files separately, or raise Read.MaxDisorder"},
 		{"regex without a group", Combined, combined, ReadOptions{KeyRegex: regexp.MustCompile(`key-\d+`)}, `calibrate: key regex "key-\\d+" has no capture group: put the key in ( )`},
 		{"unknown format", "w3c", combined, ReadOptions{KeyField: "ip"}, "calibrate: unknown format \"w3c\": want combined, json, history, vegeta, k6, har"},
 		{"truncated gzip", Combined, gz.String()[:gz.Len()/2], ReadOptions{KeyField: "extra1"}, "log: after line "},
 		{"empty", Combined, "", ReadOptions{KeyField: "ip"}, "log: no requests in 0 lines"},
 		{"a key field twice", JSON, `{"time": 1700000000, "k": "a", "k": "b"}` + "\n", ReadOptions{KeyField: "k"}, `log:1: field "k" appears more than once`},
 		{"an escaped name is the same field", JSON, `{"time": 1700000000, "k": "a", "\u006b": "b"}` + "\n", ReadOptions{KeyField: "k"}, `log:1: field "k" appears more than once`},
-		{"milliseconds as seconds", JSON, `{"time": 1700000000123, "k": "a"}` + "\n", ReadOptions{KeyField: "k"}, "log:1: time 1700000000123 is not a Unix time ≥ 0 before 2262 in the time unit (milliseconds need the ms unit) (--skip-malformed skips such lines, counted and listed)"},
+		{"milliseconds as seconds", JSON, `{"time": 1700000000123, "k": "a"}` + "\n", ReadOptions{KeyField: "k"}, "log:1: time 1700000000123 is not a Unix time ≥ 0 before 2262 in the time unit (milliseconds need the ms unit) (Read.SkipMalformed skips such lines, counted and listed)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := read(t, tc.format, tc.text, tc.o)

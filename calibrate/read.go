@@ -312,7 +312,7 @@ func (b byTime) Swap(i, j int) {
 
 func (t *Traffic) malformed(o *ReadOptions, fs *FileSummary, line int, reason string) error {
 	if !o.SkipMalformed {
-		return inputErr("%s:%d: %s (--skip-malformed skips such lines, counted and listed)", fs.Name, line, reason)
+		return inputErr("%s:%d: %s (Read.SkipMalformed skips such lines, counted and listed)", fs.Name, line, reason)
 	}
 	fs.Malformed++
 	if len(t.Malformed) < maxListed {
@@ -355,7 +355,7 @@ func (t *Traffic) readLines(name string, r io.Reader, lp lineParser, o *ReadOpti
 				continue
 			}
 			if it.at < latest-int64(o.MaxDisorder) {
-				return inputErr("%s:%d: time %s is %s before line %d's %s, more than the %s disorder allowed: sort the log, give rotated files separately, or raise --max-disorder",
+				return inputErr("%s:%d: time %s is %s before line %d's %s, more than the %s disorder allowed: sort the log, give rotated files separately, or raise Read.MaxDisorder",
 					name, it.line, fmtTime(it.at), time.Duration(latest-it.at), latestLine, fmtTime(latest), o.MaxDisorder)
 			}
 			if it.at < latest {

@@ -86,7 +86,7 @@ func Judge(h *history.History, p *policy.Policy, o Options) []Result {
 		if slices.Contains(off, rs[i].Name) {
 			why := "the policy's checks_off"
 			if slices.Contains(o.Off, rs[i].Name) {
-				why = "--checks-off"
+				why = "Checks.Off"
 			}
 			rs[i] = Result{Name: rs[i].Name, Verdict: Skip, Summary: "turned off by " + why + " (the promise is knowingly not kept, or not judged)"}
 		}

@@ -299,14 +299,14 @@ func TestSlackIsNamed(t *testing.T) {
 	h, p, _, _ := loadFixture(t, "testdata/oversell-bad-burst.jsonl")
 	r := Run(h, p, Options{Only: []string{"oversell"}})[0]
 	require.Equal(t, Fail, r.Verdict)
-	require.Empty(t, r.Slack, "no clock_quantum, no --clock-skew: no slack to name")
+	require.Empty(t, r.Slack, "no clock_quantum, no Checks.Slack: no slack to name")
 	require.Empty(t, r.Warnings)
 
 	wide := *p
 	wide.ClockQuantum = policy.Duration(10 * time.Second)
 	r = Run(h, &wide, Options{Only: []string{"oversell"}, Slack: 2 * time.Millisecond})[0]
-	require.Contains(t, r.Summary, "(slack: clock_quantum 10s, --clock-skew 2ms)")
-	require.Equal(t, []string{"clock_quantum", "--clock-skew"}, []string{r.Slack[0].Name, r.Slack[1].Name})
+	require.Contains(t, r.Summary, "(slack: clock_quantum 10s, Checks.Slack 2ms)")
+	require.Equal(t, []string{"clock_quantum", "Checks.Slack"}, []string{r.Slack[0].Name, r.Slack[1].Name})
 	require.Len(t, r.Warnings, 1, "the 2ms skew is within the run's uncertainty; the 10s quantum is not: %v", r.Warnings)
 	require.Contains(t, r.Warnings[0], "oversell: clock_quantum 10s is wider than this run's own timing uncertainty")
 

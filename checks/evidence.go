@@ -120,7 +120,7 @@ func Gate(h *history.History, p *policy.Policy, rs []Result, maxErrorRate float6
 	figs["checks_judged"] = float64(judged)
 	if rate > maxErrorRate {
 		res.Verdict = Unknown
-		res.Summary = fmt.Sprintf("%s; declared %s — %.1f%% errors exceed --max-error-rate %g%%, so no verdict is evidence",
+		res.Summary = fmt.Sprintf("%s; declared %s — %.1f%% errors exceed Checks.MaxErrorRate %g%%, so no verdict is evidence",
 			describeErrors(errs, st.Requests, by), p.Statuses.Describe(), rate*100, maxErrorRate*100)
 		for i, b := range by {
 			if i == MaxEvidenceDefault {
@@ -142,7 +142,7 @@ func Gate(h *history.History, p *policy.Policy, rs []Result, maxErrorRate float6
 	res.Verdict = Pass
 	res.Summary = fmt.Sprintf("%s judged by %s", plural(int(st.Requests), "request", "requests"), plural(judged, "check", "checks"))
 	if errs > 0 {
-		res.Summary += fmt.Sprintf("; %s within --max-error-rate %g%%", describeErrors(errs, st.Requests, by), maxErrorRate*100)
+		res.Summary += fmt.Sprintf("; %s within Checks.MaxErrorRate %g%%", describeErrors(errs, st.Requests, by), maxErrorRate*100)
 	}
 	return res
 }

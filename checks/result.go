@@ -114,7 +114,7 @@ type Result struct {
 	// violations (Verdict Explained).
 	ExplainedBy string `json:"explained_by,omitempty"`
 	// Slack names every allowance the check used beyond the exact
-	// arithmetic (clock_quantum, --clock-skew, tolerances); its summary
+	// arithmetic (clock_quantum, Checks.Slack, tolerances); its summary
 	// names them too.
 	Slack []Slack `json:"slack,omitempty"`
 	// Warnings say where a slack is wider than the run's own timing

@@ -11,9 +11,10 @@ import (
 // slack a check used is named in its result (Result.Slack) and its
 // summary: a PASS that only holds because of a slack says so.
 type Slack struct {
-	// Name is the setting: clock_quantum (policy), --clock-skew (the
-	// checks' Options.Slack), tolerance.timing (declared or default),
-	// tolerance.regions.
+	// Name is the setting: clock_quantum (policy), Checks.Slack (the
+	// checks' Options.Slack, as the library's AttackOptions names it; the
+	// command says its flag, --clock-skew), tolerance.timing (declared or
+	// default), tolerance.regions.
 	Name string `json:"name"`
 	// Value is the slack as written (10s, 5%).
 	Value string `json:"value"`
@@ -42,7 +43,7 @@ func (ix *index) slacks(name string) []Slack {
 			out = append(out, Slack{Name: "clock_quantum", Value: fmtDur(q), Ns: int64(q), Widens: "every decision interval, on both sides"})
 		}
 		if s := ix.o.Slack; s > 0 {
-			out = append(out, Slack{Name: "--clock-skew", Value: fmtDur(s), Ns: int64(s), Widens: "every decision interval, on both sides"})
+			out = append(out, Slack{Name: "Checks.Slack", Value: fmtDur(s), Ns: int64(s), Widens: "every decision interval, on both sides"})
 		}
 	}
 	if slices.Contains(timingSlackChecks, name) && ix.tol > 0 {

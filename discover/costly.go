@@ -207,7 +207,7 @@ func readCurve(t *Tier, a int, all []sample, spent []time.Time) (policy.Algorith
 	}
 	sortSamples(ss)
 	if len(ss) < 3 {
-		return "", "too few samples of a key's recovery fitted the budget (raise --budget)", false
+		return "", "too few samples of a key's recovery fitted the budget (raise Budget)", false
 	}
 	desc := make([]string, len(ss))
 	for i, s := range ss {

@@ -40,7 +40,7 @@ func TestDiscoverLargeLimits(t *testing.T) {
 		c := res.Tiers[0].Capacity
 		assert.False(t, c.Pinned, "N cannot be pinned in 5s: %s", c.Evidence)
 		assert.LessOrEqual(t, c.Low, 10_000.0, "the bound stated holds the truth")
-		assert.Contains(t, c.Evidence, "raise --budget")
+		assert.Contains(t, c.Evidence, "raise Budget")
 		y, _, err := discover.Policy(res)
 		require.NoError(t, err)
 		assert.Contains(t, string(y), "NOT PINNED", "the policy written says what is open")

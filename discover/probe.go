@@ -147,7 +147,7 @@ func (p *prober) capacityProbe(ctx context.Context, tier string, deadline time.T
 			return nil, "", fmt.Errorf("discover: the capacity probe of tier %s sent nothing", tier)
 		}
 		if count(os, cl.admitted_) == 0 {
-			return nil, "", fmt.Errorf("%w (status %d%s): check the request shape (--method, --header, --body), the identity (--identity) and the keys, or say which statuses mean admitted (--admitted)",
+			return nil, "", fmt.Errorf("%w (status %d%s): check the request shape (Request.Method, Request.Headers, Request.Body), the identity (Overrides.Identity) and the keys, or say which statuses mean admitted (Overrides.Admitted)",
 				ErrNothingAdmitted, os[0].status, errNote(os[0]))
 		}
 		seen := map[int]bool{}
@@ -172,7 +172,7 @@ func (p *prober) capacityProbe(ctx context.Context, tier string, deadline time.T
 		need := time.Duration(float64(next)/maxRate*float64(time.Second)) + time.Second
 		if n >= maxProbeBurst || time.Until(deadline) < 3*need {
 			t.Capacity = Number{Value: float64(count(os, cl.admitted_)), Low: float64(count(os, cl.admitted_)), High: math.Inf(1),
-				Evidence: fmt.Sprintf("a burst of %d on a fresh key was admitted whole; a bigger one does not fit the budget: capacity ≥ %d, not pinned (raise --budget)", n, n)}
+				Evidence: fmt.Sprintf("a burst of %d on a fresh key was admitted whole; a bigger one does not fit the budget: capacity ≥ %d, not pinned (raise Budget)", n, n)}
 			return os, k, nil
 		}
 		n = next
@@ -688,7 +688,7 @@ func (p *prober) splitTest(ctx context.Context, name string, deadline time.Time,
 		t.Family = policy.FixedWindow
 		t.Anchor = policy.AnchorFirst
 		t.FamilyEvidence = "the quota came back whole at once; fixed window or sliding log could not be told apart within the budget (assumed fixed window)"
-		t.Notes = append(t.Notes, "family not pinned: raise --budget to tell a fixed window from a sliding log")
+		t.Notes = append(t.Notes, "family not pinned: raise Budget to tell a fixed window from a sliding log")
 		return p.scope(ctx, name, deadline, cl, t, n)
 	}
 	k, kf := p.key(ctx, name)
@@ -732,7 +732,7 @@ func (p *prober) silent(ctx context.Context, name string, deadline time.Time, cl
 	}
 	t.Capacity = Number{Value: float64(a), Low: float64(a), High: float64(a), Pinned: true, Evidence: fmt.Sprintf("a burst on a fresh key admitted %d", a)}
 	if aq == 0 {
-		t.Notes = append(t.Notes, fmt.Sprintf("nothing came back within %s, probed or left alone: the refill interval or window is longer than the budget allowed to watch (raise --budget)", fmtS(probed)))
+		t.Notes = append(t.Notes, fmt.Sprintf("nothing came back within %s, probed or left alone: the refill interval or window is longer than the budget allowed to watch (raise Budget)", fmtS(probed)))
 		t.Window = Number{Value: probed.Seconds(), Low: probed.Seconds(), High: math.Inf(1), Evidence: fmt.Sprintf("no admission within %s after the quota was spent: W ≥ %s, not pinned", fmtS(probed), fmtS(probed))}
 		return t, nil
 	}
@@ -790,7 +790,7 @@ func costly(t Tier, a int, probed time.Duration, q float64, aq int, dq time.Dura
 // quota on another?
 func (p *prober) scope(ctx context.Context, name string, deadline time.Time, cl classifier, t Tier, a int) (Tier, error) {
 	if len(p.o.Targets) < 2 {
-		t.ScopeEvidence = "one instance given: scope not measured (give every --target of the deployment)"
+		t.ScopeEvidence = "one instance given: scope not measured (give every instance of the deployment in Targets)"
 		return t, nil
 	}
 	if time.Until(deadline) < time.Second {
@@ -878,7 +878,7 @@ func snapEpoch(n Number, instants [][2]time.Time, tol time.Duration) (time.Durat
 // later (opened by the key's first request).
 func (p *prober) anchorProbe(ctx context.Context, name string, deadline time.Time, cl classifier, n int, w time.Duration, q float64) (string, string, error) {
 	if time.Until(deadline) < w*2+time.Second {
-		return "", "no time left to tell epoch alignment from anchoring at a key's first request (raise --budget)", nil
+		return "", "no time left to tell epoch alignment from anchoring at a key's first request (raise Budget)", nil
 	}
 	// Wait until the middle of a window.
 	now := time.Now()

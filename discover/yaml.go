@@ -22,7 +22,7 @@ func Policy(r *Result) ([]byte, *policy.Policy, error) {
 	c := func(indent, text string) { comment(&b, indent, text) }
 	c("", fmt.Sprintf("Discovered by `rlverify discover` against %s in %s with %d requests.",
 		strings.Join(r.Targets, " "), fmtS(r.Elapsed), r.Requests))
-	c("", "A measurement, not a promise: check every number (its evidence and range are beside it), then keep it as your declared policy (--policy). See docs/discover.md.")
+	c("", "A measurement, not a promise: check every number (its evidence and range are beside it), then keep it as the policy you declare for this service. See docs/discover.md.")
 	w("name: discovered\nversion: v1\naction: api\ntiers:\n")
 	for _, t := range r.Tiers {
 		w("  - name: %s\n    key_prefix: %s\n    limits:\n", yamlStr(t.Name), yamlStr(t.KeyPrefix))

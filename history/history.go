@@ -328,11 +328,16 @@ func (h *History) StatsBy(classify func(*Event) Outcome) Stats {
 func (h *History) Interrupted() bool { return h.End == nil || h.End.Interrupted }
 
 // How an End.Reason starts when a signal stopped the run, and when a bound
-// the user chose did (--max-requests, --max-duration).
+// the caller chose did: ReasonBound, then the option's field and its value
+// ("stopped at the bound MaxRequests 500", "… MaxDuration 10s").
 const (
 	ReasonSignal = "interrupted: "
-	ReasonBound  = "stopped at --max-"
+	ReasonBound  = "stopped at the bound "
 )
+
+// reasonBoundV1 is how histories written before ReasonBound named the bound
+// (by the command's flag); they still read as complete.
+const reasonBoundV1 = "stopped at --max-"
 
 // Completion is how much of its plan a run carried out.
 type Completion int
@@ -354,7 +359,7 @@ func (h *History) Completion() (Completion, string) {
 	switch {
 	case h.End == nil:
 		return CutBySignal, "the history has no end record (the run was killed or is still going)"
-	case !h.End.Interrupted || strings.HasPrefix(h.End.Reason, ReasonBound):
+	case !h.End.Interrupted || strings.HasPrefix(h.End.Reason, ReasonBound) || strings.HasPrefix(h.End.Reason, reasonBoundV1):
 		return Complete, ""
 	case strings.HasPrefix(h.End.Reason, "interrupted"):
 		return CutBySignal, h.End.Reason

@@ -461,7 +461,7 @@ func (h *History) decodeLine(b []byte) error {
 	switch probe.T {
 	case TypeRun:
 		if h.Run.T != "" {
-			return errors.New("a second run header (merge shards with several --history flags instead of concatenating files)")
+			return errors.New("a second run header (give each shard's history separately, to be merged, instead of concatenating files)")
 		}
 		if probe.Version != Version {
 			return fmt.Errorf("format version %d; this rlverify reads version %d", probe.Version, Version)

@@ -276,7 +276,7 @@ func TestMergeRefusesShardsOfOtherRuns(t *testing.T) {
 			"history: a.jsonl starts at 2026-01-01T00:00:00Z and b.jsonl at 2026-01-02T00:00:00Z, 24h0m0s apart: the shards of one run start within 1h0m0s of each other"},
 		{"no start beside a start", func(h *History) { h.Run.Start = time.Time{} }, "history: b.jsonl starts at 0001-01-01T00:00:00Z and a.jsonl at 2026-01-01T00:00:00Z"},
 		{"start near year 1", func(h *History) { h.Run.Start = time.Time{}.Add(time.Second) }, "history: b.jsonl: run start 0001-01-01T00:00:01Z is out of range"},
-		{"an event id in both", func(h *History) { h.Events[0].ID = 1 }, "history: event id 1 appears in a.jsonl and b.jsonl: were they produced by one --shard split of the same plan?"},
+		{"an event id in both", func(h *History) { h.Events[0].ID = 1 }, "history: event id 1 appears in a.jsonl and b.jsonl: were they produced by one split into shards (Shard, Shards) of the same plan?"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := shard("b.jsonl", "2/2", t0.Add(time.Minute), 2)

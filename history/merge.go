@@ -207,7 +207,7 @@ func sharedIDError(hs []*History, id uint64) error {
 	if len(in) < 2 { // twice in one shard built in memory
 		return fmt.Errorf("history: %s: %s", strings.Join(in, ""), describeDuplicates([]uint64{id}))
 	}
-	return fmt.Errorf("history: event id %d appears in %s and %s: were they produced by one --shard split of the same plan?", id, in[0], in[1])
+	return fmt.Errorf("history: event id %d appears in %s and %s: were they produced by one split into shards (Shard, Shards) of the same plan?", id, in[0], in[1])
 }
 
 // duplicateIDs returns, sorted, the event ids that appear more than once.

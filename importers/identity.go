@@ -37,7 +37,7 @@ func (c *converter) key(r *record, u *url.URL) (key, variant string, from int, e
 		if c.o.KeyTag != "" {
 			hint = fmt.Sprintf(" (%s is missing or empty)", c.tagName())
 		}
-		return "", "", 0, inputErr("%s: no key for this request: %s; give --key KEY%s", r.where, missing, hint)
+		return "", "", 0, inputErr("%s: no key for this request: %s; give Importer.Key%s", r.where, missing, hint)
 	}
 	v, repeated, tooLong := id.Key(vals)
 	switch {

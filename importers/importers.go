@@ -52,14 +52,14 @@ type format struct {
 var formats = map[string]*format{
 	Vegeta: {
 		title: "vegeta results", parse: parseVegeta,
-		keyTags: []string{"attack"}, keyTagHint: "--key-tag attack (the name given to vegeta attack -name)",
+		keyTags: []string{"attack"}, keyTagHint: "Importer.KeyTag attack (the name given to vegeta attack -name)",
 		responseHeaders: true,
 		timing: "vegeta: sent is the result's timestamp (taken just before the request is built), recv is timestamp + latency " +
 			"(taken after the response body was read); both to the nanosecond, so every decision interval holds the real decision, a little wide",
 	},
 	K6: {
 		title: "k6 JSON output", parse: parseK6,
-		keyTagHint: "--key-tag TAG (a tag the script sets on each request: tags: {key: …})",
+		keyTagHint: "Importer.KeyTag TAG (a tag the script sets on each request: tags: {key: …})",
 		timing: "k6: recv is the http_req_duration point's time (the end of the response), sent is recv minus its value " +
 			"(sending + waiting + receiving, in ms with fractions); both to about a nanosecond. Time blocked and connecting is left out: " +
 			"the limiter cannot decide before the request is being sent",
@@ -281,9 +281,9 @@ func Validate(formatName string, o Options) error {
 	}
 	if o.KeyTag != "" && f.keyTags != nil && !contains(f.keyTags, o.KeyTag) {
 		if len(f.keyTags) == 0 {
-			return fmt.Errorf("importers: --key-tag does not apply to %s: it keeps the request headers, so the key comes from the declared identity (%s)", f.title, o.Policy.Identity.Describe())
+			return fmt.Errorf("importers: Importer.KeyTag does not apply to %s: it keeps the request headers, so the key comes from the declared identity (%s)", f.title, o.Policy.Identity.Describe())
 		}
-		return fmt.Errorf("importers: --key-tag %q: in %s the key can only be in %s", o.KeyTag, f.title, strings.Join(f.keyTags, ", "))
+		return fmt.Errorf("importers: Importer.KeyTag %q: in %s the key can only be in %s", o.KeyTag, f.title, strings.Join(f.keyTags, ", "))
 	}
 	_, err := instanceBases(o.Instances)
 	return err
@@ -426,7 +426,7 @@ func (c *converter) finish() ([]history.Event, *Summary, error) {
 	}
 	if len(evs) == 0 {
 		if len(skippedHosts) > 0 {
-			return nil, nil, inputErr("%s: no request went to a host given with --instance; the file's hosts: %s", c.o.Name, countList(skippedHosts))
+			return nil, nil, inputErr("%s: no request went to a host given in InstanceMap; the file's hosts: %s", c.o.Name, countList(skippedHosts))
 		}
 		return nil, nil, inputErr("%s: no HTTP request in this %s", c.o.Name, c.f.title)
 	}
@@ -446,7 +446,7 @@ func (c *converter) finish() ([]history.Event, *Summary, error) {
 	run.Notes = append(run.Notes, c.timing)
 	run.NoHeaders = !c.f.responseHeaders
 	if len(skippedHosts) > 0 {
-		run.Notes = append(run.Notes, fmt.Sprintf("skipped %s to hosts without an --instance mapping: %s", plural(skipped-nonHTTP, "request"), countList(skippedHosts)))
+		run.Notes = append(run.Notes, fmt.Sprintf("skipped %s to hosts without an InstanceMap entry: %s", plural(skipped-nonHTTP, "request"), countList(skippedHosts)))
 	}
 	if nonHTTP > 0 {
 		run.Notes = append(run.Notes, fmt.Sprintf("skipped %s: not HTTP (data:, blob:, ws: …)", plural(nonHTTP, "entry")))
@@ -455,7 +455,7 @@ func (c *converter) finish() ([]history.Event, *Summary, error) {
 		run.Notes = append(run.Notes, fmt.Sprintf("%s took their key from %s, not from the declared identity (%s)", plural(fromTag, "request"), c.tagName(), c.o.Policy.Identity.Describe()))
 	}
 	if fromKey > 0 {
-		run.Notes = append(run.Notes, fmt.Sprintf("%s given the key %q (--key): %s does not show the declared identity (%s)", plural(fromKey, "request"), c.o.Key, c.f.title, c.o.Policy.Identity.Describe()))
+		run.Notes = append(run.Notes, fmt.Sprintf("%s given the key %q (Importer.Key): %s does not show the declared identity (%s)", plural(fromKey, "request"), c.o.Key, c.f.title, c.o.Policy.Identity.Describe()))
 	}
 	return evs, &Summary{Run: run, Requests: len(evs), Skipped: skipped, Keys: len(keys)}, nil
 }

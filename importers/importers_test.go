@@ -199,7 +199,7 @@ func TestImportInstances(t *testing.T) {
 	o.Instances = []importers.Instance{{Host: "127.0.0.1:8080", Index: 0}, {Host: "LOCALHOST:8081", Index: 0}}
 	h = readHistory(t, importBytes(t, importers.HAR, data, o))
 	require.Len(t, h.Run.Instances, 1, "several hosts may be one instance")
-	assert.Contains(t, strings.Join(h.Run.Notes, "\n"), "skipped 12 requests to hosts without an --instance mapping: 127.0.0.1:8081 (12)")
+	assert.Contains(t, strings.Join(h.Run.Notes, "\n"), "skipped 12 requests to hosts without an InstanceMap entry: 127.0.0.1:8081 (12)")
 }
 
 func TestImportGzip(t *testing.T) {
@@ -244,12 +244,12 @@ func TestImportErrors(t *testing.T) {
 		{"JSON that is not HAR", importers.HAR, `{"entries": []}`, importers.Options{}, true, []string{`in.txt: not a HAR file: no "log" object`}},
 		{"HAR with a wrong type", importers.HAR, "{\"log\": {\n \"entries\": [{\"time\": \"soon\"}]}}", importers.Options{}, true, []string{"in.txt: not a HAR file: line 2, column", "log.entries.time is a JSON string, want float64"}},
 		{"HAR bad date", importers.HAR, strings.Replace(harOK, "2025-03-04T09:20:00.700Z", "yesterday", 1), importers.Options{Instances: []importers.Instance{{Host: "127.0.0.1:8080"}}}, true, []string{"in.txt: log.entries[17]: startedDateTime \"yesterday\""}},
-		{"HAR with a CDN request and no mapping", importers.HAR, harOK, importers.Options{}, true, []string{"in.txt: log.entries[0]: no key for this request: the request has no header X-API-Key; give --key KEY"}},
-		{"HAR to hosts not mapped", importers.HAR, harOK, importers.Options{Instances: []importers.Instance{{Host: "10.0.0.1:80"}}}, true, []string{"no request went to a host given with --instance; the file's hosts: 127.0.0.1:8080 (19), cdn.example.com (1)"}},
-		{"vegeta with a header identity", importers.Vegeta, vegetaLine, importers.Options{Policy: def}, true, []string{"in.txt:1: no key for this request: request headers are not kept in vegeta results", "give --key KEY, or --key-tag attack"}},
+		{"HAR with a CDN request and no mapping", importers.HAR, harOK, importers.Options{}, true, []string{"in.txt: log.entries[0]: no key for this request: the request has no header X-API-Key; give Importer.Key"}},
+		{"HAR to hosts not mapped", importers.HAR, harOK, importers.Options{Instances: []importers.Instance{{Host: "10.0.0.1:80"}}}, true, []string{"no request went to a host given in InstanceMap; the file's hosts: 127.0.0.1:8080 (19), cdn.example.com (1)"}},
+		{"vegeta with a header identity", importers.Vegeta, vegetaLine, importers.Options{Policy: def}, true, []string{"in.txt:1: no key for this request: request headers are not kept in vegeta results", "give Importer.Key, or Importer.KeyTag attack"}},
 		{"k6 key tag missing", importers.K6, k6, importers.Options{KeyTag: "tenant"}, true, []string{"in.txt:8: no key", "(the tag tenant is missing or empty)"}},
-		{"key tag on HAR", importers.HAR, harOK, importers.Options{KeyTag: "x"}, false, []string{"--key-tag does not apply to HAR 1.2"}},
-		{"vegeta key tag other than attack", importers.Vegeta, vegetaLine, importers.Options{KeyTag: "seq"}, false, []string{`--key-tag "seq": in vegeta results the key can only be in attack`}},
+		{"key tag on HAR", importers.HAR, harOK, importers.Options{KeyTag: "x"}, false, []string{"Importer.KeyTag does not apply to HAR 1.2"}},
+		{"vegeta key tag other than attack", importers.Vegeta, vegetaLine, importers.Options{KeyTag: "seq"}, false, []string{`Importer.KeyTag "seq": in vegeta results the key can only be in attack`}},
 		{"instance gap", importers.Vegeta, vegetaLine, importers.Options{Policy: query, Instances: []importers.Instance{{Host: "a", Index: 1}}}, false, []string{"instances are numbered 0…1, but no host is mapped to 0"}},
 		{"unknown format", "jmeter", "x", importers.Options{}, false, []string{`unknown format "jmeter": want vegeta, k6, har`}},
 	} {

@@ -420,3 +420,36 @@ func copyString(out *bytes.Buffer, b []byte, i int) int {
 	}
 	return i
 }
+
+// Reword rewrites d's prose with say: the reason a run was cut, the notes
+// of the run and its phases, the checks' and defects' summaries and
+// warnings, the names of their slacks and why a check had nothing to judge.
+// The library names option fields there ("MaxRequests", "Checks.Slack"); a
+// command says them as its own flags before rendering.
+func (d *Document) Reword(say func(string) string) {
+	all := func(ss []string) {
+		for i := range ss {
+			ss[i] = say(ss[i])
+		}
+	}
+	d.Reason = say(d.Reason)
+	all(d.Run.Notes)
+	all(d.Warnings)
+	for i := range d.Phases {
+		all(d.Phases[i].Notes)
+	}
+	for i := range d.Checks {
+		c := &d.Checks[i]
+		c.Summary = say(c.Summary)
+		all(c.Warnings)
+		for j := range c.Slack {
+			c.Slack[j].Name = say(c.Slack[j].Name)
+		}
+	}
+	for i := range d.Defects {
+		d.Defects[i].Summary = say(d.Defects[i].Summary)
+	}
+	for i := range d.NotVerified {
+		d.NotVerified[i].Reason = say(d.NotVerified[i].Reason)
+	}
+}

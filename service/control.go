@@ -83,7 +83,7 @@ func (c *Control) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if c.Replicas == nil {
-			http.Error(w, "drain: this instance keeps no regional replica (serve --region-mode replicated)", http.StatusNotFound)
+			http.Error(w, "drain: this instance keeps no regional replica (one started with RegionMode replicated)", http.StatusNotFound)
 			return
 		}
 		out, _ := RegionReplicas(c.Replicas).Drain(r.Context())

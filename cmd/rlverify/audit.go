@@ -108,6 +108,7 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, bud
 		// The user finds the discovered policy in the audit's folder, to
 		// declare it.
 		file := filepath.Join(dir, "discovered-policy.yaml")
+		d.YAML = []byte(flagWords(string(d.YAML)))
 		if err := reports.WriteFile(file, func(w io.Writer) error { _, err := w.Write(d.YAML); return err }); err != nil {
 			return runErr(err)
 		}
@@ -126,6 +127,7 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, bud
 		// Each plan's own reports, html always, so the audit's page links
 		// to them.
 		formats := append([]string{"html"}, slices.DeleteFunc(slices.Clone(f.formats), func(s string) bool { return s == "html" })...)
+		out.Document.Reword(flagWords)
 		if err := emitReports(formats, pdir, "report", "result.json", nil, func(rf reports.Format, w io.Writer) error { return rf.Render(w, out.Document) }); err != nil {
 			return runErr(err)
 		}
@@ -140,9 +142,10 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, bud
 	}
 	for i := range a.Plans {
 		a.Plans[i].Reports = planReports[a.Plans[i].Plan]
-		if p := &a.Plans[i]; !p.Ran && p.Verdict == "" {
-			p.Why = flagWords(p.Why) // a skip reason names the options it wants
-		}
+		a.Plans[i].Why = flagWords(a.Plans[i].Why) // a skip reason names the options it wants
+	}
+	for i := range a.Properties {
+		a.Properties[i].Summary = flagWords(a.Properties[i].Summary) // a plan that could not run says why
 	}
 	if err := emitReports(f.formats, dir, "audit", "audit.json", stdout, func(rf reports.Format, w io.Writer) error { return rf.RenderAudit(w, a) }); err != nil {
 		return runErr(err)

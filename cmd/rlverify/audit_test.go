@@ -210,6 +210,8 @@ func TestAuditOfACorrectServiceWeDidNotWrite(t *testing.T) {
 	}
 	require.Contains(t, out, "measured against declared:")
 	require.Contains(t, out, "store-outage       not run  no way to inject store-down")
+	require.Contains(t, out, "give --store-proxy, --toxiproxy or --on-inject", "the skip reason says flags")
+	require.NotRegexp(t, `StoreProxies|OnInject|MaxDuration|MaxRequests|Checks\.`, string(b), "audit.json names no option fields")
 }
 
 func TestAuditUsageErrors(t *testing.T) {

@@ -81,6 +81,7 @@ func runDiscover(ctx context.Context, f *discoverFlags, stdout, stderr io.Writer
 	if err != nil {
 		return fromLib(err)
 	}
+	d.YAML = []byte(flagWords(string(d.YAML))) // its notes name fields
 	if !f.quiet {
 		fmt.Fprintln(stderr, summary(d.Result))
 	}
@@ -115,5 +116,5 @@ func summary(r *discover.Result) string {
 	for _, t := range r.Tiers {
 		fmt.Fprintf(&b, "\n  %s: %s", t.Name, discover.Describe(t))
 	}
-	return b.String()
+	return flagWords(b.String())
 }

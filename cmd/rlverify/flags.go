@@ -111,12 +111,19 @@ var optionFlags = map[string]string{
 	"HistoryFile":                        "--history",
 	"RunID":                              "--run-id",
 	"ReplaceHistory":                     "--force",
+	"MaxDuration":                        "--max-duration",
+	"MaxRequests":                        "--max-requests",
+	"KeepKeys":                           "--keep-keys",
+	"BodyFilesAnywhere":                  "--body-files-anywhere",
+	"Read.SkipMalformed":                 "--skip-malformed",
+	"Importer.KeyTag":                    "--key-tag",
+	"Importer.Key":                       "--key",
 }
 
 // fieldNames finds the fields a message mentions besides its subject: the
 // multi-word ones only (AllowRemote, RedisCluster), which no English text
 // is made of.
-var fieldNames = regexp.MustCompile(`\b(Request\.Method|Request\.Headers|Request\.Body|Limiters|Targets|AllowRemote|RedisCluster|RedisURL|MaxHeaderBytes|MaxHeaders|ToxiproxyProxies|StoreProxies|OnInject|OnClear|ToxiproxyURL|JSONURL|JSONTotal|JSONByKey|PromURL|PromMetric|PromLabel|Sink|Store|Regions|ReplaceHistory|Force|Out|RunID|RegionSettings|ShardIndex|ControlToken|LimiterPolicy|KeysFile|DiscoverBeside|PlanFiles)\b`)
+var fieldNames = regexp.MustCompile(`\b(Checks\.Slack|Checks\.Off|Checks\.MaxErrorRate|Read\.SkipMalformed|Read\.MaxDisorder|Importer\.KeyTag|Importer\.Key|Overrides\.Identity|Overrides\.Admitted|InstanceMap|MaxDuration|MaxRequests|KeepKeys|BodyFilesAnywhere|Budget|Request\.Method|Request\.Headers|Request\.Body|Limiters|Targets|AllowRemote|RedisCluster|RedisURL|MaxHeaderBytes|MaxHeaders|ToxiproxyProxies|StoreProxies|OnInject|OnClear|ToxiproxyURL|JSONURL|JSONTotal|JSONByKey|PromURL|PromMetric|PromLabel|Sink|Store|Regions|ReplaceHistory|Force|Out|RunID|RegionSettings|ShardIndex|ControlToken|LimiterPolicy|KeysFile|DiscoverBeside|PlanFiles)\b`)
 
 // fieldValues finds a one-word field set to a value ("Env external",
 // "Store: redis"), said as the flag with its value.
@@ -143,16 +150,17 @@ func flagMessage(err error) string {
 			msg = strings.Replace(msg, oe.Error(), said, 1)
 		}
 	}
-	msg = fieldValues.ReplaceAllStringFunc(msg, func(s string) string {
-		m := fieldValues.FindStringSubmatch(s)
-		return "--" + strings.ToLower(m[1]) + " " + m[2]
-	})
 	return flagWords(msg)
 }
 
-// flagWords is s with the multi-word option fields it names said as flags
-// (an audit's skip reasons, a report's notes).
+// flagWords is s with the option fields it names said as flags (errors, an
+// audit's skip reasons, a report's notes and summaries): the multi-word
+// fields, and a one-word field set to a value.
 func flagWords(s string) string {
+	s = fieldValues.ReplaceAllStringFunc(s, func(v string) string {
+		m := fieldValues.FindStringSubmatch(v)
+		return "--" + strings.ToLower(m[1]) + " " + m[2]
+	})
 	return fieldNames.ReplaceAllStringFunc(s, func(f string) string { return strings.Fields(optionFlags[f])[0] })
 }
 

@@ -137,6 +137,12 @@ func TestHardeningEchoedKeysAreScrubbed(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, string(b), secret, f)
 		require.NotContains(t, strings.ToUpper(string(b)), strings.ToUpper(secret), f)
+		require.NotContains(t, string(b), "Checks.Off", "%s: the command's reports say flags, not the library's fields", f)
+	}
+	for _, f := range []string{"result.json", "report.txt"} {
+		b, err := os.ReadFile(filepath.Join(dir, "latest", f))
+		require.NoError(t, err)
+		require.Contains(t, string(b), "turned off by --checks-off", f)
 	}
 	hist, err := os.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
 	require.NoError(t, err)

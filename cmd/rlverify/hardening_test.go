@@ -92,7 +92,8 @@ func TestResponseHeaderCaps(t *testing.T) {
 					continue
 				}
 				require.Equal(t, 0, e.Status, "an answer past the caps is not a 200")
-				require.Contains(t, e.Err, tc.wantErr)
+				// The history keeps the library's words: the option's field.
+				require.Contains(t, e.Err, strings.NewReplacer("--max-header-bytes", "MaxHeaderBytes", "--max-headers", "MaxHeaders").Replace(tc.wantErr))
 			}
 		})
 	}
@@ -223,11 +224,14 @@ func TestStopCutsOffRequestsInFlight(t *testing.T) {
 func TestMaxRequestsIsACeilingAcrossPhases(t *testing.T) {
 	plan := writeFile(t, "two.yaml", "name: two\nphases:\n  - kind: rate\n    key: free-m\n    rate: 100/s\n    duration: 1s\n  - kind: rate\n    key: free-n\n    rate: 100/s\n    duration: 1s\n  - kind: burst\n    key: free-o\n    requests: 20\n")
 	dir := t.TempDir()
-	_, stderr, _ := rl(t, "attack", "--plan", plan, "--max-requests", "50", "--out", dir, "--quiet", "--fail-on", "none")
+	stdout, stderr, _ := rl(t, "attack", "--plan", plan, "--max-requests", "50", "--out", dir, "--quiet", "--fail-on", "none")
 	h, err := history.ReadFile(filepath.Join(dir, "latest", "history.jsonl"))
 	require.NoError(t, err, stderr)
 	require.LessOrEqual(t, len(h.Events), 50)
 	require.GreaterOrEqual(t, len(h.Events), 40, "the budget is spent, not skipped")
 	require.NotNil(t, h.End)
-	require.Contains(t, h.End.Reason, "--max-requests")
+	// The history names the option's field; the command's report, its flag.
+	require.Equal(t, history.ReasonBound+"MaxRequests 50", h.End.Reason)
+	require.Contains(t, stdout, "--max-requests 50", "the report says the flag")
+	require.NotContains(t, stdout, "MaxRequests")
 }

@@ -62,7 +62,7 @@ Examples:
 			fmt.Fprintf(report, "imported %d requests from %s (%s) into %s; keys: %d; instances: %s\n",
 				sum.Requests, name, from, dest, sum.Keys, strings.Join(sum.Run.Instances, ", "))
 			for _, n := range sum.Run.Notes[1:] {
-				fmt.Fprintf(report, "  note: %s\n", n)
+				fmt.Fprintf(report, "  note: %s\n", flagWords(n))
 			}
 			if out != "-" {
 				fmt.Fprintf(report, "judge it with: rlverify check --history %s\n", out)

@@ -101,7 +101,7 @@ func TestImportBadInput(t *testing.T) {
 		{"missing file", []string{"--from", "k6", filepath.Join(dir, "nope.json")}, []string{"nope.json", "no such file"}},
 		{"bad --instance", []string{"--from", "k6", k6, "--instance", "127.0.0.1:8080"}, []string{`--instance "127.0.0.1:8080": want HOST=N`}},
 		{"--key-tag on HAR", []string{"--from", "har", importSamples + "har-ok.har", "--key-tag", "key"}, []string{"--key-tag does not apply to HAR 1.2"}},
-		{"no key", []string{"--from", "k6", k6}, []string{"k6-ok.json:8: no key for this request", "give --key KEY, or --key-tag TAG"}},
+		{"no key", []string{"--from", "k6", k6}, []string{"k6-ok.json:8: no key for this request", "give --key, or --key-tag TAG"}},
 		{"unknown policy", []string{"--from", "k6", k6, "--policy", "nope"}, []string{`no policy file "nope"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -62,6 +62,9 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage/plan/policy error,
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
+		if ee.err != nil && flagMessage(ee.err) != ee.err.Error() {
+			ee.err = &flagWorded{msg: flagMessage(ee.err), err: ee.err}
+		}
 		return err
 	}
 	// Cobra's own errors (unknown flag, bad value) are usage errors.

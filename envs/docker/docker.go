@@ -516,7 +516,7 @@ func (ds *dockerStack) describe(st *envs.Stack, p startPlan, limiters int, limIm
 		st.StoreDesc = p.regions.Describe() + "; " + st.StoreDesc
 		return
 	}
-	st.Notes = append(st.Notes, "docker: clock-skew and rules-down reach each container through its control endpoint (serve --control)")
+	st.Notes = append(st.Notes, "docker: clock-skew and rules-down reach each container through its control endpoint")
 }
 
 // containerSpec is one container of a stack.
