@@ -4,10 +4,10 @@ import (
 	"errors"
 	"regexp"
 	"strings"
-	"unicode"
 
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/internal/prose"
 )
 
 // optionFlags is the one table from the library's option fields to the
@@ -156,100 +156,27 @@ func flagMessage(err error) string {
 
 // flagWords is s with the option fields it names said as flags (errors, an
 // audit's skip reasons, a report's notes and summaries): the multi-word
-// fields, and a one-word field set to a value. Prose also carries the
-// user's text (keys, plan names, header names): a name joined to other
-// characters of a word ("X-Force-Key", "Out-1", "my.Store", "'Sink'") is
-// left alone, and documents (docWords) translate only compound names.
-func flagWords(s string) string { return sayFlags(s, false) }
+// fields, and a one-word field set to a value. A name joined to the user's
+// text (a key Out-1, a header X-Force-Key) is left alone (prose.Replace).
+func flagWords(s string) string {
+	s = prose.Replace(s, fieldValues, func(m []string) string { return "--" + strings.ToLower(m[1]) + " " + m[2] })
+	return prose.Replace(s, fieldNames, func(m []string) string { return strings.Fields(optionFlags[m[0]])[0] })
+}
 
 // docWords is flagWords for a result document's prose, where the user's keys
 // and plan names are: a one-word field (Store, Out, Budget) could be one of
-// them, so only compound and dotted names (MaxRequests, Checks.Off) are said.
-func docWords(s string) string { return sayFlags(s, true) }
-
-func sayFlags(s string, compoundOnly bool) string {
-	var b strings.Builder
-	last := 0
-	say := func(re *regexp.Regexp, repl func(m []string) string) {
-		b.Reset()
-		last = 0
-		for _, ix := range re.FindAllStringSubmatchIndex(s, -1) {
-			if joined(s, ix[0], ix[1]) {
-				continue
-			}
-			m := make([]string, len(ix)/2)
-			for i := range m {
-				if ix[2*i] >= 0 {
-					m[i] = s[ix[2*i]:ix[2*i+1]]
-				}
-			}
-			r := repl(m)
-			if r == "" {
-				continue
-			}
-			b.WriteString(s[last:ix[0]])
-			b.WriteString(r)
-			last = ix[1]
-		}
-		b.WriteString(s[last:])
-		s = b.String()
-	}
-	if !compoundOnly {
-		say(fieldValues, func(m []string) string { return "--" + strings.ToLower(m[1]) + " " + m[2] })
-	}
-	say(fieldNames, func(m []string) string {
-		if compoundOnly && !compound(m[0]) {
+// them, so only compound names (MaxRequests, Checks.Off) are said.
+func docWords(s string) string {
+	return prose.Replace(s, fieldNames, func(m []string) string {
+		if !prose.Compound(m[0]) {
 			return ""
 		}
 		return strings.Fields(optionFlags[m[0]])[0]
 	})
-	return s
 }
 
-// commentWords is flagWords for a policy file: only its comments are prose;
-// names, keys and values are the user's data and stay as they are.
-func commentWords(yaml []byte) []byte {
-	lines := strings.SplitAfter(string(yaml), "\n")
-	for i, l := range lines {
-		at := strings.Index(l, "#")
-		for at > 0 && l[at-1] != ' ' && l[at-1] != '\t' {
-			next := strings.Index(l[at+1:], "#")
-			if next < 0 {
-				at = -1
-				break
-			}
-			at += 1 + next
-		}
-		if at >= 0 {
-			lines[i] = l[:at] + flagWords(l[at:])
-		}
-	}
-	return []byte(strings.Join(lines, ""))
-}
-
-// joined reports whether s[i:j] is part of a longer token: a key, a header
-// name, a path or a quoted name rather than a field named in prose.
-func joined(s string, i, j int) bool {
-	const glue = "-_./@'\"`:=+#$%&*|~<>[]{}"
-	if i > 0 && strings.ContainsRune(glue, rune(s[i-1])) {
-		return true
-	}
-	// A trailing colon, period or comma ends a clause ("Store: redis",
-	// "in Targets."); any other glue continues a token.
-	if j < len(s) && strings.ContainsRune(glue, rune(s[j])) && !strings.ContainsRune(":.", rune(s[j])) {
-		return true
-	}
-	if j+1 < len(s) && strings.ContainsRune(":.", rune(s[j])) && !unicode.IsSpace(rune(s[j+1])) && s[j+1] != ')' {
-		return true // "Store.x", "Out:1"
-	}
-	return false
-}
-
-// compound reports whether a field name is not an English word: dotted, or
-// with a capital after its first letter.
-func compound(f string) bool {
-	return strings.ContainsAny(f, ".") || strings.IndexFunc(f[1:], unicode.IsUpper) >= 0
-}
+// commentWords is flagWords for a policy file: only its comments are prose.
+func commentWords(yaml []byte) []byte { return prose.YAMLComments(yaml, flagWords) }
 
 // flagWorded is a library error said with flags; it unwraps to the
 // library's error.
