@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	// leaves
 	"policies": nil, "history": {"headers"}, "headers": nil, "limitread": nil,
 	"policy/yamlx": {"limitread", "internal/suggest"}, "policy": {"policy/yamlx", "limitread"}, "internal/suggest": nil,
-	"envs/redisproc": {"internal/childproc"}, "internal/faultproxy": nil, "internal/human": nil, "internal/childproc": nil,
+	"envs/redisproc": {"internal/childproc"}, "internal/faultproxy": nil, "internal/human": nil, "internal/childproc": nil, "internal/prose": nil,
 	"thresholds": {"history", "internal/human"},
 	"faults":     {"history"},
 	// algorithms and stores

@@ -159,6 +159,34 @@ func delaying(a *auditScope) string {
 	return ""
 }
 
+func declaresCost(a *auditScope) string {
+	if a.pol.Cost == nil {
+		return "the policy declares no cost (every request costs one)"
+	}
+	if a.service {
+		return "a rate-limit service is asked by descriptor: a request's weight (Envoy's hits_addend) is not sent"
+	}
+	return ""
+}
+
+// refills skips a plan that waits for a refill or a window edge when a
+// limit of the policy is a one-off quota: no run lasts until it refills.
+// Plans that only drain, or idle until full (which does not wait for a
+// one-off quota and says so), still run: an admission past the quota is
+// oversell there.
+func refills(next func(*auditScope) string) func(*auditScope) string {
+	return func(a *auditScope) string {
+		for _, t := range a.pol.Tiers {
+			for _, l := range t.Limits {
+				if l.NeverRefills() {
+					return fmt.Sprintf("tier %s's limit %s is a one-off quota (never refills): the plan waits for a refill or window edge that no run reaches", t.Name, l.Name)
+				}
+			}
+		}
+		return next(a)
+	}
+}
+
 func globalGuard(a *auditScope) string {
 	if a.pol.Global == nil {
 		return "the policy declares no global guard"
@@ -179,11 +207,11 @@ func embeddedOnly(a *auditScope) string {
 // auditPlans are the plans of an audit, in the order they run.
 var auditPlans = []auditPlan{
 	{"concurrent-burst", always},
-	{"precision", always},
+	{"precision", refills(always)},
 	{"idle-refill", always},
-	{"boundary-burst", windowsOnly},
-	{"first-edge", firstAnchored},
-	{"retry-after", always},
+	{"boundary-burst", refills(windowsOnly)},
+	{"first-edge", refills(firstAnchored)},
+	{"retry-after", refills(always)},
 	{"overload", always},
 	{"tenant-isolation", always},
 	{"similar-keys", always},
@@ -193,9 +221,10 @@ var auditPlans = []auditPlan{
 	{"bypass", httpIdentity},
 	{"exempt", exemptClass},
 	{"delay", delaying},
+	{"weighted", declaresCost},
 	{"multi-instance", severalInstances},
-	{"retry-elsewhere", severalInstances},
-	{"refill-elsewhere", severalInstances},
+	{"retry-elsewhere", refills(severalInstances)},
+	{"refill-elsewhere", refills(severalInstances)},
 	{"global-guard", globalGuard},
 	{"store-outage", needsFaults(faults.StoreDown)},
 	{"slow-store", needsFaults(faults.StoreSlow)},

@@ -2,6 +2,7 @@ package rlverify_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -189,4 +190,75 @@ func TestEnvoyRateLimitStoreOutage(t *testing.T) {
 	assert.Zero(t, fm.Figures["fault1_rejected"], "no refusal while the store was down")
 	assert.Equal(t, checks.Pass, result(out.Document, "oversell").Verdict, "enforcement resumed: %s", b.String())
 	assert.Contains(t, b.String(), "gRPC UNKNOWN", "the service's own error is the evidence")
+}
+
+// TestEnvoyRateLimitLocalCache: envoyproxy/ratelimit with a local cache
+// (LOCAL_CACHE_SIZE_IN_BYTES) on a per-second limit. What it really does:
+// a key found over its limit is remembered in the instance's memory under
+// the window's own cache key, and the rest of that window's calls for it
+// are refused from there without reaching Redis (Redis counts fewer
+// INCRBY than calls were made); the next window's key is another, so no
+// window is refused longer than it should be. The decisions are those of
+// the same fixed windows without a cache: the verdicts pass as declared,
+// and only the store's command count tells the two apart.
+func TestEnvoyRateLimitLocalCache(t *testing.T) {
+	plan, err := attacks.Parse("steady.yaml", []byte(`name: steady
+phases:
+  - name: over
+    kind: rate
+    key: free-steady
+    rate: 25/s
+    duration: 3s
+`))
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name  string
+		extra []string
+	}{
+		{"no cache", nil},
+		{"local cache", []string{"LOCAL_CACHE_SIZE_IN_BYTES=1048576"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rl := envtest.StartEnvoyRateLimit(t, envoyConfig, 1, c.extra...)
+			out, err := rlverify.Attack(context.Background(), rlverify.AttackOptions{
+				Targets: rl.Targets, Plan: plan, Policy: envoyPolicyAs(t, "fixed-window", ""), MaxDuration: time.Minute})
+			require.NoError(t, err)
+			var b strings.Builder
+			require.NoError(t, reports.Text{}.Render(&b, out.Document))
+			for _, check := range []string{"oversell", "under-admission", "token-bounds", "headers"} {
+				assert.Equal(t, checks.Pass, result(out.Document, check).Verdict, "%s: %s", check, b.String())
+			}
+			d := out.Document
+			require.Positive(t, d.Stats.Rejected, "the key went over its limit: %s", b.String())
+			stats, err := redisproc.Do(rl.Redis.Addr, "INFO", "commandstats")
+			require.NoError(t, err)
+			incr := commandCalls(t, stats, "incrby")
+			calls := d.Stats.Requests + 2 // the probe's call per tier
+			t.Logf("%d calls (%d admitted, %d refused), %d INCRBY in Redis", calls, d.Stats.Admitted, d.Stats.Rejected, incr)
+			if c.extra == nil {
+				assert.EqualValues(t, calls, incr, "every call counts in Redis, refused ones too")
+				return
+			}
+			// The calls Redis did not see were answered from the cache:
+			// at least the refusals after the first of each window, less
+			// the ones in flight while the cache was being filled.
+			assert.Less(t, incr, calls-d.Stats.Rejected/2, "refusals answered from the local cache, Redis untouched (%d INCRBY for %d calls, %d refused)", incr, calls, d.Stats.Rejected)
+		})
+	}
+}
+
+// commandCalls reads calls=N of cmdstat_NAME from INFO commandstats.
+func commandCalls(t *testing.T, info, name string) int64 {
+	t.Helper()
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":calls=")
+		if ok {
+			n, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.ParseInt(n, 10, 64)
+			require.NoError(t, err, line)
+			return v
+		}
+	}
+	t.Fatalf("no cmdstat_%s in %q", name, info)
+	return 0
 }

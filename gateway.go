@@ -16,7 +16,8 @@ import (
 const HonestPolicyFile = "honest-policy.yaml"
 
 // gatewayEntry is the catalog entry of a gateway limiter (nginx, HAProxy,
-// gubernator: entries with Gateway set), or nil for any other.
+// gubernator, envoyproxy/ratelimit: entries with Gateway set), or nil for
+// any other.
 func gatewayEntry(limiter string) *catalog.Entry {
 	e, err := catalog.Lookup(limiter, "")
 	if err != nil || e.Gateway == nil {
@@ -89,6 +90,15 @@ func (p *Prepared) asGateway(entry *catalog.Entry) error {
 	header := fmt.Sprintf("# What %s really enforces when configured from policy %s (see docs/compare.md).\n", entry.Name, declared.Name)
 	p.gw = &gatewayRun{name: entry.Name, honest: append([]byte(header), text...), deviations: len(deviations) > 0}
 	judged := declared
+	if honest.Service != nil {
+		// A rate-limit service is called with the descriptors its
+		// generated configuration answers, whatever the declared
+		// policy's own ratelimit_service says.
+		judged = declared.Clone()
+		judged.Service = honest.Service
+		configured = configured.Clone()
+		configured.Service = honest.Service
+	}
 	if o.Honest {
 		judged = honest
 	}

@@ -29,7 +29,7 @@ func WriteLimiters(w io.Writer, p *policy.Policy) error {
 			case err != nil && e.Gateway.Program == "":
 				note += " — NOT IN THIS BUILD: go build -tags gubernator ./cmd/rlverify"
 			case err != nil:
-				note += " — NOT INSTALLED: apt-get install nginx haproxy"
+				note += " — NOT INSTALLED: " + gateway.Install(e.Gateway.Kind)
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name, e.Algorithm, e.Store, mapping(l), note)

@@ -112,7 +112,9 @@ type Summary struct {
 
 // Engine runs plans. One Engine runs one plan once.
 type Engine struct {
-	o      Options
+	o Options
+	// costs are the running phases' weighted costs (cost.go).
+	costs  phaseCosts
 	client *http.Client
 	// bases are the instances' URLs split for building requests.
 	bases []base
@@ -556,10 +558,12 @@ type req struct {
 	shape *shape
 	// path replaces the shape's path (relative to the target's base path,
 	// or the whole request-target when absPath); query adds parameters.
-	path     string
-	absPath  bool
-	query    []string
-	xff      string
+	path    string
+	absPath bool
+	query   []string
+	xff     string
+	// cost is what the request asks for (zero: unweighted, no cost sent).
+	cost     history.Cost
 	intended int64
 	// id is the event id ({i}), set by newEvent.
 	id uint64
@@ -620,6 +624,9 @@ func (e *Engine) pickInstance(ph *Phase, i int) int {
 
 // prepare creates r's event (assigning its id) and renders the request.
 func (e *Engine) prepare(r *req) (*history.Event, wireReq) {
+	if c := e.costs.of(r.phase); c != nil && !r.cost.Weighted() {
+		r.cost = c.take()
+	}
 	ev := e.newEvent(r)
 	w := e.wire(r)
 	if p := e.pathOf(r); p != e.plain[r.inst] {
@@ -797,6 +804,7 @@ func (e *Engine) newEvent(r *req) *history.Event {
 	if r.variant != "" {
 		ev.Variant = r.variant
 	}
+	ev.Cost = r.cost
 	return ev
 }
 

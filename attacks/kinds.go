@@ -216,6 +216,9 @@ func (e *Engine) variantGroups(ph *Phase, logical, key string, n int) (groups []
 	}
 	plainHTTP := true
 	for _, b := range e.bases {
+		if b.scheme == SchemeGRPC {
+			return nil, nil, fmt.Errorf("bypass variants change how an HTTP request carries its key; a grpc:// rate-limit service is sent a descriptor, not the request (how a request's header becomes a descriptor value is Envoy's part: test it with Envoy in front)")
+		}
 		plainHTTP = plainHTTP && b.scheme == "http"
 	}
 	ips := e.benchmarkIPs(n)

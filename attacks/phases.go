@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +21,17 @@ func (e *Engine) runPhase(ctx context.Context, ph *Phase) (*history.Phase, error
 	start := e.off()
 	var rec *history.Phase
 	var err error
+	if len(ph.Costs) > 0 {
+		cyc, note, cerr := e.resolveCosts(ph)
+		switch {
+		case cerr != nil:
+			return nil, cerr
+		case cyc == nil:
+			return &history.Phase{Start: start, End: e.off(), Notes: []string{note}}, nil
+		}
+		e.costs.m.Store(ph.Name, cyc)
+		defer e.costs.m.Delete(ph.Name)
+	}
 	switch ph.Kind {
 	case KindBurst:
 		n := ph.Requests
@@ -316,31 +328,50 @@ func absMax(a, b int64) int64 {
 // idle waits for a duration or until every bucket used so far is full.
 func (e *Engine) idle(ctx context.Context, ph *Phase) (*history.Phase, error) {
 	d := ph.Duration.D()
+	var notes []string
 	if ph.Until == "full" {
 		var worst time.Duration
+		once := map[string]bool{}
+		consider := func(t *policy.Tier) {
+			for _, l := range t.Limits {
+				if l.NeverRefills() {
+					// A one-off quota never fills again: waiting for it
+					// would outlast any run. The phases after this one
+					// start from what is left, so an admission past the
+					// quota is oversell (a refill that must not happen).
+					once[t.Name+" "+l.Name] = true
+					continue
+				}
+				worst = max(worst, l.W())
+			}
+		}
 		e.keysUsed.Range(func(k, _ any) bool {
 			if t, ok := e.tierOf(k.(string)); ok {
-				for _, l := range t.Limits {
-					worst = max(worst, l.W())
-				}
+				consider(t)
 			}
 			return true
 		})
 		if ph.Key != "" {
 			if t, ok := e.tierOf(e.Key(ph.Key)); ok {
-				for _, l := range t.Limits {
-					worst = max(worst, l.W())
-				}
+				consider(t)
 			}
 		}
 		// A bucket refills completely in K/r = W; a window empties in W.
 		d = worst + 50*time.Millisecond
+		if len(once) > 0 {
+			names := make([]string, 0, len(once))
+			for n := range once {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			notes = append(notes, fmt.Sprintf("not waited for %s: a one-off quota never refills; the phases after this one start from what is left of it", strings.Join(names, ", ")))
+		}
 	}
 	if d > e.o.MaxDuration {
 		return nil, fmt.Errorf("idle for %s exceeds MaxDuration %s", d, e.o.MaxDuration)
 	}
 	e.o.Sleep(ctx, d)
-	return &history.Phase{}, nil
+	return &history.Phase{Notes: notes}, nil
 }
 
 type weighted struct {

@@ -140,6 +140,10 @@ type Phase struct {
 	// Tiers "all" makes a calibrate phase calibrate every tier the policy
 	// declares, each with a key of its own, one phase each (NAME-TIER).
 	Tiers string `yaml:"tiers,omitempty"`
+	// Costs, for a policy that declares weighted requests (cost), give
+	// each request's cost in turn, cycling: a whole number of tokens, K
+	// (the smallest limit count of the key's tier), or K+n / K-n.
+	Costs []string `yaml:"costs,omitempty"`
 }
 
 // Tenant is one key of a tenants phase with its share of the requests.
@@ -374,13 +378,13 @@ func (p *Plan) minInstances() int {
 
 // used lists, per kind, the fields it may set (besides name and kind).
 var used = map[string][]string{
-	KindBurst:     {"key", "requests", "instances", "instance", "request"},
+	KindBurst:     {"key", "requests", "instances", "instance", "request", "costs"},
 	KindBoundary:  {"key", "requests", "instances", "instance", "before", "after", "align", "request"},
 	KindIdle:      {"duration", "until", "key"},
 	KindRate:      {"key", "rate", "rate_to", "rate_x", "duration", "concurrency", "instances", "instance", "requests", "request"},
 	KindRetry:     {"key", "requests", "retries", "jitter", "instances", "instance", "duration", "request"},
 	KindTenants:   {"tenants", "rate", "rate_x", "duration", "concurrency", "instances", "instance", "requests", "request"},
-	KindSpread:    {"key", "requests", "instances", "instance", "concurrency", "request"},
+	KindSpread:    {"key", "requests", "instances", "instance", "concurrency", "request", "costs"},
 	KindProbe:     {"key", "at", "instances", "instance", "request"},
 	KindBypass:    {"key", "requests", "variants", "instances", "instance", "request"},
 	KindFault:     {"action", "fault", "param", "instance"},
@@ -397,7 +401,7 @@ func (ph *Phase) set() map[string]bool {
 		"at": ph.At != "", "variants": len(ph.Variants) > 0, "action": ph.Action != "",
 		"fault": ph.Fault != "", "param": ph.Param != "", "request": ph.Request != nil,
 		"rate_x": ph.RateX != 0, "tokens": ph.Tokens != 0, "margin": ph.Margin != 0,
-		"tiers": ph.Tiers != "",
+		"tiers": ph.Tiers != "", "costs": len(ph.Costs) > 0,
 	}
 }
 
@@ -443,6 +447,9 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 	}
 	if ph.Instance < 0 {
 		return doc.Errorf(at+".instance", "must not be negative")
+	}
+	if err := validateCosts(ph.Costs); err != nil {
+		return doc.Errorf(at+".costs", "%v", err)
 	}
 	switch ph.Kind {
 	case KindBurst:

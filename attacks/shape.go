@@ -492,6 +492,10 @@ func (e *Engine) wire(r *req) wireReq {
 	}
 	ih, iq := identityParts(&e.o.Policy.Identity, r.identity())
 	iq = append(iq, r.query...)
+	ch, cq, weighted := costParts(e.o.Policy.Cost, r)
+	if weighted && cq != "" {
+		iq = append(iq, cq)
+	}
 	if r.absPath {
 		w.target = absTarget(r.path, iq)
 	} else {
@@ -501,6 +505,9 @@ func (e *Engine) wire(r *req) wireReq {
 		w.hdrs = append(w.hdrs, [2]string{h.name, sanitizeHeader(h.val.render(&v))})
 	}
 	w.hdrs = append(w.hdrs, ih...)
+	if weighted && cq == "" {
+		w.hdrs = append(w.hdrs, ch)
+	}
 	if r.xff != "" {
 		w.hdrs = append(w.hdrs, [2]string{"X-Forwarded-For", sanitizeHeader(r.xff)})
 	}

@@ -103,6 +103,7 @@ func checkBounds(ix *index) Result {
 			continue
 		}
 		out := h.out()
+		cost := int64(ix.recs[ix.pos[i]].tokens())
 		seen++
 		maxK := int64(0)
 		for _, l := range g.tier.Limits {
@@ -123,9 +124,15 @@ func checkBounds(ix *index) Result {
 			bad(0, "reported %d remaining (negative)", rem)
 		case rem > lim || rem > maxK:
 			bad(float64(min(lim, maxK)), "reported %d remaining, more than the limit %d", rem, min(lim, maxK))
-		case out == history.Admitted && rem >= lim && tierHasCount(g.tier, lim):
+		case out == history.Admitted && cost == 1 && rem >= lim && tierHasCount(g.tier, lim):
 			bad(float64(lim-1), "was admitted yet reported the whole quota (%d) remaining; after consuming at most %d can remain", rem, lim-1)
-		case single && out == history.Rejected && rem >= 1:
+		case out == history.Admitted && cost > 1 && rem > lim-cost && tierHasCount(g.tier, lim):
+			bad(float64(lim-cost), "was admitted at cost %d yet reported %d remaining; after consuming %d of %d at most %d can remain", cost, rem, cost, lim, lim-cost)
+		case single && out == history.Rejected && rem >= max(cost, 1):
+			if cost > 1 {
+				bad(float64(cost-1), "got 429 at cost %d while reporting %d remaining on a single-limit tier", cost, rem)
+				break
+			}
 			bad(0, "got 429 while reporting %d remaining on a single-limit tier", rem)
 		case single && xrem >= 0 && xrem != rem:
 			bad(float64(xrem), "X-RateLimit-Remaining %d and %s disagree", xrem, counterName(ix.gen, "remaining", rem))
@@ -161,8 +168,8 @@ func checkBounds(ix *index) Result {
 				}
 				gain := rate * float64(r.hi-p.lo) / 1e9
 				bound := float64(prem) + gain
-				if r.out != history.Admitted {
-					bound++
+				if r.out != history.Admitted || r.tokens() == 0 {
+					bound++ // r consumed nothing
 				}
 				if float64(rem) >= bound+eps {
 					e := ix.ev(r)
@@ -194,7 +201,9 @@ func checkBounds(ix *index) Result {
 		var his []int64
 		for _, x := range g.recs {
 			if all || x.out != history.Rejected {
-				his = append(his, x.lo)
+				for range x.tokens() { // a weighted request consumes its cost
+					his = append(his, x.lo)
+				}
 			}
 		}
 		for j, r := range g.recs {

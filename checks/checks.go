@@ -164,6 +164,42 @@ type rec struct {
 	// ra is the Retry-After of a 429 in the index (see fastRetryAfter);
 	// 0 when not known from the record alone.
 	ra uint16
+	// wt is the request's cost (policy cost): 0 one token (unweighted),
+	// wtPeek none, else that many (see tokens).
+	wt uint16
+}
+
+// wtPeek is rec.wt of a cost-0 request; wtMax the most tokens a rec holds.
+const (
+	wtPeek = math.MaxUint16
+	wtMax  = math.MaxUint16 - 1
+)
+
+// tokens is how many tokens r asked for: a weighted admission consumes
+// that many at once, and a refusal is wrongful only when every limit had
+// room for all of them.
+func (r rec) tokens() int {
+	switch r.wt {
+	case 0:
+		return 1
+	case wtPeek:
+		return 0
+	}
+	return int(r.wt)
+}
+
+// costWt is rec.wt for an event's cost.
+func costWt(c history.Cost) uint16 {
+	switch n := c.Tokens(); {
+	case !c.Weighted():
+		return 0
+	case n == 0:
+		return wtPeek
+	case n > wtMax:
+		return wtMax
+	default:
+		return uint16(n)
+	}
 }
 
 // Values of rec.ra besides 0 (unknown: read the event).
@@ -481,7 +517,7 @@ func (pt *indexPart) scan(ix *index, from, to int, kid []int32, flat []rec) {
 // mkRec builds the compact record of event i.
 func (ix *index) mkRec(e *history.Event, i int) rec {
 	r := rec{lo: e.Sent - ix.slack, hi: e.Recv + ix.slack, idx: int32(i), status: int16(e.Status), out: Outcome(ix.p, e), variant: e.Variant != "",
-		inst: int16(max(math.MinInt16, min(math.MaxInt16, e.Instance)))}
+		inst: int16(max(math.MinInt16, min(math.MaxInt16, e.Instance))), wt: costWt(e.Cost)}
 	if r.hi < r.lo {
 		r.hi = r.lo
 	}
@@ -527,6 +563,9 @@ func timingTolerance(h *history.History, p *policy.Policy) time.Duration {
 	minW := time.Duration(math.MaxInt64)
 	for _, t := range p.Tiers {
 		for _, l := range t.Limits {
+			if l.NeverRefills() {
+				continue // no refill to be late for: a one-off quota is judged by counts
+			}
 			minW = min(minW, l.W())
 		}
 	}

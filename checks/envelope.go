@@ -669,15 +669,20 @@ func (ix *index) evidence(key string, ct *cert, msg string) Evidence {
 		RequestIDs: idl, TotalIDs: total, Message: msg}
 }
 
-// admitted appends to dst the admissions of rs that the envelope judges:
+// admitted appends to dst the admissions of rs that the envelope judges
+// (each as many times as the tokens it asked for):
 // those decided by the limiter itself (variants only when withVariants).
 // Admissions during a store fault (and its recovery grace) were made by the
 // declared failure mode and are judged by fail-mode instead.
 func admitted(dst, rs []rec, withVariants bool) []rec {
-	dst = slices.Grow(dst, len(rs)) // at most all of rs: one allocation, not log n
+	dst = slices.Grow(dst, len(rs)) // at most all of rs (unweighted): one allocation, not log n
 	for _, r := range rs {
 		if r.out == history.Admitted && !r.fault && (withVariants || !r.variant) {
-			dst = append(dst, r)
+			// A weighted admission of cost n is n unit admissions in the
+			// same interval; a peek (cost 0) consumes nothing.
+			for range r.tokens() {
+				dst = append(dst, r)
+			}
 		}
 	}
 	return dst

@@ -34,7 +34,8 @@ type StatusCount struct {
 
 // Errors counts h's requests that ended in an error under p's contract, by
 // status, most frequent first. Bypass variants refused with a 4xx are not
-// errors: refusing them is what a limiter may well do.
+// errors: refusing them is what a limiter may well do; nor are answers with
+// a status the policy declares refunded (refund_on).
 func Errors(h *history.History, p *policy.Policy) (total int64, by []StatusCount) {
 	idx := map[int]int{}
 	for i := range h.Events {
@@ -47,6 +48,9 @@ func Errors(h *history.History, p *policy.Policy) (total int64, by []StatusCount
 		}
 		if e.Err == history.ErrCancelled {
 			continue // cut off by the run's stop, not the target's failure
+		}
+		if e.Status != 0 && p.RefundOn.Has(e.Status) {
+			continue // a declared refund (a downstream failure the plan asked for)
 		}
 		total++
 		j, ok := idx[e.Status]

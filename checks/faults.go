@@ -405,7 +405,8 @@ func checkDownstream(ix *index) Result {
 	// decided: the envelope does not bound them, so they are added to it —
 	// as far as the declared mode admits at all. A fail-closed limiter
 	// admits nothing on its failure mode, so what it let through during an
-	// outage counts against the envelope like any admission.
+	// outage counts against the envelope like any admission. Admitted
+	// cost-0 peeks are added the same way.
 	byFault := map[string][]rec{}
 	modeAdmits := ix.p.Failure.Mode != policy.FailClosed || ix.p.Failure.Undeclared
 	first, last := map[string]int64{}, map[string]int64{}
@@ -414,7 +415,9 @@ func checkDownstream(ix *index) Result {
 		for _, r := range g.recs {
 			if r.out == history.Admitted {
 				adm[g.key]++
-				if r.fault && (modeAdmits || ix.ev(r).Scope != "") {
+				// A cost-0 peek takes no token: the envelope does not
+				// bound its arrival downstream either.
+				if (r.fault && (modeAdmits || ix.ev(r).Scope != "")) || r.tokens() == 0 {
 					byFault[g.key] = append(byFault[g.key], r)
 				}
 			} else if r.out == history.Unknown {

@@ -97,7 +97,7 @@ func checkOversell(ix *index) Result {
 	}
 	unexplained, fallback := ix.unexplainedFallbacks()
 	return oversellResult(col, oversellFigures{admitted: admittedN, keys: keys, maxOver: maxOver, hasFixed: hasFixed,
-		worst: worst, worstN: worstN, unknown: unknown, unexplained: unexplained, fallback: fallback})
+		worst: worst, worstN: worstN, unknown: unknown, unexplained: unexplained, fallback: fallback, weighted: ix.p.Weighted()})
 }
 
 // oversellFigures is what checkOversell's verdict is made of, gathered in
@@ -110,6 +110,8 @@ type oversellFigures struct {
 	worstN                int64
 	unknown               int
 	unexplained, fallback int
+	// weighted: the policy declares costs, so admitted counts tokens.
+	weighted bool
 }
 
 func oversellResult(col *collector, f oversellFigures) Result {
@@ -127,7 +129,11 @@ func oversellResult(col *collector, f oversellFigures) Result {
 	if f.keys == 0 {
 		return col.result(Skip, "no admitted requests of a key with a tier", figs, "")
 	}
-	v, sum := Pass, fmt.Sprintf("%s admitted across %s stayed within their envelopes", plural(f.admitted, "request", "requests"), plural(f.keys, "key", "keys"))
+	one, many := "request", "requests"
+	if f.weighted {
+		one, many = "token", "tokens" // weighted admissions count their cost
+	}
+	v, sum := Pass, fmt.Sprintf("%s admitted across %s stayed within their envelopes", plural(f.admitted, one, many), plural(f.keys, "key", "keys"))
 	if f.unknown > 0 {
 		v = Unknown
 		sum = fmt.Sprintf("%s could neither be scheduled within the envelope nor proven to exceed it (EDF found no schedule, no interval certificate exists)", plural(f.unknown, "burst", "bursts"))
@@ -503,18 +509,13 @@ func (ix *index) refusalShowsSharedState(g *group, chargesRefusals bool) bool {
 			c = &cands{}
 			own[r.inst] = c
 		}
-		c.lo = append(c.lo, r.lo)
-		c.hi = append(c.hi, r.hi)
+		c.add(r)
 	}
 	for _, c := range own {
 		slices.Sort(c.hi)
 	}
 	// With refusals as consumption r itself is among its instance's
-	// candidates: room is asked with self 1.
-	self := 0.0
-	if chargesRefusals {
-		self = 1
-	}
+	// candidates: room is asked with self its cost.
 	empty := &cands{}
 	for _, r := range g.recs {
 		if r.out != history.Rejected || r.variant || !r.limit || r.fault {
@@ -526,6 +527,10 @@ func (ix *index) refusalShowsSharedState(g *group, chargesRefusals bool) bool {
 		}
 		rt := r
 		rt.lo -= ix.tol
+		self := 0.0
+		if chargesRefusals {
+			self = float64(r.tokens())
+		}
 		roomy := true
 		for li := range g.tier.Limits {
 			if _, ok, dec := ix.room(c, rt, &g.tier.Limits[li], self); !ok || !dec {

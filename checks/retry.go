@@ -61,7 +61,7 @@ func checkRetryAfter(ix *index) Result {
 	maxErr := math.Inf(-1)
 	var next []int32 // per position: index of the next possibly-consuming rec
 	exact := ix.calibrateWaits()
-	var beyondExact int
+	var beyondExact, beyondAny int
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		if g.tier == nil {
@@ -82,6 +82,12 @@ func checkRetryAfter(ix *index) Result {
 				continue
 			}
 			if !r.limit || r.fault {
+				continue
+			}
+			if int64(r.tokens()) > minCount(g.tier) {
+				// A weighted request asking for more than a limit ever
+				// holds: no wait admits it, so no advice is owed.
+				beyondAny++
 				continue
 			}
 			rejections++
@@ -170,6 +176,11 @@ func checkRetryAfter(ix *index) Result {
 			if q.fault {
 				continue
 			}
+			if q.tokens() > max(r.tokens(), 1) {
+				// Weighted requests: advice for n tokens promises nothing
+				// to a request asking for more.
+				continue
+			}
 			if !nextInit {
 				next = nextCands(next, g.recs, all)
 				nextInit = true
@@ -199,6 +210,9 @@ func checkRetryAfter(ix *index) Result {
 	}
 	figs := map[string]float64{"rejections": float64(rejections), "missing": float64(missing), "invalid": float64(invalid),
 		"too_long": float64(tooLong), "beyond_any_need": float64(absurdN), "probed": float64(probed), "honoured": float64(honoured)}
+	if beyondAny > 0 {
+		figs["beyond_capacity_not_judged"] = float64(beyondAny)
+	}
 	if early > 0 {
 		figs["refused_within_tolerance"] = float64(early)
 	}
@@ -350,4 +364,14 @@ func (ix *index) probeStaged() time.Duration {
 		}
 	}
 	return time.Duration(d)
+}
+
+// minCount is the smallest limit count (K or N) of t: the most tokens a
+// request can ever be granted at once.
+func minCount(t *policy.Tier) int64 {
+	k := t.Limits[0].Count
+	for _, l := range t.Limits[1:] {
+		k = min(k, l.Count)
+	}
+	return k
 }

@@ -264,7 +264,7 @@ func (b *boundsStream) add(e *history.Event, seq uint64, r rec, sk *streamKey) {
 	if single && !t.Limits[0].PerInstance() && !k.done {
 		b.settle(e.Key, t, k, r.lo)
 		if t.Limits[0].CountsRejected() || r.out != history.Rejected {
-			k.consumed++
+			k.consumed += int64(r.tokens()) // a weighted request consumes its cost
 		}
 	}
 	// Pass 1: this response alone.
@@ -285,8 +285,8 @@ func (b *boundsStream) add(e *history.Event, seq uint64, r rec, sk *streamKey) {
 			}
 			gain := l.R() * float64(r.hi-p.lo) / 1e9
 			bound := float64(p.rem) + gain
-			if r.out != history.Admitted {
-				bound++
+			if r.out != history.Admitted || r.tokens() == 0 {
+				bound++ // r consumed nothing
 			}
 			if float64(rem) >= bound+eps {
 				b.col.add(ordered{pass: 2, key: e.Key, at: at, ev: Evidence{Key: e.Key, Limit: l.Name, From: p.lo, To: r.hi, Bound: bound, Observed: float64(rem),
@@ -320,6 +320,7 @@ func (b *boundsStream) pass1(e *history.Event, seq uint64, r rec, t *policy.Tier
 		lim = maxK
 	}
 	single := len(t.Limits) == 1
+	cost := int64(r.tokens())
 	bad := func(bound float64, format string, args ...any) {
 		b.col.add(ordered{pass: 1, at: seq, ev: Evidence{Key: e.Key, Limit: limitNames(t), From: r.lo, To: r.hi, Bound: bound, Observed: float64(rem),
 			RequestIDs: []uint64{e.ID}, TotalIDs: 1, Message: fmt.Sprintf("request %d of key %s: ", e.ID, e.Key) + fmt.Sprintf(format, args...)}})
@@ -329,9 +330,15 @@ func (b *boundsStream) pass1(e *history.Event, seq uint64, r rec, t *policy.Tier
 		bad(0, "reported %d remaining (negative)", rem)
 	case rem > lim || rem > maxK:
 		bad(float64(min(lim, maxK)), "reported %d remaining, more than the limit %d", rem, min(lim, maxK))
-	case r.out == history.Admitted && rem >= lim && tierHasCount(t, lim):
+	case r.out == history.Admitted && cost == 1 && rem >= lim && tierHasCount(t, lim):
 		bad(float64(lim-1), "was admitted yet reported the whole quota (%d) remaining; after consuming at most %d can remain", rem, lim-1)
-	case single && r.out == history.Rejected && rem >= 1:
+	case r.out == history.Admitted && cost > 1 && rem > lim-cost && tierHasCount(t, lim):
+		bad(float64(lim-cost), "was admitted at cost %d yet reported %d remaining; after consuming %d of %d at most %d can remain", cost, rem, cost, lim, lim-cost)
+	case single && r.out == history.Rejected && rem >= max(cost, 1):
+		if cost > 1 {
+			bad(float64(cost-1), "got 429 at cost %d while reporting %d remaining on a single-limit tier", cost, rem)
+			break
+		}
 		bad(0, "got 429 while reporting %d remaining on a single-limit tier", rem)
 	case single && xrem >= 0 && xrem != rem:
 		bad(float64(xrem), "X-RateLimit-Remaining %d and %s disagree", xrem, counterName(b.ix.gen, "remaining", rem))

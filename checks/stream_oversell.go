@@ -311,15 +311,15 @@ func (o *oversellStream) add(e *history.Event, seq uint64, r rec, sk *streamKey)
 		o.sweep(r.lo)
 	}
 	t := sk.tier
-	if t == nil || r.out != history.Admitted || r.fault || r.variant {
-		return
+	if t == nil || r.out != history.Admitted || r.fault || r.variant || r.tokens() == 0 {
+		return // (a cost-0 peek consumes nothing)
 	}
 	k := sk.oversell
 	if k == nil {
 		k = &oversellKey{key: e.Key, tier: t, gap: cutGap(t), worst: make([]int, len(t.Limits)), screens: screensFor(t, o.ix.startNs)}
 		sk.oversell = k
 	}
-	k.admitted++
+	k.admitted += r.tokens() // a weighted admission is that many (checkOversell's admitted)
 	if k.segN > 0 && k.gap >= 0 && r.lo-k.segHi >= k.gap {
 		o.close(k)
 	}
@@ -335,8 +335,10 @@ func (o *oversellStream) add(e *history.Event, seq uint64, r rec, sk *streamKey)
 	k.segHi = max(k.segHi, r.hi)
 	if !k.flag {
 		for i := range k.screens {
-			if k.screens[i].add(r.lo, r.hi) {
-				k.flag = true
+			for range r.tokens() {
+				if k.screens[i].add(r.lo, r.hi) {
+					k.flag = true
+				}
 			}
 		}
 	}
@@ -380,7 +382,7 @@ func (o *oversellStream) addAgain(e *history.Event, seq uint64, r rec, sk *strea
 		o.sweep(r.lo)
 	}
 	k := sk.oversell
-	if k == nil || k.tier == nil || r.out != history.Admitted || r.fault || r.variant {
+	if k == nil || k.tier == nil || r.out != history.Admitted || r.fault || r.variant || r.tokens() == 0 {
 		return
 	}
 	for k.pos < len(k.flagged) && r.lo > k.flagged[k.pos].to {
@@ -396,7 +398,9 @@ func (o *oversellStream) addAgain(e *history.Event, seq uint64, r rec, sk *strea
 		k.isOpen = true
 		o.open = append(o.open, k)
 	}
-	k.seg = append(k.seg, segRec{r: r, id: e.ID, seq: seq})
+	for range r.tokens() { // as admitted() expands a weighted admission
+		k.seg = append(k.seg, segRec{r: r, id: e.ID, seq: seq})
+	}
 }
 
 // edfScreen is edf run forward on one limit's clusters as their
@@ -639,7 +643,7 @@ func (o *oversellStream) result(all map[string]*streamKey) Result {
 		}
 	}
 	return oversellResult(o.col.collector(), oversellFigures{admitted: admittedN, keys: len(keys), maxOver: o.maxOver, hasFixed: hasFixed,
-		worst: worst, worstN: worstN, unknown: o.unknown, unexplained: o.unexplained, fallback: o.fallback})
+		worst: worst, worstN: worstN, unknown: o.unknown, unexplained: o.unexplained, fallback: o.fallback, weighted: o.ix.p.Weighted()})
 }
 
 // idListBy is idList with the events' ids given by id.

@@ -79,6 +79,17 @@ func TestStreamerMatchesRun(t *testing.T) {
 			h.Faults = []history.Fault{{Kind: "store-down", Start: 2 * sec, End: 4 * sec}, {Kind: "store-slow", Start: 9 * sec, End: 0}}
 			return h
 		}},
+		{"weighted, broken", func() *history.History {
+			// Costs 0 … 3 (peeks among them) on every fifth request.
+			h := bench.Generate(6000, 20)
+			broken(h, 40, 5)
+			for i := range h.Events {
+				if i%5 == 0 {
+					h.Events[i].Cost = history.CostOf(int64(i / 5 % 4))
+				}
+			}
+			return h
+		}},
 		{"ties and early reports", func() *history.History {
 			// Requests sent at once (equal send times) from the start, when
 			// the whole quota is still there: pass 3's case.

@@ -14,7 +14,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged. A key of an exempt class (policy exempt) is never to be refused: each refusal outside a fault window is wrong."
+const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged. A key of an exempt class (policy exempt) is never to be refused: each refusal outside a fault window is wrong. Weighted requests (policy cost) need room for their whole cost, and a refused cost-0 peek is wrong; an answer the policy declares refunded (refund_on) holds its tokens only while it may be being decided."
 
 // maxScan bounds the backward scan per rejection; past it a rejection is
 // left undecided unless a coarser bound already proves it.
@@ -260,8 +260,10 @@ func i64(x int64) int64 { return x }
 
 // add appends r's interval (hi unsorted until the caller sorts).
 func (c *cands) add(r rec) {
-	c.lo = append(c.lo, r.lo)
-	c.hi = append(c.hi, r.hi)
+	for range r.tokens() { // a weighted request is that many candidates
+		c.lo = append(c.lo, r.lo)
+		c.hi = append(c.hi, r.hi)
+	}
 }
 
 // addInst adds r to its instance's candidates in m (nil: none kept).
@@ -333,8 +335,13 @@ func (ix *index) computeUnder() {
 		if countsAll {
 			all.grow(len(g.recs))
 		}
+		// refunded: answers after which the service gave the tokens back
+		// (policy refund_on); each holds its tokens only while decided.
+		var refunded []rec
 		for _, r := range g.recs {
-			if r.out != history.Rejected {
+			if r.out == history.Unknown && len(ix.p.RefundOn) > 0 && ix.p.RefundOn.Has(int(r.status)) {
+				refunded = append(refunded, r)
+			} else if r.out != history.Rejected {
 				c.add(r)
 				addInst(perInst, r)
 			}
@@ -362,6 +369,13 @@ func (ix *index) computeUnder() {
 			// arithmetic is a conservative guard, not a defect: judge it as
 			// if decided tol earlier.
 			rt := ix.tolerant(r)
+			if r.tokens() == 0 && ix.p.Cost.Peeks() {
+				// A cost-0 peek consumes nothing: the policy says it is
+				// never refused, whatever the bucket holds.
+				res.wrong = append(res.wrong, wrongRej{g: g, r: r, why: []string{"a cost-0 request (a peek) consumes nothing and is never to be refused"},
+					margin: time.Duration(ix.tol)})
+				continue
+			}
 			wrong := true
 			undecided := false
 			room := math.Inf(1)
@@ -372,14 +386,16 @@ func (ix *index) computeUnder() {
 				// one more unit of room makes up for counting it.
 				cc, inst, self := &c, perInst, 0.0
 				if l.CountsRejected() {
-					cc, inst, self = &all, allInst, 1
+					cc, inst, self = &all, allInst, float64(r.tokens())
 				}
 				if l.PerInstance() {
 					if cc = inst[r.inst]; cc == nil {
 						cc = &cands{}
 					}
 				}
-				v, ok, dec := ix.room(cc, rt, l, self)
+				// A refunded request decided while r may have been held
+				// its tokens then: one less unit of room for each.
+				v, ok, dec := ix.room(cc, rt, l, self-heldBy(refunded, rt))
 				if !dec {
 					undecided = true
 				}
@@ -394,7 +410,7 @@ func (ix *index) computeUnder() {
 			case wrong && !undecided:
 				w := wrongRej{g: g, r: r, why: why, room: room}
 				rate := g.tier.Limits[0].R()
-				w.margin = time.Duration(ix.tol) + time.Duration((room-1)/rate*float64(time.Second))
+				w.margin = time.Duration(ix.tol) + time.Duration((room-float64(max(r.tokens(), 1)))/rate*float64(time.Second))
 				if attributed < maxAttributed {
 					attributed++
 					w.self = ix.explainsRefusal(g, rt, nil, true)
@@ -427,6 +443,18 @@ func (ix *index) computeUnder() {
 	}
 }
 
+// heldBy counts the tokens of refunded requests that may have been held
+// while r was decided (their intervals overlap r's).
+func heldBy(refunded []rec, r rec) float64 {
+	n := 0
+	for _, x := range refunded {
+		if x.lo <= r.hi && x.hi >= r.lo {
+			n += x.tokens()
+		}
+	}
+	return float64(n)
+}
+
 // tolerant is refusal r judged as if decided the timing tolerance earlier.
 func (ix *index) tolerant(r rec) rec {
 	r.lo -= ix.tol
@@ -441,12 +469,16 @@ func roomText(l *policy.Limit, v float64) string {
 }
 
 // room returns a lower bound on the room limit l had for rejection r at every
-// possible decision time; ok when that is provably enough for one request;
+// possible decision time; ok when that is provably enough for r's cost (one
+// token for an unweighted request);
 // decided is false when the scan was cut short without an answer. self is
 // added to the limit's size (1 when the candidates include r itself).
 func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64, ok, decided bool) {
 	P := c.loUpTo(r.hi) // candidates that could have been decided by r.hi
 	N := float64(l.Count) + self
+	// need is the room r asked for: its cost (at least one; a refused
+	// peek is judged before room is asked).
+	need := float64(max(r.tokens(), 1))
 	switch l.Algorithm {
 	case policy.TokenBucket, policy.GCRA:
 		K, rate := l.K()+self, l.R()/1e9
@@ -455,7 +487,7 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 		lb := K - float64(cnt)
 		// One token is room for one request (a full bucket of K = 1
 		// must admit); eps only absorbs float error in the refill terms.
-		if lb < 1-eps {
+		if lb < need-eps {
 			return lb, false, true
 		}
 		// Walk back over candidates surely decided before r.lo, latest first:
@@ -466,12 +498,12 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 			from := max(0, q-maxScan)
 			j := w.min(from, q-1)
 			lb = math.Min(lb, K+rate*float64(r.lo-c.hi[j])-float64(P-j))
-			if lb < 1-eps {
+			if lb < need-eps {
 				return lb, false, true
 			}
 			if q >= maxScan {
 				rest := K + rate*float64(r.lo-c.hi[from]) - float64(P)
-				if rest < 1-eps {
+				if rest < need-eps {
 					return lb, false, false
 				}
 				return math.Min(lb, rest), true, true
@@ -484,14 +516,14 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 			val := K + rate*float64(r.lo-c.hi[j]) - float64(cnt)
 			if val < lb {
 				lb = val
-				if lb < 1-eps {
+				if lb < need-eps {
 					return lb, false, true
 				}
 			}
 			if steps++; steps >= maxScan {
 				// For every earlier a the loss is at most P.
 				rest := K + rate*float64(r.lo-c.hi[j]) - float64(P)
-				if rest < 1-eps {
+				if rest < need-eps {
 					return lb, false, false
 				}
 				return math.Min(lb, rest), true, true
@@ -500,7 +532,7 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 		return lb, true, true
 	case policy.SlidingLog, policy.FixedWindow:
 		if l.Algorithm == policy.FixedWindow && !l.AnchoredAtFirst() {
-			return ix.windowRoom(c, r, l, N)
+			return ix.windowRoom(c, r, l, N, need)
 		}
 		// A sliding log, and a fixed window opened by the key's own first
 		// request: the window holding r's decision opened less than W
@@ -512,23 +544,23 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 		}
 		n := P - c.hiBelow(from)
 		v = N - float64(n)
-		return v, v >= 1, true
+		return v, v >= need, true
 	case policy.SlidingCounter:
 		if l.Anchor == policy.AnchorFirst {
 			// Periods that start at the key's own requests (HAProxy): the
 			// current period and the one before it lie within 2W before the
 			// decision, whatever their alignment.
 			v = N - float64(P-c.hiBelow(r.lo-2*int64(l.W())+1))
-			return v, v >= 1, true
+			return v, v >= need, true
 		}
-		return ix.windowRoom(c, r, l, N)
+		return ix.windowRoom(c, r, l, N, need)
 	}
 	return 0, false, true
 }
 
 // windowRoom is room for epoch-aligned windows (fixed, and the sliding
 // counter's pair of windows) of size n.
-func (ix *index) windowRoom(c *cands, r rec, l *policy.Limit, n float64) (v float64, ok, decided bool) {
+func (ix *index) windowRoom(c *cands, r rec, l *policy.Limit, n, need float64) (v float64, ok, decided bool) {
 	W := int64(l.W())
 	v = math.Inf(1)
 	for k := floorDiv(ix.startNs+r.lo, W); k <= floorDiv(ix.startNs+r.hi, W); k++ {
@@ -540,7 +572,7 @@ func (ix *index) windowRoom(c *cands, r rec, l *policy.Limit, n float64) (v floa
 		}
 		v = math.Min(v, n-float64(c.loUpTo(we)-c.hiBelow(from)))
 	}
-	return v, v >= 1, true
+	return v, v >= need, true
 }
 
 // checkUnder reads computeUnder: per key of n events, its candidates
@@ -835,13 +867,11 @@ func (ix *index) explainsRefusal(g *group, r rec, extra []rec, withRefused bool)
 			continue
 		}
 		if x.out != history.Rejected || (withRefused && x.idx != r.idx) {
-			c.lo = append(c.lo, x.lo)
-			c.hi = append(c.hi, x.hi)
+			c.add(x)
 		}
 	}
 	for _, x := range extra {
-		c.lo = append(c.lo, x.lo)
-		c.hi = append(c.hi, x.hi)
+		c.add(x)
 	}
 	slices.Sort(c.lo)
 	slices.Sort(c.hi)

@@ -56,6 +56,7 @@ const (
 	fScope
 	fErr
 	fBody
+	fCost
 )
 
 // eventFieldNames lists every JSON name of Event (TestDecodeKnowsEveryField
@@ -66,7 +67,7 @@ var eventFieldNames = map[string]eventField{
 	"retry_after": fRetryAfter, "ratelimit": fRateLimit, "ratelimit_policy": fRateLimitPolicy,
 	"x_limit": fXLimit, "x_remaining": fXRemaining, "x_reset": fXReset,
 	"rl_limit": fRLLimit, "rl_remaining": fRLRemaining, "rl_reset": fRLReset, "path": fPath, "fallback": fFallback, "scope": fScope, "err": fErr,
-	"body": fBody,
+	"body": fBody, "cost": fCost,
 }
 
 // lookupField maps a raw (unescaped) field name to its field without the
@@ -88,6 +89,7 @@ func lookupField(name []byte) eventField {
 		case "err":
 			return fErr
 		}
+
 	case 4:
 		switch string(name) {
 		case "inst":
@@ -98,6 +100,8 @@ func lookupField(name []byte) eventField {
 			return fRecv
 		case "tier":
 			return fTier
+		case "cost":
+			return fCost
 		}
 	case 5:
 		switch string(name) {
@@ -256,6 +260,13 @@ func (c *internCache) decode(b []byte, e *Event) bool {
 				return false
 			}
 			e.ID = v
+			i += n
+		case fCost:
+			v, n, ok := parseInt(b[i:])
+			if !ok || v < 0 || v > MaxEventCost {
+				return false // encoding/json says what is wrong
+			}
+			e.Cost = CostOf(v)
 			i += n
 		case fInst, fIntended, fSent, fRecv, fStatus:
 			v, n, ok := parseInt(b[i:])

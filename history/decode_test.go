@@ -39,7 +39,7 @@ func strictEvent(b []byte) (Event, error) {
 }
 
 func TestDecodeFastTakesWrittenLines(t *testing.T) {
-	all := sample()
+	all := append(sample(), weightedSample()...)
 	all = append(all, Event{ID: 1<<64 - 1, Key: "k", Variant: "v", Tier: "paid", Instance: -3, Phase: "p", Intended: -1 << 63, Sent: 1<<63 - 1, Recv: 1<<63 - 1,
 		Status: 503, Err: "tab\there \\ / \"q\"", Fields: headers.Fields{RetryAfter: "Wed, 21 Oct 2026 07:28:00 GMT", RateLimitPolicy: `"free";q=10;w=2`, XLimit: "10", XRemaining: "0", XReset: "2", Fallback: "open", Scope: "global"}})
 	for _, e := range all {
@@ -86,6 +86,15 @@ func TestDecodeFastAgreesOnEdgeCases(t *testing.T) {
 		`{"t":"e","key":"a\qb"}`,
 		`{"t":"e","key":"a\/b\"\\\n"}`,
 		`{"t":"e","bogus":1}`,
+		`{"t":"e","cost":0}`,
+		`{"t":"e","cost":1}`,
+		`{"t":"e","cost":7}`,
+		`{"t":"e","cost":-1}`,
+		`{"t":"e","cost":2147483647}`,
+		`{"t":"e","cost":2147483648}`,
+		`{"t":"e","cost":1.5}`,
+		`{"t":"e","cost":"2"}`,
+		`{"t":"e","cost":null}`,
 		`{"t":"e",}`,
 		`{"t":"e"} trailing`,
 		`{"t":"e"}}`,
@@ -136,7 +145,7 @@ func compareDecoders(t *testing.T, line []byte) {
 // FuzzDecodeEvent: the fast decoder gives what encoding/json gives, or
 // declines the line.
 func FuzzDecodeEvent(f *testing.F) {
-	for _, e := range sample() {
+	for _, e := range append(sample(), weightedSample()...) {
 		e.T = TypeEvent
 		f.Add(AppendEvent(nil, &e))
 	}

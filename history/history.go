@@ -82,6 +82,9 @@ type Event struct {
 	Recv     int64 `json:"recv"`
 	// Status is the HTTP status, 0 when no response arrived (see Err).
 	Status int `json:"status"`
+	// Cost is the tokens the request asked for when the policy declares
+	// weighted requests (the zero value: one, unweighted).
+	Cost Cost `json:"cost,omitempty"`
 	// Fields are the raw rate-limit response headers, as received (one
 	// type with what headers parses: no copies between the two).
 	headers.Fields

@@ -20,8 +20,16 @@ func sample() []Event {
 	}
 }
 
+// weightedSample are events of weighted requests: cost 3 and a peek.
+func weightedSample() []Event {
+	return []Event{
+		{ID: 4, Key: "free-w", Tier: "free", Phase: "weighted", Sent: 13, Recv: 31, Status: 200, Cost: CostOf(3)},
+		{ID: 5, Key: "free-w", Tier: "free", Phase: "weighted", Sent: 14, Recv: 32, Status: 200, Cost: CostPeek},
+	}
+}
+
 func TestAppendEventMatchesEncodingJSON(t *testing.T) {
-	for _, e := range sample() {
+	for _, e := range append(sample(), weightedSample()...) {
 		e.T = TypeEvent
 		want, err := json.Marshal(e)
 		require.NoError(t, err)
@@ -111,4 +119,31 @@ func TestMergeRebasesShards(t *testing.T) {
 	require.ErrorContains(t, err, "event id 1 appears in shard 1 and shard 2")
 	_, err = Merge(a, a)
 	require.ErrorContains(t, err, "shard 1 and shard 2 are both shard 1/2 of the run")
+}
+
+func TestCostTokens(t *testing.T) {
+	for _, tc := range []struct {
+		c        Cost
+		tokens   int64
+		weighted bool
+		json     string
+	}{
+		{0, 1, false, ""},
+		{CostOf(0), 0, true, `,"cost":0`},
+		{CostOf(1), 1, true, `,"cost":1`},
+		{CostOf(9), 9, true, `,"cost":9`},
+		{CostOf(1 << 40), MaxEventCost, true, `,"cost":2147483647`},
+	} {
+		require.Equal(t, tc.tokens, tc.c.Tokens())
+		require.Equal(t, tc.weighted, tc.c.Weighted())
+		e := Event{T: TypeEvent, ID: 1, Cost: tc.c}
+		line := AppendEvent(nil, &e)
+		want, err := json.Marshal(e)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(line))
+		require.Equal(t, tc.json != "", strings.Contains(string(line), tc.json) && tc.json != "", "%s", line)
+		var back Event
+		require.NoError(t, decodeEvent(line, &back))
+		require.Equal(t, tc.c.Tokens(), back.Cost.Tokens(), "%s", line)
+	}
 }

@@ -201,6 +201,10 @@ func AppendEvent(b []byte, e *Event) []byte {
 	b = strconv.AppendInt(b, e.Recv, 10)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
+	if e.Cost != 0 {
+		b = append(b, `,"cost":`...)
+		b = strconv.AppendInt(b, e.Cost.Tokens(), 10)
+	}
 	for _, f := range [...]struct {
 		name, v string
 	}{

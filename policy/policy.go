@@ -105,6 +105,13 @@ const (
 // PerInstance reports whether each instance enforces this limit on its own.
 func (l Limit) PerInstance() bool { return l.Scope == ScopeInstance }
 
+// NeverRefills reports a one-off quota (rate: 0, or a first-anchored
+// window as long as MaxWindow): no run lasts until it refills, so any
+// admission past its count is oversell and no plan waits for a refill.
+func (l Limit) NeverRefills() bool {
+	return l.Algorithm == FixedWindow && l.Anchor == AnchorFirst && l.W() >= MaxWindow
+}
+
 // AnchoredAtFirst reports a fixed window that opens at a key's first request.
 func (l Limit) AnchoredAtFirst() bool { return l.Algorithm == FixedWindow && l.Anchor == AnchorFirst }
 
@@ -222,6 +229,13 @@ type Policy struct {
 	Headers     Headers  `yaml:"headers" json:"headers"`
 	Failure     Failure  `yaml:"failure" json:"failure"`
 	Identity    Identity `yaml:"identity" json:"identity"`
+	// Cost, when set, declares weighted requests: each names the tokens
+	// it asks for (see Cost); nil: every request costs one.
+	Cost *Cost `yaml:"cost,omitempty" json:"cost,omitempty"`
+	// RefundOn are the statuses of answers after which the service gives
+	// the request's tokens back (a downstream error: 502, 503): such a
+	// request holds its tokens only while it is decided, never after.
+	RefundOn StatusSet `yaml:"refund_on,omitempty" json:"refund_on,omitempty"`
 	// Service, for a limiter behind Envoy's external rate-limit protocol
 	// (a grpc:// target), is the domain and descriptor each request asks
 	// about; nil for an HTTP service.
@@ -349,7 +363,7 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 			return errf(path+".limits", "tier %q has %d limits; at most 8", t.Name, len(t.Limits))
 		}
 		for j := range t.Limits {
-			if err := t.Limits[j].normalize(fmt.Sprintf("%s.limits.%d", path, j), errf); err != nil {
+			if err := t.Limits[j].normalize(fmt.Sprintf("%s.limits.%d", path, j), errf, doc); err != nil {
 				return err
 			}
 		}
@@ -397,7 +411,7 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 		return errf("rules_fallback", "tier %q is not one of the tiers", p.RulesFallback)
 	}
 	if p.Global != nil {
-		if err := p.Global.normalize("global", errf); err != nil {
+		if err := p.Global.normalize("global", errf, doc); err != nil {
 			return err
 		}
 	}
@@ -471,6 +485,11 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 	if err := p.Identity.normalize(errf); err != nil {
 		return err
 	}
+	if p.Cost != nil {
+		if err := p.Cost.normalize(errf); err != nil {
+			return err
+		}
+	}
 	if p.Service != nil {
 		if err := p.Service.normalize(errf); err != nil {
 			return err
@@ -478,6 +497,9 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 	}
 	if err := p.Statuses.normalize(errf); err != nil {
 		return err
+	}
+	if p.RefundOn.Overlaps(p.Statuses.Admitted) || p.RefundOn.Overlaps(p.Statuses.Rejected) {
+		return errf("refund_on", "%s: a refunded answer is neither an admission (%s) nor a refusal (%s)", p.RefundOn, p.Statuses.Admitted, p.Statuses.Rejected)
 	}
 	if p.Tolerance.Regions < 0 || p.Tolerance.Regions > 10 || math.IsNaN(p.Tolerance.Regions) {
 		return errf("tolerance.regions", "%g: want a fraction ≥ 0 (0.05 = 5%%)", p.Tolerance.Regions)
@@ -499,7 +521,7 @@ const (
 	MaxWindow = 400 * 24 * time.Hour
 )
 
-func (l *Limit) normalize(path string, errf func(string, string, ...any) error) error {
+func (l *Limit) normalize(path string, errf func(string, string, ...any) error, doc *yamlx.Doc) error {
 	if l.Algorithm == "" {
 		l.Algorithm = TokenBucket
 	}
@@ -518,6 +540,17 @@ func (l *Limit) normalize(path string, errf func(string, string, ...any) error) 
 		hasWindow = false
 		normalized = true
 	}
+	if hasBucket && !hasWindow && l.Rate == 0 && l.Capacity > 0 && (doc == nil || doc.Has(path+".rate")) {
+		// rate: 0, a one-off quota (a trial of K requests): every check,
+		// plan and reference limiter works from r (or W = K/r), so a bucket
+		// that never refills is judged as the window that outlasts any run,
+		// K per MaxWindow opened by the key's first request (NeverRefills).
+		// A capacity whose rate is left out is still an error: a forgotten
+		// rate must not become a quota that never refills.
+		l.Algorithm, l.Count, l.Window, l.Anchor = FixedWindow, l.Capacity, Duration(MaxWindow), AnchorFirst
+		l.Capacity = 0
+		hasBucket, hasWindow = false, true
+	}
 	switch {
 	case hasBucket && hasWindow:
 		return errf(path, "give capacity and rate, or limit and window, not both")
@@ -525,11 +558,8 @@ func (l *Limit) normalize(path string, errf func(string, string, ...any) error) 
 		if l.Capacity <= 0 || l.Capacity > MaxCount {
 			return errf(path+".capacity", "%d: want 1 … %d", l.Capacity, MaxCount)
 		}
-		if l.Rate == 0 && l.Capacity > 0 {
-			// Every check, plan and reference limiter works from r (or W =
-			// K/r); a quota that never refills is a window longer than any
-			// run, which they all judge.
-			return errf(path+".rate", "0: a quota that never refills is declared as a window that outlasts the run: algorithm: fixed-window, limit: %d, window: 400d, anchor: first", l.Capacity)
+		if l.Rate == 0 {
+			return errf(path+".rate", "missing: a bucket needs its refill rate (rate: 0 declares a one-off quota that never refills)")
 		}
 		if !(l.Rate > 0) || float64(l.Rate) > MaxCount {
 			return errf(path+".rate", "%g/s: want a positive rate up to %d/s", float64(l.Rate), MaxCount)
@@ -589,6 +619,9 @@ func (l *Limit) normalize(path string, errf func(string, string, ...any) error) 
 }
 
 func (l Limit) defaultName() string {
+	if l.NeverRefills() {
+		return fmt.Sprintf("%d-once", l.Count)
+	}
 	if l.Algorithm.Bucketed() {
 		return fmt.Sprintf("%d@%s", l.Capacity, FormatRate(float64(l.Rate)))
 	}
@@ -633,6 +666,9 @@ func (l Limit) Envelope(d time.Duration) float64 {
 
 // Describe formats the limit for people: "token-bucket K=10 r=5/s (N=10/W=2s)".
 func (l Limit) Describe() string {
+	if l.NeverRefills() {
+		return fmt.Sprintf("one-off quota N=%d, never refilled (judged as %s N=%d W=%s from a key's first request)", l.Count, l.Algorithm, l.Count, l.Window)
+	}
 	if l.Algorithm.Bucketed() {
 		return fmt.Sprintf("%s K=%d r=%s (≡ %d per %s)", l.Algorithm, l.Capacity, FormatRate(l.R()), l.Count, l.Window)
 	}
@@ -731,6 +767,14 @@ func (p *Policy) Clone() *Policy {
 		c.Global = &g
 	}
 	c.Exempt = append([]Exempt(nil), p.Exempt...)
+	if p.Cost != nil {
+		cost := *p.Cost
+		if p.Cost.Min != nil {
+			m := *p.Cost.Min
+			cost.Min = &m
+		}
+		c.Cost = &cost
+	}
 	c.cloneDelays()
 	c.Identity.TrustedProxies = append([]string(nil), p.Identity.TrustedProxies...)
 	c.Identity.PathVariants = append([]string(nil), p.Identity.PathVariants...)
@@ -738,6 +782,7 @@ func (p *Policy) Clone() *Policy {
 	c.Statuses.Admitted = append(StatusSet(nil), p.Statuses.Admitted...)
 	c.Statuses.Rejected = append(StatusSet(nil), p.Statuses.Rejected...)
 	c.Statuses.Closed = append(StatusSet(nil), p.Statuses.Closed...)
+	c.RefundOn = append(StatusSet(nil), p.RefundOn...)
 	return &c
 }
 

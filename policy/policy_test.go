@@ -72,7 +72,7 @@ func TestPolicyErrorsNameFileLineField(t *testing.T) {
 		{"both views", base + "      - capacity: 10\n        rate: 5/s\n        limit: 3\n        window: 1s\n", "p.yaml:6: tiers.0.limits.0: give capacity and rate, or limit and window"},
 		{"negative capacity", base + "      - capacity: -1\n        rate: 5/s\n", "p.yaml:6: tiers.0.limits.0.capacity"},
 		{"absurd capacity", base + "      - capacity: 100000000000\n        rate: 5/s\n", "tiers.0.limits.0.capacity"},
-		{"zero rate", base + "      - capacity: 10\n        rate: 0/s\n", "p.yaml:7: tiers.0.limits.0.rate: 0: a quota that never refills is declared as a window that outlasts the run: algorithm: fixed-window, limit: 10, window: 400d, anchor: first"},
+		{"missing rate", base + "      - capacity: 10\n", "p.yaml:6: tiers.0.limits.0.rate: missing: a bucket needs its refill rate (rate: 0 declares a one-off quota that never refills)"},
 		{"bad algorithm", base + "      - algorithm: leaky\n        capacity: 1\n        rate: 1\n", "p.yaml:6: tiers.0.limits.0.algorithm: unknown algorithm \"leaky\""},
 		{"tiny window", base + "      - limit: 5\n        window: 1ns\n", "tiers.0.limits.0.window"},
 		{"unknown field", base + "      - capacity: 1\n        rate: 1\n        burst: 3\n", `p.yaml:8: unknown field "burst"`},

@@ -199,6 +199,11 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no tier for this API key", http.StatusForbidden)
 		return
 	}
+	cost, cerr := requestCost(pol.Cost, r)
+	if cerr != nil {
+		http.Error(w, cerr.Error(), http.StatusBadRequest)
+		return
+	}
 	identity := key
 	if xff := r.Header.Get("X-Forwarded-For"); xff != "" && (s.TrustXFF || s.trustedPeer(r.RemoteAddr)) {
 		first, _, _ := strings.Cut(xff, ",")
@@ -226,7 +231,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	d, err := lim.Allow(r.Context(), s.now(), pol.LimitKey(tier, identity, 0), 1)
+	d, err := lim.Allow(r.Context(), s.now(), pol.LimitKey(tier, identity, 0), cost)
 	if fallback != "" && d.Fallback == "" {
 		d.Fallback = fallback
 	}

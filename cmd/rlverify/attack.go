@@ -368,6 +368,6 @@ func cutExit(doc *reports.Document, stderr io.Writer) error {
 // render writes the reports of doc (see emitReports), plus result.json so
 // `rlverify report` can render it again.
 func render(doc *reports.Document, formats []string, out string, stdout io.Writer) error {
-	doc.Reword(flagWords)
+	doc.Reword(docWords)
 	return emitReports(formats, out, "report", "result.json", stdout, func(f reports.Format, w io.Writer) error { return f.Render(w, doc) })
 }

@@ -108,7 +108,7 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, bud
 		// The user finds the discovered policy in the audit's folder, to
 		// declare it.
 		file := filepath.Join(dir, "discovered-policy.yaml")
-		d.YAML = []byte(flagWords(string(d.YAML)))
+		d.YAML = commentWords(d.YAML)
 		if err := reports.WriteFile(file, func(w io.Writer) error { _, err := w.Write(d.YAML); return err }); err != nil {
 			return runErr(err)
 		}
@@ -127,7 +127,7 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, bud
 		// Each plan's own reports, html always, so the audit's page links
 		// to them.
 		formats := append([]string{"html"}, slices.DeleteFunc(slices.Clone(f.formats), func(s string) bool { return s == "html" })...)
-		out.Document.Reword(flagWords)
+		out.Document.Reword(docWords)
 		if err := emitReports(formats, pdir, "report", "result.json", nil, func(rf reports.Format, w io.Writer) error { return rf.Render(w, out.Document) }); err != nil {
 			return runErr(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -18,17 +19,18 @@ import (
 )
 
 // noColor is --no-color of the invocation Run is executing; a Run inside
-// it (selftest runs attacks in process) keeps it.
-var noColor bool
+// it (selftest runs attacks in process) keeps it. Atomic: tests run Runs
+// side by side in one process.
+var noColor atomic.Bool
 
 // runDepth counts the Runs executing (nested ones included).
-var runDepth int
+var runDepth atomic.Int32
 
 // colorOn reports whether output to w may carry ANSI colours: w is a
 // terminal, NO_COLOR (https://no-color.org) is unset or empty, and
 // --no-color was not given.
 func colorOn(w io.Writer) bool {
-	return !noColor && os.Getenv("NO_COLOR") == "" && console.IsTerminal(w)
+	return !noColor.Load() && os.Getenv("NO_COLOR") == "" && console.IsTerminal(w)
 }
 
 // setUpRoot adds what every command shares: --no-color, --version,
@@ -36,10 +38,14 @@ func colorOn(w io.Writer) bool {
 func setUpRoot(root *cobra.Command) {
 	var own bool
 	root.PersistentFlags().BoolVar(&own, "no-color", false, "no colours in the output (also when NO_COLOR is set)")
-	if runDepth <= 1 {
-		noColor = false
+	if runDepth.Load() <= 1 {
+		noColor.Store(false)
 	}
-	root.PersistentPreRun = func(*cobra.Command, []string) { noColor = noColor || own }
+	root.PersistentPreRun = func(*cobra.Command, []string) {
+		if own {
+			noColor.Store(true)
+		}
+	}
 	root.Version = rlverify.Version()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(suggestFlag)

@@ -153,7 +153,7 @@ func TestNoColor(t *testing.T) {
 	defer tty.Close()
 	t.Setenv("TERM", "xterm")
 	t.Setenv("NO_COLOR", "")
-	noColor = false
+	noColor.Store(false)
 	require.True(t, colorOn(tty), "a terminal gets colours")
 	t.Setenv("NO_COLOR", "1")
 	require.False(t, colorOn(tty), "NO_COLOR turns them off")

@@ -81,7 +81,7 @@ func runDiscover(ctx context.Context, f *discoverFlags, stdout, stderr io.Writer
 	if err != nil {
 		return fromLib(err)
 	}
-	d.YAML = []byte(flagWords(string(d.YAML))) // its notes name fields
+	d.YAML = commentWords(d.YAML) // its notes name fields
 	if !f.quiet {
 		fmt.Fprintln(stderr, summary(d.Result))
 	}

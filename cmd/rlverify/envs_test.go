@@ -88,6 +88,9 @@ func TestStoreOutageOnDocker(t *testing.T) {
 		t.Skip("starts containers")
 	}
 	needEnv(t, "docker")
+	// Docker tests wait on containers more than they use the CPU, and each
+	// stack has its own network: they run beside each other (dockerParallel).
+	t.Parallel()
 	for _, tc := range []struct{ plan, fault, policy, limiter, want string }{
 		{"store-outage", "store-down", "fail-open", "token-bucket", "pass"},
 		{"store-outage", "store-down", "fail-closed", "token-bucket", "pass"},
@@ -142,33 +145,39 @@ func TestStoreFaultModes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs attacks against Redis")
 	}
-	for _, env := range []struct {
-		name string
-		args []string
-	}{
-		{"embedded", []string{"--store", "redis"}},
-		{"docker", dockerFlags},
-	} {
-		t.Run(env.name, func(t *testing.T) {
-			needEnv(t, env.name)
-			for _, f := range []struct{ fault, param string }{{"store-down", "reset"}, {"store-down", "partition"}, {"store-slow", "stall"}} {
-				plan := storeFaultPlan(t, f.fault, f.param)
-				lims := []struct{ name, want string }{{"token-bucket", "pass"}, {"faulty/unguarded-store", "fail"}}
-				if f.param == "partition" {
-					// To the limiter a partition is a stall: its faulty
-					// twin is caught there.
-					lims = lims[:1]
-				}
-				for _, lim := range lims {
-					args := append([]string{"attack", "--plan", plan, "--limiter", lim.name, "--policy", "fail-open", "--format", "json",
-						"--out", t.TempDir(), "--quiet", "--checks", "fail-mode"}, env.args...)
-					out, stderr, code := rl(t, args...)
-					require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
-					d := decodeDoc(t, out)
-					require.Equal(t, lim.want, verdictOf(t, out, "fail-mode"), "%s %s %s on %s: %+v", lim.name, f.fault, f.param, env.name, d.Check("fail-mode"))
-				}
-			}
-		})
+	needEnv(t, "embedded")
+	storeFaultModes(t, "embedded", []string{"--store", "redis"})
+}
+
+// TestStoreFaultModesOnDocker is TestStoreFaultModes in containers.
+func TestStoreFaultModesOnDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts containers")
+	}
+	needEnv(t, "docker")
+	t.Parallel() // see TestStoreOutageOnDocker
+	storeFaultModes(t, "docker", dockerFlags)
+}
+
+// storeFaultModes runs each store fault's plan on env against the reference
+// limiter (fail-mode passes) and its unguarded twin (fails).
+func storeFaultModes(t *testing.T, env string, envArgs []string) {
+	for _, f := range []struct{ fault, param string }{{"store-down", "reset"}, {"store-down", "partition"}, {"store-slow", "stall"}} {
+		plan := storeFaultPlan(t, f.fault, f.param)
+		lims := []struct{ name, want string }{{"token-bucket", "pass"}, {"faulty/unguarded-store", "fail"}}
+		if f.param == "partition" {
+			// To the limiter a partition is a stall: its faulty twin is
+			// caught there.
+			lims = lims[:1]
+		}
+		for _, lim := range lims {
+			args := append([]string{"attack", "--plan", plan, "--limiter", lim.name, "--policy", "fail-open", "--format", "json",
+				"--out", t.TempDir(), "--quiet", "--checks", "fail-mode"}, envArgs...)
+			out, stderr, code := rl(t, args...)
+			require.Contains(t, []int{ExitPass, ExitFail}, code, stderr)
+			d := decodeDoc(t, out)
+			require.Equal(t, lim.want, verdictOf(t, out, "fail-mode"), "%s %s %s on %s: %+v", lim.name, f.fault, f.param, env, d.Check("fail-mode"))
+		}
 	}
 }
 
@@ -183,6 +192,7 @@ func TestScenariosOnDocker(t *testing.T) {
 		t.Skip("starts containers")
 	}
 	needEnv(t, "docker")
+	t.Parallel() // see TestStoreOutageOnDocker
 	type run struct {
 		args []string
 		want string
@@ -215,6 +225,7 @@ func TestScenariosOnDocker(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.plan, func(t *testing.T) {
+			t.Parallel()
 			for _, r := range tc.runs {
 				args := append([]string{"attack", "--plan", tc.plan, "--format", "json", "--out", t.TempDir(), "--quiet", "--checks", tc.check}, r.args...)
 				out, stderr, code := rl(t, append(args, dockerFlags...)...)

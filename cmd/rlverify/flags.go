@@ -7,6 +7,7 @@ import (
 
 	"github.com/rlverify/rlverify"
 	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/internal/prose"
 )
 
 // optionFlags is the one table from the library's option fields to the
@@ -155,14 +156,27 @@ func flagMessage(err error) string {
 
 // flagWords is s with the option fields it names said as flags (errors, an
 // audit's skip reasons, a report's notes and summaries): the multi-word
-// fields, and a one-word field set to a value.
+// fields, and a one-word field set to a value. A name joined to the user's
+// text (a key Out-1, a header X-Force-Key) is left alone (prose.Replace).
 func flagWords(s string) string {
-	s = fieldValues.ReplaceAllStringFunc(s, func(v string) string {
-		m := fieldValues.FindStringSubmatch(v)
-		return "--" + strings.ToLower(m[1]) + " " + m[2]
-	})
-	return fieldNames.ReplaceAllStringFunc(s, func(f string) string { return strings.Fields(optionFlags[f])[0] })
+	s = prose.Replace(s, fieldValues, func(m []string) string { return "--" + strings.ToLower(m[1]) + " " + m[2] })
+	return prose.Replace(s, fieldNames, func(m []string) string { return strings.Fields(optionFlags[m[0]])[0] })
 }
+
+// docWords is flagWords for a result document's prose, where the user's keys
+// and plan names are: a one-word field (Store, Out, Budget) could be one of
+// them, so only compound names (MaxRequests, Checks.Off) are said.
+func docWords(s string) string {
+	return prose.Replace(s, fieldNames, func(m []string) string {
+		if !prose.Compound(m[0]) {
+			return ""
+		}
+		return strings.Fields(optionFlags[m[0]])[0]
+	})
+}
+
+// commentWords is flagWords for a policy file: only its comments are prose.
+func commentWords(yaml []byte) []byte { return prose.YAMLComments(yaml, flagWords) }
 
 // flagWorded is a library error said with flags; it unwraps to the
 // library's error.

@@ -57,3 +57,23 @@ func TestLibraryNotesAreSaidAsFlags(t *testing.T) {
 		require.Equal(t, tc.cli, flagWords(tc.lib))
 	}
 }
+
+// The user's text in the same prose (keys, plan and tier names, header
+// names, a policy's values) is data: never said as a flag.
+func TestUsersWordsAreNotSaidAsFlags(t *testing.T) {
+	for _, tc := range []struct{ in, flags, doc string }{
+		{"key Out-1: 40 admitted", "key Out-1: 40 admitted", "key Out-1: 40 admitted"},
+		{"identity header X-Force-Key", "identity header X-Force-Key", "identity header X-Force-Key"},
+		{"plan my.Store and 'Sink' and Budget_2 and Regions/3", "plan my.Store and 'Sink' and Budget_2 and Regions/3", "plan my.Store and 'Sink' and Budget_2 and Regions/3"},
+		{"key Store admitted 5", "key --store admitted 5", "key Store admitted 5"},
+		{"raise Budget.", "raise --budget.", "raise Budget."},
+		{"the load stopped at MaxRequests 5 for key MaxRequests-x", "the load stopped at --max-requests 5 for key MaxRequests-x", "the load stopped at --max-requests 5 for key MaxRequests-x"},
+		{"in Targets: give more", "in --target: give more", "in Targets: give more"},
+	} {
+		require.Equal(t, tc.flags, flagWords(tc.in), "flagWords(%q)", tc.in)
+		require.Equal(t, tc.doc, docWords(tc.in), "docWords(%q)", tc.in)
+	}
+	yaml := "name: Store # raise Budget to pin it\ntiers:\n  - name: Out\n    key_prefix: \"Force#1\" # Targets\nidentity: {in: header, name: X-Sink}\n"
+	want := "name: Store # raise --budget to pin it\ntiers:\n  - name: Out\n    key_prefix: \"Force#1\" # --target\nidentity: {in: header, name: X-Sink}\n"
+	require.Equal(t, want, string(commentWords([]byte(yaml))))
+}

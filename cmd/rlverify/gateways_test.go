@@ -128,6 +128,42 @@ func TestGatewaysPassTheirHonestPolicy(t *testing.T) {
 	}
 }
 
+// envoyproxy/ratelimit as a gateway: started from the policy (a
+// redis-server, the instances, the generated configuration) and called
+// over gRPC. Declared, the default policy's 10 per 2s is refused early:
+// the service's windows are units, and 10 per 2s became 5 per second
+// (under-admission, with the honest policy saying so); judged against the
+// honest policy the burst passes, and three instances on one Redis keep
+// one quota per key.
+func TestEnvoyRateLimitGateway(t *testing.T) {
+	needGateway(t, "envoy-ratelimit")
+	out := t.TempDir()
+	stdout, stderr, code := rl(t, "attack", "--format", "json", "--out", out, "--quiet", "--plan", "concurrent-burst", "--limiter", "envoy/ratelimit")
+	require.Equal(t, ExitFail, code, stderr)
+	d := decodeDoc(t, stdout)
+	got, dir := verdicts(d), filepath.Join(out, "latest")
+	requireVerdicts(t, got, map[string]string{"oversell": "pass", "retry-after": "fail"}, "declared policy")
+	// A burst inside one second gets 5 through where the declared window
+	// has room for 10; one that straddles a second's edge gets 5 + 5, all
+	// the declared window allows.
+	if d.Stats.Admitted == 5 {
+		assert.Equal(t, "fail", got["under-admission"], "5 admitted where 10 fit")
+	} else {
+		assert.Equal(t, int64(10), d.Stats.Admitted, "the burst straddled a second's edge")
+	}
+	honest := map[string]string{"oversell": "pass", "under-admission": "pass", "retry-after": "skip", "headers": "pass", "token-bounds": "pass"}
+	requireVerdicts(t, checkHonest(t, dir), honest, "honest policy (rlverify check)")
+	b, err := os.ReadFile(filepath.Join(dir, "envoy-ratelimit.yaml"))
+	require.NoError(t, err, "the generated configuration is kept beside the run")
+	assert.Contains(t, string(b), "requests_per_unit: 5")
+	got, _ = attackDoc(t, "--plan", "multi-instance", "--limiter", "envoy/ratelimit", "--honest")
+	requireVerdicts(t, got, map[string]string{"oversell": "pass", "instances": "pass"}, "three instances, one Redis")
+	// bypass varies HTTP requests; a rate-limit service gets descriptors:
+	// no verdict, and the reason.
+	_, stderr, _ = rl(t, "attack", "--plan", "bypass", "--limiter", "envoy/ratelimit", "--out", t.TempDir(), "--quiet")
+	assert.Contains(t, stderr, "a grpc:// rate-limit service is sent a descriptor, not the request")
+}
+
 // Without nodelay nginx admits the same requests, late: the checks judge
 // each by its [send, receive] interval, which holds the decision, so a
 // delaying limiter needs no check of its own.

@@ -60,6 +60,14 @@ func TestLimitersListsEveryAlgorithmStoreAndFaultyVariant(t *testing.T) {
 		"faulty/short-retry-after", "faulty/trust-xff"} {
 		require.Contains(t, out, f)
 	}
+	// envoyproxy/ratelimit: fixed windows in a shared Redis, the free
+	// tier's (N=10, W=2s) rounded to its unit; built by a script, and
+	// the listing says which one when it is not.
+	require.Regexp(t, `(?m)^envoy/ratelimit\s+fixed-window\s+redis\s+N=10 W=2s\s+envoyproxy/ratelimit`, out)
+	t.Setenv("RLVERIFY_ENVOY_RATELIMIT", filepath.Join(t.TempDir(), "none"))
+	out, _, code = rl(t, "limiters")
+	require.Equal(t, 0, code)
+	require.Regexp(t, `(?m)^envoy/ratelimit\s.*NOT INSTALLED: bash scripts/envoy-ratelimit\.sh`, out)
 }
 
 func TestPlansValidateAndShowFiles(t *testing.T) {

@@ -48,6 +48,7 @@ var readmeCommandTests = map[string]string{
 	"rlverify attack --plan concurrent-burst --target grpc://127.0.0.1:8001 --policy examples/envoy-ratelimit/policy.yaml":       "TestReadmeEnvoyRateLimit",
 	"rlverify audit --target grpc://127.0.0.1:8001 --target grpc://127.0.0.1:8011 --policy examples/envoy-ratelimit/policy.yaml": "TestReadmeEnvoyRateLimit",
 	"rlverify attack --plan boundary-burst --target grpc://127.0.0.1:8001 --policy examples/envoy-ratelimit/rolling.yaml":        "TestReadmeEnvoyRateLimit",
+	"rlverify attack --plan multi-instance --limiter envoy/ratelimit --honest":                                                   "TestEnvoyRateLimitGateway",
 	// Your own limiter, plan by plan
 	"rlverify sink --addr 127.0.0.1:9090 &": "TestReadmeSinkCommands",
 	"rlverify attack --plan concurrent-burst --target http://127.0.0.1:8080 --target http://127.0.0.1:8081 --policy my-policy.yaml --sink http://127.0.0.1:9090":                                                                                   "TestReadmeSinkCommands",

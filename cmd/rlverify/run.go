@@ -17,8 +17,8 @@ import (
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	defer recoverInternal(&err)
 	stderr = console.Safe(stderr)
-	runDepth++
-	defer func() { runDepth-- }()
+	runDepth.Add(1)
+	defer runDepth.Add(-1)
 	root := &cobra.Command{
 		Use:   "rlverify",
 		Short: "Load-test HTTP rate limiters and prove they keep their promise",

@@ -4,6 +4,9 @@
 // configuration generated from the declared policy, and gubernator as an
 // in-process cluster of three peers with one HTTP front per peer. Each sits
 // in front of the downstream sink, keyed by the policy's identity.
+// envoyproxy/ratelimit, Envoy's rate-limit service, runs as child processes
+// sharing one redis-server and is called over gRPC (grpc:// instances, the
+// envoyrls transport) rather than in front of a sink.
 //
 // Each gateway also says what the declared policy becomes in its hands: the
 // honest policy (Honest), the promise it really keeps, and the deviations,
@@ -71,8 +74,10 @@ func (e Environment) Start(ctx context.Context, spec envs.Spec) (*envs.Stack, er
 		return startHAProxy(ctx, e, spec.Policy, n)
 	case catalog.Gubernator:
 		return startGubernator(ctx, e, spec.Policy, n)
+	case catalog.EnvoyRateLimit:
+		return startEnvoy(ctx, e, spec.Policy, n)
 	}
-	return nil, fmt.Errorf("gateway: unknown kind %q (want nginx, haproxy or gubernator)", e.Gateway.Kind)
+	return nil, fmt.Errorf("gateway: unknown kind %q (want nginx, haproxy, gubernator or envoy-ratelimit)", e.Gateway.Kind)
 }
 
 // keep writes a copy of a generated configuration into KeepConfigs.
@@ -104,6 +109,8 @@ func Honest(g catalog.Gateway, declared *policy.Policy) (*policy.Policy, []Devia
 		t, err = translateHAProxy(declared)
 	case catalog.Gubernator:
 		t, err = translateGubernator(declared, g.Mode)
+	case catalog.EnvoyRateLimit:
+		t, err = translateEnvoy(declared)
 	default:
 		return nil, nil, fmt.Errorf("gateway: unknown kind %q", g.Kind)
 	}

@@ -1,13 +1,16 @@
 package gateway
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/rlverify/rlverify/limiters/catalog"
 	"github.com/rlverify/rlverify/policy"
@@ -27,7 +30,7 @@ func hostile(dir string) *policy.Policy {
 // refused by every gateway before anything is written.
 func TestHostileNamesNeverReachAConfig(t *testing.T) {
 	dir := t.TempDir()
-	for _, kind := range []string{catalog.NGINX, catalog.HAProxy, catalog.Gubernator} {
+	for _, kind := range []string{catalog.NGINX, catalog.HAProxy, catalog.Gubernator, catalog.EnvoyRateLimit} {
 		mode := map[string]string{catalog.NGINX: "nodelay", catalog.HAProxy: "", catalog.Gubernator: "global"}[kind]
 		for name, mutate := range map[string]func(*policy.Policy){
 			"policy name": func(p *policy.Policy) {},
@@ -172,4 +175,28 @@ func FuzzGatewayConfigNames(f *testing.F) {
 			t.Fatalf("HAProxy config of name %q tier %q prefix %q has %d lines, want %d", name, tier, prefix, got, wantHA)
 		}
 	})
+}
+
+// envoyproxy/ratelimit's configuration is written by a YAML marshaller: a
+// tier name that got past the checks (a plan built in code) stays one
+// value, and cannot add a rule, a domain or a document.
+func TestEnvoyConfigHoldsNamesAsData(t *testing.T) {
+	p, err := planEnvoy(policy.Default().WithAlgorithm(policy.FixedWindow))
+	require.NoError(t, err)
+	evil := "free\ndescriptors:\n  - key: tier\n    rate_limit: {unit: second, requests_per_unit: 1000000}\n---\ndomain: other"
+	p.rules[0].Tier = evil
+	p.policyName = "p\ndomain: injected"
+	conf, err := renderEnvoy(p)
+	require.NoError(t, err)
+	dec := yaml.NewDecoder(strings.NewReader(conf))
+	var got envoyConfig
+	require.NoError(t, dec.Decode(&got))
+	var more envoyConfig
+	require.ErrorIs(t, dec.Decode(&more), io.EOF, "one document")
+	require.Equal(t, EnvoyDomain, got.Domain)
+	require.Len(t, got.Descriptors, len(p.rules))
+	assert.Equal(t, evil, got.Descriptors[0].Value, "the name is one value")
+	assert.Nil(t, got.Descriptors[0].RateLimit)
+	assert.Equal(t, int64(5), got.Descriptors[0].Descriptors[0].RateLimit.RequestsPerUnit)
+	assert.NotContains(t, conf, "\ndomain: injected", "the comment holds the policy name on one line")
 }

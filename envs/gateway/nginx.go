@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rlverify/rlverify/envs"
+	"github.com/rlverify/rlverify/envs/redisproc"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/service"
 )
@@ -414,8 +415,24 @@ func Available(kind string) error {
 		if !gubernatorBuilt {
 			return errNoGubernatorBuild
 		}
+	case "envoy-ratelimit":
+		if _, err := findEnvoy(); err != nil {
+			return err
+		}
+		return redisproc.Available()
 	}
 	return nil
+}
+
+// Install is the command that makes gateway kind available here.
+func Install(kind string) string {
+	switch kind {
+	case "gubernator":
+		return "go build -tags gubernator ./cmd/rlverify"
+	case "envoy-ratelimit":
+		return envoyBuild + " (and apt-get install redis-server)"
+	}
+	return "apt-get install nginx haproxy"
 }
 
 func startNginx(ctx context.Context, e Environment, pol *policy.Policy, n int) (*envs.Stack, error) {

@@ -39,7 +39,14 @@ type child struct {
 // connections. It fails, with the child's last output, if the child exits
 // first or StartTimeout (or ctx) ends the wait; the child is then stopped.
 func startChild(ctx context.Context, name, prog string, args []string, addr string) (*child, error) {
+	return startChildEnv(ctx, name, prog, args, nil, addr, StartTimeout)
+}
+
+// startChildEnv is startChild with the child's environment (nil: this
+// process's) and its own bound on the wait.
+func startChildEnv(ctx context.Context, name, prog string, args, env []string, addr string, timeout time.Duration) (*child, error) {
 	cmd := exec.Command(prog, args...)
+	cmd.Env = env
 	out := &capped{}
 	cmd.Stdout, cmd.Stderr = out, out
 	childproc.SetProcAttr(cmd)
@@ -48,7 +55,7 @@ func startChild(ctx context.Context, name, prog string, args []string, addr stri
 	}
 	c := &child{name: name, cmd: cmd, out: out, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(c.done) }()
-	deadline := time.Now().Add(StartTimeout)
+	deadline := time.Now().Add(timeout)
 	for {
 		select {
 		case <-c.done:
@@ -62,7 +69,7 @@ func startChild(ctx context.Context, name, prog string, args []string, addr stri
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			c.stop()
-			why := fmt.Sprintf("did not accept connections on %s within %s", addr, StartTimeout)
+			why := fmt.Sprintf("did not accept connections on %s within %s", addr, timeout)
 			if ctx.Err() != nil {
 				why = "start-up interrupted: " + ctx.Err().Error()
 			}

@@ -178,3 +178,72 @@ func TestFailedStartCleansUp(t *testing.T) {
 	assert.Empty(t, left)
 	assert.Empty(t, processesUnder(t, tmp))
 }
+
+// processesWithEnv lists the pids whose environment mentions s.
+func processesWithEnv(t *testing.T, s string) []string {
+	t.Helper()
+	files, err := filepath.Glob("/proc/[0-9]*/environ")
+	require.NoError(t, err)
+	var pids []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.Contains(string(b), s) {
+			pids = append(pids, filepath.Base(filepath.Dir(f)))
+		}
+	}
+	return pids
+}
+
+// envoyproxy/ratelimit as a stack: two instances on loopback speaking
+// gRPC, a store proxy the plans can break, the configuration kept; Close
+// leaves no instance, redis-server or directory behind.
+func TestEnvoyStackCleansUp(t *testing.T) {
+	if err := Available(catalog.EnvoyRateLimit); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%v", err)
+		}
+		t.Skipf("%v", err)
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	kept := t.TempDir()
+	env := Environment{Gateway: catalog.Gateway{Kind: catalog.EnvoyRateLimit}, KeepConfigs: kept}
+	st, err := env.Start(context.Background(), envs.Spec{Policy: policy.Default().WithAlgorithm(policy.FixedWindow), Instances: 2})
+	require.NoError(t, err)
+	closed := false
+	defer func() {
+		if !closed {
+			_ = st.Close()
+		}
+	}()
+	require.Len(t, st.Instances, 2)
+	for _, in := range st.Instances {
+		require.True(t, strings.HasPrefix(in, "grpc://127.0.0.1:"), in)
+	}
+	require.NotNil(t, st.Faults)
+	assert.True(t, st.Faults.Supports(envs.FaultStoreDown))
+	assert.Nil(t, st.Sink, "a rate-limit service forwards nothing")
+	assert.Len(t, processesWithEnv(t, "RUNTIME_ROOT="+tmp), 2, "one process per instance, configured under TMPDIR")
+	b, err := os.ReadFile(filepath.Join(kept, "envoy-ratelimit.yaml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "requests_per_unit: 5")
+
+	require.NoError(t, st.Close())
+	closed = true
+	assert.Empty(t, processesWithEnv(t, "RUNTIME_ROOT="+tmp), "no instance survives Close")
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	assert.Empty(t, left, "no temporary directory survives Close")
+}
+
+// Without the binary the kind is unavailable, with the command that
+// builds it: compare skips the column as for a missing nginx.
+func TestEnvoyNotBuiltIsUnavailable(t *testing.T) {
+	t.Setenv(EnvoyProgramEnv, filepath.Join(t.TempDir(), "envoy-ratelimit"))
+	require.ErrorIs(t, Available(catalog.EnvoyRateLimit), ErrUnavailable)
+	_, err := Environment{Gateway: catalog.Gateway{Kind: catalog.EnvoyRateLimit}}.Start(context.Background(), envs.Spec{Policy: policy.Default().WithAlgorithm(policy.FixedWindow)})
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorContains(t, err, "bash scripts/envoy-ratelimit.sh")
+	require.ErrorContains(t, err, "$"+EnvoyProgramEnv)
+	assert.Equal(t, "bash scripts/envoy-ratelimit.sh (and apt-get install redis-server)", Install(catalog.EnvoyRateLimit))
+}

@@ -22,6 +22,8 @@ const (
 	guberReset    = "https://github.com/gubernator-io/gubernator/blob/v2.13.0/README.md#protobuf-structure"
 	guberCap      = "https://github.com/gubernator-io/gubernator/blob/v2.13.0/algorithms.go#L369"
 	guberDrop     = "https://github.com/gubernator-io/gubernator/blob/v2.13.0/algorithms.go#L398"
+	envoyConfig   = "https://github.com/envoyproxy/ratelimit#configuration"
+	envoyHeaders  = "https://www.envoyproxy.io/docs/envoy/latest/api-v3/extensions/filters/http/ratelimit/v3/rate_limit.proto#envoy-v3-api-field-extensions-filters-http-ratelimit-v3-ratelimit-enable-x-ratelimit-headers"
 	xrate         = "https://pkg.go.dev/golang.org/x/time/rate#Limiter"
 	throttledDoc  = "https://pkg.go.dev/github.com/throttled/throttled/v2#GCRARateLimiterCtx"
 	ululeDoc      = "https://pkg.go.dev/github.com/ulule/limiter/v3#Context"
@@ -32,6 +34,9 @@ const (
 	nginxCachedClock  = "nginx decides with its cached clock, read once per batch of kernel events: a request read later in the same batch is stamped with the earlier time, on a loaded machine tens of milliseconds before it was sent, and the bucket counts refill from before the request existed."
 	nginxSameEnvelope = " The honest policy has the same envelope: a real, small overshoot of the declared promise, not a translation error."
 )
+
+// envoyproxy/ratelimit's rounding of a declared window to its units.
+const envoyRound = "envoyproxy/ratelimit counts n per second, minute, hour or day in epoch-aligned windows; a declared window that is not one unit is rounded to the largest unit not above it, n = ⌊N·U/W⌋ (the next unit up when that is 0)."
 
 // explanations by implementation (a name, or a family prefix ending in /),
 // then plan ("" for any), then check.
@@ -77,6 +82,19 @@ var explanations = map[string]map[string]map[string]Explanation{
 		"isolation":       {"The under-admission refusals, blamed on other keys busy meanwhile: the cause is GLOBAL's broadcasts and the dropped fraction, not shared quota.", guberGlobal},
 		"token-bounds":    {"GLOBAL: a broadcast replaces a peer's cached Remaining with the owner's, which jumps up as no bucket does.", guberGlobal},
 		"bypass":          {"The variants themselves stay one key; what is over the envelope is GLOBAL's per-peer admission (see oversell), which the bypass check sees among the variants.", guberGlobal},
+	}},
+	"envoy/": {"retry-after": {
+		"oversell":        {envoyRound + " retry-after's policy (slow-refill: K=5, a token every 3 s, so 5 per 15 s) is below one per second: the next unit up gives ⌊5·60/15⌋ = 20 per minute, and one minute's window admits all 20 at once. The rate is kept, the burst is four times the declared one; the honest policy says 20 per minute.", envoyConfig},
+		"token-bounds":    {"The remaining counts are those of the 20-per-minute rule the rounding made (up to 19), more than the declared limit 5 allows: the same rounding as oversell.", envoyConfig},
+		"under-admission": {"The 20 admitted at once spend the minute's window: the rest of that minute is refused where the declared 15 s windows would have room again. The same rounding as oversell.", envoyConfig},
+		"headers":         {"The X-RateLimit headers describe the rule the service applies, 20 per minute with a reset up to a minute away, not the declared 5 per 15 s; no RateLimit headers.", envoyHeaders},
+	}, "bypass": {
+		"evidence": {"bypass varies how an HTTP request spells its key (spaces, case, the header twice, X-Forwarded-For, the path); a rate-limit service is sent the descriptor Envoy built from the request, not the request, so the run cannot send the variants over grpc:// and stops before its first request: no verdict, rightly. How Envoy's descriptor actions read the header is Envoy's side (audit leaves this plan out for grpc:// targets).", ""},
+	}, "": {
+		"under-admission": {envoyRound + " The declared 10 per 2 s became requests_per_unit ⌊10·1/2⌋ = 5 per second, never above the declared rate: the sixth to tenth request of a second are refused where the declared window has room (a burst that straddles a second's edge gets 5 + 5, all the declared window allows: hence ~). The honest policy says 5 per second.", envoyConfig},
+		"headers":         {"The service's statuses become X-RateLimit-Limit, -Remaining and -Reset (Envoy's enable_x_ratelimit_headers) and carry the rule it applies, 5 per second, not the declared 10 per 2 s; no RateLimit or RateLimit-Policy headers. The honest policy declares X-RateLimit only.", envoyHeaders},
+		"retry-after":     {"Envoy's rate-limit filter sends no Retry-After with its 429 (duration_until_reset becomes X-RateLimit-Reset). The honest policy turns the check off (checks_off: [retry-after]).", envoyHeaders},
+		"isolation":       {"The under-admission refusals (the rounding to 5 per second), blamed on the other keys busy meanwhile; every key has its own counter in Redis, the rounding is the cause, not shared quota.", envoyConfig},
 	}},
 	"x/time/rate": {"multi-instance": {
 		"oversell":     {"A rate.Limiter lives in the memory of one instance: three instances, three buckets per key.", xrate},

@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/envs/gateway"
+	"github.com/rlverify/rlverify/limiters/catalog"
 )
 
 // quickPlans are the plans the rerun test runs by default: the three that
@@ -31,6 +34,12 @@ func TestCommittedMatrixIsWhatTheCodeProduces(t *testing.T) {
 			}
 			t.Skipf("%s is not installed (bash scripts/install.sh --test)", prog)
 		}
+	}
+	if err := gateway.Available(catalog.EnvoyRateLimit); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("envoyproxy/ratelimit is missing in CI (scripts/install.sh --test builds it): %v", err)
+		}
+		t.Skipf("%v", err)
 	}
 	d, err := Load(filepath.Join(root(t), "docs", "compare", "matrix.json"))
 	require.NoError(t, err)

@@ -27,6 +27,12 @@
 //   - redisbucket: any path, X-Tenant-Key, a token bucket (GCRA) in Redis by
 //     its own Lua script, a store timeout, fail closed (503 + Retry-After)
 //     or open; X-RateLimit-* with a relative reset.
+//   - metered: any path, X-Client-Id, weighted requests: each asks for
+//     X-Request-Units tokens (0 … 32, default 1; 0 a peek) from a
+//     golang.org/x/time/rate Limiter (AllowN), or from a one-off quota (a
+//     zero Limit); its honest policy is built from its config
+//     (MeteredPolicyYAML), and its defects are config fields (IgnoreCost,
+//     ChargePeeks, Refills, NoRetryAfter) rather than quirks.
 //
 // Two variants change what the honest policy declares (HonestPolicyYAML,
 // testsvc --print-policy): Common.ServeLast serves and limits a repeated

@@ -1,8 +1,8 @@
 // Package catalog names every limiter rlverify can run: the reference
 // algorithms on each store, the deliberately faulty variants, the
-// third-party adapters, and the gateways (nginx, HAProxy, gubernator) that
-// run as their own processes or cluster rather than inside the reference
-// service. The CLI and the reference service pick limiters from here by name
+// third-party adapters, and the gateways (nginx, HAProxy, gubernator,
+// envoyproxy/ratelimit) that run as their own processes or cluster rather
+// than inside the reference service. The CLI and the reference service pick limiters from here by name
 // and store.
 //
 // catalog imports limiters, limiters/faulty and limiters/thirdparty; nothing
@@ -88,7 +88,8 @@ type Entry struct {
 // Gateway says which gateway an entry runs and how envs/gateway starts
 // it.
 type Gateway struct {
-	// Kind is the gateway family: "nginx", "haproxy" or "gubernator".
+	// Kind is the gateway family: "nginx", "haproxy", "gubernator" or
+	// "envoy-ratelimit".
 	Kind string
 	// Mode selects its variant: "nodelay" or "delay" (nginx), "local" or
 	// "global" (gubernator), empty for HAProxy.
@@ -118,6 +119,8 @@ func (e Entry) Mapping() string {
 		return "(K, r) → limit_req_zone rate=r, limit_req burst=K−1 (delaying)"
 	case e.Gateway != nil && e.Gateway.Kind == HAProxy:
 		return "(N, W) → stick-table store http_req_rate(W); deny if sc_http_req_rate gt N"
+	case e.Gateway != nil && e.Gateway.Kind == EnvoyRateLimit:
+		return "(N, W) → rate_limit {unit: U, requests_per_unit: ⌊N·U/W⌋}, U the largest of second/minute/hour/day ≤ W"
 	case e.Gateway != nil && e.Gateway.Kind == Gubernator:
 		return "(K, r) → LEAKY_BUCKET limit=K burst=K duration=K/r, behavior " + strings.ToUpper(e.Gateway.Mode)
 	case e.Algorithm == policy.GCRA:
@@ -432,6 +435,9 @@ const (
 	NGINX      = "nginx"
 	HAProxy    = "haproxy"
 	Gubernator = "gubernator"
+	// EnvoyRateLimit is envoyproxy/ratelimit, Envoy's rate-limit service,
+	// called over gRPC.
+	EnvoyRateLimit = "envoy-ratelimit"
 )
 
 func gatewayEntries() []Entry {
@@ -457,6 +463,11 @@ func gatewayEntries() []Entry {
 			Name: "haproxy/stick-table", Algorithm: policy.SlidingCounter, Store: Process,
 			Gateway:     &Gateway{Kind: HAProxy, Program: "haproxy", Docs: "https://docs.haproxy.org/2.6/configuration.html#7.3.3-sc_http_req_rate"},
 			Description: "HAProxy stick table http_req_rate(W) with http-request deny, a child process in front of the sink (every request counts, refused ones too)",
+		},
+		{
+			Name: "envoy/ratelimit", Algorithm: policy.FixedWindow, Store: Redis,
+			Gateway:     &Gateway{Kind: EnvoyRateLimit, Program: "envoy-ratelimit", Docs: "https://github.com/envoyproxy/ratelimit#configuration"},
+			Description: "envoyproxy/ratelimit (Envoy's rate-limit service), child processes sharing one redis-server, called over gRPC: n per second, minute, hour or day per key",
 		},
 		{
 			Name: "gubernator/global", Algorithm: policy.TokenBucket, Store: Cluster,

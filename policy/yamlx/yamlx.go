@@ -339,6 +339,24 @@ func (d *Doc) Line(path string) int {
 	return line
 }
 
+// Has reports whether the document gives the node at path itself (not
+// only an ancestor of it); a nil Doc has nothing.
+func (d *Doc) Has(path string) bool {
+	if d == nil || d.Root == nil {
+		return false
+	}
+	n := d.Root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	for _, part := range strings.Split(path, ".") {
+		if n = child(n, part); n == nil {
+			return false
+		}
+	}
+	return true
+}
+
 func child(n *yaml.Node, part string) *yaml.Node {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
