@@ -59,6 +59,11 @@ const (
 	// overrun, shared quota or per-instance state takes a header away, so
 	// no other check's defect explains it: it is a defect of its own.
 	CauseMissingHeader = "missing-header"
+	// CauseInvalidHeader: a header the policy declares carries a value no
+	// client can use (a Retry-After of -5, "abc" or a date in the past). A
+	// wrong limiter state gives wrong values, not unusable ones: like a
+	// missing header, it is a defect of its own.
+	CauseInvalidHeader = "invalid-header"
 	// CauseAfterFault: an overrun after a store fault ended (fail-mode's
 	// recovery). Evidence.FaultFrom is when the fault began; an overrun of
 	// the same key that oversell proved before then is the same defect (a
@@ -157,6 +162,9 @@ func Diagnose(rs []Result, horizon int64) []Result {
 // header, unless root found the key failing open over it).
 func explainsAll(root, r *Result, horizon int64) bool {
 	for _, e := range r.Evidence {
+		if e.Cause == CauseInvalidHeader {
+			return false
+		}
 		if e.Cause == CauseMissingHeader {
 			// Only a limiter that let the request through undecided (it
 			// failed open) takes its headers away.

@@ -56,6 +56,14 @@ func TestDiagnoseLinksViolationsThatShareEvidence(t *testing.T) {
 			fail("headers", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{2}, Cause: CauseMissingHeader}),
 			fail("retry-after", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{3}, Cause: CauseMissingHeader}),
 		}, nil, []string{"oversell", "headers", "retry-after"}},
+		{"an unusable Retry-After is a defect of its own, even beside a headers defect on the same request", []Result{
+			fail("headers", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{3}}),
+			fail("retry-after", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{3}, Cause: CauseInvalidHeader}),
+		}, nil, []string{"headers", "retry-after"}},
+		{"a valid but wrong Retry-After on a headers defect's request is explained", []Result{
+			fail("headers", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{3}}),
+			fail("retry-after", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{3}}),
+		}, map[string]string{"retry-after": "headers"}, []string{"headers"}},
 		{"a wrong header value on an overrun's request is the overrun's", []Result{
 			fail("oversell", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{1, 2, 3}}),
 			fail("headers", Evidence{Key: "k", From: 0, To: 10, RequestIDs: []uint64{2}}),

@@ -132,7 +132,9 @@ func checkRetryAfter(ix *index) Result {
 				d, err = headers.ParseRetryAfter(e.RetryAfter, ix.h.Wall(e.Recv))
 				if err != nil {
 					invalid++
-					bad(0, 0, []uint64{e.ID}, "request %d of key %s: %v", e.ID, g.key, err)
+					m := evidence(0, 0, []uint64{e.ID}, "request %d of key %s: %v", e.ID, g.key, err)
+					m.Cause = CauseInvalidHeader
+					col.add(m)
 					continue
 				}
 				recv = e.Recv

@@ -18,6 +18,7 @@ func ParseLimit(spec string) (string, Entry, policy.Limit, error) {
 		return "", Entry{}, policy.Limit{}, fmt.Errorf("%q: %w", spec, err)
 	}
 	l := policy.Limit{Algorithm: entry.Algorithm}
+	rateGiven := false
 	for _, kv := range strings.Split(params, ",") {
 		if strings.TrimSpace(kv) == "" {
 			continue
@@ -32,7 +33,7 @@ func ParseLimit(spec string) (string, Entry, policy.Limit, error) {
 		case "rate", "r":
 			var r float64
 			r, err = policy.ParseRate(v)
-			l.Rate = policy.Rate(r)
+			l.Rate, rateGiven = policy.Rate(r), true
 		case "limit", "N":
 			l.Count, err = strconv.ParseInt(v, 10, 64)
 		case "window", "W":
@@ -45,6 +46,11 @@ func ParseLimit(spec string) (string, Entry, policy.Limit, error) {
 		if err != nil {
 			return "", Entry{}, policy.Limit{}, fmt.Errorf("%q: %s: %w", spec, k, err)
 		}
+	}
+	if l.Capacity > 0 && l.Count == 0 && !rateGiven {
+		// As in a policy file: rate 0 is a one-off quota, so it must be
+		// said, not left out.
+		return "", Entry{}, policy.Limit{}, fmt.Errorf("%q: rate missing: a bucket needs its refill rate (rate=0 declares a one-off quota that never refills)", spec)
 	}
 	p := &policy.Policy{Tiers: []policy.Tier{{Name: "sim", Limits: []policy.Limit{l}}}}
 	if err := p.Validate(); err != nil {
