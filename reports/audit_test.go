@@ -189,7 +189,7 @@ func TestAuditHeadlineNamesWhatIsKnown(t *testing.T) {
 		{"defect elsewhere", []checks.Result{passed, calib}, checks.Fail,
 			"1 defect: calibration (1 plan); the strongest: [precision] key paid-precise: the next token came 1.98s after its due time (refill 0.5/s, declared 50/s); oversell could not be judged in tiers (1 burst of key paid-t could not be decided: its spread (2.1s) is longer than the window), decided in 1 other plan"},
 		{"no defect", []checks.Result{passed}, checks.Unknown,
-			"no defect found: 0 of 13 properties passed over 2 plans, 12 not measured; oversell could not be judged in tiers (1 burst of key paid-t could not be decided: its spread (2.1s) is longer than the window), decided in 1 other plan"},
+			"no defect found: 0 of 14 properties passed over 2 plans, 13 not measured; oversell could not be judged in tiers (1 burst of key paid-t could not be decided: its spread (2.1s) is longer than the window), decided in 1 other plan"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pd := Build(h, p, tc.precision)
