@@ -128,12 +128,5 @@ func (s *Service) serveDelayed(w http.ResponseWriter, r *http.Request, tier *pol
 			return
 		}
 	}
-	if s.Downstream != nil {
-		if err := s.Downstream.Forward(r.Context(), tenant); err != nil {
-			http.Error(w, "downstream: "+err.Error(), http.StatusBadGateway)
-			return
-		}
-	}
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte("ok\n"))
+	s.admit(w, r, tenant)
 }

@@ -263,6 +263,12 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, http.StatusText(status), status)
 		return
 	}
+	s.admit(w, r, tenant)
+}
+
+// admit answers an admitted request: forwarded to the downstream (502 when
+// it fails), else 200 "ok". The immediate and the delayed paths share it.
+func (s *Service) admit(w http.ResponseWriter, r *http.Request, tenant string) {
 	if s.Downstream != nil {
 		if err := s.Downstream.Forward(r.Context(), tenant); err != nil {
 			http.Error(w, "downstream: "+err.Error(), http.StatusBadGateway)
