@@ -230,6 +230,7 @@ var auditPlans = []auditPlan{
 	{"slow-store", needsFaults(faults.StoreSlow)},
 	{"rules-unavailable", needsFaults(faults.RulesDown)},
 	{"clock-skew", needsFaults(faults.ClockSkew)},
+	{"clock-step", needsFaults(faults.ClockSkew)},
 	{"regions", embeddedOnly},
 }
 

@@ -634,6 +634,17 @@ func (ph *Phase) validRateX(doc *yamlx.Doc, at string) error {
 // NeedsRedis reports whether the plan requires a shared store.
 func (p *Plan) NeedsRedis() bool { return p.needs("redis") }
 
+// StepsClock reports whether the plan steps an instance's clock (a
+// clock-skew fault phase).
+func (p *Plan) StepsClock() bool {
+	for i := range p.Phases {
+		if p.Phases[i].Kind == KindFault && p.Phases[i].Fault == faults.ClockSkew {
+			return true
+		}
+	}
+	return false
+}
+
 // NeedsFaults reports whether the plan injects faults.
 func (p *Plan) NeedsFaults() bool { return p.needs("faults") }
 

@@ -139,6 +139,7 @@ func Run(h *history.History, p *policy.Policy, o Options) []Result {
 		}()
 	}
 	wg.Wait()
+	ix.attributeClockSteps(out)
 	for _, n := range o.Only {
 		if err := Validate([]string{n}); err != nil {
 			out = append(out, Result{Name: n, Verdict: Unknown, Summary: err.Error()})

@@ -34,8 +34,14 @@ type Service struct {
 	Limiters map[string]limiters.Limiter
 	// Downstream receives admitted requests (may be nil).
 	Downstream Forwarder
-	// Now is the instance clock; time.Now when nil.
+	// Now is the clock the limiters decide at (the instance's steady
+	// clock); time.Now when nil.
 	Now func() time.Time
+	// Wall, when set, is the instance's wall clock, which a clock-skew
+	// fault steps: the service says it in its Date header, so a run can
+	// see that a step took effect. Its limiters never read it (only a
+	// faulty limiter built on catalog.Env.Now does).
+	Wall func() time.Time
 	// TrustXFF takes the identity from X-Forwarded-For when present, from
 	// any peer. It is the defect of faulty/trust-xff; never set it otherwise.
 	TrustXFF bool
@@ -156,6 +162,9 @@ func wellFormedKey(k string, declaredMax int) bool {
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.Name != "" {
 		w.Header().Set("X-RL-Instance", s.Name)
+	}
+	if s.Wall != nil {
+		w.Header().Set("Date", s.Wall().UTC().Format(http.TimeFormat))
 	}
 	switch r.URL.Path {
 	case "/healthz":

@@ -269,6 +269,14 @@ func faultyEntries() []Entry {
 			},
 		},
 		{
+			Name: "faulty/wall-clock", Algorithm: policy.TokenBucket, Store: Memory,
+			Breaks:      "oversell after a forward clock step, under-admission after a backward one: time from the wall clock, not a monotonic one",
+			Description: "in-memory token bucket deciding at the instance's wall clock (Env.Now), which a clock step moves",
+			New: func(l []policy.Limit, env Env) (limiters.Limiter, error) {
+				return faulty.NewWallClock(l, env.Now)
+			},
+		},
+		{
 			Name: "faulty/instance-clock", Algorithm: policy.TokenBucket, Store: Redis,
 			Breaks:      "oversell / fairness under skew: time from the instance clock, not Redis",
 			Description: "Redis token bucket deciding at the instance's clock plus Env.Skew",

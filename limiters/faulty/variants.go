@@ -252,3 +252,35 @@ func (x *DeductOnReject) Allow(_ context.Context, now time.Time, key string, n i
 	}
 	return d, nil
 }
+
+// WallClock is an in-memory limiter that decides at the instance's wall
+// clock (Now) instead of the monotonic time it is given. When an operator or
+// NTP steps the wall clock forward, it credits every token the jump seems
+// to have accrued (a drained bucket is full at once: it breaks "admitted ≤
+// K + r·Δt"); stepped back, its last update lies in the future and it
+// refills nothing until the wall clock has caught up (wrongful refusals).
+// Safe for concurrent use when the inner limiter is.
+type WallClock struct {
+	limiters.Limiter
+	// Now is the instance's wall clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// NewWallClock returns the in-memory token bucket for limits deciding at
+// now, the instance's wall clock.
+func NewWallClock(limits []policy.Limit, now func() time.Time) (limiters.Limiter, error) {
+	tb, err := limiters.New(policy.TokenBucket, limits)
+	if err != nil {
+		return nil, err
+	}
+	return WallClock{Limiter: tb, Now: now}, nil
+}
+
+// Allow implements limiters.Limiter: the given now is ignored.
+func (l WallClock) Allow(ctx context.Context, _ time.Time, key string, n int) (limiters.Decision, error) {
+	now := time.Now()
+	if l.Now != nil {
+		now = l.Now()
+	}
+	return l.Limiter.Allow(ctx, now, key, n)
+}
