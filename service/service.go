@@ -65,6 +65,26 @@ type Service struct {
 	delays delayer
 }
 
+// ChangeLimits applies a declared limit change (policy.Change) to tier:
+// limits take the place of the tier's own in its limiter, which keeps
+// every key's state (limiters.Reloader). The tier's limits as the policy
+// declares them undo it. An error names a limiter that cannot change in
+// place.
+func (s *Service) ChangeLimits(tier string, limits []policy.Limit) error {
+	lim, ok := s.Limiters[tier]
+	if !ok {
+		return fmt.Errorf("service: no tier %q", tier)
+	}
+	r, ok := lim.(limiters.Reloader)
+	if !ok {
+		return fmt.Errorf("service: tier %q's limiter (%T) cannot change its limits in place", tier, lim)
+	}
+	if err := r.Reload(limits); err != nil {
+		return fmt.Errorf("service: tier %q: %w", tier, err)
+	}
+	return nil
+}
+
 // ScopeHeader names the limit that refused a request when it is not the
 // key's own ("global" for the aggregate guard).
 const ScopeHeader = headers.Scope
