@@ -81,6 +81,7 @@ var readmeCommandTests = map[string]string{
 	"rlverify attack --plan rules-unavailable":                                 "TestScenariosOnDocker",
 	"rlverify attack --plan clock-skew --limiter faulty/instance-clock":        "TestReadmeAttackCommands",
 	"rlverify attack --plan clock-step --limiter faulty/wall-clock":            "TestReadmeAttackCommands",
+	"rlverify attack --plan limit-change --limiter faulty/reload-resets":       "TestReadmeAttackCommands",
 	"rlverify attack --plan global-guard":                                      "TestGlobalGuardProtectsDownstream",
 	"rlverify attack --plan regions --region-mode independent":                 "TestReadmeAttackCommands",
 	"rlverify attack --plan regions --region-sync 500ms --region-latency 50ms": "TestReadmeRegionsCommands",
@@ -528,6 +529,8 @@ func TestReadmeAttackCommands(t *testing.T) {
 		// backward step's stall is the same defect.
 		{"rlverify attack --plan clock-step --limiter faulty/wall-clock", false, ExitFail,
 			`(?m)^FAIL: 1 defect: oversell: .* — after instance 0's clock stepped forward by 3s .*\(explains under-admission, retry-after`},
+		{"rlverify attack --plan limit-change --limiter faulty/reload-resets", false, ExitFail,
+			`(?m)^FAIL: 1 defect: oversell: .* — across the limit change halve made at`},
 		{"rlverify attack --plan regions --region-mode independent", false, ExitFail,
 			`(?m)^regions\s+FAIL\s+\d+ keys? overran the declared tolerance`},
 	} {
