@@ -227,15 +227,7 @@ func delayWaits(adm, rej []rec, l *policy.Limit, waits []int64) {
 		return
 	}
 	r, K := l.R(), l.K()
-	byHi := make([]int, len(adm)) // leaf order: adm by hi
-	for i := range byHi {
-		byHi[i] = i
-	}
-	sort.SliceStable(byHi, func(a, b int) bool { return adm[byHi[a]].hi < adm[byHi[b]].hi })
-	leaf := make([]int, len(adm)) // adm index → leaf
-	for p, i := range byHi {
-		leaf[i] = p
-	}
+	byHi, leaf := leavesByHi(adm)
 	var t0 int64 = adm[0].lo // seconds are counted from here for precision
 	for _, a := range adm {
 		t0 = min(t0, a.lo)
@@ -285,15 +277,7 @@ func delayNeeds(adm []rec, l *policy.Limit, tol int64, needs []int64) {
 		return
 	}
 	r, K := l.R(), l.K()
-	byHi := make([]int, len(adm)) // leaf order: adm by hi
-	for i := range byHi {
-		byHi[i] = i
-	}
-	sort.SliceStable(byHi, func(a, b int) bool { return adm[byHi[a]].hi < adm[byHi[b]].hi })
-	leaf := make([]int, len(adm))
-	for p, i := range byHi {
-		leaf[i] = p
-	}
+	byHi, leaf := leavesByHi(adm)
 	t0 := adm[0].lo
 	var st segTree
 	st.init(len(adm), func(p int) float64 {
@@ -319,4 +303,19 @@ func delayNeeds(adm []rec, l *policy.Limit, tol int64, needs []int64) {
 		due := t0 + int64(math.Ceil(v*1e9))
 		needs[i] = max(needs[i], due-adm[i].lo)
 	}
+}
+
+// leavesByHi orders adm by hi for a segment tree's leaves: byHi[p] is the
+// admission at leaf p, leaf[i] the leaf of admission i.
+func leavesByHi(adm []rec) (byHi, leaf []int) {
+	byHi = make([]int, len(adm))
+	for i := range byHi {
+		byHi[i] = i
+	}
+	sort.SliceStable(byHi, func(a, b int) bool { return adm[byHi[a]].hi < adm[byHi[b]].hi })
+	leaf = make([]int, len(adm))
+	for p, i := range byHi {
+		leaf[i] = p
+	}
+	return byHi, leaf
 }
