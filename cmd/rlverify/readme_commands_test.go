@@ -526,9 +526,10 @@ func TestReadmeAttackCommands(t *testing.T) {
 		{"rlverify attack --plan clock-skew --limiter faulty/instance-clock", true, ExitFail,
 			`(?m)^oversell\s+FAIL\s+\d+ proven interval`},
 		// The forward step's overrun is named after the step; the
-		// backward step's stall is the same defect.
+		// backward step's stall is the same defect (token-bounds too when
+		// timing shows it the impossible counts).
 		{"rlverify attack --plan clock-step --limiter faulty/wall-clock", false, ExitFail,
-			`(?m)^FAIL: 1 defect: oversell: .* — after instance 0's clock stepped forward by 3s .*\(explains under-admission, retry-after`},
+			`(?m)^FAIL: 1 defect: oversell: .* — after instance 0's clock stepped forward by 3s .*\(explains under-admission, (token-bounds, )?retry-after`},
 		{"rlverify attack --plan limit-change --limiter faulty/reload-resets", false, ExitFail,
 			`(?m)^FAIL: 1 defect: oversell: .* — across the limit change halve made at`},
 		{"rlverify attack --plan regions --region-mode independent", false, ExitFail,
