@@ -19,7 +19,7 @@ import (
 func TestCheckStreamingPathMatchesInMemory(t *testing.T) {
 	dir := t.TempDir()
 	pol := writeFile(t, "bench.yaml", bench.PolicyYAML)
-	h := bench.Generate(6000, 30)
+	h := bench.Generate(3000, 30)
 	for i := range h.Events {
 		switch {
 		case i%13 == 5:
