@@ -54,7 +54,7 @@ type DocStream struct {
 type keyAcc struct {
 	key  string
 	n    int64 // every event, bypass variants too (the timeline's order)
-	inst map[int]int64
+	inst []instCount // usually one
 	// first is the key's first event in (send, id, file) order: the
 	// timeline's tier and origin.
 	firstSent int64
@@ -69,6 +69,12 @@ type keyAcc struct {
 	from   int64
 	to     int64
 	atTier string
+}
+
+// instCount counts a key's events on one instance.
+type instCount struct {
+	inst int
+	n    int64
 }
 
 // NewDocStream builds the document of the history whose records are rec
@@ -92,13 +98,17 @@ func (d *DocStream) Add(e *history.Event, seq uint64) {
 	d.lo, d.hi, d.maxRecv = min(d.lo, e.Sent), max(d.hi, e.Sent, e.Recv), max(d.maxRecv, e.Recv)
 	a := d.keys[e.Key]
 	if a == nil {
-		a = &keyAcc{key: e.Key, firstSent: e.Sent, firstID: e.ID, firstSeq: seq, firstTier: e.Tier, inst: map[int]int64{}}
+		a = &keyAcc{key: e.Key, firstSent: e.Sent, firstID: e.ID, firstSeq: seq, firstTier: e.Tier}
 		d.keys[e.Key] = a
 	} else if c := cmp.Or(cmp.Compare(e.Sent, a.firstSent), cmp.Compare(e.ID, a.firstID), cmp.Compare(seq, a.firstSeq)); c < 0 {
 		a.firstSent, a.firstID, a.firstSeq, a.firstTier = e.Sent, e.ID, seq, e.Tier
 	}
 	a.n++
-	a.inst[e.Instance]++
+	if i := slices.IndexFunc(a.inst, func(c instCount) bool { return c.inst == e.Instance }); i >= 0 {
+		a.inst[i].n++
+	} else {
+		a.inst = append(a.inst, instCount{e.Instance, 1})
+	}
 	if e.Variant != "" {
 		return
 	}
@@ -212,23 +222,14 @@ func (d *DocStream) Again() bool {
 			kd.level = &levelDraw{t: d.tl, sim: newSim(l, epoch), lv: make([]float64, d.tl.Buckets), low: math.Inf(1), faults: faults}
 		}
 		if len(a.inst) > 1 {
-			insts := make([]int, 0, len(a.inst))
-			for in := range a.inst {
-				insts = append(insts, in)
-			}
-			sort.Slice(insts, func(i, j int) bool {
-				ni, nj := a.inst[insts[i]], a.inst[insts[j]]
-				if ni != nj {
-					return ni > nj
-				}
-				return insts[i] < insts[j]
-			})
+			insts := slices.Clone(a.inst)
+			slices.SortFunc(insts, func(x, y instCount) int { return cmp.Or(cmp.Compare(y.n, x.n), cmp.Compare(x.inst, y.inst)) })
 			if len(insts) > MaxTimelineInstances {
 				kd.kt.OmittedInstances = len(insts) - MaxTimelineInstances
 				insts = insts[:MaxTimelineInstances]
 			}
-			for _, in := range insts {
-				kd.insts[in] = newSeriesDraw(d.tl, in)
+			for _, c := range insts {
+				kd.insts[c.inst] = newSeriesDraw(d.tl, c.inst)
 			}
 		}
 		d.drawn[a.key] = kd
