@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/rlverify/rlverify/checks"
@@ -130,6 +131,10 @@ func judgeStream(o CheckOptions, rec *history.History, names []string) (*Outcome
 	}
 	again := s.Again()
 	if doc.Again() || again {
+		// The first pass's buffers (its held events, its windows) are
+		// garbage now: collect them before the second pass allocates its
+		// own, rather than let the heap grow to hold both.
+		runtime.GC()
 		if _, err := streamPass(file, s.AddAgain, doc.AddAgain); err != nil {
 			return nil, err
 		}
