@@ -11,9 +11,9 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-// Weighted requests (policy cost): a burst or spread phase's costs field
-// gives the cost of each request in turn ("costs: [0, 1, K]" cycles), sent
-// where the policy's cost section says and recorded in each event.
+// Weighted requests (policy cost): a phase's costs field gives the cost of
+// each request of a key in turn ("costs: [0, 1, K]" cycles), sent where the
+// policy's cost section says and recorded in each event.
 
 // costExpr is one entry of a phase's costs: a whole number, or K (the
 // smallest limit count of the key's tier) plus or minus a number.
@@ -76,48 +76,73 @@ func (c *costCycle) take() history.Cost {
 	return history.CostOf(c.costs[i%uint64(len(c.costs))])
 }
 
+// keyCosts are one phase's cost cycles by sent key: K resolves per key's
+// tier, so the tenants of one phase may cycle through different numbers.
+type keyCosts map[string]*costCycle
+
 // phaseCosts are the cost cycles of the phases running, by phase name.
 type phaseCosts struct{ m sync.Map }
 
-func (p *phaseCosts) of(phase string) *costCycle {
+// of is the cycle of phase for sent key, nil when the phase sends
+// unweighted requests.
+func (p *phaseCosts) of(phase, key string) *costCycle {
 	if v, ok := p.m.Load(phase); ok {
-		return v.(*costCycle)
+		return v.(keyCosts)[key]
 	}
 	return nil
 }
 
-// resolveCosts turns ph's costs into numbers for its key's tier. note is
-// set (and the cycle nil) when the phase cannot be sent as written: the
-// policy declares no cost, or a cost falls outside the declared range.
-func (e *Engine) resolveCosts(ph *Phase) (cyc *costCycle, note string, err error) {
+// costKeys are the plan keys a phase's costs resolve against: its key, or
+// its tenants'.
+func costKeys(ph *Phase) []string {
+	if ph.Kind != KindTenants {
+		return []string{ph.Key}
+	}
+	out := make([]string, 0, len(ph.Tenants))
+	for _, t := range ph.Tenants {
+		out = append(out, t.Key)
+	}
+	return out
+}
+
+// resolveCosts turns ph's costs into numbers for each of its keys' tiers.
+// note is set (and the cycles nil) when the phase cannot be sent as
+// written: the policy declares no cost, or a cost falls outside the
+// declared range for one of its keys.
+func (e *Engine) resolveCosts(ph *Phase) (cycles keyCosts, note string, err error) {
 	decl := e.o.Policy.Cost
 	if decl == nil {
 		return nil, fmt.Sprintf("not run: the phase gives costs but policy %s declares no cost section, so no request can say its weight", e.o.Policy.Name), nil
 	}
-	t, ok := e.tierOf(e.Key(ph.Key))
-	if !ok {
-		return nil, "", fmt.Errorf("key %q matches no tier of policy %s and there is no default tier", ph.Key, e.o.Policy.Name)
-	}
-	k := t.Limits[0].Count
-	for _, l := range t.Limits[1:] {
-		k = min(k, l.Count)
-	}
-	cyc = &costCycle{}
-	for _, s := range ph.Costs {
-		x, perr := parseCostExpr(s)
-		if perr != nil {
-			return nil, "", perr
+	cycles = keyCosts{}
+	for _, key := range costKeys(ph) {
+		sent := e.Key(key)
+		t, ok := e.tierOf(sent)
+		if !ok {
+			return nil, "", fmt.Errorf("key %q matches no tier of policy %s and there is no default tier", key, e.o.Policy.Name)
 		}
-		n := x.delta
-		if x.k {
-			n += k
+		k := t.Limits[0].Count
+		for _, l := range t.Limits[1:] {
+			k = min(k, l.Count)
 		}
-		if !decl.Allows(n) {
-			return nil, fmt.Sprintf("not run: cost %s is %d for tier %s (K = %d), outside the policy's declared costs %d … %d", x, n, t.Name, k, decl.MinCost(), decl.Max), nil
+		cyc := &costCycle{}
+		for _, s := range ph.Costs {
+			x, perr := parseCostExpr(s)
+			if perr != nil {
+				return nil, "", perr
+			}
+			n := x.delta
+			if x.k {
+				n += k
+			}
+			if !decl.Allows(n) {
+				return nil, fmt.Sprintf("not run: cost %s is %d for tier %s (K = %d), outside the policy's declared costs %d … %d", x, n, t.Name, k, decl.MinCost(), decl.Max), nil
+			}
+			cyc.costs = append(cyc.costs, n)
 		}
-		cyc.costs = append(cyc.costs, n)
+		cycles[sent] = cyc
 	}
-	return cyc, "", nil
+	return cycles, "", nil
 }
 
 // costParts is what r sends as its cost: a header or a query parameter.

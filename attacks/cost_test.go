@@ -1,6 +1,13 @@
 package attacks
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -58,4 +65,60 @@ func TestCostPartsFollowThePolicy(t *testing.T) {
 		got = append(got, c.take().Tokens())
 	}
 	require.Equal(t, []int64{0, 2, 5, 0, 2, 5, 0}, got)
+}
+
+// A tenants phase's costs cycle per tenant, K resolved against each
+// tenant's own tier; a rate phase sends its costs too, in the declared
+// header.
+func TestRateAndTenantsPhasesSendTheirCosts(t *testing.T) {
+	var mu sync.Mutex
+	sentUnits := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sentUnits[r.Header.Get("X-Units")]++
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	pol := policy.Default()
+	pol.Cost = &policy.Cost{Name: "X-Units", Max: 1000}
+	h, _, err := runPlan(t, context.Background(), `name: w
+phases:
+  - kind: tenants
+    rate: 100/s
+    requests: 40
+    tenants:
+      - {key: free-a, weight: 1}
+      - {key: paid-a, weight: 1}
+    costs: ["1", K]
+  - kind: rate
+    key: free-b
+    rate: 100/s
+    requests: 6
+    costs: ["2", "3"]
+`, Options{Instances: []string{srv.URL}, Policy: pol})
+	require.NoError(t, err)
+	require.Len(t, h.Events, 46)
+	k := map[string]int64{}
+	for _, t := range pol.Tiers {
+		k[t.Name] = t.Limits[0].Count
+		for _, l := range t.Limits[1:] {
+			k[t.Name] = min(k[t.Name], l.Count)
+		}
+	}
+	got := map[string][]int64{}
+	recorded := map[string]int{}
+	for _, e := range h.Events {
+		got[e.Key] = append(got[e.Key], e.Cost.Tokens())
+		recorded[strconv.FormatInt(e.Cost.Tokens(), 10)]++
+	}
+	require.Equal(t, recorded, sentUnits, "each request sends the cost its event records")
+	for key, costs := range got {
+		tier := strings.SplitN(key, "-", 2)[0]
+		want := []int64{1, k[tier]}
+		if strings.HasSuffix(key, "-b") {
+			want = []int64{2, 3}
+		}
+		require.ElementsMatch(t, want, slices.Compact(slices.Sorted(slices.Values(costs))), "key %s", key)
+	}
+	require.Len(t, got, 3)
 }

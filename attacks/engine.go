@@ -624,7 +624,7 @@ func (e *Engine) pickInstance(ph *Phase, i int) int {
 
 // prepare creates r's event (assigning its id) and renders the request.
 func (e *Engine) prepare(r *req) (*history.Event, wireReq) {
-	if c := e.costs.of(r.phase); c != nil && !r.cost.Weighted() {
+	if c := e.costs.of(r.phase, r.key); c != nil && !r.cost.Weighted() {
 		r.cost = c.take()
 	}
 	ev := e.newEvent(r)

@@ -22,14 +22,14 @@ func (e *Engine) runPhase(ctx context.Context, ph *Phase) (*history.Phase, error
 	var rec *history.Phase
 	var err error
 	if len(ph.Costs) > 0 {
-		cyc, note, cerr := e.resolveCosts(ph)
+		cycles, note, cerr := e.resolveCosts(ph)
 		switch {
 		case cerr != nil:
 			return nil, cerr
-		case cyc == nil:
+		case cycles == nil:
 			return &history.Phase{Start: start, End: e.off(), Notes: []string{note}}, nil
 		}
-		e.costs.m.Store(ph.Name, cyc)
+		e.costs.m.Store(ph.Name, cycles)
 		defer e.costs.m.Delete(ph.Name)
 	}
 	switch ph.Kind {

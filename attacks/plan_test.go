@@ -37,7 +37,7 @@ func TestPlanErrorsNameFileLineField(t *testing.T) {
 		{"unknown field", "name: x\nphases:\n  - kind: burst\n    key: a\n    requests: 3\n    colour: red\n", `p.yaml:6: unknown field "colour"`},
 		{"bad cost", "name: x\nphases:\n  - kind: burst\n    key: a\n    requests: 3\n    costs: [1, K*2]\n", "p.yaml:6: phases.0.costs: \"K*2\": want a whole number of tokens, K, or K+n / K-n"},
 		{"negative cost", "name: x\nphases:\n  - kind: burst\n    key: a\n    requests: 3\n    costs: [-1]\n", "p.yaml:6: phases.0.costs: \"-1\": want a whole number of tokens 0 … 65534"},
-		{"costs of a rate", "name: x\nphases:\n  - kind: rate\n    key: a\n    rate: 5/s\n    duration: 1s\n    costs: [2]\n", "p.yaml:7: phases.0.costs: field \"costs\" does not apply to a rate phase"},
+		{"costs of a boundary", "name: x\nphases:\n  - kind: boundary\n    key: a\n    requests: 3\n    costs: [2]\n", "p.yaml:6: phases.0.costs: field \"costs\" does not apply to a boundary phase"},
 		{"unknown kind", "name: x\nphases:\n  - kind: explode\n", "p.yaml:3: phases.0.kind: unknown phase kind \"explode\""},
 		{"field of another kind", "name: x\nphases:\n  - kind: burst\n    key: a\n    requests: 3\n    rate: 5/s\n", "p.yaml:6: phases.0.rate: field \"rate\" does not apply to a burst phase"},
 		{"missing key", "name: x\nphases:\n  - kind: idle\n    duration: 1s\n  - kind: burst\n    requests: 3\n", "p.yaml:5: phases.1.key: a burst phase needs a key"},

@@ -36,6 +36,9 @@ type pool struct {
 	raw   bool
 	hosts []string
 	shape *shape
+	// perRequest: each request is rendered on its own (a shape with {i},
+	// or weighted requests, whose cost header or parameter changes).
+	perRequest bool
 	// reqs[inst][key] is the request as bytes (raw), wires the rendered
 	// request (client) and paths its recorded path, unless the shape
 	// differs per request.
@@ -76,6 +79,8 @@ func (e *Engine) newPool(ctx context.Context, ph *Phase, keys []weighted) *pool 
 	if p.shape == nil {
 		p.shape = e.defShape
 	}
+	_, weightedPhase := e.costs.m.Load(ph.Name)
+	p.perRequest = p.shape.perRequest || weightedPhase
 	for _, k := range keys {
 		p.total += k.w
 		p.tiers = append(p.tiers, e.keys.tier(k.key))
@@ -96,7 +101,7 @@ func (e *Engine) newPool(ctx context.Context, ph *Phase, keys []weighted) *pool 
 		p.reqs[i] = make([][]byte, len(keys))
 		p.paths[i] = make([]string, len(keys))
 		p.wires[i] = make([]wireReq, len(keys))
-		if p.shape.perRequest {
+		if p.perRequest {
 			continue
 		}
 		for j, k := range keys {
@@ -251,8 +256,12 @@ func (p *pool) work(hits <-chan uint64) {
 		*ev = history.Event{ID: e.newID(), Key: key, Instance: inst, Phase: p.ph.Name, Tier: p.tiers[ki],
 			Intended: p.phaseStart + intendedOffset(k, p.per, p.r0, p.slope), Path: p.paths[inst][ki]}
 		w, raw := &p.wires[inst][ki], p.reqs[inst][ki]
-		if p.shape.perRequest {
+		if p.perRequest {
 			r := &req{key: key, tenant: p.keys[ki].tenant, inst: inst, phase: p.ph.Name, shape: p.shape, id: ev.ID}
+			if c := e.costs.of(r.phase, key); c != nil {
+				r.cost = c.take()
+				ev.Cost = r.cost
+			}
 			one := e.wire(r)
 			w = &one
 			if p.raw {
@@ -277,9 +286,9 @@ func (p *pool) work(hits <-chan uint64) {
 			}
 			// A request without a body can be sent again as it is.
 			hr := hreqs[inst][ki]
-			if hr == nil || len(w.body) > 0 || p.shape.perRequest {
+			if hr == nil || len(w.body) > 0 || p.perRequest {
 				hr, err = w.http(p.ctx, e.bases[inst])
-				if err == nil && len(w.body) == 0 && !p.shape.perRequest {
+				if err == nil && len(w.body) == 0 && !p.perRequest {
 					hreqs[inst][ki] = hr
 				}
 			}

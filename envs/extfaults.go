@@ -152,21 +152,33 @@ func StartStoreProxy(specs []ProxySpec) (*StoreProxy, error) {
 // store until the proxy started; a store client whose dials failed backs off
 // (go-redis: one retry a second once its pool counts as broken), so the run
 // must not begin before it is back, or its first requests fail by the
-// service's failure mode with no fault injected.
+// service's failure mode with no fault injected. Once every proxy has
+// served, it waits for the connections to settle (no new one for
+// storeProxyQuiet): a pool that opens its idle connections on reconnecting
+// has them before the first burst.
 func (sp *StoreProxy) Unserved(ctx context.Context, within time.Duration) []string {
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
+	var last int64
+	var quietSince time.Time
 	for {
 		var waiting []string
+		var served int64
 		for _, p := range sp.proxies {
-			if p.Served() == 0 {
+			n := p.Served()
+			if n == 0 {
 				waiting = append(waiting, p.Addr())
 			}
+			served += n
 		}
 		if len(waiting) == 0 {
-			return nil
+			if served != last {
+				last, quietSince = served, time.Now()
+			} else if time.Since(quietSince) >= storeProxyQuiet {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -177,6 +189,10 @@ func (sp *StoreProxy) Unserved(ctx context.Context, within time.Duration) []stri
 		}
 	}
 }
+
+// storeProxyQuiet is how long no new store connection must come through
+// the proxies before the run starts.
+const storeProxyQuiet = 100 * time.Millisecond
 
 // Supports implements FaultInjector.
 func (sp *StoreProxy) Supports(kind string) bool {

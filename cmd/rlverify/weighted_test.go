@@ -83,19 +83,25 @@ func TestOneOffQuota(t *testing.T) {
 }
 
 // TestReferenceServiceHonoursCost: the reference token bucket reads the
-// declared cost header (policy cost) and passes the weighted plan.
+// declared cost header (policy cost) and passes the weighted plan, with
+// its state in memory and in Redis (the Lua script takes n tokens at once).
 func TestReferenceServiceHonoursCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
 	}
 	pol := strings.Replace(string(policy.DefaultYAML()), "\nheaders:", "\ncost:\n  name: X-Units\n  min: 0\n  max: 50\nheaders:", 1)
 	require.Contains(t, pol, "X-Units")
-	out, stderr, code := rl(t, "attack", "--plan", "weighted", "--policy", writeFile(t, "weighted.yaml", pol),
-		"--out", t.TempDir(), "--quiet", "--fail-on", "none", "--format", "json")
-	require.Equal(t, ExitPass, code, "stderr:\n%s", stderr)
-	got := verdicts(decodeDoc(t, out))
-	requireOnly(t, got, nil)
-	require.Equal(t, "pass", got["oversell"])
+	file := writeFile(t, "weighted.yaml", pol)
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			out, stderr, code := rl(t, "attack", "--plan", "weighted", "--policy", file, "--store", store,
+				"--out", t.TempDir(), "--quiet", "--fail-on", "none", "--format", "json")
+			require.Equal(t, ExitPass, code, "stderr:\n%s", stderr)
+			got := verdicts(decodeDoc(t, out))
+			requireOnly(t, got, nil)
+			require.Equal(t, "pass", got["oversell"])
+		})
+	}
 }
 
 // TestAuditWeightedAndOneOff: an audit of the metered service with its
@@ -186,6 +192,43 @@ func TestRefunds(t *testing.T) {
 				"--target", url+"/v1/units", "--out", t.TempDir(), "--quiet", "--fail-on", "none", "--format", "json")
 			require.Equal(t, ExitPass, code, "stderr:\n%s", stderr)
 			got := verdicts(decodeDoc(t, out))
+			requireOnly(t, got, tc.want)
+		})
+	}
+}
+
+// weightedRatePlan is the weighted plan's sustained phase alone: requests
+// of costs 1, 2 and 3 at 1.5 times the tier's rate.
+const weightedRatePlan = `name: weighted-rate
+phases:
+  - name: weighted-rate
+    kind: rate
+    key: free-weighted-rate
+    rate_x: 1.5
+    duration: 2s
+    costs: ["1", "2", "3"]
+`
+
+// TestWeightedRatePhase: a rate phase of mixed costs alone tells a limiter
+// that charges what each request asks for from one that counts requests:
+// at 1.5 times the rate in requests (three times in tokens) the second
+// admits more tokens than the bucket holds and refills.
+func TestWeightedRatePhase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	plan := writeFile(t, "weighted-rate.yaml", weightedRatePlan)
+	for _, tc := range []struct {
+		name string
+		cfg  testsvc.MeteredConfig
+		want map[string]string
+	}{
+		{"honest", testsvc.MeteredConfig{}, nil},
+		{"ignores-cost", testsvc.MeteredConfig{IgnoreCost: true}, map[string]string{"oversell": "fail", "under-admission": "pass|skip|explained", "retry-after": "skip"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, _ := judgedMetered(t, plan, tc.cfg)
 			requireOnly(t, got, tc.want)
 		})
 	}

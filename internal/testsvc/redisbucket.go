@@ -75,7 +75,16 @@ type RedisBucket struct {
 	useClock  bool
 	// calls holds a slot per store call in flight (nil: no bound).
 	calls chan struct{}
+	// stopWarm ends the warm-up loop; warmed is closed when it ends.
+	stopWarm context.CancelFunc
+	warmed   chan struct{}
 }
+
+// redisIdleConns is how many connections the pool opens ahead of the
+// first burst: one per request of the plans' bursts of a hundred, so none
+// dials within its store timeout (go-redis opens MinIdleConns only when
+// the pool is created, when Redis may not be reachable yet).
+const redisIdleConns = 100
 
 // NewRedisBucket builds a redisbucket instance. It loads its script into
 // Redis if it can within the store timeout; Redis being unreachable is not
@@ -125,13 +134,6 @@ func NewRedisBucket(cfg RedisBucketConfig) (*RedisBucket, error) {
 		PoolSize:     128,
 		MinIdleConns: 16,
 	})
-	// Warm up, best effort: load the script now (and the pool opens its
-	// idle connections), so that the first burst does not pay for them
-	// within its store timeout. Redis may be down at start (a fault test);
-	// requests then decide by the failure mode.
-	warm, cancel := context.WithTimeout(context.Background(), timeout)
-	_ = gcraScript.Load(warm, client).Err()
-	cancel()
 	if cfg.MaxStoreCalls < 0 {
 		return nil, fmt.Errorf("testsvc: redisbucket: max store calls %d: want 0 (no bound) or more", cfg.MaxStoreCalls)
 	}
@@ -139,15 +141,61 @@ func NewRedisBucket(cfg RedisBucketConfig) (*RedisBucket, error) {
 	if cfg.MaxStoreCalls > 0 {
 		calls = make(chan struct{}, cfg.MaxStoreCalls)
 	}
-	return &RedisBucket{
+	s := &RedisBucket{
 		g: g, client: client, bucket: b, timeout: timeout,
 		failOpen:  mode == FailOpen || cfg.Quirks.FailOpen,
 		namespace: cfg.Namespace, useClock: cfg.Now != nil, calls: calls,
-	}, nil
+		warmed: make(chan struct{}),
+	}
+	var ctx context.Context
+	ctx, s.stopWarm = context.WithCancel(context.Background())
+	go s.warm(ctx)
+	return s, nil
 }
 
-// Close releases the Redis client.
-func (s *RedisBucket) Close() error { return s.client.Close() }
+// warm loads the script and opens redisIdleConns connections as soon as
+// Redis answers, retrying every 50ms until then, so that the first burst
+// does not dial a hundred connections within its store timeout. Redis may
+// be unreachable at start (its address a store proxy not started yet, a
+// fault test): requests decide by the failure mode until it is back.
+func (s *RedisBucket) warm(ctx context.Context) {
+	defer close(s.warmed)
+	for {
+		if s.warmOnce(ctx) == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *RedisBucket) warmOnce(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := gcraScript.Load(ctx, s.client).Err(); err != nil {
+		return err
+	}
+	// Concurrent pings each hold a connection, so the pool opens that many.
+	errs := make(chan error, redisIdleConns)
+	for range redisIdleConns {
+		go func() { errs <- s.client.Ping(ctx).Err() }()
+	}
+	var err error
+	for range redisIdleConns {
+		err = errors.Join(err, <-errs)
+	}
+	return err
+}
+
+// Close stops the warm-up and releases the Redis client.
+func (s *RedisBucket) Close() error {
+	s.stopWarm()
+	<-s.warmed
+	return s.client.Close()
+}
 
 // ServeHTTP implements http.Handler.
 func (s *RedisBucket) ServeHTTP(w http.ResponseWriter, r *http.Request) {
