@@ -113,10 +113,7 @@ func Check(ctx context.Context, o CheckOptions) (*Outcome, error) {
 		return nil, optionErr("%w", err)
 	}
 	return Interruptible(ctx, func() (*Outcome, error) {
-		path, why, rec, names, err := choosePath(o)
-		if err != nil {
-			return nil, err
-		}
+		path, why, rec, names := choosePath(o)
 		if path == Streaming {
 			out, err := judgeStream(o, rec, names)
 			if !errors.Is(err, errReorder) {

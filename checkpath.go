@@ -39,26 +39,27 @@ const (
 // all, less those turned off by the policy's checks_off and Checks.Off —
 // streams (checks.StreamChecks). Otherwise it judges in memory. The
 // history's records are read (not its events) when the policy is the
-// history's or the other conditions hold.
-func ChoosePath(o CheckOptions) (Path, string, error) {
-	p, why, _, _, err := choosePath(o)
-	return p, why, err
+// history's or the other conditions hold. A history that cannot be read, or names no policy, is left to the
+// in-memory path, which reports it.
+func ChoosePath(o CheckOptions) (Path, string) {
+	p, why, _, _ := choosePath(o)
+	return p, why
 }
 
 // choosePath is ChoosePath, with the records read and the policy to judge
 // by (nil unless Streaming) and the checks to stream.
-func choosePath(o CheckOptions) (path Path, why string, rec *history.History, names []string, err error) {
+func choosePath(o CheckOptions) (path Path, why string, rec *history.History, names []string) {
 	switch {
 	case o.InMemory:
-		return InMemory, "asked for (CheckOptions.InMemory)", nil, nil, nil
+		return InMemory, "asked for (CheckOptions.InMemory)", nil, nil
 	case o.History != nil:
-		return InMemory, "the history is already in memory", nil, nil, nil
+		return InMemory, "the history is already in memory", nil, nil
 	case len(o.Histories) != 1:
-		return InMemory, fmt.Sprintf("%d shards are merged in memory", len(o.Histories)), nil, nil, nil
+		return InMemory, fmt.Sprintf("%d shards are merged in memory", len(o.Histories)), nil, nil
 	case o.Histories[0] == Stdin:
-		return InMemory, "standard input cannot be read twice", nil, nil, nil
+		return InMemory, "standard input cannot be read twice", nil, nil
 	case len(o.Thresholds) > 0:
-		return InMemory, "thresholds read the events in memory", nil, nil, nil
+		return InMemory, "thresholds read the events in memory", nil, nil
 	}
 	file := o.Histories[0]
 	// Rule out the checks on the policy before reading the events' lines:
@@ -71,35 +72,37 @@ func choosePath(o CheckOptions) (path Path, why string, rec *history.History, na
 	}
 	if pre != nil {
 		if _, ok, why := checks.StreamChecks(pre, o.Checks); !ok {
-			return InMemory, why, nil, nil, nil
+			return InMemory, why, nil, nil
 		}
 	}
+	// A file that cannot be read, or that names no policy, is left to the
+	// in-memory path, which says why as it always has.
 	f, err := os.Open(file)
 	if err != nil {
-		return "", "", nil, nil, optionWrap(fmt.Errorf("history: %w", err))
+		return InMemory, fmt.Sprintf("the history cannot be opened: %v", err), nil, nil
 	}
 	defer f.Close()
 	rec, _, err = history.ReadRecords(file, f)
 	if err != nil {
-		return "", "", nil, nil, optionWrap(err)
+		return InMemory, fmt.Sprintf("the history's records cannot be read: %v", err), nil, nil
 	}
 	if name, ok := importers.Format(rec.Run); ok {
-		return InMemory, fmt.Sprintf("a history imported from %s is completed in memory", name), nil, nil, nil
+		return InMemory, fmt.Sprintf("a history imported from %s is completed in memory", name), nil, nil
 	}
 	if rec.Run.Shard != "" {
-		return InMemory, fmt.Sprintf("the history is shard %s of a run", rec.Run.Shard), nil, nil, nil
+		return InMemory, fmt.Sprintf("the history is shard %s of a run", rec.Run.Shard), nil, nil
 	}
 	pol := o.Policy
 	if pol == nil {
 		if pol, err = HistoryPolicy(rec); err != nil {
-			return "", "", nil, nil, err
+			return InMemory, fmt.Sprintf("no policy to judge by: %v", err), nil, nil
 		}
 	}
 	names, ok, why := checks.StreamChecks(judgeable(rec, pol), o.Checks)
 	if !ok {
-		return InMemory, why, nil, nil, nil
+		return InMemory, why, nil, nil
 	}
-	return Streaming, "every check judged streams: " + strings.Join(names, ", "), rec, names, nil
+	return Streaming, "every check judged streams: " + strings.Join(names, ", "), rec, names
 }
 
 // errReorder is how judgeStream gives up on a file too far out of send

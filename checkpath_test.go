@@ -96,8 +96,7 @@ func TestCheckPathsGiveOneDocument(t *testing.T) {
 				file := filepath.Join(t.TempDir(), "h.jsonl")
 				writeHistory(t, file, tc.h())
 				o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: only}}
-				path, why, err := rlverify.ChoosePath(o)
-				require.NoError(t, err)
+				path, why := rlverify.ChoosePath(o)
 				require.Equal(t, rlverify.Streaming, path, why)
 				streamed, err := rlverify.Check(context.Background(), o)
 				require.NoError(t, err)
@@ -192,12 +191,17 @@ func TestChoosePath(t *testing.T) {
 		{"in memory already", rlverify.CheckOptions{History: bench.Generate(10, 1), Policy: pol, Checks: streamable}, rlverify.InMemory, "already in memory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, why, err := rlverify.ChoosePath(tc.o)
-			require.NoError(t, err)
+			got, why := rlverify.ChoosePath(tc.o)
 			require.Equal(t, tc.want, got, why)
 			require.Contains(t, why, tc.why)
 		})
 	}
-	_, _, err = rlverify.ChoosePath(rlverify.CheckOptions{Histories: []string{file + ".missing"}, Policy: pol, Checks: streamable})
+	// A history that cannot be read is left to the in-memory path, whose
+	// error Check returns.
+	o := rlverify.CheckOptions{Histories: []string{file + ".missing"}, Policy: pol, Checks: streamable}
+	path, why := rlverify.ChoosePath(o)
+	require.Equal(t, rlverify.InMemory, path)
+	require.Contains(t, why, "h.jsonl.missing")
+	_, err = rlverify.Check(context.Background(), o)
 	require.ErrorContains(t, err, "h.jsonl.missing")
 }

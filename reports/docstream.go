@@ -53,7 +53,7 @@ type DocStream struct {
 // keyAcc is the first pass's count of one key.
 type keyAcc struct {
 	key  string
-	n    int64 // every event, bypass variants too (the timeline's order)
+	n    int64       // every event, bypass variants too (the timeline's order)
 	inst []instCount // usually one
 	// first is the key's first event in (send, id, file) order: the
 	// timeline's tier and origin.
