@@ -89,13 +89,28 @@ func streamHistories() []struct {
 func TestCheckPathsGiveOneDocument(t *testing.T) {
 	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
 	require.NoError(t, err)
+	// The policy turning off every check that does not stream: every
+	// check is selected, most of them skipped.
+	off, err := policy.Parse("bench-off", []byte(bench.PolicyYAML+"checks_off: [under-admission, retry-after, isolation, instances, fail-mode, downstream, bypass, calibration, regions, delay]\n"))
+	require.NoError(t, err)
 	for _, tc := range streamHistories() {
-		for _, only := range [][]string{checks.Streamable(), {"oversell"}} {
-			t.Run(tc.name+"/"+only[0]+"…", func(t *testing.T) {
+		onlys := [][]string{checks.Streamable(), {"oversell"}}
+		if tc.name == "faults, instances, errors" || tc.name == "oversold" {
+			onlys = append(onlys, nil) // every check, under off
+		}
+		for _, only := range onlys {
+			name := "checks_off"
+			if only != nil {
+				name = only[0] + "…"
+			}
+			t.Run(tc.name+"/"+name, func(t *testing.T) {
 				t.Parallel()
 				file := filepath.Join(t.TempDir(), "h.jsonl")
 				writeHistory(t, file, tc.h())
 				o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: only}}
+				if only == nil {
+					o.Policy = off
+				}
 				path, why := rlverify.ChoosePath(o)
 				require.Equal(t, rlverify.Streaming, path, why)
 				streamed, err := rlverify.Check(context.Background(), o)
@@ -112,7 +127,7 @@ func TestCheckPathsGiveOneDocument(t *testing.T) {
 				require.NotEmpty(t, d.Keys)
 				switch tc.name {
 				case "oversold":
-					if only[0] == "oversell" {
+					if only == nil || only[0] == "oversell" {
 						require.Equal(t, checks.Fail, d.Verdict)
 					}
 				case "faults, instances, errors":
@@ -120,7 +135,7 @@ func TestCheckPathsGiveOneDocument(t *testing.T) {
 					require.NotEmpty(t, d.Errors)
 					require.Len(t, d.Timeline.Traffic.Instances, 3)
 					require.NotEmpty(t, d.Timeline.Keys[0].Instances)
-					if only[0] == "headers" {
+					if only != nil && only[0] == "headers" {
 						require.Equal(t, checks.Fail, d.Verdict)
 					}
 				case "few events":
