@@ -338,3 +338,25 @@ func TestFailModeNeedsAFaultThatTookEffect(t *testing.T) {
 	r = Run(h, p, Options{Only: []string{"fail-mode"}})[0]
 	require.Equal(t, Fail, r.Verdict, dump(r))
 }
+
+// Admissions after a fault's recovery that the target marks as decided by
+// its failure mode (X-RateLimit-Fallback: its store still too slow under
+// load) are judged by no envelope: they are not "credit created by the
+// downtime". Unmarked, the same admissions are.
+func TestRecoveryLeavesFallbackDecisionsUnjudged(t *testing.T) {
+	h, p, _, _ := loadFixture(t, "testdata/diagnosis/outage-credit.jsonl")
+	r := Run(h, p, Options{Only: []string{"fail-mode"}})[0]
+	require.Equal(t, Fail, r.Verdict, dump(r))
+	require.Equal(t, CauseAfterFault, r.Evidence[0].Cause)
+
+	for i := range h.Events {
+		if h.Events[i].Phase == "after" {
+			h.Events[i].Fallback = "store-timeout"
+		}
+	}
+	r = Run(h, p, Options{Only: []string{"fail-mode"}})[0]
+	require.NotEqual(t, Fail, r.Verdict, dump(r))
+	for _, e := range r.Evidence {
+		require.NotEqual(t, CauseAfterFault, e.Cause, e.Message)
+	}
+}

@@ -168,8 +168,13 @@ func checkFailMode(ix *index) Result {
 				}
 				sc.recs = sc.recs[:0]
 				for _, r := range g.recs {
+					// An admission the target marks as its failure mode's
+					// (X-RateLimit-Fallback: its store still too slow) is
+					// judged by no envelope, here as in oversell: counting
+					// it would call a store failing under load "credit
+					// created by the downtime".
 					e := ix.ev(r)
-					if r.out == history.Admitted && !r.variant && e.Sent >= from && e.Recv < until {
+					if r.out == history.Admitted && !r.variant && e.Fallback == "" && e.Sent >= from && e.Recv < until {
 						sc.recs = append(sc.recs, r)
 					}
 				}

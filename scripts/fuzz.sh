@@ -14,21 +14,17 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 secs="${1:-10}"
 
-# One listing pass: `go test -list` prints a package's matching names, then
-# "ok  <pkg>  <time>".
-list=$(go test -list '^Fuzz' ./...)
+# The targets are found in the source (func FuzzXxx(f *testing.F) in a
+# _test.go file), not by `go test -list ./...`, which builds and links every
+# package's test binary only to print names (about two minutes in CI).
 pairs=()
-names=()
-while IFS= read -r line; do
-  case "$line" in
-    Fuzz*) names+=("$line") ;;
-    ok*)
-      pkg=$(echo "$line" | awk '{print $2}')
-      for t in "${names[@]}"; do pairs+=("$pkg $t"); done
-      names=()
-      ;;
-  esac
-done <<<"$list"
+while IFS= read -r file; do
+  dir=$(dirname "$file")
+  pkg=$(go list "./${dir#./}")
+  while IFS= read -r t; do
+    pairs+=("$pkg $t")
+  done < <(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*\*testing\.F).*/\1/p' "$file")
+done < <(grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]*\(' . | grep -v -E '^\./(vendor|examples)/' | sort)
 
 found=0
 for pair in "${pairs[@]}"; do

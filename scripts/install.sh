@@ -37,7 +37,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 go mod download
-if [ "${1:-}" = --test ]; then
+# scripts/test.sh builds it in the background itself (RLVERIFY_ENVOY_BUILT_BESIDE).
+if [ "${1:-}" = --test ] && [ -z "${RLVERIFY_ENVOY_BUILT_BESIDE:-}" ]; then
   bash scripts/envoy-ratelimit.sh
 fi
 echo "install: ok ($(go version | awk '{print $3}'), $(redis-server --version 2>/dev/null | awk '{print $3}' || echo 'no redis-server'))" >&2

@@ -18,19 +18,22 @@ import (
 	"github.com/rlverify/rlverify/reports"
 )
 
-// stabilityRuns is how often each stability case runs (issues 16 and 17:
-// the same right verdict 10 runs out of 10).
-const stabilityRuns = 10
+// stabilityRuns is how often each case of TestStabilityOfTheDefaults runs
+// and diagnosisRuns how often each row of TestStabilityOfTheDiagnosis
+// repeats: 6 and 3 in CI, where the whole matrix also runs once
+// (TestMutationMatrix) and CI time is bounded (30 minutes);
+// RLVERIFY_STABILITY_RUNS=10 runs both ten times, the count issues 16 and
+// 17 asked for (taken so in the series docs/reliability.md records, and
+// with rlverify selftest ×10).
+func stabilityRuns() int { return stabilityCount(6) }
 
-// diagnosisRuns is how often each diagnosis row repeats: 5 in CI, where the
-// whole matrix also runs once (TestMutationMatrix) and CI time is bounded;
-// RLVERIFY_STABILITY_RUNS=10 for the full count (issue 16's ten runs were
-// taken with rlverify selftest ×10; see docs/reliability.md).
-func diagnosisRuns() int {
+func diagnosisRuns() int { return stabilityCount(3) }
+
+func stabilityCount(ci int) int {
 	if n, err := strconv.Atoi(os.Getenv("RLVERIFY_STABILITY_RUNS")); err == nil && n > 0 {
 		return n
 	}
-	return 5
+	return ci
 }
 
 // cpuHog keeps one core busy in another process for the rest of the test,
@@ -50,7 +53,7 @@ func cpuHog(t *testing.T) {
 // time, with a CPU hog beside them (issue 17, item 13).
 func TestStabilityOfTheDefaults(t *testing.T) {
 	if testing.Short() {
-		t.Skip("30 real attacks with a CPU hog (about three minutes)")
+		t.Skip("real attacks with a CPU hog (about a minute)")
 	}
 	cpuHog(t)
 	for _, args := range [][]string{
@@ -60,7 +63,7 @@ func TestStabilityOfTheDefaults(t *testing.T) {
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var bad []string
-			for i := range stabilityRuns {
+			for i := range stabilityRuns() {
 				dir := t.TempDir()
 				out, stderr, code := rl(t, append([]string{"attack", "--out", dir, "--quiet", "--format", "json"}, args...)...)
 				if code != ExitPass {
@@ -72,7 +75,7 @@ func TestStabilityOfTheDefaults(t *testing.T) {
 					bad = append(bad, fmt.Sprintf("run %d: %s: %s (history %s)", i+1, d.Verdict, notPassing(d), filepath.Join(dir, "latest")))
 				}
 			}
-			require.Empty(t, bad, "%d of %d runs did not PASS", len(bad), stabilityRuns)
+			require.Empty(t, bad, "%d of %d runs did not PASS", len(bad), stabilityRuns())
 		})
 	}
 }
@@ -82,7 +85,7 @@ func TestStabilityOfTheDefaults(t *testing.T) {
 // exact root and explained set on the faulty one (issue 16).
 func TestStabilityOfTheDiagnosis(t *testing.T) {
 	if testing.Short() {
-		t.Skip("real attacks with a CPU hog (about three minutes)")
+		t.Skip("real attacks with a CPU hog (about a minute)")
 	}
 	cpuHog(t)
 	for _, pick := range []struct{ plan, bad string }{

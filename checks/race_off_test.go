@@ -1,0 +1,5 @@
+//go:build !race
+
+package checks
+
+const raceEnabled = false
