@@ -187,6 +187,45 @@ func refills(next func(*auditScope) string) func(*auditScope) string {
 	}
 }
 
+// changeOfPlanTier is the policy's first declared limit change of the tier
+// the limit-change plan's keys get.
+func changeOfPlanTier(pol *policy.Policy) (*policy.Change, bool) {
+	t, ok := attacks.PlanTier(pol, "free-changed")
+	if !ok {
+		return nil, false
+	}
+	for i := range pol.Changes {
+		if pol.Changes[i].Tier == t.Name {
+			return &pol.Changes[i], true
+		}
+	}
+	return nil, false
+}
+
+func declaresChange(a *auditScope) string {
+	if len(a.pol.Changes) == 0 {
+		return "the policy declares no limit change (changes)"
+	}
+	if _, ok := changeOfPlanTier(a.pol); !ok {
+		return "no declared limit change is of the tier the plan's keys get (free-…)"
+	}
+	return needsFaults(faults.LimitChange)(a)
+}
+
+// applyDeclaredChange makes the limit-change plan apply the policy's own
+// change instead of the shipped policy's "halve".
+func applyDeclaredChange(plan *attacks.Plan, pol *policy.Policy) {
+	c, ok := changeOfPlanTier(pol)
+	if !ok {
+		return
+	}
+	for i := range plan.Phases {
+		if ph := &plan.Phases[i]; ph.Kind == attacks.KindFault && ph.Fault == faults.LimitChange && ph.Action == "inject" {
+			ph.Param = c.Name
+		}
+	}
+}
+
 func globalGuard(a *auditScope) string {
 	if a.pol.Global == nil {
 		return "the policy declares no global guard"
@@ -230,6 +269,8 @@ var auditPlans = []auditPlan{
 	{"slow-store", needsFaults(faults.StoreSlow)},
 	{"rules-unavailable", needsFaults(faults.RulesDown)},
 	{"clock-skew", needsFaults(faults.ClockSkew)},
+	{"clock-step", needsFaults(faults.ClockSkew)},
+	{"limit-change", declaresChange},
 	{"regions", embeddedOnly},
 }
 
@@ -490,6 +531,9 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		plan, err := attacks.Load(ap.name, o.PlanLoad...)
 		if err != nil {
 			return nil, err
+		}
+		if ap.name == "limit-change" {
+			applyDeclaredChange(plan, pol)
 		}
 		if err := run(plan, ap.name, filepath.Join(dir, ap.name)); err != nil {
 			return nil, err

@@ -88,6 +88,18 @@ var MutationMatrix = []MatrixRow{
 		// The skewed instance's remaining counts are impossible when it
 		// answers just after another instance consumed.
 		MayExplain: []string{"token-bounds"}},
+	// One instance's wall clock steps 3s forward, later back: a limiter
+	// that trusts it credits a whole bucket at the first step and stalls
+	// after the second, one defect named after the step.
+	{Plan: "clock-step", Good: "token-bucket", Bad: "faulty/wall-clock", Root: "oversell", Explained: []string{"under-admission", "retry-after", "downstream"},
+		// Remaining counts right after the credit are impossible for one
+		// bucket on some runs only.
+		MayExplain: []string{"token-bounds"}},
+	// A declared limit change (policies/limit-change.yaml: free 10 at 5/s
+	// lowered to 5 at 2/s): a limiter deaf to it overruns the new limit, one
+	// that rebuilds its buckets admits a fresh burst across it.
+	{Plan: "limit-change", Good: "token-bucket", Bad: "faulty/keeps-old-limit", Root: "oversell"},
+	{Plan: "limit-change", Good: "token-bucket", Bad: "faulty/reload-resets", Root: "oversell"},
 	{Plan: "store-outage", Good: "token-bucket", Bad: "faulty/unguarded-store", Store: "redis", Root: "fail-mode"},
 	// The overrun after the outage is the race oversell proved before it,
 	// not credit created by the downtime.

@@ -113,6 +113,9 @@ type Summary struct {
 // Engine runs plans. One Engine runs one plan once.
 type Engine struct {
 	o Options
+	// recordDate keeps each response's Date header (a plan that steps an
+	// instance's clock: the header shows whether the step took effect).
+	recordDate bool
 	// costs are the running phases' weighted costs (cost.go).
 	costs  phaseCosts
 	client *http.Client
@@ -291,6 +294,7 @@ func (e *Engine) Run(ctx context.Context, p *Plan, run history.Run) (Summary, er
 	if err := e.prepareRun(p); err != nil {
 		return Summary{}, err
 	}
+	e.recordDate = p.StepsClock()
 	if d := e.settle(p); d > 0 {
 		// The user's own keys may have been used by an earlier run: the
 		// checks assume every key starts with a whole quota, so give them
@@ -676,6 +680,12 @@ func (e *Engine) record(ev *history.Event, resp *http.Response, err error) {
 	} else {
 		ev.Status = resp.StatusCode
 		ev.Fields = headers.FromHTTP(resp.Header)
+		if e.recordDate {
+			// Only a well-formed date is kept, in its canonical form.
+			if t, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+				ev.Date = t.UTC().Format(http.TimeFormat)
+			}
+		}
 	}
 	switch e.classify(ev) {
 	case policy.ClassAdmitted:

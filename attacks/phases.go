@@ -12,6 +12,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/rlverify/rlverify/faults"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
 )
@@ -492,6 +493,18 @@ func (e *Engine) fault(ctx context.Context, ph *Phase) (*history.Phase, error) {
 	switch ph.Action {
 	case "inject":
 		param, target := faultParam(ph)
+		if ph.Fault == faults.LimitChange {
+			// The history records the new limits beside the change's name.
+			c, ok := e.o.Policy.ChangeNamed(strings.TrimSpace(ph.Param))
+			if !ok {
+				return nil, fmt.Errorf("inject %s: the policy declares no change %q", ph.Fault, ph.Param)
+			}
+			var ls []string
+			for _, l := range c.Limits {
+				ls = append(ls, l.Describe())
+			}
+			target = fmt.Sprintf("tier %s: %s", c.Tier, strings.Join(ls, ", "))
+		}
 		began := e.off()
 		if err := e.o.Faults.Inject(ctx, ph.Fault, param); err != nil {
 			return nil, fmt.Errorf("inject %s: %w", ph.Fault, err)

@@ -562,9 +562,9 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 			return doc.Errorf(at+".action", "%q: want inject or clear", ph.Action)
 		}
 		switch ph.Fault {
-		case faults.StoreDown, faults.StoreSlow, faults.ClockSkew, faults.RulesDown:
+		case faults.StoreDown, faults.StoreSlow, faults.ClockSkew, faults.RulesDown, faults.LimitChange:
 		default:
-			return doc.Errorf(at+".fault", "%q: want store-down, store-slow, clock-skew or rules-down", ph.Fault)
+			return doc.Errorf(at+".fault", "%q: want store-down, store-slow, clock-skew, rules-down or limit-change", ph.Fault)
 		}
 		if ph.Action == "clear" && (ph.Param != "" || ph.Instance != 0) {
 			return doc.Errorf(at+".param", "clear takes no param or instance: it ends the %s fault wherever it was injected", ph.Fault)
@@ -591,6 +591,10 @@ func (ph *Phase) validate(doc *yamlx.Doc, at string) error {
 			case "rules-down":
 				if ph.Param != "" {
 					return doc.Errorf(at+".param", "%s takes no param", ph.Fault)
+				}
+			case faults.LimitChange:
+				if policy.CheckName(strings.TrimSpace(ph.Param)) != nil {
+					return doc.Errorf(at+".param", "limit-change needs param: the name of a change the policy declares (changes:)")
 				}
 			}
 			if ph.Instance != 0 && ph.Fault != "clock-skew" {
@@ -633,6 +637,17 @@ func (ph *Phase) validRateX(doc *yamlx.Doc, at string) error {
 
 // NeedsRedis reports whether the plan requires a shared store.
 func (p *Plan) NeedsRedis() bool { return p.needs("redis") }
+
+// StepsClock reports whether the plan steps an instance's clock (a
+// clock-skew fault phase).
+func (p *Plan) StepsClock() bool {
+	for i := range p.Phases {
+		if p.Phases[i].Kind == KindFault && p.Phases[i].Fault == faults.ClockSkew {
+			return true
+		}
+	}
+	return false
+}
 
 // NeedsFaults reports whether the plan injects faults.
 func (p *Plan) NeedsFaults() bool { return p.needs("faults") }

@@ -145,6 +145,7 @@ func Run(h *history.History, p *policy.Policy, o Options) []Result {
 		}()
 	}
 	wg.Wait()
+	ix.attributeClockSteps(out)
 	for _, n := range o.Only {
 		if err := Validate([]string{n}); err != nil {
 			out = append(out, Result{Name: n, Verdict: Unknown, Summary: err.Error()})
@@ -165,6 +166,10 @@ type rec struct {
 	limit bool
 	// variant is set for bypass probes (Event.Variant != "").
 	variant bool
+	// changed is set (with fault) when the request may have been decided
+	// after a declared limit change of its tier was made: checks that
+	// need the limits in force skip it, oversell still counts it.
+	changed bool
 	// fault is set when the interval overlaps a store fault window.
 	fault bool
 	// ra is the Retry-After of a 429 in the index (see fastRetryAfter);
@@ -270,6 +275,9 @@ type index struct {
 	maxRecv int64
 	// regionPhase is set when some event's Phase starts with "region".
 	regionPhase bool
+	// changedFrom is, per tier a declared limit change applied to, the
+	// earliest offset it may have been in force (limitchange.go).
+	changedFrom map[string]int64
 	insts       int // distinct instances in the run
 	// untiered counts events whose key has no tier.
 	untiered int
@@ -305,6 +313,7 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 	if ix.slack < 0 {
 		ix.slack = 0
 	}
+	ix.changedFrom = changedFrom(h, p)
 	if !h.Run.Start.IsZero() {
 		ix.startNs = h.Run.Start.UnixNano()
 	}
@@ -536,6 +545,11 @@ func (ix *index) mkRec(e *history.Event, i int) rec {
 	// A decision made by another scope (an aggregate guard) is not judged
 	// against the key's own limits either.
 	r.fault = e.Fallback != "" || e.Scope != "" || (len(ix.h.Faults) > 0 && ix.inFault(r.lo, r.hi))
+	if !r.fault && len(ix.changedFrom) > 0 && ix.changed(e, r.hi) {
+		// Decided under a changed limit (or perhaps): only oversell judges
+		// it, by the declared limits, which a change only lowers.
+		r.fault, r.changed = true, true
+	}
 	return r
 }
 

@@ -15,7 +15,7 @@ import (
 // (policy.Delay).
 const DelayCheck = "delay"
 
-const docDelay = "A limiter declared to delay (delay: max_wait D, queue Q) holds a request for which no token is free instead of refusing it: no admitted request waited longer than D + tolerance (sent to answered), and a refusal comes only when the wait would have exceeded D or the queue was full — a refusal is wrong when, counting every admission that could have been decided before it at its latest possible instant, its token was due within D − tolerance of its earliest possible arrival and fewer than Q other requests of its key were in flight (an upper bound on those waiting). A delayed admission's instant is its release, which lies in [Sent, Recv] like any decision: oversell judges it there."
+const docDelay = "A limiter declared to delay (delay: max_wait D, queue Q) holds a request for which no token is free instead of refusing it: no admitted request waited longer than D + tolerance (sent to answered), nor longer than its token required + tolerance — counting every admission sent before it (or within the tolerance after) as taken at its latest possible instant, a request whose token was already free is admitted at once (a limiter that paces every request of a burst it declared to admit at once fails) —, and a refusal comes only when the wait would have exceeded D or the queue was full — a refusal is wrong when, counting every admission that could have been decided before it at its latest possible instant, its token was due within D − tolerance of its earliest possible arrival and fewer than Q other requests of its key were in flight (an upper bound on those waiting). A delayed admission's instant is its release, which lies in [Sent, Recv] like any decision: oversell judges it there."
 
 // Default delay tolerance (policy.Delay.Tolerance zero): the largest of
 // these, a share of max_wait, and twice the p99 latency of the run's
@@ -121,18 +121,32 @@ func checkDelay(ix *index) Result {
 		keys++
 		admittedN += len(adm)
 		refusals += len(rej)
-		// An admitted request held past D.
-		for _, r := range adm {
+		// An admitted request held past D, or longer than its token
+		// required.
+		needs := make([]int64, len(adm)) // the longest wait any limit could require
+		for li := range g.tier.Limits {
+			delayNeeds(adm, &g.tier.Limits[li], tol, needs)
+		}
+		for i, r := range adm {
 			e := ix.ev(r)
 			wait := e.Recv - e.Sent
 			longest = max(longest, wait)
 			if wait > tol {
 				delayed++
 			}
-			if wait > D+tol {
+			switch {
+			case wait > D+tol:
 				col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: e.Sent, To: e.Recv, Bound: float64(D) / 1e9, Observed: float64(wait) / 1e9,
 					RequestIDs: []uint64{e.ID}, TotalIDs: 1, Cause: CauseHeldPastWait,
 					Message: fmt.Sprintf("request %d of key %s was admitted after %s: held past the declared max_wait %s (tolerance %s)", e.ID, g.key, fmtDur(time.Duration(wait)), fmtDur(time.Duration(D)), fmtDur(time.Duration(tol)))})
+			case wait > needs[i]+tol:
+				free := "its token was free when it was sent"
+				if needs[i] > 0 {
+					free = "its token was due within " + fmtDur(time.Duration(needs[i]))
+				}
+				col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: e.Sent, To: e.Recv, Bound: float64(needs[i]) / 1e9, Observed: float64(wait) / 1e9,
+					RequestIDs: []uint64{e.ID}, TotalIDs: 1, Cause: CauseHeldPastToken,
+					Message: fmt.Sprintf("request %d of key %s was admitted after %s although %s, counting every admission that could have come before it at its latest instant (tolerance %s): held while it could have been admitted", e.ID, g.key, fmtDur(time.Duration(wait)), free, fmtDur(time.Duration(tol)))})
 			}
 		}
 		if len(rej) == 0 {
@@ -178,7 +192,7 @@ func checkDelay(ix *index) Result {
 	if keys == 0 || (delayed == 0 && judged == 0 && col.total == 0) {
 		return col.result(Skip, "no request of a key whose tier delays waited or was refused: the delay was not exercised", figs, "")
 	}
-	failSum := fmt.Sprintf("%s broke the declared delay: held past max_wait, or refused while their wait fitted max_wait and the queue had room", plural(col.total, "request", "requests"))
+	failSum := fmt.Sprintf("%s broke the declared delay: held past max_wait or past their token, or refused while their wait fitted max_wait and the queue had room", plural(col.total, "request", "requests"))
 	if undecided > 0 {
 		figs["undecided_refusals"] = float64(undecided)
 		return col.result(Unknown, fmt.Sprintf("%s of keys whose limit also counts refused requests (counts: all) were not judged: what they used up is not modelled", plural(undecided, "refusal", "refusals")), figs, failSum)
@@ -194,6 +208,9 @@ const (
 	// CauseRefusedInsteadOfDelay: a refusal whose wait fitted max_wait
 	// while the queue had room.
 	CauseRefusedInsteadOfDelay = "refused-instead-of-delay"
+	// CauseHeldPastToken: an admitted request waited longer than its
+	// token required (a limiter pacing what it declared to admit at once).
+	CauseHeldPastToken = "held-past-token"
 )
 
 // delayOffset keeps inactive leaves far below any active one (seconds;
@@ -210,15 +227,7 @@ func delayWaits(adm, rej []rec, l *policy.Limit, waits []int64) {
 		return
 	}
 	r, K := l.R(), l.K()
-	byHi := make([]int, len(adm)) // leaf order: adm by hi
-	for i := range byHi {
-		byHi[i] = i
-	}
-	sort.SliceStable(byHi, func(a, b int) bool { return adm[byHi[a]].hi < adm[byHi[b]].hi })
-	leaf := make([]int, len(adm)) // adm index → leaf
-	for p, i := range byHi {
-		leaf[i] = p
-	}
+	byHi, leaf := leavesByHi(adm)
 	var t0 int64 = adm[0].lo // seconds are counted from here for precision
 	for _, a := range adm {
 		t0 = min(t0, a.lo)
@@ -254,4 +263,59 @@ func delayWaits(adm, rej []rec, l *policy.Limit, waits []int64) {
 		due := t0 + int64(math.Ceil(v*1e9))
 		waits[ri] = max(waits[ri], due-x.lo)
 	}
+}
+
+// delayNeeds raises needs[i] to the wait admission adm[i] needed at most
+// under limit l: the earliest instant a bucket of l could admit one more
+// after the other admissions that could have been decided before adm[i]
+// arrived (those sent by its send time + tol), each at its latest instant
+// (hi), minus adm[i]'s send time. An upper bound on what a limiter exact to
+// the policy makes it wait: taking the others later, or counting ones that
+// came after it, only delays the bucket's next token. adm is sorted by lo.
+func delayNeeds(adm []rec, l *policy.Limit, tol int64, needs []int64) {
+	if len(adm) < 2 {
+		return
+	}
+	r, K := l.R(), l.K()
+	byHi, leaf := leavesByHi(adm)
+	t0 := adm[0].lo
+	var st segTree
+	st.init(len(adm), func(p int) float64 {
+		return float64(adm[byHi[p]].hi-t0)/1e9 + (1-K)/r - delayOffset
+	})
+	activate := func(i int, sign float64) {
+		p := leaf[i]
+		st.add(p, p, sign*delayOffset)
+		st.add(0, p, sign/r)
+	}
+	next := 0 // adm[:next] are active
+	for i := range adm {
+		for next < len(adm) && adm[next].lo <= adm[i].lo+tol {
+			activate(next, 1)
+			next++
+		}
+		activate(i, -1) // its own token is the one it waits for
+		v, _ := st.max(0, len(adm)-1)
+		activate(i, 1)
+		if v < -delayOffset/2 {
+			continue // no other admission could precede it
+		}
+		due := t0 + int64(math.Ceil(v*1e9))
+		needs[i] = max(needs[i], due-adm[i].lo)
+	}
+}
+
+// leavesByHi orders adm by hi for a segment tree's leaves: byHi[p] is the
+// admission at leaf p, leaf[i] the leaf of admission i.
+func leavesByHi(adm []rec) (byHi, leaf []int) {
+	byHi = make([]int, len(adm))
+	for i := range byHi {
+		byHi[i] = i
+	}
+	sort.SliceStable(byHi, func(a, b int) bool { return adm[byHi[a]].hi < adm[byHi[b]].hi })
+	leaf = make([]int, len(adm))
+	for p, i := range byHi {
+		leaf[i] = p
+	}
+	return byHi, leaf
 }

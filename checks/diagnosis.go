@@ -198,6 +198,9 @@ func sharesEvidence(a, b Evidence, horizon int64) bool {
 	if (a.Cause == CauseSharedQuota || a.Cause == CauseSelfInflicted) && b.Key != "" && (b.Key == a.Key || slices.Contains(a.Keys, b.Key)) {
 		return true // a key-wide cause: the key's state is wrong all along
 	}
+	if a.Cause == CauseClockStep && b.Cause == CauseClockStep && a.FaultFrom == b.FaultFrom {
+		return true // one clock step's two symptoms: the limiter trusts the wall clock
+	}
 	if a.Key == "" || a.Key != b.Key {
 		return false
 	}

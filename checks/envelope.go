@@ -677,7 +677,7 @@ func (ix *index) evidence(key string, ct *cert, msg string) Evidence {
 func admitted(dst, rs []rec, withVariants bool) []rec {
 	dst = slices.Grow(dst, len(rs)) // at most all of rs (unweighted): one allocation, not log n
 	for _, r := range rs {
-		if r.out == history.Admitted && !r.fault && (withVariants || !r.variant) {
+		if r.out == history.Admitted && (!r.fault || r.changed) && (withVariants || !r.variant) {
 			// A weighted admission of cost n is n unit admissions in the
 			// same interval; a peek (cost 0) consumes nothing.
 			for range r.tokens() {

@@ -85,7 +85,9 @@ func checkOversell(ix *index) Result {
 			for ci := range st.certs {
 				ct := &st.certs[ci]
 				maxOver = math.Max(maxOver, float64(ct.count)/ct.bound)
-				col.add(ix.evidence(ke.g.key, ct, ""))
+				ev := ix.evidence(ke.g.key, ct, "")
+				ix.noteChangeAcross(&ev, ke.g.tier)
+				col.add(ev)
 			}
 			if l.Algorithm == policy.FixedWindow {
 				hasFixed = true
@@ -96,8 +98,14 @@ func checkOversell(ix *index) Result {
 		}
 	}
 	unexplained, fallback := ix.unexplainedFallbacks()
-	return oversellResult(col, oversellFigures{admitted: admittedN, keys: keys, maxOver: maxOver, hasFixed: hasFixed,
+	notes, over := ix.judgeChangedLimits(col)
+	maxOver = math.Max(maxOver, over)
+	res := oversellResult(col, oversellFigures{admitted: admittedN, keys: keys, maxOver: maxOver, hasFixed: hasFixed,
 		worst: worst, worstN: worstN, unknown: unknown, unexplained: unexplained, fallback: fallback, weighted: ix.p.Weighted()})
+	if len(notes) > 0 {
+		res.Summary += "; " + strings.Join(notes, "; ")
+	}
+	return res
 }
 
 // oversellFigures is what checkOversell's verdict is made of, gathered in

@@ -63,7 +63,7 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	faults := &localFaults{proxy: store.proxy, rules: rules}
+	faults := &localFaults{proxy: store.proxy, rules: rules, pol: spec.Policy}
 	for i := 0; i < n; i++ {
 		in, err := service.NewInstance(spec.Policy, entry, service.InstanceOptions{
 			Index: i, Now: e.Now, Skew: spec.Skew(i), Env: catalog.Env{Redis: store.client}, Downstream: sink, Rules: rules,
@@ -72,6 +72,7 @@ func (e Embedded) Start(ctx context.Context, spec Spec) (*Stack, error) {
 			return nil, fmt.Errorf("embedded: %w", err)
 		}
 		faults.clocks = append(faults.clocks, in.Clock)
+		faults.services = append(faults.services, in.Service)
 		url, stop, err := service.ServeLoopback(in.Service)
 		if err != nil {
 			return nil, fmt.Errorf("embedded: instance %d: %w", i, err)

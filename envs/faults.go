@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlverify/rlverify/faults"
 	"github.com/rlverify/rlverify/internal/faultproxy"
 	"github.com/rlverify/rlverify/policy"
 	"github.com/rlverify/rlverify/service"
@@ -18,6 +19,52 @@ type localFaults struct {
 	proxy  *faultproxy.Proxy
 	rules  *service.RuleSource
 	clocks []*service.SkewClock
+	// pol and services take a declared limit change (limit-change).
+	pol      *policy.Policy
+	services []*service.Service
+}
+
+// changeLimits applies the policy's change name to every instance, or
+// (name "") restores the declared limits of the tier last changed.
+func (f *localFaults) changeLimits(name string) error {
+	var tier string
+	var limits []policy.Limit
+	if name != "" {
+		c, ok := f.pol.ChangeNamed(name)
+		if !ok {
+			var names []string
+			for _, c := range f.pol.Changes {
+				names = append(names, c.Name)
+			}
+			return fmt.Errorf("limit-change: the policy declares no change %q (it declares: %s)", name, strings.Join(names, ", "))
+		}
+		tier, limits = c.Tier, c.Limits
+	}
+	for _, t := range f.pol.Tiers {
+		if name == "" {
+			for _, c := range f.pol.Changes {
+				if c.Tier == t.Name {
+					if err := f.applyLimits(t.Name, t.Limits); err != nil {
+						return err
+					}
+					break
+				}
+			}
+		}
+	}
+	if name == "" {
+		return nil
+	}
+	return f.applyLimits(tier, limits)
+}
+
+func (f *localFaults) applyLimits(tier string, limits []policy.Limit) error {
+	for i, s := range f.services {
+		if err := s.ChangeLimits(tier, limits); err != nil {
+			return fmt.Errorf("limit-change: instance %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // Supports implements FaultInjector.
@@ -29,6 +76,8 @@ func (f *localFaults) Supports(kind string) bool {
 		return len(f.clocks) > 0
 	case FaultRulesDown:
 		return f.rules != nil
+	case faults.LimitChange:
+		return f.pol != nil && len(f.pol.Changes) > 0 && len(f.services) > 0
 	}
 	return false
 }
@@ -38,6 +87,9 @@ func (f *localFaults) Inject(_ context.Context, kind, param string) error {
 	if !f.Supports(kind) {
 		if kind == FaultRulesDown {
 			return fmt.Errorf("%s: this stack has no rule source to break", kind)
+		}
+		if kind == faults.LimitChange {
+			return fmt.Errorf("%s: the policy declares no changes (changes:) to apply", kind)
 		}
 		return fmt.Errorf("%s faults need the redis store (Store: redis)", kind)
 	}
@@ -67,6 +119,8 @@ func (f *localFaults) Inject(_ context.Context, kind, param string) error {
 			return fmt.Errorf("store-slow: param %q: want a latency such as 200ms, or %q", param, StoreSlowStall)
 		}
 		f.proxy.SetLatency(d)
+	case faults.LimitChange:
+		return f.changeLimits(strings.TrimSpace(param))
 	case FaultClockSkew:
 		skews, err := ParseSkews(param, len(f.clocks))
 		if err != nil {
@@ -100,6 +154,10 @@ func (f *localFaults) Clear(_ context.Context, kind string) error {
 	case FaultClockSkew:
 		for _, c := range f.clocks {
 			c.Reset()
+		}
+	case faults.LimitChange:
+		if f.pol != nil && len(f.services) > 0 {
+			return f.changeLimits("")
 		}
 	}
 	return nil

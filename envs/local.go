@@ -122,7 +122,7 @@ func (l Local) Start(ctx context.Context, spec Spec) (*Stack, error) {
 
 	// One fault proxy per node.
 	proxyOf := map[string]string{}
-	faults := &localStackFaults{localFaults: &localFaults{}}
+	faults := &localStackFaults{localFaults: &localFaults{pol: spec.Policy}}
 	for _, a := range addrs {
 		p, err := faultproxy.New(a)
 		if err != nil {
@@ -168,6 +168,7 @@ func (l Local) Start(ctx context.Context, spec Spec) (*Stack, error) {
 			return nil, fmt.Errorf("local: %w", err)
 		}
 		faults.clocks = append(faults.clocks, in.Clock)
+		faults.services = append(faults.services, in.Service)
 		svc := in.Service
 		url, stop, err := service.ServeLoopback(svc)
 		if err != nil {

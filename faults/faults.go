@@ -23,10 +23,13 @@ const (
 	// RulesDown makes the service's rule source unreadable: it must apply
 	// the conservative defaults from code (policy.Conservative).
 	RulesDown = "rules-down"
+	// LimitChange applies a limit change the policy declares (param: its
+	// name, policy.Change); clearing it restores the declared limits.
+	LimitChange = "limit-change"
 )
 
 // Kinds are every fault kind, in the order the engine clears them.
-var Kinds = []string{StoreDown, StoreSlow, ClockSkew, RulesDown}
+var Kinds = []string{StoreDown, StoreSlow, ClockSkew, RulesDown, LimitChange}
 
 // Parameters that choose how a store fails.
 const (

@@ -57,6 +57,7 @@ const (
 	fErr
 	fBody
 	fCost
+	fDate
 )
 
 // eventFieldNames lists every JSON name of Event (TestDecodeKnowsEveryField
@@ -67,7 +68,7 @@ var eventFieldNames = map[string]eventField{
 	"retry_after": fRetryAfter, "ratelimit": fRateLimit, "ratelimit_policy": fRateLimitPolicy,
 	"x_limit": fXLimit, "x_remaining": fXRemaining, "x_reset": fXReset,
 	"rl_limit": fRLLimit, "rl_remaining": fRLRemaining, "rl_reset": fRLReset, "path": fPath, "fallback": fFallback, "scope": fScope, "err": fErr,
-	"body": fBody, "cost": fCost,
+	"body": fBody, "cost": fCost, "date": fDate,
 }
 
 // lookupField maps a raw (unescaped) field name to its field without the
@@ -331,6 +332,8 @@ func (c *internCache) decode(b []byte, e *Event) bool {
 				e.Err = s
 			case fBody:
 				e.Body = s
+			case fDate:
+				e.Date = s
 			}
 		}
 		i = skipSpace(b, i)

@@ -89,6 +89,11 @@ type Event struct {
 	// type with what headers parses: no copies between the two).
 	headers.Fields
 	Err string `json:"err,omitempty"`
+	// Date is the response's Date header (an HTTP-date, second
+	// resolution), recorded only in runs whose plan steps an instance's
+	// clock: the target's clock as it said it, to show that a step took
+	// effect.
+	Date string `json:"date,omitempty"`
 	// Body is a sample of the body of an answer that was neither an
 	// admission nor a rejection (at most 256 bytes, one line of printable
 	// text; the first 20 such answers of a run), so a report can show

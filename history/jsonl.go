@@ -220,6 +220,7 @@ func AppendEvent(b []byte, e *Event) []byte {
 		{`,"fallback":`, e.Fallback},
 		{`,"scope":`, e.Scope},
 		{`,"err":`, e.Err},
+		{`,"date":`, e.Date},
 		{`,"body":`, e.Body},
 	} {
 		if f.v != "" {

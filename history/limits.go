@@ -123,7 +123,7 @@ func needsCap(v reflect.Value) bool {
 const (
 	// eventStrings counts Event's string fields other than T, each at most
 	// MaxValue bytes once capped (TestMaxEventLineIsTight checks it).
-	eventStrings = 18
+	eventStrings = 19
 	// maxEscaped is a capped value as JSON: quotes, and at most 6 bytes per
 	// byte (\u00XX for a control byte, \ufffd for an invalid one).
 	maxEscaped = 2 + 6*MaxValue

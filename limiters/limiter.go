@@ -69,6 +69,14 @@ type Limiter interface {
 	Allow(ctx context.Context, now time.Time, key string, n int) (Decision, error)
 }
 
+// Reloader is a Limiter whose limits can change in place (a declared
+// limit change, policy.Change): the new limits, one for each of its own in
+// their order, apply from the next decision on, and every key keeps its
+// state.
+type Reloader interface {
+	Reload(limits []policy.Limit) error
+}
+
 // AtLimiter is a Limiter that decides without a context or an error: the
 // in-memory algorithms. AllowAt takes now as Unix nanoseconds and is the
 // allocation-free fast path.

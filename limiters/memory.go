@@ -2,7 +2,9 @@ package limiters
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlverify/rlverify/policy"
@@ -30,7 +32,8 @@ func floorDiv(a, b int64) int64 {
 // Build it with NewTokenBucket; the zero value is not usable. Safe for
 // concurrent use.
 type TokenBucket struct {
-	p   []bucketParams
+	// p holds the limits' parameters; Reload swaps them whole.
+	p   atomic.Pointer[[]bucketParams]
 	tab *table[bucketState]
 }
 
@@ -52,10 +55,30 @@ func NewTokenBucket(limits []policy.Limit) (*TokenBucket, error) {
 		return nil, err
 	}
 	tb := &TokenBucket{tab: newTable[bucketState](len(limits))}
-	for _, l := range limits {
-		tb.p = append(tb.p, bucketParams{k: l.Capacity * nanoPerToken, r: l.R(), kInt: l.Capacity})
-	}
+	tb.p.Store(bucketParamsOf(limits))
 	return tb, nil
+}
+
+func bucketParamsOf(limits []policy.Limit) *[]bucketParams {
+	ps := make([]bucketParams, 0, len(limits))
+	for _, l := range limits {
+		ps = append(ps, bucketParams{k: l.Capacity * nanoPerToken, r: l.R(), kInt: l.Capacity})
+	}
+	return &ps
+}
+
+// Reload implements Reloader: limits (one for each of the bucket's, in its
+// order) take the place of its own from the next decision on; every key
+// keeps its level, capped at a lowered capacity when it is next decided.
+func (tb *TokenBucket) Reload(limits []policy.Limit) error {
+	if err := validate(limits); err != nil {
+		return err
+	}
+	if old := tb.p.Load(); len(limits) != len(*old) {
+		return fmt.Errorf("limiters: reload with %d limit(s) for a bucket of %d", len(limits), len(*old))
+	}
+	tb.p.Store(bucketParamsOf(limits))
+	return nil
 }
 
 // Allow implements Limiter; it never fails.
@@ -66,11 +89,12 @@ func (tb *TokenBucket) Allow(_ context.Context, now time.Time, key string, n int
 // AllowAt decides at now (Unix ns). A state written at a later now than this
 // one is not refilled backwards: time never runs back for a key.
 func (tb *TokenBucket) AllowAt(now int64, key string, n int) Decision {
+	ps := *tb.p.Load()
 	sh, c, fresh := tb.tab.lock(key, now)
 	st := c.st
 	if fresh {
 		for i := range st {
-			st[i] = bucketState{level: tb.p[i].k, last: now}
+			st[i] = bucketState{level: ps[i].k, last: now}
 		}
 	}
 	need := int64(n) * nanoPerToken
@@ -79,7 +103,7 @@ func (tb *TokenBucket) AllowAt(now int64, key string, n int) Decision {
 	tight := -1
 	var worst int64
 	for i := range st {
-		p, s := &tb.p[i], &st[i]
+		p, s := &ps[i], &st[i]
 		lv[i] = refill(s.level, p.k, p.r, now-s.last)
 		if lv[i] < need {
 			d.Allowed = false
@@ -92,7 +116,7 @@ func (tb *TokenBucket) AllowAt(now int64, key string, n int) Decision {
 	if d.Allowed {
 		var exp int64
 		for i := range st {
-			p, s := &tb.p[i], &st[i]
+			p, s := &ps[i], &st[i]
 			lv[i] -= need
 			s.level = lv[i]
 			s.last = max(s.last, now)
@@ -104,7 +128,7 @@ func (tb *TokenBucket) AllowAt(now int64, key string, n int) Decision {
 		c.exp = exp
 	}
 	sh.mu.Unlock()
-	p := &tb.p[tight]
+	p := &ps[tight]
 	d.Limit = p.kInt
 	d.Remaining = lv[tight] / nanoPerToken
 	d.RetryAfter = time.Duration(worst)

@@ -567,6 +567,10 @@ type Tolerance struct {
 	// larger of 10ms, 2% of the shortest window and twice the run's p99
 	// decision latency. Oversell never loosens.
 	Timing Duration `yaml:"timing,omitempty" json:"timing,omitempty"`
+	// Propagation is how long a declared limit change (changes) may take
+	// to be in force after it is made: requests decided within it may meet
+	// either limit. Zero means DefaultPropagation.
+	Propagation Duration `yaml:"propagation,omitempty" json:"propagation,omitempty"`
 }
 
 // UnmarshalYAML accepts a number (the regions' overrun) or a mapping.
@@ -581,8 +585,8 @@ func (t *Tolerance) UnmarshalYAML(n *yaml.Node) error {
 	}
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if k := n.Content[i].Value; k != "regions" && k != "timing" {
-				return fmt.Errorf("line %d: field %s not found in tolerance (want regions, timing)", n.Content[i].Line, k)
+			if k := n.Content[i].Value; k != "regions" && k != "timing" && k != "propagation" {
+				return fmt.Errorf("line %d: field %s not found in tolerance (want regions, timing, propagation)", n.Content[i].Line, k)
 			}
 		}
 	}

@@ -256,6 +256,12 @@ type Policy struct {
 	// relative overrun across regions and the timing slack of refusals.
 	// A plain number is the regions' overrun (tolerance: 0.05).
 	Tolerance Tolerance `yaml:"tolerance" json:"tolerance"`
+	// Changes are limits the policy says may take the place of a tier's
+	// own during a run (an operator lowering a limit; a plan's limit-change
+	// fault applies one by name). A change keeps every key's counters and
+	// applies the new limits from the instant it takes effect, within
+	// Tolerance.Propagation of being made.
+	Changes []Change `yaml:"changes,omitempty" json:"changes,omitempty"`
 	// ChecksOff turns checks off by name, for promises the limiter
 	// knowingly does not keep (e.g. retry-after for one that sends no
 	// Retry-After); the report says so.
@@ -367,6 +373,9 @@ func (p *Policy) normalize(doc *yamlx.Doc) error {
 				return err
 			}
 		}
+	}
+	if err := p.normalizeChanges(errf, doc); err != nil {
+		return err
 	}
 	prefixes := map[string]string{}
 	for _, t := range p.Tiers {
@@ -835,4 +844,93 @@ func (p *Policy) Conservative() *Policy {
 	}
 	c.Version += "-fallback"
 	return c
+}
+
+// Change is a limit change the policy declares: the limits that take the
+// place of Tier's own while it is in force.
+type Change struct {
+	Name string `yaml:"name" json:"name"`
+	// Tier is the tier whose limits change.
+	Tier string `yaml:"tier" json:"tier"`
+	// Limits replace the tier's, one for one, in its order. Each may only
+	// lower its limit (a smaller count, no faster refill): what a key may
+	// take under the tier's own limits then bounds it under the change too.
+	Limits []Limit `yaml:"limits" json:"limits"`
+}
+
+// ChangeNamed is the declared change called name.
+func (p *Policy) ChangeNamed(name string) (*Change, bool) {
+	for i := range p.Changes {
+		if p.Changes[i].Name == name {
+			return &p.Changes[i], true
+		}
+	}
+	return nil, false
+}
+
+// WithChange is p with change c's limits in place of its tier's (a copy;
+// p is not modified).
+func (p *Policy) WithChange(c *Change) *Policy {
+	q := *p
+	q.Tiers = append([]Tier(nil), p.Tiers...)
+	for i := range q.Tiers {
+		if q.Tiers[i].Name == c.Tier {
+			q.Tiers[i].Limits = append([]Limit(nil), c.Limits...)
+		}
+	}
+	q.Changes = nil
+	return &q
+}
+
+// DefaultPropagation is how long a declared limit change may take to be in
+// force everywhere when the policy says nothing (tolerance.propagation).
+const DefaultPropagation = time.Second
+
+// Propagation is the declared propagation tolerance of a limit change.
+func (p *Policy) Propagation() time.Duration {
+	if d := p.Tolerance.Propagation.D(); d > 0 {
+		return d
+	}
+	return DefaultPropagation
+}
+
+func (p *Policy) normalizeChanges(errf func(string, string, ...any) error, doc *yamlx.Doc) error {
+	names := map[string]bool{}
+	for i := range p.Changes {
+		c := &p.Changes[i]
+		path := fmt.Sprintf("changes.%d", i)
+		if err := CheckName(c.Name); err != nil {
+			return errf(path+".name", "change name %v", err)
+		}
+		if names[c.Name] {
+			return errf(path+".name", "change %q is declared twice", c.Name)
+		}
+		names[c.Name] = true
+		var tier *Tier
+		for j := range p.Tiers {
+			if p.Tiers[j].Name == c.Tier {
+				tier = &p.Tiers[j]
+			}
+		}
+		if tier == nil {
+			return errf(path+".tier", "change %q names tier %q, which the policy does not declare", c.Name, c.Tier)
+		}
+		if len(c.Limits) != len(tier.Limits) {
+			return errf(path+".limits", "change %q gives %d limit(s) for tier %q's %d: one for each, in its order", c.Name, len(c.Limits), c.Tier, len(tier.Limits))
+		}
+		for j := range c.Limits {
+			lp := fmt.Sprintf("%s.limits.%d", path, j)
+			if err := c.Limits[j].normalize(lp, errf, doc); err != nil {
+				return err
+			}
+			was, now := tier.Limits[j], c.Limits[j]
+			if now.Algorithm != was.Algorithm {
+				return errf(lp+".algorithm", "change %q makes tier %q's %s a %s: a change keeps the algorithm", c.Name, c.Tier, was.Algorithm, now.Algorithm)
+			}
+			if now.Count > was.Count || now.Capacity > was.Capacity || now.R() > was.R()*(1+1e-9) {
+				return errf(lp, "change %q raises tier %q's limit %s to %s: only a change that lowers a limit (no larger count, no faster refill) is judged", c.Name, c.Tier, was.Describe(), now.Describe())
+			}
+		}
+	}
+	return nil
 }

@@ -34,8 +34,14 @@ type Service struct {
 	Limiters map[string]limiters.Limiter
 	// Downstream receives admitted requests (may be nil).
 	Downstream Forwarder
-	// Now is the instance clock; time.Now when nil.
+	// Now is the clock the limiters decide at (the instance's steady
+	// clock); time.Now when nil.
 	Now func() time.Time
+	// Wall, when set, is the instance's wall clock, which a clock-skew
+	// fault steps: the service says it in its Date header, so a run can
+	// see that a step took effect. Its limiters never read it (only a
+	// faulty limiter built on catalog.Env.Now does).
+	Wall func() time.Time
 	// TrustXFF takes the identity from X-Forwarded-For when present, from
 	// any peer. It is the defect of faulty/trust-xff; never set it otherwise.
 	TrustXFF bool
@@ -57,6 +63,26 @@ type Service struct {
 
 	// delays holds the keys of tiers that delay (serveDelayed).
 	delays delayer
+}
+
+// ChangeLimits applies a declared limit change (policy.Change) to tier:
+// limits take the place of the tier's own in its limiter, which keeps
+// every key's state (limiters.Reloader). The tier's limits as the policy
+// declares them undo it. An error names a limiter that cannot change in
+// place.
+func (s *Service) ChangeLimits(tier string, limits []policy.Limit) error {
+	lim, ok := s.Limiters[tier]
+	if !ok {
+		return fmt.Errorf("service: no tier %q", tier)
+	}
+	r, ok := lim.(limiters.Reloader)
+	if !ok {
+		return fmt.Errorf("service: tier %q's limiter (%T) cannot change its limits in place", tier, lim)
+	}
+	if err := r.Reload(limits); err != nil {
+		return fmt.Errorf("service: tier %q: %w", tier, err)
+	}
+	return nil
 }
 
 // ScopeHeader names the limit that refused a request when it is not the
@@ -156,6 +182,9 @@ func wellFormedKey(k string, declaredMax int) bool {
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.Name != "" {
 		w.Header().Set("X-RL-Instance", s.Name)
+	}
+	if s.Wall != nil {
+		w.Header().Set("Date", s.Wall().UTC().Format(http.TimeFormat))
 	}
 	switch r.URL.Path {
 	case "/healthz":

@@ -111,7 +111,7 @@ func NewStandalone(o StandaloneOptions) (http.Handler, func() error, error) {
 			ctl.Replicas = replicas
 		}
 		clk := NewSkewClock(nil, o.ClockOffset)
-		h = &Service{Policy: o.Policy, Limiters: lims, Downstream: o.Downstream, Now: clk.Now, Metrics: NewMetrics(), Name: o.Name}
+		h = &Service{Policy: o.Policy, Limiters: lims, Downstream: o.Downstream, Now: clk.Steady, Wall: clk.Now, Metrics: NewMetrics(), Name: o.Name}
 	} else {
 		rules, err := BuildRules(o.Policy, o.Entry, env)
 		if err != nil {

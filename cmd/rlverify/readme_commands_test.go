@@ -81,6 +81,8 @@ var readmeCommandTests = map[string]string{
 	"rlverify attack --plan slow-store":                                        "TestStoreOutageOnDocker",
 	"rlverify attack --plan rules-unavailable":                                 "TestScenariosOnDocker",
 	"rlverify attack --plan clock-skew --limiter faulty/instance-clock":        "TestReadmeAttackCommands",
+	"rlverify attack --plan clock-step --limiter faulty/wall-clock":            "TestReadmeAttackCommands",
+	"rlverify attack --plan limit-change --limiter faulty/reload-resets":       "TestReadmeAttackCommands",
 	"rlverify attack --plan global-guard":                                      "TestGlobalGuardProtectsDownstream",
 	"rlverify attack --plan regions --region-mode independent":                 "TestReadmeAttackCommands",
 	"rlverify attack --plan regions --region-sync 500ms --region-latency 50ms": "TestReadmeRegionsCommands",
@@ -530,6 +532,12 @@ func TestReadmeAttackCommands(t *testing.T) {
 			`(?m)^oversell\s+PASS\s+(1[1-9]|20) requests admitted`},
 		{"rlverify attack --plan clock-skew --limiter faulty/instance-clock", true, ExitFail,
 			`(?m)^oversell\s+FAIL\s+\d+ proven interval`},
+		// The forward step's overrun is named after the step; the
+		// backward step's stall is the same defect.
+		{"rlverify attack --plan clock-step --limiter faulty/wall-clock", false, ExitFail,
+			`(?m)^FAIL: 1 defect: oversell: .* — after instance 0's clock stepped forward by 3s .*\(explains under-admission, retry-after`},
+		{"rlverify attack --plan limit-change --limiter faulty/reload-resets", false, ExitFail,
+			`(?m)^FAIL: 1 defect: oversell: .* — across the limit change halve made at`},
 		{"rlverify attack --plan regions --region-mode independent", false, ExitFail,
 			`(?m)^regions\s+FAIL\s+\d+ keys? overran the declared tolerance`},
 	} {

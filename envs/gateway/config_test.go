@@ -84,6 +84,17 @@ func TestNginxConfigGolden(t *testing.T) {
 		s := nginxSettings{Listen: testListen, Upstream: testUpstream, Dir: testDir, Version: nginxVersion{1, 22, 1}}
 		golden(t, "default.nginx-delay.conf", nginxConfig(t, policy.Default(), s))
 	})
+	t.Run("delay declared", func(t *testing.T) {
+		// burst=K−1+Q' delay=K−1: K at once, then Q' = min(Q, ⌊D·r⌋) wait.
+		pol := policy.Default()
+		pol.Delay = &policy.Delay{MaxWait: policy.Duration(600 * time.Millisecond), Queue: 20}
+		require.NoError(t, pol.Validate())
+		s := nginxSettings{Listen: testListen, Upstream: testUpstream, Dir: testDir, Version: nginxVersion{1, 22, 1}}
+		got := nginxConfig(t, pol, s)
+		golden(t, "default.nginx-delay-declared.conf", got)
+		assert.Contains(t, got, "limit_req zone=free_0 burst=12 delay=9;")
+		assert.Contains(t, got, "limit_req zone=paid_0 burst=119 delay=99;")
+	})
 	t.Run("nginx-1.25", func(t *testing.T) {
 		s := nginxSettings{Listen: testListen, Upstream: testUpstream, Dir: testDir, NoDelay: true, Version: nginxVersion{1, 25, 3}}
 		got := nginxConfig(t, policy.Default(), s)

@@ -55,9 +55,26 @@ type MeteredConfig struct {
 	// ForgetsRefund is the defect of one that declares refunds and keeps
 	// the tokens of failed requests.
 	ForgetsRefund bool
+	// AdvertiseLimit sends X-RateLimit-Limit (the capacity in force) on
+	// every answer, so a limit change can be seen from outside.
+	AdvertiseLimit bool
+	// ReloadResets is the defect of one that applies a limit change
+	// (MeteredLimitsPath) by dropping every key's limiter: each starts again
+	// from a full bucket of the new limit.
+	ReloadResets bool
+	// ReloadNewKeysOnly is the defect of one whose limit change reaches
+	// only the keys first seen after it: existing keys keep the old limit
+	// (while the answers advertise the new one).
+	ReloadNewKeysOnly bool
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
+
+// MeteredLimitsPath takes a limit change: POST with ?burst=N&rate=R (per
+// second) sets every key's Limiter to the new limits from now on
+// (x/time/rate's SetBurstAt and SetLimitAt keep each key's tokens, capped
+// at the new burst); each later key starts with them.
+const MeteredLimitsPath = "/admin/limits"
 
 // Metered is a weighted API in the manner of a metered gateway, written on
 // golang.org/x/time/rate (a library rlverify did not write): any path and
@@ -72,6 +89,9 @@ type Metered struct {
 	cfg  MeteredConfig
 	mu   sync.Mutex
 	keys map[string]*rate.Limiter
+	// burst and limit are the limits in force (cfg's until a change).
+	burst int
+	limit float64
 }
 
 // NewMetered builds a metered instance.
@@ -88,24 +108,57 @@ func NewMetered(cfg MeteredConfig) *Metered {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Metered{cfg: cfg, keys: map[string]*rate.Limiter{}}
+	return &Metered{cfg: cfg, keys: map[string]*rate.Limiter{}, burst: cfg.Burst, limit: cfg.Rate}
 }
 
-func (m *Metered) limiter(key string) *rate.Limiter {
+func (m *Metered) limiter(key string) (*rate.Limiter, int, float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.keys[key]
 	if l == nil {
-		l = rate.NewLimiter(rate.Limit(m.cfg.Rate), m.cfg.Burst)
+		l = rate.NewLimiter(rate.Limit(m.limit), m.burst)
 		m.keys[key] = l
 	}
-	return l
+	return l, m.burst, m.limit
+}
+
+// changeLimits serves MeteredLimitsPath.
+func (m *Metered) changeLimits(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST "+MeteredLimitsPath+"?burst=N&rate=R", http.StatusMethodNotAllowed)
+		return
+	}
+	burst, err1 := strconv.Atoi(r.URL.Query().Get("burst"))
+	lim, err2 := strconv.ParseFloat(r.URL.Query().Get("rate"), 64)
+	if err1 != nil || err2 != nil || burst < 1 || lim <= 0 || math.IsInf(lim, 0) {
+		http.Error(w, "want ?burst=N&rate=R with N ≥ 1 and R > 0", http.StatusBadRequest)
+		return
+	}
+	now := m.cfg.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.burst, m.limit = burst, lim
+	switch {
+	case m.cfg.ReloadResets:
+		m.keys = map[string]*rate.Limiter{}
+	case m.cfg.ReloadNewKeysOnly:
+	default:
+		for _, l := range m.keys {
+			l.SetBurstAt(now, burst)
+			l.SetLimitAt(now, rate.Limit(lim))
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // ServeHTTP implements http.Handler.
 func (m *Metered) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/healthz" {
 		_, _ = w.Write([]byte("ok\n"))
+		return
+	}
+	if r.URL.Path == MeteredLimitsPath {
+		m.changeLimits(w, r)
 		return
 	}
 	key := r.Header.Get(MeteredKeyHeader)
@@ -130,7 +183,10 @@ func (m *Metered) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		charge = 1
 	}
 	now := m.cfg.Now()
-	l := m.limiter(key)
+	l, burst, limit := m.limiter(key)
+	if m.cfg.AdvertiseLimit {
+		w.Header().Set("X-RateLimit-Limit", strconv.Itoa(burst))
+	}
 	// AllowN as a reservation, so a failed downstream can give it back.
 	res := l.ReserveN(now, charge)
 	if res.OK() && res.DelayFrom(now) == 0 {
@@ -147,9 +203,9 @@ func (m *Metered) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if res.OK() {
 		res.CancelAt(now) // not admitted now: take nothing
 	}
-	if m.cfg.Rate > 0 && !m.cfg.NoRetryAfter && !m.cfg.OneOff {
-		missing := float64(min(charge, m.cfg.Burst)) - l.TokensAt(now)
-		secs := int64(math.Ceil(math.Max(missing, 0) / m.cfg.Rate))
+	if limit > 0 && !m.cfg.NoRetryAfter && !m.cfg.OneOff {
+		missing := float64(min(charge, burst)) - l.TokensAt(now)
+		secs := int64(math.Ceil(math.Max(missing, 0) / limit))
 		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
 	}
 	http.Error(w, "too many units", http.StatusTooManyRequests)

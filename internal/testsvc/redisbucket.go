@@ -149,6 +149,11 @@ func NewRedisBucket(cfg RedisBucketConfig) (*RedisBucket, error) {
 	}
 	var ctx context.Context
 	ctx, s.stopWarm = context.WithCancel(context.Background())
+	if s.warmOnce(ctx) == nil {
+		// Redis answered: warm now, before the first request.
+		close(s.warmed)
+		return s, nil
+	}
 	go s.warm(ctx)
 	return s, nil
 }

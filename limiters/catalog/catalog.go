@@ -269,6 +269,30 @@ func faultyEntries() []Entry {
 			},
 		},
 		{
+			Name: "faulty/keeps-old-limit", Algorithm: policy.TokenBucket, Store: Memory,
+			Breaks:      "oversell after a declared limit change that lowers the limit: the limiter goes on deciding by the old one",
+			Description: "in-memory token bucket that accepts a limit change and keeps deciding by its old limits",
+			New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
+				return faulty.NewKeepsOldLimit(l)
+			},
+		},
+		{
+			Name: "faulty/reload-resets", Algorithm: policy.TokenBucket, Store: Memory,
+			Breaks:      "oversell at a declared limit change: every key starts again from a full bucket of the new limit",
+			Description: "in-memory token bucket that applies a limit change by building a new limiter, forgetting every key's state",
+			New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
+				return faulty.NewResetsOnReload(l)
+			},
+		},
+		{
+			Name: "faulty/wall-clock", Algorithm: policy.TokenBucket, Store: Memory,
+			Breaks:      "oversell after a forward clock step, under-admission after a backward one: time from the wall clock, not a monotonic one",
+			Description: "in-memory token bucket deciding at the instance's wall clock (Env.Now), which a clock step moves",
+			New: func(l []policy.Limit, env Env) (limiters.Limiter, error) {
+				return faulty.NewWallClock(l, env.Now)
+			},
+		},
+		{
 			Name: "faulty/instance-clock", Algorithm: policy.TokenBucket, Store: Redis,
 			Breaks:      "oversell / fairness under skew: time from the instance clock, not Redis",
 			Description: "Redis token bucket deciding at the instance's clock plus Env.Skew",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -251,4 +252,93 @@ func (x *DeductOnReject) Allow(_ context.Context, now time.Time, key string, n i
 		d.RetryAfter = time.Duration((float64(n) - before) / x.b.r * float64(time.Second))
 	}
 	return d, nil
+}
+
+// WallClock is an in-memory limiter that decides at the instance's wall
+// clock (Now) instead of the monotonic time it is given. When an operator or
+// NTP steps the wall clock forward, it credits every token the jump seems
+// to have accrued (a drained bucket is full at once: it breaks "admitted ≤
+// K + r·Δt"); stepped back, its last update lies in the future and it
+// refills nothing until the wall clock has caught up (wrongful refusals).
+// Safe for concurrent use when the inner limiter is.
+type WallClock struct {
+	limiters.Limiter
+	// Now is the instance's wall clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// NewWallClock returns the in-memory token bucket for limits deciding at
+// now, the instance's wall clock.
+func NewWallClock(limits []policy.Limit, now func() time.Time) (limiters.Limiter, error) {
+	tb, err := limiters.New(policy.TokenBucket, limits)
+	if err != nil {
+		return nil, err
+	}
+	return WallClock{Limiter: tb, Now: now}, nil
+}
+
+// Allow implements limiters.Limiter: the given now is ignored.
+func (l WallClock) Allow(ctx context.Context, _ time.Time, key string, n int) (limiters.Decision, error) {
+	now := time.Now()
+	if l.Now != nil {
+		now = l.Now()
+	}
+	return l.Limiter.Allow(ctx, now, key, n)
+}
+
+// KeepsOldLimit is an in-memory token bucket that accepts a limit change
+// and goes on deciding by its old limits (a configuration reloaded but the
+// limiters not rebuilt): after a change that lowers the limit it admits
+// what only the old limit allowed.
+type KeepsOldLimit struct{ limiters.Limiter }
+
+// NewKeepsOldLimit returns the in-memory token bucket for limits, deaf to
+// limit changes.
+func NewKeepsOldLimit(limits []policy.Limit) (limiters.Limiter, error) {
+	tb, err := limiters.New(policy.TokenBucket, limits)
+	if err != nil {
+		return nil, err
+	}
+	return KeepsOldLimit{tb}, nil
+}
+
+// Reload implements limiters.Reloader: it reports success and changes
+// nothing.
+func (KeepsOldLimit) Reload([]policy.Limit) error { return nil }
+
+// ResetsOnReload is an in-memory token bucket that applies a limit change
+// by building a new limiter: every key starts again from a full bucket of
+// the new limit, so a key drained just before the change is admitted a
+// fresh burst right after it (oversell). Safe for concurrent use.
+type ResetsOnReload struct {
+	cur atomic.Pointer[limiters.Limiter]
+}
+
+// NewResetsOnReload returns the in-memory token bucket for limits that
+// forgets every key's state on a limit change.
+func NewResetsOnReload(limits []policy.Limit) (*ResetsOnReload, error) {
+	tb, err := limiters.New(policy.TokenBucket, limits)
+	if err != nil {
+		return nil, err
+	}
+	r := &ResetsOnReload{}
+	var l limiters.Limiter = tb
+	r.cur.Store(&l)
+	return r, nil
+}
+
+// Allow implements limiters.Limiter.
+func (r *ResetsOnReload) Allow(ctx context.Context, now time.Time, key string, n int) (limiters.Decision, error) {
+	return (*r.cur.Load()).Allow(ctx, now, key, n)
+}
+
+// Reload implements limiters.Reloader: a new, full limiter.
+func (r *ResetsOnReload) Reload(limits []policy.Limit) error {
+	tb, err := limiters.New(policy.TokenBucket, limits)
+	if err != nil {
+		return err
+	}
+	var l limiters.Limiter = tb
+	r.cur.Store(&l)
+	return nil
 }
