@@ -35,11 +35,13 @@ const (
 // twice; not several shards, which are merged in memory; not a history
 // already in memory), asks for no thresholds (they read the events in
 // memory), does not set InMemory, the history is neither an import nor
-// one shard of a run, and every check Check would judge — Checks.Only, or
-// all, less those turned off by the policy's checks_off and Checks.Off —
-// streams (checks.StreamChecks). Otherwise it judges in memory. The
-// history's records are read (not its events) when the policy is the
-// history's or the other conditions hold. A history that cannot be read, or names no policy, is left to the
+// one shard of a run nor a run whose faults the streaming checks do not
+// judge yet (checks.StreamRecords: limit changes, clock steps), and every
+// check Check would judge — Checks.Only, or all, less those turned off by
+// the policy's checks_off and Checks.Off — streams (checks.StreamChecks).
+// Otherwise it judges in memory. The history's records are read (not its
+// events) when the policy is the history's or the other conditions hold.
+// A history that cannot be read, or names no policy, is left to the
 // in-memory path, which reports it.
 func ChoosePath(o CheckOptions) (Path, string) {
 	p, why, _, _ := choosePath(o)
@@ -88,6 +90,9 @@ func choosePath(o CheckOptions) (path Path, why string, rec *history.History, na
 	}
 	if name, ok := importers.Format(rec.Run); ok {
 		return InMemory, fmt.Sprintf("a history imported from %s is completed in memory", name), nil, nil
+	}
+	if ok, why := checks.StreamRecords(rec); !ok {
+		return InMemory, why, nil, nil
 	}
 	if rec.Run.Shard != "" {
 		return InMemory, fmt.Sprintf("the history is shard %s of a run", rec.Run.Shard), nil, nil

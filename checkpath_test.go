@@ -211,6 +211,16 @@ func TestChoosePath(t *testing.T) {
 			require.Contains(t, why, tc.why)
 		})
 	}
+	// Faults the streaming checks do not judge yet.
+	for kind, why := range map[string]string{checks.LimitChangeFault: "changed a declared limit", "clock-skew": "stepped an instance's clock"} {
+		h := bench.Generate(300, 2)
+		h.Faults = []history.Fault{{Kind: kind, Start: 1e9, End: 2e9, Param: "x"}}
+		f := filepath.Join(t.TempDir(), "h.jsonl")
+		writeHistory(t, f, h)
+		path, got := rlverify.ChoosePath(rlverify.CheckOptions{Histories: []string{f}, Policy: pol, Checks: streamable})
+		require.Equal(t, rlverify.InMemory, path, kind)
+		require.Contains(t, got, why)
+	}
 	// A history that cannot be read is left to the in-memory path, whose
 	// error Check returns.
 	o := rlverify.CheckOptions{Histories: []string{file + ".missing"}, Policy: pol, Checks: streamable}

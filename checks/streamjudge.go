@@ -131,3 +131,20 @@ func JudgeStreamed(streamed []Result, st history.Stats, errs int64, by []StatusC
 	rs = skipOff(rs, p, o)
 	return append([]Result{gate(st, errs, by, p, rs, o.MaxErrorRate)}, Diagnose(rs, horizonOf(p))...)
 }
+
+// StreamRecords says whether a Streamer judges the history whose records
+// are rec as Run does: not yet when the run changed a declared limit
+// (limit-change faults: Run judges the changed limits) or stepped an
+// instance's clock (clock-skew faults: Run attributes violations to the
+// steps); why says which.
+func StreamRecords(rec *history.History) (ok bool, why string) {
+	for _, f := range rec.Faults {
+		switch f.Kind {
+		case LimitChangeFault:
+			return false, "the run changed a declared limit, which only the in-memory checks judge"
+		case "clock-skew":
+			return false, "the run stepped an instance's clock, which only the in-memory checks attribute"
+		}
+	}
+	return true, ""
+}
