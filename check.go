@@ -3,6 +3,7 @@ package rlverify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -40,6 +41,9 @@ type CheckOptions struct {
 	// FailOn, when set, is how the caller will read the verdicts: each
 	// threshold it names must be one of Thresholds.
 	FailOn *FailOn
+	// InMemory judges in memory even where the history could be streamed
+	// (see ChoosePath): both paths give the same document.
+	InMemory bool
 	// PauseGC turns the garbage collector off while the histories are
 	// read, unless GOGC is set (see pauseGC): for a process that does
 	// nothing else meanwhile, such as the command.
@@ -76,10 +80,15 @@ type Outcome struct {
 	Document *reports.Document
 	// Results are the checks' verdicts with their evidence.
 	Results []checks.Result
-	// History is what was judged.
+	// History is what was judged: on the streaming path its records
+	// only (run header, faults, phases, end), without the events.
 	History *history.History
 	// HistoryFile is where an attack recorded the history ("" for Check).
 	HistoryFile string
+	// Path is how Check judged (see ChoosePath), and PathWhy why; empty
+	// for an attack's own judgement.
+	Path    Path
+	PathWhy string
 	// Stopped is why an attack's plan stopped before its end (nil when it
 	// ran whole): what was recorded is judged, but the run is not the
 	// proof the plan promises.
@@ -104,27 +113,47 @@ func Check(ctx context.Context, o CheckOptions) (*Outcome, error) {
 		return nil, optionErr("%w", err)
 	}
 	return Interruptible(ctx, func() (*Outcome, error) {
-		h := o.History
-		if h == nil {
-			restore := func() {}
-			if o.PauseGC {
-				restore = pauseGC()
+		path, why, rec, names := choosePath(o)
+		if path == Streaming {
+			out, err := judgeStream(o, rec, names)
+			if !errors.Is(err, errReorder) {
+				if out != nil {
+					out.Path, out.PathWhy = path, why
+				}
+				return out, err
 			}
-			var err error
-			h, err = ReadHistories(o.Histories, o.Stdin)
-			restore()
-			if err != nil {
-				return nil, err
-			}
+			path, why = InMemory, err.Error()
 		}
-		out, err := judge(h, o.Policy, o.Checks, o.Thresholds)
-		if err == nil && len(h.MissingShards) > 0 {
-			// One shard's attack judges its share; checking it as the run
-			// would judge part of the run as the whole.
-			out.Document.MarkCut(checks.Incomplete, fmt.Sprintf("shard %s of the run is missing (judge every shard's history together)", strings.Join(h.MissingShards, ", ")))
+		out, err := checkInMemory(o)
+		if out != nil {
+			out.Path, out.PathWhy = path, why
 		}
 		return out, err
 	})
+}
+
+// checkInMemory is Check on the in-memory path.
+func checkInMemory(o CheckOptions) (*Outcome, error) {
+	h := o.History
+	if h == nil {
+		restore := func() {}
+		if o.PauseGC {
+			restore = pauseGC()
+		}
+		var err error
+		h, err = ReadHistories(o.Histories, o.Stdin)
+		restore()
+		if err != nil {
+			return nil, err
+		}
+	}
+	out, err := judge(h, o.Policy, o.Checks, o.Thresholds)
+	if err == nil && len(h.MissingShards) > 0 {
+		// One shard's attack judges its share; checking it as the run
+		// would judge part of the run as the whole.
+		out.Document.MarkCut(checks.Incomplete, fmt.Sprintf("shard %s of the run is missing (judge every shard's history together)", strings.Join(h.MissingShards, ", ")))
+	}
+	return out, err
 }
 
 // Interruptible runs f and returns what it returns, or an

@@ -81,7 +81,13 @@ func Validate(names []string) error {
 // first, then Run's results with the checks turned off skipped and the
 // violations other checks explain marked so (see Diagnose).
 func Judge(h *history.History, p *policy.Policy, o Options) []Result {
-	rs := Run(h, p, o)
+	rs := skipOff(Run(h, p, o), p, o)
+	return append([]Result{Gate(h, p, rs, o.MaxErrorRate)}, Diagnose(rs, horizonOf(p))...)
+}
+
+// skipOff replaces the results of the checks turned off (p's checks_off,
+// o.Off) by skips saying so.
+func skipOff(rs []Result, p *policy.Policy, o Options) []Result {
 	off := append(append([]string(nil), p.ChecksOff...), o.Off...)
 	for i := range rs {
 		if slices.Contains(off, rs[i].Name) {
@@ -92,7 +98,7 @@ func Judge(h *history.History, p *policy.Policy, o Options) []Result {
 			rs[i] = Result{Name: rs[i].Name, Verdict: Skip, Summary: "turned off by " + why + " (the promise is knowingly not kept, or not judged)"}
 		}
 	}
-	return append([]Result{Gate(h, p, rs, o.MaxErrorRate)}, Diagnose(rs, horizonOf(p))...)
+	return rs
 }
 
 // Run runs every check (or those named in o.Only, in the order of All) on h

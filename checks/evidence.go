@@ -107,6 +107,14 @@ func Gate(h *history.History, p *policy.Policy, rs []Result, maxErrorRate float6
 	}
 	st := h.StatsBy(func(e *history.Event) history.Outcome { return Outcome(p, e) })
 	errs, by := Errors(h, p)
+	return gate(st, errs, by, p, rs, maxErrorRate)
+}
+
+// gate is Gate on the run's counts and its errors by status.
+func gate(st history.Stats, errs int64, by []StatusCount, p *policy.Policy, rs []Result, maxErrorRate float64) Result {
+	if maxErrorRate <= 0 {
+		maxErrorRate = DefaultMaxErrorRate
+	}
 	figs := map[string]float64{"requests": float64(st.Requests), "errors": float64(errs), "max_error_rate": maxErrorRate}
 	res := Result{Name: EvidenceCheck, Figures: figs}
 	if st.Requests == 0 {

@@ -145,6 +145,32 @@ func outcomes(h *history.History, p *policy.Policy) []history.Outcome {
 // Build assembles the document for a judged history. It reads h and p and
 // keeps rs as given; it does not modify any of them.
 func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
+	d := newDocument(h, p, rs)
+	oc := outcomes(h, p)
+	var lats []int64
+	for i := range h.Events {
+		e := &h.Events[i]
+		if h.End == nil {
+			d.Elapsed = max(d.Elapsed, e.Recv)
+		}
+		if o := oc[i]; o == history.Admitted || o == history.Rejected {
+			lats = append(lats, e.Recv-e.Sent)
+		}
+	}
+	if len(lats) > 0 {
+		r := ranks(lats, 0.50, 0.90, 0.99, 1)
+		d.Latency = &Latency{Decisions: int64(len(lats)), P50: r[0], P90: r[1], P99: r[2], Max: r[3]}
+	}
+	groups := groupByKey(h)
+	d.Timeline = buildTimeline(h, p, oc, groups)
+	d.PerSecond = perSecond(h, d.Elapsed, oc)
+	_, d.Errors = checks.Errors(h, p)
+	d.Keys = keyStats(h, p, oc, groups)
+	return d
+}
+
+// newDocument is the part of Build's document that reads no event of h.
+func newDocument(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 	d := &Document{
 		Schema:    Schema,
 		Verdict:   checks.Overall(rs),
@@ -181,25 +207,6 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 	if h.End != nil {
 		d.Elapsed = h.End.Elapsed
 	}
-	oc := outcomes(h, p)
-	var lats []int64
-	for i := range h.Events {
-		e := &h.Events[i]
-		if h.End == nil {
-			d.Elapsed = max(d.Elapsed, e.Recv)
-		}
-		if o := oc[i]; o == history.Admitted || o == history.Rejected {
-			lats = append(lats, e.Recv-e.Sent)
-		}
-	}
-	if len(lats) > 0 {
-		r := ranks(lats, 0.50, 0.90, 0.99, 1)
-		d.Latency = &Latency{Decisions: int64(len(lats)), P50: r[0], P90: r[1], P99: r[2], Max: r[3]}
-	}
-	groups := groupByKey(h)
-	d.Timeline = buildTimeline(h, p, oc, groups)
-	d.PerSecond = perSecond(h, d.Elapsed, oc)
-	_, d.Errors = checks.Errors(h, p)
 	d.Defects = checks.Defects(rs)
 	for _, r := range rs {
 		if r.Verdict == checks.Skip {
@@ -207,7 +214,6 @@ func Build(h *history.History, p *policy.Policy, rs []checks.Result) *Document {
 		}
 		d.Warnings = append(d.Warnings, r.Warnings...)
 	}
-	d.Keys = keyStats(h, p, oc, groups)
 	d.Footprint = footprint(h.Samples)
 	return d
 }

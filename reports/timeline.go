@@ -126,18 +126,7 @@ func buildTimeline(h *history.History, p *policy.Policy, oc []history.Outcome, g
 		hi = max(hi, h.End.Elapsed)
 	}
 	lo = max(lo, 0)
-	target := int64(min(max(len(h.Events)/2, minTimelineBuckets), MaxTimelineBuckets))
-	width := niceWidth((hi - lo + target) / target)
-	var start, n int64
-	for {
-		start = lo / width * width
-		n = (hi-start)/width + 1
-		if n <= MaxTimelineBuckets {
-			break
-		}
-		width = niceWidth(width + 1)
-	}
-	t := &Timeline{Start: start, Width: width, Buckets: int(n)}
+	t := timelineGrid(lo, hi, int64(len(h.Events)))
 	t.Traffic = buildTraffic(h, lo, hi, oc)
 
 	// Group events by key, busiest first.
@@ -206,6 +195,23 @@ func buildTimeline(h *history.History, p *policy.Policy, oc []history.Outcome, g
 		t.Keys = append(t.Keys, kt)
 	}
 	return t
+}
+
+// timelineGrid is the timeline's buckets over [lo, hi] for a history of
+// n events.
+func timelineGrid(lo, hi, n int64) *Timeline {
+	target := min(max(n/2, minTimelineBuckets), MaxTimelineBuckets)
+	width := niceWidth((hi - lo + target) / target)
+	var start, k int64
+	for {
+		start = lo / width * width
+		k = (hi-start)/width + 1
+		if k <= MaxTimelineBuckets {
+			break
+		}
+		width = niceWidth(width + 1)
+	}
+	return &Timeline{Start: start, Width: width, Buckets: int(k)}
 }
 
 // niceWidth returns the smallest 1, 2 or 5 × 10^k ns that is ≥ w (≥ 1 µs).
@@ -448,20 +454,30 @@ func newSim(l policy.Limit, epoch int64) levelSim {
 // with the policy's recovery time after it: the failure mode decides then,
 // not the bucket (as the fail-mode and oversell checks judge them).
 func storeFaults(h *history.History, p *policy.Policy) [][2]int64 {
+	for _, f := range h.Faults {
+		if f.End == 0 && (f.Kind == "store-down" || f.Kind == "store-slow") {
+			// The latest Recv, found only for an open fault: it reads every event.
+			last := int64(0)
+			for i := range h.Events {
+				last = max(last, h.Events[i].Recv)
+			}
+			return storeFaultsUntil(h, p, last)
+		}
+	}
+	return storeFaultsUntil(h, p, 0)
+}
+
+// storeFaultsUntil is storeFaults for a history whose latest receive time
+// is last (≥ 0).
+func storeFaultsUntil(h *history.History, p *policy.Policy, last int64) [][2]int64 {
 	var out [][2]int64
-	last := int64(-1) // the latest Recv, found only for an open fault: it streams every event
+	last = max(last, 0)
 	for _, f := range h.Faults {
 		if f.Kind != "store-down" && f.Kind != "store-slow" {
 			continue
 		}
 		end := f.End
 		if end == 0 {
-			if last < 0 {
-				last = 0
-				for i := range h.Events {
-					last = max(last, h.Events[i].Recv)
-				}
-			}
 			end = last
 		}
 		out = append(out, [2]int64{f.Start, end + int64(p.Failure.Recovery.D())})

@@ -116,17 +116,9 @@ func trafficWidth(span int64) int64 {
 
 // buildTraffic bins every event of h over [lo, hi] (ns offsets).
 func buildTraffic(h *history.History, lo, hi int64, oc []history.Outcome) *Traffic {
-	width := trafficWidth(hi - lo)
-	start := lo / width * width
-	n := int((hi-start)/width) + 1
-	for n > MaxTrafficBins {
-		width = niceWidth(width + 1)
-		start = lo / width * width
-		n = int((hi-start)/width) + 1
-	}
+	tr := trafficGrid(lo, hi)
 	// The bins are a timeline's buckets.
-	grid := &Timeline{Start: start, Width: width, Buckets: n}
-	tr := &Traffic{Start: start, Width: width, Bins: n}
+	grid := &Timeline{Start: tr.Start, Width: tr.Width, Buckets: tr.Bins}
 	// In send order (ids break ties), as the lanes draw them.
 	order := make([]int, len(h.Events))
 	byInst := map[int][]int{}
@@ -162,6 +154,19 @@ func buildTraffic(h *history.History, lo, hi int64, oc []history.Outcome) *Traff
 		tr.Instances = append(tr.Instances, grid.series(h, byInst[in], in, oc))
 	}
 	return tr
+}
+
+// trafficGrid is Traffic's bins over [lo, hi], with no requests yet.
+func trafficGrid(lo, hi int64) *Traffic {
+	width := trafficWidth(hi - lo)
+	start := lo / width * width
+	n := int((hi-start)/width) + 1
+	for n > MaxTrafficBins {
+		width = niceWidth(width + 1)
+		start = lo / width * width
+		n = int((hi-start)/width) + 1
+	}
+	return &Traffic{Start: start, Width: width, Bins: n}
 }
 
 // End is the offset just past the last bin.

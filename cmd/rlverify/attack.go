@@ -317,6 +317,9 @@ func judge(ctx context.Context, o rlverify.CheckOptions, formats []string, out s
 	if err != nil {
 		return fromLib(err)
 	}
+	if res.Path == rlverify.Streaming || len(o.Checks.Only) > 0 {
+		fmt.Fprintf(stderr, "rlverify: judged on the %s path: %s\n", res.Path, res.PathWhy)
+	}
 	return conclude(res.Document, res.Results, res.History, formats, out, o.FailOn, stdout, stderr)
 }
 

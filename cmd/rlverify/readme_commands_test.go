@@ -54,8 +54,9 @@ var readmeCommandTests = map[string]string{
 	"rlverify attack --plan concurrent-burst --target http://127.0.0.1:8080 --target http://127.0.0.1:8081 --policy my-policy.yaml --sink http://127.0.0.1:9090":                                                                                   "TestReadmeSinkCommands",
 	`rlverify attack --plan concurrent-burst --target http://127.0.0.1:8080/v1/orders --method POST --header 'Content-Type: application/json' --body '{"sku": "A-{i}"}' --identity bearer --keys keys.yaml --admitted 201 --policy my-policy.yaml`: "TestReadmeBearerKeysCommand",
 	// Judging a saved history
-	"rlverify check --history rlverify-out/latest/history.jsonl":                          "TestReadmeCheckLatestCommand",
-	"rlverify check --history a.jsonl --history b.jsonl --clock-skew 5ms --policy p.yaml": "TestReadmeThresholdAndClockSkewCommands",
+	"rlverify check --history rlverify-out/latest/history.jsonl":                                        "TestReadmeCheckLatestCommand",
+	"rlverify check --history rlverify-out/latest/history.jsonl --checks oversell,token-bounds,headers": "TestReadmeCheckLatestCommand",
+	"rlverify check --history a.jsonl --history b.jsonl --clock-skew 5ms --policy p.yaml":               "TestReadmeThresholdAndClockSkewCommands",
 	// Judging another load tool's results
 	"rlverify import --from vegeta results.json -o history.jsonl --policy my-policy.yaml --key free-a": "TestReadmeImportCommands",
 	"rlverify import --from k6 k6-out.json -o history.jsonl --key-tag key":                             "TestReadmeImportCommands",
@@ -373,6 +374,12 @@ func TestReadmeCheckLatestCommand(t *testing.T) {
 	out, stderr, code = runReadme(t, dir, readmeArgs(t, "rlverify check --history rlverify-out/latest/history.jsonl")...)
 	require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
 	requireVerdict(t, "PASS", out, stderr)
+	require.Regexp(t, `(?m)^\s*oversell\s+PASS`, out)
+	// The streaming path: the checks chosen all stream.
+	out, stderr, code = runReadme(t, dir, readmeArgs(t, "rlverify check --history rlverify-out/latest/history.jsonl --checks oversell,token-bounds,headers")...)
+	require.Equal(t, ExitPass, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
+	requireVerdict(t, "PASS", out, stderr)
+	require.Contains(t, stderr, "judged on the streaming path")
 	require.Regexp(t, `(?m)^\s*oversell\s+PASS`, out)
 }
 

@@ -1,0 +1,199 @@
+package rlverify
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/importers"
+	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/reports"
+)
+
+// Path is how Check judges a history (docs/streaming.md).
+type Path string
+
+const (
+	// InMemory reads the whole history into memory (about 0.5–0.75 KB an
+	// event at peak) and judges it there: every check, thresholds, shards.
+	InMemory Path = "in-memory"
+	// Streaming reads the history file as a stream, two or three times,
+	// and keeps state bounded by the policy and the keys, not by the run's
+	// length: the same document as InMemory, for the checks that stream.
+	Streaming Path = "streaming"
+)
+
+// ChoosePath says which path Check takes for o, and why. Check streams
+// when o names one history file (not standard input, which cannot be read
+// twice; not several shards, which are merged in memory; not a history
+// already in memory), asks for no thresholds (they read the events in
+// memory), does not set InMemory, the history is neither an import nor
+// one shard of a run nor a run whose faults the streaming checks do not
+// judge yet (checks.StreamRecords: limit changes, clock steps), and every
+// check Check would judge — Checks.Only, or all, less those turned off by
+// the policy's checks_off and Checks.Off — streams (checks.StreamChecks).
+// Otherwise it judges in memory. The history's records are read (not its
+// events) when the policy is the history's or the other conditions hold.
+// A history that cannot be read, or names no policy, is left to the
+// in-memory path, which reports it.
+func ChoosePath(o CheckOptions) (Path, string) {
+	p, why, _, _ := choosePath(o)
+	return p, why
+}
+
+// choosePath is ChoosePath, with the records read and the policy to judge
+// by (nil unless Streaming) and the checks to stream.
+func choosePath(o CheckOptions) (path Path, why string, rec *history.History, names []string) {
+	switch {
+	case o.InMemory:
+		return InMemory, "asked for (CheckOptions.InMemory)", nil, nil
+	case o.History != nil:
+		return InMemory, "the history is already in memory", nil, nil
+	case len(o.Histories) != 1:
+		return InMemory, fmt.Sprintf("%d shards are merged in memory", len(o.Histories)), nil, nil
+	case o.Histories[0] == Stdin:
+		return InMemory, "standard input cannot be read twice", nil, nil
+	case len(o.Thresholds) > 0:
+		return InMemory, "thresholds read the events in memory", nil, nil
+	}
+	file := o.Histories[0]
+	// Rule out the checks on the policy before reading the events' lines:
+	// the policy given, else the one the run header (the first line)
+	// declares. The header read alone may fail where the whole read would
+	// say better why: then the records decide.
+	pre := o.Policy
+	if pre == nil {
+		pre, _ = headerPolicy(file)
+	}
+	if pre != nil {
+		if _, ok, why := checks.StreamChecks(pre, o.Checks); !ok {
+			return InMemory, why, nil, nil
+		}
+	}
+	// A file that cannot be read, or that names no policy, is left to the
+	// in-memory path, which says why as it always has.
+	f, err := os.Open(file)
+	if err != nil {
+		return InMemory, fmt.Sprintf("the history cannot be opened: %v", err), nil, nil
+	}
+	defer f.Close()
+	rec, _, err = history.ReadRecords(file, f)
+	if err != nil {
+		return InMemory, fmt.Sprintf("the history's records cannot be read: %v", err), nil, nil
+	}
+	if name, ok := importers.Format(rec.Run); ok {
+		return InMemory, fmt.Sprintf("a history imported from %s is completed in memory", name), nil, nil
+	}
+	if ok, why := checks.StreamRecords(rec); !ok {
+		return InMemory, why, nil, nil
+	}
+	if rec.Run.Shard != "" {
+		return InMemory, fmt.Sprintf("the history is shard %s of a run", rec.Run.Shard), nil, nil
+	}
+	pol := o.Policy
+	if pol == nil {
+		if pol, err = HistoryPolicy(rec); err != nil {
+			return InMemory, fmt.Sprintf("no policy to judge by: %v", err), nil, nil
+		}
+	}
+	names, ok, why := checks.StreamChecks(judgeable(rec, pol), o.Checks)
+	if !ok {
+		return InMemory, why, nil, nil
+	}
+	return Streaming, "every check judged streams: " + strings.Join(names, ", "), rec, names
+}
+
+// errReorder is how judgeStream gives up on a file too far out of send
+// order for the stream: Check then judges it in memory.
+var errReorder = errors.New("out of order")
+
+// judgeStream is judge on the streaming path: rec are the history's
+// records, names the checks to stream.
+func judgeStream(o CheckOptions, rec *history.History, names []string) (*Outcome, error) {
+	file := o.Histories[0]
+	pol := o.Policy
+	if pol == nil {
+		var err error
+		if pol, err = HistoryPolicy(rec); err != nil {
+			return nil, err
+		}
+	}
+	pol = judgeable(rec, pol)
+	co := o.Checks
+	co.Only = names
+	s, err := checks.NewStreamer(rec, pol, co)
+	if err != nil {
+		return nil, optionWrap(err)
+	}
+	doc := reports.NewDocStream(rec, pol)
+	h, err := streamPass(file, s.Add, doc.Add)
+	if err != nil {
+		return nil, err
+	}
+	again := s.Again()
+	if doc.Again() || again {
+		// The first pass's buffers (its held events, its windows) are
+		// garbage now: collect them before the second pass allocates its
+		// own, rather than let the heap grow to hold both.
+		runtime.GC()
+		if _, err := streamPass(file, s.AddAgain, doc.AddAgain); err != nil {
+			return nil, err
+		}
+	}
+	judgeable(h, pol)
+	errs, by := doc.Errors().Result()
+	rs := checks.JudgeStreamed(s.Results(), doc.Stats(), errs, by, pol, o.Checks)
+	return &Outcome{Document: doc.Document(h, rs), Results: rs, History: h}, nil
+}
+
+// streamPass hands every event of file, in send order, to each of add;
+// it returns the history's records.
+func streamPass(file string, add ...func(*history.Event, uint64)) (*history.History, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, optionWrap(fmt.Errorf("history: %w", err))
+	}
+	defer f.Close()
+	st := history.NewStream(file, f, history.StreamOptions{})
+	defer st.Close()
+	for st.Next() {
+		e, seq := st.Event(), st.Seq()
+		for _, a := range add {
+			a(e, seq)
+		}
+	}
+	if err := st.Err(); err != nil {
+		var re *history.ReorderError
+		if errors.As(err, &re) {
+			return nil, fmt.Errorf("%w: %w", errReorder, err)
+		}
+		return nil, optionWrap(err)
+	}
+	return st.History(), nil
+}
+
+// headerPolicy is the policy the history in file declares in its run
+// header, its first line.
+func headerPolicy(file string) (*policy.Policy, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	line, err := bufio.NewReaderSize(f, 1<<16).ReadBytes('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	h, err := history.Read(file, bytes.NewReader(line))
+	if err != nil {
+		return nil, err
+	}
+	return HistoryPolicy(h)
+}

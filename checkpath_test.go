@@ -1,0 +1,255 @@
+package rlverify_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify"
+	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/internal/bench"
+	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/reports"
+	"github.com/rlverify/rlverify/thresholds"
+)
+
+// streamHistories are generated histories for the differential tests of
+// the two paths: one key, many keys, faults with several instances and
+// errors, few events (the lanes drawn one by one), an oversold key.
+func streamHistories() []struct {
+	name string
+	h    func() *history.History
+} {
+	sec := int64(time.Second)
+	return []struct {
+		name string
+		h    func() *history.History
+	}{
+		{"one key", func() *history.History { return bench.Generate(3000, 1) }},
+		{"many keys", func() *history.History { return bench.Generate(4000, 200) }},
+		{"few events", func() *history.History { return bench.Generate(900, 3) }},
+		{"faults, instances, errors", func() *history.History {
+			h := bench.Generate(4000, 40)
+			for i := range h.Events {
+				e := &h.Events[i]
+				e.Instance = i % 3
+				switch i % 23 {
+				case 4:
+					e.Status, e.Err = 0, "timeout"
+				case 9:
+					e.Fallback = "open"
+				case 11:
+					e.Status = 503
+				}
+				if i%31 == 0 {
+					e.XRemaining = "11" // beyond the quota
+				}
+			}
+			h.Faults = []history.Fault{{Kind: "store-down", Start: 2 * sec, End: 4 * sec}, {Kind: "store-slow", Start: 9 * sec, End: 0}}
+			h.Run.Instances = []string{"http://127.0.0.1:1/a", "http://127.0.0.1:2/a", "http://127.0.0.1:3/a"}
+			return h
+		}},
+		{"completion order", func() *history.History {
+			// Written as the engine writes: when each request completes,
+			// so the file's order (errors' first examples, the key table's
+			// order) is not the stream's.
+			h := bench.Generate(3000, 20)
+			for i := range h.Events {
+				if i%17 == 3 {
+					h.Events[i].Status, h.Events[i].Err, h.Events[i].Body = 0, "reset "+strconv.Itoa(i), "b"+strconv.Itoa(i%5)
+				}
+			}
+			slices.SortStableFunc(h.Events, func(a, b history.Event) int { return cmp.Compare(a.Recv, b.Recv) })
+			return h
+		}},
+		{"oversold", func() *history.History {
+			h := bench.Generate(2000, 5)
+			for i := range h.Events {
+				if i%7 == 0 {
+					h.Events[i].Status = 200 // admitted where the bucket was empty
+				}
+			}
+			return h
+		}},
+	}
+}
+
+// TestCheckPathsGiveOneDocument: Check on the streaming path and on the
+// in-memory path give the same results and the same document (every
+// field) on generated histories, and byte-identical reports in every
+// format (JSON, text, Markdown, JUnit, HTML) on the smaller two.
+func TestCheckPathsGiveOneDocument(t *testing.T) {
+	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
+	require.NoError(t, err)
+	// The policy turning off every check that does not stream: every
+	// check is selected, most of them skipped.
+	off, err := policy.Parse("bench-off", []byte(bench.PolicyYAML+"checks_off: [under-admission, retry-after, isolation, instances, fail-mode, downstream, bypass, calibration, regions, delay]\n"))
+	require.NoError(t, err)
+	for _, tc := range streamHistories() {
+		onlys := [][]string{checks.Streamable(), {"oversell"}}
+		if tc.name == "faults, instances, errors" || tc.name == "oversold" {
+			onlys = append(onlys, nil) // every check, under off
+		}
+		for _, only := range onlys {
+			name := "checks_off"
+			if only != nil {
+				name = only[0] + "…"
+			}
+			t.Run(tc.name+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				file := filepath.Join(t.TempDir(), "h.jsonl")
+				writeHistory(t, file, tc.h())
+				o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: only}}
+				if only == nil {
+					o.Policy = off
+				}
+				path, why := rlverify.ChoosePath(o)
+				require.Equal(t, rlverify.Streaming, path, why)
+				streamed, err := rlverify.Check(context.Background(), o)
+				require.NoError(t, err)
+				require.Equal(t, rlverify.Streaming, streamed.Path)
+				o.InMemory = true
+				whole, err := rlverify.Check(context.Background(), o)
+				require.NoError(t, err)
+				require.Equal(t, rlverify.InMemory, whole.Path)
+				require.Equal(t, whole.Results, streamed.Results)
+				d := streamed.Document
+				require.NotNil(t, d.Timeline)
+				require.NotNil(t, d.Latency)
+				require.NotEmpty(t, d.Keys)
+				switch tc.name {
+				case "oversold":
+					if only == nil || only[0] == "oversell" {
+						require.Equal(t, checks.Fail, d.Verdict)
+					}
+				case "faults, instances, errors":
+					require.NotEmpty(t, d.PerSecond)
+					require.NotEmpty(t, d.Errors)
+					require.Len(t, d.Timeline.Traffic.Instances, 3)
+					require.NotEmpty(t, d.Timeline.Keys[0].Instances)
+					if only != nil && only[0] == "headers" {
+						require.Equal(t, checks.Fail, d.Verdict)
+					}
+				case "few events":
+					require.NotNil(t, d.Timeline.Traffic.Ops)
+				}
+				require.Equal(t, whole.Document, streamed.Document)
+				if tc.name != "few events" && tc.name != "oversold" {
+					return // rendering the larger documents in every format would take most of a CI minute under -race
+				}
+				for _, f := range reports.FormatNames() {
+					r, err := reports.Lookup(f)
+					require.NoError(t, err)
+					var a, b bytes.Buffer
+					require.NoError(t, r.Render(&a, whole.Document))
+					require.NoError(t, r.Render(&b, streamed.Document))
+					require.Equal(t, a.String(), b.String(), "format %s", f)
+				}
+			})
+		}
+	}
+}
+
+// writeHistory writes h to file, its faults among the events.
+func writeHistory(t *testing.T, file string, h *history.History) {
+	t.Helper()
+	w, err := history.Create(file)
+	require.NoError(t, err)
+	require.NoError(t, w.WriteRun(h.Run))
+	for i := range h.Events {
+		if i == len(h.Events)/2 {
+			for _, f := range h.Faults {
+				require.NoError(t, w.WriteFault(f))
+			}
+		}
+		require.NoError(t, w.WriteEvent(&h.Events[i]))
+	}
+	require.NoError(t, w.WriteEnd(*h.End))
+	require.NoError(t, w.Close())
+}
+
+// TestChoosePath: the rule of which path Check takes.
+func TestChoosePath(t *testing.T) {
+	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
+	require.NoError(t, err)
+	off, err := policy.Parse("bench-off", []byte(bench.PolicyYAML+"checks_off: [under-admission, retry-after, isolation, instances, fail-mode, downstream, bypass, calibration, regions, delay]\n"))
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "h.jsonl")
+	require.NoError(t, bench.WriteHistory(file, bench.Generate(300, 2)))
+	streamable := checks.Options{Only: checks.Streamable()}
+	th, err := thresholds.Parse("errors<1%")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		o    rlverify.CheckOptions
+		want rlverify.Path
+		why  string
+	}{
+		{"streamable checks", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable}, rlverify.Streaming, "every check judged streams: oversell, token-bounds, headers"},
+		{"one streamable check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"headers"}}}, rlverify.Streaming, "every check judged streams: headers"},
+		{"the rest turned off by the policy", rlverify.CheckOptions{Histories: []string{file}, Policy: off}, rlverify.Streaming, "every check judged streams: oversell, token-bounds, headers"},
+		{"the rest turned off by the options", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "retry-after"}, Off: []string{"retry-after"}}}, rlverify.Streaming, "every check judged streams: oversell"},
+		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.InMemory, "under-admission, retry-after, isolation, instances, fail-mode, downstream, bypass, calibration, regions, delay do not stream"},
+		{"one that does not stream", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "retry-after"}}}, rlverify.InMemory, "retry-after does not stream"},
+		{"stdin", rlverify.CheckOptions{Histories: []string{rlverify.Stdin}, Policy: pol, Checks: streamable}, rlverify.InMemory, "standard input cannot be read twice"},
+		{"shards", rlverify.CheckOptions{Histories: []string{file, file}, Policy: pol, Checks: streamable}, rlverify.InMemory, "2 shards are merged in memory"},
+		{"thresholds", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable, Thresholds: []thresholds.Threshold{th}}, rlverify.InMemory, "thresholds read the events in memory"},
+		{"asked", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable, InMemory: true}, rlverify.InMemory, "asked for"},
+		{"in memory already", rlverify.CheckOptions{History: bench.Generate(10, 1), Policy: pol, Checks: streamable}, rlverify.InMemory, "already in memory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := rlverify.ChoosePath(tc.o)
+			require.Equal(t, tc.want, got, why)
+			require.Contains(t, why, tc.why)
+		})
+	}
+	// Faults the streaming checks do not judge yet.
+	for kind, why := range map[string]string{checks.LimitChangeFault: "changed a declared limit", "clock-skew": "stepped an instance's clock"} {
+		h := bench.Generate(300, 2)
+		h.Faults = []history.Fault{{Kind: kind, Start: 1e9, End: 2e9, Param: "x"}}
+		f := filepath.Join(t.TempDir(), "h.jsonl")
+		writeHistory(t, f, h)
+		path, got := rlverify.ChoosePath(rlverify.CheckOptions{Histories: []string{f}, Policy: pol, Checks: streamable})
+		require.Equal(t, rlverify.InMemory, path, kind)
+		require.Contains(t, got, why)
+	}
+	// A history that cannot be read is left to the in-memory path, whose
+	// error Check returns.
+	o := rlverify.CheckOptions{Histories: []string{file + ".missing"}, Policy: pol, Checks: streamable}
+	path, why := rlverify.ChoosePath(o)
+	require.Equal(t, rlverify.InMemory, path)
+	require.Contains(t, why, "h.jsonl.missing")
+	_, err = rlverify.Check(context.Background(), o)
+	require.ErrorContains(t, err, "h.jsonl.missing")
+}
+
+// TestCheckFallsBackWhenTheFileIsTooFarOutOfOrder: an event written
+// after events sent more than the stream's reorder bound later cannot be
+// streamed; Check judges the file in memory instead, and says why.
+func TestCheckFallsBackWhenTheFileIsTooFarOutOfOrder(t *testing.T) {
+	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
+	require.NoError(t, err)
+	// More events than the reader's first window (65,536 lines), which it
+	// reorders whole before passing any on.
+	h := bench.Generate(66_000, 20)
+	require.Greater(t, h.Events[len(h.Events)-1].Sent-h.Events[0].Sent, int64(history.DefaultReorderBound))
+	first := h.Events[0]
+	h.Events = append(h.Events[1:], first) // the first request written last
+	file := filepath.Join(t.TempDir(), "h.jsonl")
+	writeHistory(t, file, h)
+	o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"headers"}}}
+	got, err := rlverify.Check(context.Background(), o)
+	require.NoError(t, err)
+	require.Equal(t, rlverify.InMemory, got.Path)
+	require.Contains(t, got.PathWhy, "out of order")
+	require.Equal(t, checks.Pass, got.Document.Verdict)
+	require.Equal(t, int64(66_000), got.Document.Stats.Requests)
+}

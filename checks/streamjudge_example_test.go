@@ -1,0 +1,27 @@
+package checks_test
+
+import (
+	"fmt"
+
+	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// StreamChecks says whether a selection of checks can be judged as a
+// stream, and which checks the Streamer then runs: those turned off are
+// skipped, not judged.
+func ExampleStreamChecks() {
+	p := policy.Default()
+	for _, o := range []checks.Options{
+		{Only: []string{"oversell", "headers"}},
+		{Only: []string{"oversell", "retry-after"}},
+		{Only: []string{"oversell", "retry-after"}, Off: []string{"retry-after"}},
+	} {
+		names, ok, why := checks.StreamChecks(p, o)
+		fmt.Printf("%v %v %q\n", names, ok, why)
+	}
+	// Output:
+	// [oversell headers] true ""
+	// [] false "retry-after does not stream (streaming: oversell, token-bounds, headers)"
+	// [oversell] true ""
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/internal/bench"
+)
+
+// TestCheckStreamingPathMatchesInMemory: `check` of a history file whose
+// selected checks all stream takes the streaming path and says so; the
+// same history on standard input (which cannot be read twice) is judged in
+// memory; the reports are byte for byte the same (JSON, text, HTML; the
+// library's TestCheckPathsGiveOneDocument renders every format). A check
+// that does not stream sends the file to the in-memory path, saying why.
+// Not parallel: it reads the history from os.Stdin.
+func TestCheckStreamingPathMatchesInMemory(t *testing.T) {
+	dir := t.TempDir()
+	pol := writeFile(t, "bench.yaml", bench.PolicyYAML)
+	h := bench.Generate(2000, 30)
+	for i := range h.Events {
+		switch {
+		case i%13 == 5:
+			h.Events[i].Status, h.Events[i].Err = 0, "connection reset" // errors, within --max-error-rate
+		case i%29 == 0:
+			h.Events[i].XRemaining = "12" // more than the limit: token-bounds fails
+		}
+	}
+	file := filepath.Join(dir, "h.jsonl")
+	require.NoError(t, bench.WriteHistory(file, h))
+	streamable := "oversell,token-bounds,headers"
+	for _, format := range []string{"json", "text", "html"} {
+		args := []string{"check", "--policy", pol, "--checks", streamable, "--format", format, "--max-error-rate", "0.2", "--fail-on", "none"}
+		streamed, stderr, code := rl(t, append(args, "--history", file)...)
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stderr, "rlverify: judged on the streaming path: every check judged streams: oversell, token-bounds, headers\n")
+		inMemory, stderr2, code := rlStdin(t, file, append(args, "--history", "-")...)
+		require.Equal(t, 0, code, stderr2)
+		require.Contains(t, stderr2, "rlverify: judged on the in-memory path: standard input cannot be read twice\n")
+		require.Equal(t, inMemory, streamed, format)
+		if format == "text" {
+			require.Regexp(t, `(?m)^token-bounds\s+FAIL`, streamed)
+		}
+	}
+	_, stderr, _ := rl(t, "check", "--policy", pol, "--checks", "oversell,under-admission", "--history", file, "--fail-on", "none")
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: under-admission does not stream (streaming: oversell, token-bounds, headers)\n")
+	// Without --checks every check is judged: in memory, and nothing said.
+	_, stderr, _ = rl(t, "check", "--policy", pol, "--history", file, "--fail-on", "none")
+	require.NotContains(t, stderr, "judged on the")
+}
+
+// rlStdin is rl with the file in on standard input.
+func rlStdin(t *testing.T, in string, args ...string) (string, string, int) {
+	t.Helper()
+	f, err := os.Open(in)
+	require.NoError(t, err)
+	defer f.Close()
+	old := os.Stdin
+	os.Stdin = f
+	defer func() { os.Stdin = old }()
+	return rl(t, args...)
+}
