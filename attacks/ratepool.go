@@ -51,22 +51,29 @@ type pool struct {
 	// spent is closed when a worker finds the request budget spent.
 	spent     chan struct{}
 	spentOnce sync.Once
-	// open are the workers' connections, closed at once when the run stops.
-	openMu sync.Mutex
-	open   map[*rawConn]bool
+	// open are the workers' connections, closed at once when the run
+	// stops (aborted).
+	openMu  sync.Mutex
+	open    map[*rawConn]bool
+	aborted bool
 }
 
-// track registers rc to be aborted when the run stops.
+// track registers rc to be aborted when the run stops; a connection a
+// worker makes after the stop is aborted at once (it took its hit before).
 func (p *pool) track(rc *rawConn) {
 	p.openMu.Lock()
+	defer p.openMu.Unlock()
 	p.open[rc] = true
-	p.openMu.Unlock()
+	if p.aborted {
+		rc.abort()
+	}
 }
 
 // abortAll closes every worker's connection: requests in flight fail now.
 func (p *pool) abortAll() {
 	p.openMu.Lock()
 	defer p.openMu.Unlock()
+	p.aborted = true
 	for rc := range p.open {
 		rc.abort()
 	}
@@ -373,6 +380,12 @@ func (rc *rawConn) dial(timeout time.Duration) error {
 		_ = tc.SetNoDelay(true)
 	}
 	rc.mu.Lock()
+	if rc.aborted {
+		// The run stopped while this connection was being dialled.
+		rc.mu.Unlock()
+		c.Close()
+		return errCancelled
+	}
 	rc.c = c
 	rc.mu.Unlock()
 	rc.reused = false
