@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/history"
@@ -335,22 +334,9 @@ func (d *DocStream) keyStats() []KeyStats {
 	for i, a := range order {
 		ks := a.ks
 		ks.Key, ks.Tier, ks.Span = a.key, a.atTier, a.to-a.from
-		var t *policy.Tier
-		var ok bool
-		if ks.Tier != "" {
-			t, ok = d.p.Tier(ks.Tier)
-		} else {
-			t, ok = d.p.TierFor(ks.Key)
-		}
-		if ok {
-			l := t.Limits[0]
-			ks.Tier, ks.Limit = t.Name, l.Describe()
-			ks.Allowed = l.Envelope(time.Duration(ks.Span))
-		}
 		out[i] = ks
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out
+	return withQuotas(out, d.p)
 }
 
 // timeline assembles the drawn series.

@@ -77,6 +77,16 @@ func keyStats(h *history.History, p *policy.Policy, oc []history.Outcome, g keyG
 	for i, a := range order {
 		ks := a.KeyStats
 		ks.Span = a.last - a.first
+		out[i] = ks
+	}
+	return withQuotas(out, p)
+}
+
+// withQuotas fills each row's tier, limit and what one quota allows over
+// its span, and orders the rows by key.
+func withQuotas(out []KeyStats, p *policy.Policy) []KeyStats {
+	for i := range out {
+		ks := &out[i]
 		var t *policy.Tier
 		var ok bool
 		if ks.Tier != "" {
@@ -89,7 +99,6 @@ func keyStats(h *history.History, p *policy.Policy, oc []history.Outcome, g keyG
 			ks.Tier, ks.Limit = t.Name, l.Describe()
 			ks.Allowed = l.Envelope(time.Duration(ks.Span))
 		}
-		out[i] = ks
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
