@@ -133,7 +133,12 @@ func judgeStream(o CheckOptions, rec *history.History, names []string) (*Outcome
 		return nil, optionWrap(err)
 	}
 	doc := reports.NewDocStream(rec, pol)
-	h, err := streamPass(file, s.Add, doc.Add)
+	// The document's second pass reads a few fields of each event: the
+	// first keeps them in a spill file, which the second reads instead of
+	// decoding the history again.
+	sp := newSpill("", doc)
+	defer sp.close()
+	h, err := streamPass(file, s.Add, doc.Add, sp.add)
 	if err != nil {
 		return nil, err
 	}
@@ -143,10 +148,19 @@ func judgeStream(o CheckOptions, rec *history.History, names []string) (*Outcome
 		// garbage now: collect them before the second pass allocates its
 		// own, rather than let the heap grow to hold both.
 		runtime.GC()
-		if _, err := streamPass(file, s.AddAgain, doc.AddAgain); err != nil {
+		// The history is read again when oversell asks for its events, or
+		// the document draws its requests one by one, or the spill could
+		// not be written; a spill that fails while it is read back has
+		// been partly added, so that is the check's error.
+		if again || doc.Lanes() || sp.failed() {
+			if _, err := streamPass(file, s.AddAgain, doc.AddAgain); err != nil {
+				return nil, err
+			}
+		} else if err := sp.replay(doc.AddCompact); err != nil {
 			return nil, err
 		}
 	}
+	sp.close()
 	judgeable(h, pol)
 	errs, by := doc.Errors().Result()
 	rs := checks.JudgeStreamed(s.Results(), doc.Stats(), errs, by, pol, o.Checks)

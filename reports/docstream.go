@@ -38,20 +38,25 @@ type DocStream struct {
 	lo, hi  int64
 	maxRecv int64
 	keys    map[string]*keyAcc
+	// last is the key of the event Add had last (Compact's).
+	last *keyAcc
 
 	again bool
 	exact []exactRank
 	tl    *Timeline
 	drawn map[string]*keyDraw
-	tr    *Traffic
-	all   *seriesDraw
-	insts map[int]*seriesDraw
-	ops   []opAt
+	// drawnBy is drawn by the keys' numbers (keyAcc.num): AddCompact's.
+	drawnBy map[int32]*keyDraw
+	tr      *Traffic
+	all     *seriesDraw
+	insts   map[int]*seriesDraw
+	ops     []opAt
 }
 
 // keyAcc is the first pass's count of one key.
 type keyAcc struct {
 	key  string
+	num  int32       // the key's number: keys in the order Add first saw them
 	n    int64       // every event, bypass variants too (the timeline's order)
 	inst []instCount // usually one
 	// first is the key's first event in (send, id, file) order: the
@@ -97,11 +102,12 @@ func (d *DocStream) Add(e *history.Event, seq uint64) {
 	d.lo, d.hi, d.maxRecv = min(d.lo, e.Sent), max(d.hi, e.Sent, e.Recv), max(d.maxRecv, e.Recv)
 	a := d.keys[e.Key]
 	if a == nil {
-		a = &keyAcc{key: e.Key, firstSent: e.Sent, firstID: e.ID, firstSeq: seq, firstTier: e.Tier}
+		a = &keyAcc{key: e.Key, num: int32(len(d.keys)), firstSent: e.Sent, firstID: e.ID, firstSeq: seq, firstTier: e.Tier}
 		d.keys[e.Key] = a
 	} else if c := cmp.Or(cmp.Compare(e.Sent, a.firstSent), cmp.Compare(e.ID, a.firstID), cmp.Compare(seq, a.firstSeq)); c < 0 {
 		a.firstSent, a.firstID, a.firstSeq, a.firstTier = e.Sent, e.ID, seq, e.Tier
 	}
+	d.last = a
 	a.n++
 	if i := slices.IndexFunc(a.inst, func(c instCount) bool { return c.inst == e.Instance }); i >= 0 {
 		a.inst[i].n++
@@ -207,7 +213,7 @@ func (d *DocStream) Again() bool {
 	if !d.h.Run.Start.IsZero() {
 		epoch = d.h.Run.Start.UnixNano()
 	}
-	d.drawn = map[string]*keyDraw{}
+	d.drawn, d.drawnBy = map[string]*keyDraw{}, map[int32]*keyDraw{}
 	faults := storeFaultsUntil(d.h, d.p, d.maxRecv)
 	for _, a := range order {
 		kd := &keyDraw{kt: KeyTimeline{Key: a.key, Requests: a.n, FirstSent: a.firstSent, Tier: a.firstTier}, all: newSeriesDraw(d.tl, -1), insts: map[int]*seriesDraw{}}
@@ -232,6 +238,7 @@ func (d *DocStream) Again() bool {
 			}
 		}
 		d.drawn[a.key] = kd
+		d.drawnBy[a.num] = kd
 	}
 	return true
 }
@@ -243,22 +250,6 @@ func (d *DocStream) AddAgain(e *history.Event, seq uint64) {
 		return
 	}
 	o := checks.Outcome(d.p, e)
-	lat := e.Recv - e.Sent
-	if o == history.Admitted || o == history.Rejected {
-		b := latBucket(max(lat, 0))
-		for i := range d.exact {
-			if d.exact[i].b == b {
-				d.exact[i].counts[lat]++
-			}
-		}
-	}
-	d.all.add(e.Sent, lat, o)
-	s := d.insts[e.Instance]
-	if s == nil {
-		s = newSeriesDraw(d.all.t, e.Instance)
-		d.insts[e.Instance] = s
-	}
-	s.add(e.Sent, lat, o)
 	if d.n <= MaxLaneOps {
 		letter := byte('e')
 		switch o {
@@ -269,13 +260,75 @@ func (d *DocStream) AddAgain(e *history.Event, seq uint64) {
 		}
 		d.ops = append(d.ops, opAt{Op{ID: e.ID, Instance: e.Instance, Key: e.Key, Sent: e.Sent, Recv: e.Recv, Status: e.Status, Outcome: letter}, seq})
 	}
-	if kd := d.drawn[e.Key]; kd != nil {
-		kd.all.add(e.Sent, lat, o)
-		if s := kd.insts[e.Instance]; s != nil {
-			s.add(e.Sent, lat, o)
+	d.again2(e.Sent, e.Recv, e.Instance, o, d.drawn[e.Key])
+}
+
+// Compact is an event as the second pass reads it: what AddCompact needs
+// instead of the event, so that a caller can keep the first pass's events
+// in a few bytes each (a spill file) rather than decode the history again.
+type Compact struct {
+	Sent, Recv int64
+	Instance   int
+	// Key is the event's key as a number: the keys in the order Add first
+	// saw them, from 0.
+	Key     int32
+	Outcome history.Outcome
+}
+
+// Compact is e, which Add has just had (the last event added), as
+// AddCompact reads it.
+func (d *DocStream) Compact(e *history.Event) Compact {
+	a := d.last
+	if a == nil || a.key != e.Key {
+		a = d.keys[e.Key]
+	}
+	num := int32(-1)
+	if a != nil {
+		num = a.num
+	}
+	return Compact{Sent: e.Sent, Recv: e.Recv, Instance: e.Instance, Key: num, Outcome: checks.Outcome(d.p, e)}
+}
+
+// Lanes says whether the document draws its requests one by one (runs of
+// at most MaxLaneOps events): then the second pass needs the events
+// themselves (AddAgain), not their Compact form.
+func (d *DocStream) Lanes() bool { return d.n <= MaxLaneOps }
+
+// AddCompact is AddAgain for an event given as Compact made in the first
+// pass, in the same order; it must not be used when Lanes says so.
+func (d *DocStream) AddCompact(c Compact) {
+	if !d.again {
+		return
+	}
+	d.again2(c.Sent, c.Recv, c.Instance, c.Outcome, d.drawnBy[c.Key])
+}
+
+// again2 is the second pass on one event's fields; kd is its key's
+// drawing, if drawn.
+func (d *DocStream) again2(sent, recv int64, instance int, o history.Outcome, kd *keyDraw) {
+	lat := recv - sent
+	if o == history.Admitted || o == history.Rejected {
+		b := latBucket(max(lat, 0))
+		for i := range d.exact {
+			if d.exact[i].b == b {
+				d.exact[i].counts[lat]++
+			}
+		}
+	}
+	d.all.add(sent, lat, o)
+	s := d.insts[instance]
+	if s == nil {
+		s = newSeriesDraw(d.all.t, instance)
+		d.insts[instance] = s
+	}
+	s.add(sent, lat, o)
+	if kd != nil {
+		kd.all.add(sent, lat, o)
+		if s := kd.insts[instance]; s != nil {
+			s.add(sent, lat, o)
 		}
 		if kd.level != nil {
-			kd.level.add(e.Sent, o == history.Admitted)
+			kd.level.add(sent, o == history.Admitted)
 		}
 	}
 }
