@@ -84,7 +84,9 @@ func choosePath(o CheckOptions) (path Path, why string, rec *history.History, na
 		return InMemory, fmt.Sprintf("the history cannot be opened: %v", err), nil, nil
 	}
 	defer f.Close()
-	rec, _, err = history.ReadRecords(file, f)
+	// The records decide the path; the stream's own read checks the
+	// digest (its History is the document's).
+	rec, _, err = history.ScanRecords(file, f)
 	if err != nil {
 		return InMemory, fmt.Sprintf("the history's records cannot be read: %v", err), nil, nil
 	}

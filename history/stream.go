@@ -291,7 +291,8 @@ func (st *Stream) fill() {
 		}
 		st.next++
 	}
-	clear(evs) // drop the strings for the collector
+	// evs goes back to the decoder as it is: it zeroes each event before
+	// decoding into it.
 	st.back <- evs
 	if st.err != nil {
 		st.Close()
@@ -508,12 +509,27 @@ func (s *idSet) addTwice(id, w, bit uint64) {
 // phases and sinks a streaming check needs before the first event, at the
 // speed of the disk. n is the number of event lines.
 func ReadRecords(name string, r io.Reader) (h *History, n int64, err error) {
+	return readRecords(name, r, true)
+}
+
+// ScanRecords is ReadRecords without the digest: the History's Integrity
+// is left empty (and ModifiedShards nil), for a caller that only decides
+// from the records and then reads the events through a Stream, whose
+// History says it. It saves hashing the file (about a quarter of
+// ReadRecords' time).
+func ScanRecords(name string, r io.Reader) (h *History, n int64, err error) {
+	return readRecords(name, r, false)
+}
+
+func readRecords(name string, r io.Reader, digest bool) (h *History, n int64, err error) {
 	s := newLineState(name)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<16), MaxLine+1)
+	sc.Buffer(make([]byte, 0, 1<<20), MaxLine+1)
 	for sc.Scan() {
 		b := sc.Bytes()
-		s.digest.line(b)
+		if digest {
+			s.digest.line(b)
+		}
 		if bytes.HasPrefix(b, eventPrefix) && s.records > 0 && s.pendingErr == nil {
 			n++
 			s.line++
@@ -530,6 +546,9 @@ func ReadRecords(name string, r io.Reader) (h *History, n int64, err error) {
 	h, err = s.finish()
 	if err != nil {
 		return nil, 0, err
+	}
+	if !digest {
+		h.Integrity, h.ModifiedShards = "", nil
 	}
 	return h, n, nil
 }

@@ -108,6 +108,14 @@ func TestStreamMatchesRead(t *testing.T) {
 			require.NoError(t, err)
 			require.EqualValues(t, tc.n, n)
 			require.Equal(t, want, recs)
+
+			// ScanRecords: the same records, without the digest's word.
+			scanned, n, err := ScanRecords("h.jsonl", bytes.NewReader(data))
+			require.NoError(t, err)
+			require.EqualValues(t, tc.n, n)
+			require.Empty(t, scanned.Integrity)
+			scanned.Integrity = want.Integrity
+			require.Equal(t, want, scanned)
 		})
 	}
 }
