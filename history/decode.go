@@ -372,16 +372,32 @@ func parseUint(b []byte) (v uint64, n int, ok bool) {
 	if b[0] == '0' {
 		return 0, 1, endOfNumber(b, 1)
 	}
-	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
+	// Eight digits at a time while there are (a send time has 9 to 13),
+	// then one at a time; the value is exact up to 19 digits.
+	for n+8 <= len(b) && n <= 8 {
+		x := binary.LittleEndian.Uint64(b[n:])
+		if x&0xF0F0F0F0F0F0F0F0 != 0x3030303030303030 || (x+0x0606060606060606)&0xF0F0F0F0F0F0F0F0 != 0x3030303030303030 {
+			break // not eight digits
+		}
+		x &= 0x0F0F0F0F0F0F0F0F
+		x = (x * (10<<8 + 1)) >> 8 & 0x00FF00FF00FF00FF
+		x = (x * (100<<16 + 1)) >> 16 & 0x0000FFFF0000FFFF
+		x = (x * (10000<<32 + 1)) >> 32
+		v = v*100_000_000 + x
+		n += 8
+	}
+	for n < len(b) {
+		d := b[n] - '0'
+		if d > 9 {
+			break
+		}
+		v = v*10 + uint64(d)
 		n++
 	}
 	if n > 19 {
 		// May overflow: let strconv decide, as encoding/json does.
 		u, err := strconv.ParseUint(string(b[:n]), 10, 64)
 		return u, n, err == nil && endOfNumber(b, n)
-	}
-	for _, d := range b[:n] {
-		v = v*10 + uint64(d-'0')
 	}
 	return v, n, endOfNumber(b, n)
 }
