@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/rlverify/rlverify/checks"
@@ -128,6 +129,7 @@ func judgeStream(o CheckOptions, rec *history.History, names []string) (*Outcome
 		}
 	}
 	pol = judgeable(rec, pol)
+	defer streamGC()()
 	co := o.Checks
 	co.Only = names
 	s, err := checks.NewStreamer(rec, pol, co)
@@ -212,4 +214,27 @@ func headerPolicy(file string) (*policy.Policy, error) {
 		return nil, err
 	}
 	return HistoryPolicy(h)
+}
+
+// streamGCPercent is the collector's GOGC while a history is streamed.
+// The streaming path's live heap is steady once every key has been seen
+// (the held events, the keys' state, a window being decoded: about 280 MB
+// for 10^5 keys), and its garbage is little (about 12 B an event, the
+// decoder's strings of keys not in its cache); with the default GOGC of
+// 100 the heap was let grow to twice the live heap before each collection,
+// so the peak depended on where in the run the collections fell: 468 MB
+// for 10^7 events and 673 MB for 10^8 of the same 10^5 keys, with the same
+// live heap (heap profiles after a collection: 281 MB at 10^7 and 284 MB
+// at 3·10^7 events). At 25 the heap grows by a quarter of the live heap
+// between collections: a collection every few million events.
+const streamGCPercent = 25
+
+// streamGC sets GOGC to streamGCPercent unless the user set GOGC, and
+// returns what restores it.
+func streamGC() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	old := debug.SetGCPercent(streamGCPercent)
+	return func() { debug.SetGCPercent(old) }
 }
