@@ -253,3 +253,23 @@ func TestCheckFallsBackWhenTheFileIsTooFarOutOfOrder(t *testing.T) {
 	require.Equal(t, checks.Pass, got.Document.Verdict)
 	require.Equal(t, int64(66_000), got.Document.Stats.Requests)
 }
+
+// TestCheckStreamsWithoutASpill: where the first pass's spill cannot be
+// made (no temporary directory), the streaming path decodes the history a
+// second time instead, and gives the same document.
+func TestCheckStreamsWithoutASpill(t *testing.T) {
+	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "h.jsonl")
+	writeHistory(t, file, bench.Generate(3000, 20))
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: checks.Streamable()}}
+	streamed, err := rlverify.Check(context.Background(), o)
+	require.NoError(t, err)
+	require.Equal(t, rlverify.Streaming, streamed.Path)
+	o.InMemory = true
+	whole, err := rlverify.Check(context.Background(), o)
+	require.NoError(t, err)
+	require.Equal(t, whole.Results, streamed.Results)
+	require.Equal(t, whole.Document, streamed.Document)
+}

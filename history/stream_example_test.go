@@ -30,3 +30,23 @@ func ExampleNewStream() {
 	// 2 20 200
 	// elapsed 100
 }
+
+// ScanRecords reads a history's records without decoding its events (it
+// counts them) and without hashing the file: what decides how to judge it
+// before a Stream reads the events (whose History says the integrity).
+func ExampleScanRecords() {
+	file := `{"t":"run","version":1,"id":"r","start":"2026-01-01T00:00:00Z"}
+{"t":"e","id":1,"key":"k","inst":0,"phase":"p","intended":10,"sent":10,"recv":90,"status":429,"retry_after":"1"}
+{"t":"fault","kind":"store-down","start":20,"end":60}
+{"t":"e","id":2,"key":"k","inst":0,"phase":"p","intended":20,"sent":20,"recv":30,"status":200}
+{"t":"end","elapsed":100,"requests":2}
+`
+	h, n, err := history.ScanRecords("h.jsonl", strings.NewReader(file))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(n, h.Run.ID, h.Faults[0].Kind, h.End.Elapsed, h.Integrity == "")
+	// Output:
+	// 2 r store-down 100 true
+}

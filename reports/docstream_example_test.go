@@ -36,3 +36,28 @@ func ExampleNewDocStream() {
 	// {Requests:4 Admitted:2 Rejected:1 Errors:1}
 	// 3000000 0 reset free-a 4
 }
+
+// The second pass can read each event's Compact form, made in the first
+// pass right after Add (a caller keeps them in a few bytes each instead of
+// reading the history again), when the run is too long for its requests
+// to be drawn one by one (Lanes): the same document as AddAgain's.
+func ExampleDocStream_AddCompact() {
+	rec := &history.History{End: &history.End{Elapsed: 4e9}}
+	d := reports.NewDocStream(rec, policy.Default())
+	var kept []reports.Compact
+	for i := range reports.MaxLaneOps + 1 {
+		sent := int64(i) * 1e6
+		e := history.Event{ID: uint64(i + 1), Key: []string{"free-a", "free-b"}[i%2], Sent: sent, Recv: sent + 2e6, Status: 200}
+		d.Add(&e, uint64(i))
+		kept = append(kept, d.Compact(&e))
+	}
+	if d.Again() && !d.Lanes() {
+		for _, c := range kept {
+			d.AddCompact(c)
+		}
+	}
+	doc := d.Document(rec, []checks.Result{{Name: "oversell", Verdict: checks.Pass}})
+	fmt.Println(kept[1].Key, doc.Latency.P99, len(doc.Timeline.Keys), doc.Timeline.Keys[0].Requests)
+	// Output:
+	// 1 2000000 2 1251
+}
