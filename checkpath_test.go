@@ -261,7 +261,9 @@ func TestCheckStreamsWithoutASpill(t *testing.T) {
 	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "h.jsonl")
-	writeHistory(t, file, bench.Generate(3000, 20))
+	// More events than reports.MaxLaneOps: the spill is what the second
+	// pass would have read.
+	writeHistory(t, file, bench.Generate(reports.MaxLaneOps+100, 20))
 	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
 	o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: checks.Streamable()}}
 	streamed, err := rlverify.Check(context.Background(), o)
