@@ -136,6 +136,7 @@ func addEnvFlags(fl *pflag.FlagSet, f *attackFlags, envUsage string) {
 
 // attackResult is one attack judged.
 type attackResult struct {
+	out      *rlverify.Outcome
 	doc      *reports.Document
 	results  []checks.Result
 	hist     *history.History
@@ -155,6 +156,7 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	pathLine(stderr, r.out, len(f.o.Checks.Only) > 0)
 	err = conclude(r.doc, r.results, r.hist, f.formats, r.dir, r.failOn, r.report, stderr)
 	var ee *exitError
 	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted || ee.code == ExitRun ||
@@ -188,7 +190,7 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if err != nil {
 		return nil, fromLib(err)
 	}
-	return &attackResult{doc: out.Document, results: out.Results, hist: out.History, histFile: out.HistoryFile, dir: dir, report: report, runE: out.Stopped, failOn: o.FailOn}, nil
+	return &attackResult{out: out, doc: out.Document, results: out.Results, hist: out.History, histFile: out.HistoryFile, dir: dir, report: report, runE: out.Stopped, failOn: o.FailOn}, nil
 }
 
 // options reads, checks and loads what f says into the library's options
@@ -317,10 +319,16 @@ func judge(ctx context.Context, o rlverify.CheckOptions, formats []string, out s
 	if err != nil {
 		return fromLib(err)
 	}
-	if res.Path == rlverify.Streaming || len(o.Checks.Only) > 0 {
+	pathLine(stderr, res, len(o.Checks.Only) > 0)
+	return conclude(res.Document, res.Results, res.History, formats, out, o.FailOn, stdout, stderr)
+}
+
+// pathLine says which path judged res (rlverify.ChoosePath), when it
+// streamed or when --checks chose the checks: `check` and `attack` alike.
+func pathLine(stderr io.Writer, res *rlverify.Outcome, chose bool) {
+	if res.Path == rlverify.Streaming || chose {
 		fmt.Fprintf(stderr, "rlverify: judged on the %s path: %s\n", res.Path, res.PathWhy)
 	}
-	return conclude(res.Document, res.Results, res.History, formats, out, o.FailOn, stdout, stderr)
 }
 
 // conclude renders doc and returns the exit the verdicts call for.
