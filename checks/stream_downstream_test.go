@@ -72,13 +72,13 @@ func TestStreamerMatchesRunDownstream(t *testing.T) {
 		want checks.Verdict
 	}{
 		{"one key, within", pol, func(p *policy.Policy) *history.History {
-			h := bench.Generate(3000, 1)
+			h := bench.Generate(2000, 1)
 			h.Sink = readings(h, p, same)
 			return h
 		}, checks.Pass},
 		{"no sink", pol, func(*policy.Policy) *history.History { return bench.Generate(500, 3) }, checks.Skip},
 		{"many keys: beyond admissions, between readings, a reset", pol, func(p *policy.Policy) *history.History {
-			h := bench.Generate(20_000, 60)
+			h := bench.Generate(5000, 60)
 			h.Sink = readings(h, p, func(k int, mid, end int64) (int64, int64) {
 				switch k % 7 {
 				case 1:
@@ -93,12 +93,12 @@ func TestStreamerMatchesRunDownstream(t *testing.T) {
 			return h
 		}, checks.Fail},
 		{"a global guard's peak and total", guarded, func(p *policy.Policy) *history.History {
-			h := bench.Generate(8000, 20)
+			h := bench.Generate(3000, 20)
 			h.Sink = append(readings(h, p, same), history.Sink{Key: "*", Arrivals: 100_000, PeakPerSecond: 120, At: h.Events[len(h.Events)-1].Recv})
 			return h
 		}, checks.Fail},
 		{"faults, scopes, peaks and errors on instances", pol, func(p *policy.Policy) *history.History {
-			h := bench.Generate(20_000, 40)
+			h := bench.Generate(5000, 40)
 			for i := range h.Events {
 				e := &h.Events[i]
 				e.Instance = i % 3
@@ -126,7 +126,7 @@ func TestStreamerMatchesRunDownstream(t *testing.T) {
 			return h
 		}, checks.Pass},
 		{"a per-instance limit: the instances seen widen the bound", perInst, func(p *policy.Policy) *history.History {
-			h := bench.Generate(6000, 5)
+			h := bench.Generate(3000, 5)
 			for i := range h.Events {
 				h.Events[i].Instance = i % 4
 			}
@@ -139,7 +139,7 @@ func TestStreamerMatchesRunDownstream(t *testing.T) {
 			return h
 		}, checks.Fail},
 		{"fail-closed: an outage's admissions count", closed, func(p *policy.Policy) *history.History {
-			h := bench.Generate(6000, 4)
+			h := bench.Generate(3000, 4)
 			for i := range h.Events {
 				if i%9 == 0 {
 					h.Events[i].Fallback = "open"
@@ -161,9 +161,11 @@ func TestStreamerMatchesRunDownstream(t *testing.T) {
 				want := checks.Run(whole, tc.pol, o)
 				require.Equal(t, tc.want, want[0].Verdict, want[0].Summary)
 				require.Equal(t, want, streamResults(t, file, tc.pol, o))
-				// With the other streaming checks beside it.
-				o.Only = checks.Streamable()
-				require.Equal(t, checks.Run(whole, tc.pol, o), streamResults(t, file, tc.pol, o))
+				if maxEv == 0 {
+					// With the other streaming checks beside it.
+					o.Only = checks.Streamable()
+					require.Equal(t, checks.Run(whole, tc.pol, o), streamResults(t, file, tc.pol, o))
+				}
 			})
 		}
 	}
