@@ -478,8 +478,15 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		dir = tmp
 	}
 	var cols []reports.AuditColumn
+	// hookFailed, once a fault command failed, says so: the service may
+	// still be in that fault, so no later plan is run against it.
+	var hookFailed string
 	// run runs plan as column name in pdir.
 	run := func(plan *attacks.Plan, name, pdir string) error {
+		if hookFailed != "" {
+			cols = append(cols, reports.AuditColumn{Plan: name, NotRun: "not run: " + hookFailed})
+			return nil
+		}
 		if err := os.MkdirAll(pdir, 0o755); err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
@@ -510,6 +517,9 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		col := reports.AuditColumn{Plan: name, Doc: out.Document, Dir: pdir, Measured: measurements(out.Document)}
 		if out.Stopped != nil {
 			out.Document.Interrupted, out.Document.Reason = true, "the plan did not complete: "+out.Stopped.Error()
+			if errors.Is(out.Stopped, envs.ErrHook) {
+				hookFailed = fmt.Sprintf("a fault command failed in plan %s, so the service may still be in that fault (%v)", name, out.Stopped)
+			}
 		}
 		cols = append(cols, col)
 		return nil
