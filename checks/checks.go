@@ -280,7 +280,7 @@ type index struct {
 	changedFrom map[string]int64
 	// raised is set for a tier of changedFrom an applied change raised.
 	raised map[string]bool
-	insts       int // distinct instances in the run
+	insts  int // distinct instances in the run
 	// untiered counts events whose key has no tier.
 	untiered int
 	// hdrs is the parsed rate-limit headers of each event, by index in

@@ -31,7 +31,7 @@ type Redis struct {
 	client redis.Scripter
 	script *redis.Script
 	static atomic.Pointer[[]any] // per-limit script arguments; Reload swaps them whole
-	suffix []string // ":0", ":1", … per limit
+	suffix []string              // ":0", ":1", … per limit
 	caller bool
 	clock  func() time.Time
 }

@@ -789,12 +789,12 @@ type dockerFaults struct {
 	instanceFaults bool
 	// changes: the policy declares limit changes (limit-change goes to
 	// every container's control endpoint; not in region mode).
-	changes bool
-	control service.ControlClient
-	mu             sync.Mutex
-	down           bool
-	partitioned    bool // down as a partition: reconnect, do not start
-	paused         bool
+	changes     bool
+	control     service.ControlClient
+	mu          sync.Mutex
+	down        bool
+	partitioned bool // down as a partition: reconnect, do not start
+	paused      bool
 }
 
 // Supports implements FaultInjector.
