@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/faults"
 	"github.com/rlverify/rlverify/internal/testsvc"
+	"github.com/rlverify/rlverify/policies"
 	"github.com/rlverify/rlverify/policy"
 )
 
@@ -118,4 +120,63 @@ type expect struct {
 type change struct {
 	plan, name  string
 	burst, rate int
+}
+
+// The audit runs limit-change when the policy declares a lowering of the
+// plans' tier and limit-raise when it declares a raise, each applying the
+// policy's own change; a limiter deaf to changes fails both, by the root
+// cause each shows (an overrun after the lowering, wrongful refusals after
+// the raise). Without a declared raise, limit-raise says why it did not run.
+func TestAuditRunsTheDeclaredChanges(t *testing.T) {
+	raw, ok := policies.Get("limit-change")
+	require.True(t, ok)
+	// The shipped changes under other names: the audit applies them by
+	// what they do, not by the shipped plans' names.
+	both, err := policy.Parse("changes.yaml", []byte(strings.NewReplacer("name: halve", "name: cut", "name: double", "name: lift").Replace(string(raw))))
+	require.NoError(t, err)
+	lowerOnly, err := policy.Parse("lower.yaml", []byte(strings.Split(strings.Replace(string(raw), "name: halve", "name: cut", 1), "  - name: double")[0]+"tolerance:\n  propagation: 500ms\n"))
+	require.NoError(t, err)
+	require.Len(t, lowerOnly.Changes, 1)
+	for _, c := range []struct {
+		name  string
+		pol   *policy.Policy
+		plans []string
+		// want is each plan's verdict, or why it did not run.
+		want map[string]string
+		// fails are the properties that must fail.
+		fails []string
+	}{
+		{"both declared", both, []string{"limit-change", "limit-raise"}, map[string]string{"limit-change": "fail", "limit-raise": "fail"}, []string{"oversell", "under-admission"}},
+		{"no raise declared", lowerOnly, []string{"limit-raise"}, map[string]string{"limit-raise": "no declared limit change raises the limits of the tier the plan's keys get"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := rlverify.Audit(context.Background(), rlverify.AuditOptions{
+				Attack: rlverify.AttackOptions{Limiter: "faulty/keeps-old-limit", Policy: c.pol},
+				Plans:  c.plans,
+				Dir:    t.TempDir(),
+			})
+			require.NoError(t, err)
+			for _, p := range a.Plans {
+				want, ok := c.want[p.Plan]
+				if !ok {
+					continue
+				}
+				if p.Ran {
+					require.Equal(t, want, string(p.Verdict), p.Plan)
+				} else {
+					require.Contains(t, p.Why, want, p.Plan)
+				}
+			}
+			for _, name := range c.fails {
+				found := false
+				for _, pr := range a.Properties {
+					if pr.Name == name {
+						found = true
+						require.Equal(t, checks.Fail, pr.Verdict, "%s: %+v", name, pr)
+					}
+				}
+				require.True(t, found, name)
+			}
+		})
+	}
 }
