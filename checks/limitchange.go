@@ -415,7 +415,25 @@ func afterChange(run func(*index) Result, state changeState) func(*index) Result
 					continue
 				}
 			}
+			var byOld map[uint64]bool
+			if len(sr.Evidence) > 0 && state == fromKnownState {
+				// What the tier's own limits would not find: the limiter
+				// decides by its old limits there, not for another cause.
+				byOld = map[uint64]bool{}
+				for _, e := range run(newIndex(sub, ix.p, ix.o)).Evidence {
+					for _, id := range e.RequestIDs {
+						byOld[id] = true
+					}
+				}
+			}
 			for _, e := range sr.Evidence {
+				if byOld != nil && len(e.RequestIDs) > 0 && !byOld[e.RequestIDs[0]] {
+					e.Message = strings.Replace(e.Message, selfInflictedNote, "", 1)
+					if e.Cause == CauseSelfInflicted {
+						e.Cause = ""
+					}
+					e.Message += fmt.Sprintf("; the tier's limits before the change (%s) allow it: the limiter decides by them still", describeChange(ix.tierLimits(ac.c.Tier)))
+				}
 				e.Message += " — " + scope
 				found = append(found, e)
 			}
@@ -453,4 +471,14 @@ func afterChange(run func(*index) Result, state changeState) func(*index) Result
 		}
 		return res
 	}
+}
+
+// tierLimits are tier's declared limits.
+func (ix *index) tierLimits(tier string) []policy.Limit {
+	for i := range ix.p.Tiers {
+		if ix.p.Tiers[i].Name == tier {
+			return ix.p.Tiers[i].Limits
+		}
+	}
+	return nil
 }

@@ -49,3 +49,20 @@ func TestChangedTierJudgedAfterTheChange(t *testing.T) {
 		})
 	}
 }
+
+// A limiter deaf to a raise refuses wrongfully once a key has refilled
+// under the raised limit: the evidence names the change and the old limit
+// it still decides by, not another cause (the refusals-cost attribution
+// would fit the same counts).
+func TestRaiseIgnoredNamedAfterTheChange(t *testing.T) {
+	h, p, _, _ := loadFixture(t, "testdata/diagnosis/limit-raise-keeps-old.jsonl")
+	under := resultOf(t, Judge(h, p, Options{}), "under-admission")
+	require.Equal(t, Fail, under.Verdict, under.Summary)
+	require.NotEmpty(t, under.Evidence)
+	for _, e := range under.Evidence {
+		assert.Contains(t, e.Message, "the tier's limits before the change (token-bucket K=10 r=5/s")
+		assert.Contains(t, e.Message, "after the limit change double (tier free: token-bucket K=20 r=10/s")
+		assert.NotContains(t, e.Message, "refusals cost tokens")
+		assert.NotEqual(t, CauseSelfInflicted, e.Cause)
+	}
+}

@@ -575,6 +575,10 @@ func (ix *index) windowRoom(c *cands, r rec, l *policy.Limit, n, need float64) (
 	return v, v >= need, true
 }
 
+// selfInflictedNote ends a wrongful refusal's message when the key's own
+// refusals, had they consumed, explain it.
+const selfInflictedNote = "; the key's own refused requests, had they consumed, explain the refusal: refusals cost tokens"
+
 // checkUnder reads computeUnder: per key of n events, its candidates
 // sorted by hi (O(n log n)), then per refusal O(1) for a bucket's backward
 // walk (walkMin, built in O(n) per rate) plus galloping searches from the
@@ -587,7 +591,7 @@ func checkUnder(ix *index) Result {
 	for _, w := range res.wrong {
 		ev := ix.rejEvidence(w, "")
 		if w.self {
-			ev.Message += "; the key's own refused requests, had they consumed, explain the refusal: refusals cost tokens"
+			ev.Message += selfInflictedNote
 			ev.Cause = CauseSelfInflicted
 		}
 		col.add(ev)
