@@ -33,7 +33,8 @@ import (
 // admits beyond even the raised limit across it.
 func TestLimitChangeOnAServiceWeDidNotWrite(t *testing.T) {
 	lower := change{plan: "limit-change", name: "halve", burst: 4, rate: 2}
-	raise := change{plan: "limit-raise", name: "double", burst: 2 * testsvc.DefaultMeteredBurst, rate: 2 * int(testsvc.DefaultMeteredRate)}
+	// Raised to refill from empty in 1s: the plan rests 2.5s after it.
+	raise := change{plan: "limit-raise", name: "double", burst: 2 * testsvc.DefaultMeteredBurst, rate: 2 * testsvc.DefaultMeteredBurst}
 	for _, c := range []struct {
 		name   string
 		change change
@@ -49,7 +50,7 @@ func TestLimitChangeOnAServiceWeDidNotWrite(t *testing.T) {
 		{"reload resets the buckets", lower, testsvc.MeteredConfig{AdvertiseLimit: true, ReloadResets: true}, "oversell", checks.Fail, "across the limit change halve", nil},
 		{"reload reaches new keys only", lower, testsvc.MeteredConfig{AdvertiseLimit: true, ReloadNewKeysOnly: true}, "oversell", checks.Fail, "under the limit change halve", nil},
 		{"the change cannot be seen", lower, testsvc.MeteredConfig{ReloadNewKeysOnly: true}, "oversell", checks.Pass, "was not shown to have taken effect (the hook ran, but no answer of tier metered advertised the changed limit 4)", nil},
-		{"honest raise", raise, testsvc.MeteredConfig{AdvertiseLimit: true}, "under-admission", checks.Pass, "after the limit change double (tier metered: token-bucket K=16",
+		{"honest raise", raise, testsvc.MeteredConfig{AdvertiseLimit: true}, "under-admission", checks.Pass, "after the limit change double (tier metered: token-bucket K=16 r=16/s",
 			&expect{"oversell", checks.Pass, "judged against the limit change double"}},
 		{"raise reaches new keys only", raise, testsvc.MeteredConfig{AdvertiseLimit: true, ReloadNewKeysOnly: true}, "under-admission", checks.Fail, "after the limit change double", nil},
 		{"raise resets the buckets", raise, testsvc.MeteredConfig{AdvertiseLimit: true, ReloadResets: true}, "oversell", checks.Fail, "across the limit change double", nil},

@@ -102,7 +102,7 @@ var MutationMatrix = []MatrixRow{
 	{Plan: "limit-change", Good: "token-bucket", Bad: "faulty/reload-resets", Root: "oversell"},
 	// One that enforces the lowered limit and advertises the old one.
 	{Plan: "limit-change", Good: "token-bucket", Bad: "faulty/advertises-old-limit", Root: "headers"},
-	// A declared raise (free 10 at 5/s raised to 20 at 10/s): a limiter
+	// A declared raise (free 10 at 5/s raised to 20 at 20/s): a limiter
 	// deaf to it refuses wrongfully once a key has refilled under the new
 	// limit; one that rebuilds its buckets admits beyond even the raised
 	// limit across it.
