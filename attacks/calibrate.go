@@ -58,7 +58,21 @@ func (e *Engine) calibrate(ctx context.Context, ph *Phase) (*history.Phase, erro
 	rec.SpreadP50, rec.SpreadP99, rec.SpreadMax = burst.SpreadP50, burst.SpreadP99, burst.SpreadMax
 	t0 := burst.Start
 	var dues []time.Duration
+	period := tierPeriodOf(lim)
 	switch {
+	case lim.Algorithm.Bucketed() && period < minCalibratePeriod:
+		// A token every few milliseconds is finer than one probe's timing
+		// on a loaded machine: probes paced at twice the rate keep the
+		// bucket empty for denseSpan instead, and every refusal bounds the
+		// refill from above, every admission from below, to within about
+		// (1 + r·tolerance) / (r·denseSpan).
+		n, note := e.denseProbes(ctx, ph, period, t0)
+		rec.Requests += n
+		if note != "" {
+			rec.Notes = append(rec.Notes, note)
+		}
+		rec.Target = t0
+		return rec, ctx.Err()
 	case lim.Algorithm.Bucketed():
 		for j := 1; j <= tokens; j++ {
 			dues = append(dues, time.Duration(float64(j)/lim.R()*float64(time.Second)))
@@ -97,6 +111,44 @@ func (e *Engine) calibrate(ctx context.Context, ph *Phase) (*history.Phase, erro
 	return rec, nil
 }
 
+// denseSpan is how long probes paced at twice a fast tier's rate keep its
+// bucket empty after the calibrate burst.
+const denseSpan = time.Second
+
+// minProbeGap is the shortest gap between two probes of a fast tier: a
+// probe dials, writes and waits for its answer before the next.
+const minProbeGap = 2 * time.Millisecond
+
+// denseProbes sends single requests for ph's key every period/2 for
+// denseSpan, from the burst at t0 or, when its answers came later (a burst
+// of thousands), from the last answer; a probe whose time has passed goes at once (the
+// check reads when each was decided, not when it was meant to be). It
+// returns how many were sent and, when the rate is too fast to outpace, a
+// note saying the refill was not measured.
+func (e *Engine) denseProbes(ctx context.Context, ph *Phase, period time.Duration, t0 int64) (int64, string) {
+	gap := period / 2
+	if gap < minProbeGap {
+		return 0, fmt.Sprintf("calibrate: refill not measured: a token every %s is faster than probes can keep the bucket empty (one every %s at most); only the capacity is", period, minProbeGap)
+	}
+	var sent int64
+	from := max(t0, e.off())
+	for at := gap; at <= denseSpan; at += gap {
+		if ctx.Err() != nil {
+			break
+		}
+		when := from + int64(at)
+		if e.off() > when {
+			when = -1
+		}
+		r, err := e.burst(ctx, ph, ph.Key, 1, when)
+		if err != nil || r == nil {
+			break
+		}
+		sent += r.Requests
+	}
+	return sent, ""
+}
+
 // expandTiers returns p with each calibrate phase marked tiers: all
 // replaced by one calibrate phase per tier of the policy (named
 // NAME-TIER), the phase's own key for its own tier and, for each other
@@ -121,11 +173,12 @@ func (e *Engine) expandTiers(p *Plan) (*Plan, []string) {
 			t := &e.o.Policy.Tiers[i]
 			key := ph.Key
 			if own == nil || own.Name != t.Name {
-				if d := tierPeriod(t); d < minCalibratePeriod {
-					// A burst of K+1 on a loaded machine can take longer than
-					// that: a token back during it leaves the capacity
-					// undecided, an unknown on a correct limiter.
-					notes = append(notes, fmt.Sprintf("%s: tier %s not calibrated: a token (or window) every %s is finer than a burst's timing on a loaded machine (at least %s); oversell and under-admission still judge it wherever a plan sends its keys", ph.Name, t.Name, d, minCalibratePeriod))
+				if d, fast := fastWindow(t); fast {
+					// A window that frees that often: a burst of K+1 on a
+					// loaded machine can straddle it, leaving the capacity
+					// undecided, an unknown on a correct limiter. Fast
+					// buckets are calibrated with dense probes.
+					notes = append(notes, fmt.Sprintf("%s: tier %s not calibrated: a window every %s is finer than a burst's timing on a loaded machine (at least %s); oversell and under-admission still judge it wherever a plan sends its keys", ph.Name, t.Name, d, minCalibratePeriod))
 					continue
 				}
 				key = t.Name + "-" + rest
@@ -149,20 +202,27 @@ func (e *Engine) expandTiers(p *Plan) (*Plan, []string) {
 	return &out, notes
 }
 
-// minCalibratePeriod is the shortest refill period (1/r, or W) of a tier
-// that tiers: all calibrates besides the phase key's own.
+// minCalibratePeriod is the shortest refill period (1/r, or W) a
+// calibrate phase probes at its due times; a faster bucket is probed
+// densely (denseProbes), a faster window is not calibrated by tiers: all.
 const minCalibratePeriod = 50 * time.Millisecond
 
-// tierPeriod is the shortest time in which tier t frees one request: 1/r
-// for buckets, W for windows.
-func tierPeriod(t *policy.Tier) time.Duration {
-	d := time.Duration(1<<63 - 1)
+// fastWindow is the period of a window of tier t that frees a request
+// more often than minCalibratePeriod, which tiers: all leaves out.
+func fastWindow(t *policy.Tier) (time.Duration, bool) {
 	for _, l := range t.Limits {
-		p := l.W()
-		if l.Algorithm.Bucketed() {
-			p = time.Duration(float64(time.Second) / l.R())
+		if p := tierPeriodOf(l); !l.Algorithm.Bucketed() && p < minCalibratePeriod {
+			return p, true
 		}
-		d = min(d, p)
 	}
-	return d
+	return 0, false
+}
+
+// tierPeriodOf is how often limit l frees one request: 1/r for buckets, W
+// for windows.
+func tierPeriodOf(l policy.Limit) time.Duration {
+	if l.Algorithm.Bucketed() {
+		return time.Duration(float64(time.Second) / l.R())
+	}
+	return l.W()
 }
