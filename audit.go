@@ -188,34 +188,43 @@ func refills(next func(*auditScope) string) func(*auditScope) string {
 }
 
 // changeOfPlanTier is the policy's first declared limit change of the tier
-// the limit-change plan's keys get.
-func changeOfPlanTier(pol *policy.Policy) (*policy.Change, bool) {
+// the limit-change plans' keys get that raises (raise) or lowers (!raise)
+// its limits.
+func changeOfPlanTier(pol *policy.Policy, raise bool) (*policy.Change, bool) {
 	t, ok := attacks.PlanTier(pol, "free-changed")
 	if !ok {
 		return nil, false
 	}
 	for i := range pol.Changes {
-		if pol.Changes[i].Tier == t.Name {
-			return &pol.Changes[i], true
+		if c := &pol.Changes[i]; c.Tier == t.Name && pol.ChangeRaises(c) == raise {
+			return c, true
 		}
 	}
 	return nil, false
 }
 
-func declaresChange(a *auditScope) string {
-	if len(a.pol.Changes) == 0 {
-		return "the policy declares no limit change (changes)"
+// declaresChange: limit-change runs with a declared lowering, limit-raise
+// with a declared raise, of the plans' tier.
+func declaresChange(raise bool) func(a *auditScope) string {
+	return func(a *auditScope) string {
+		what := "lowers"
+		if raise {
+			what = "raises"
+		}
+		if len(a.pol.Changes) == 0 {
+			return "the policy declares no limit change (changes)"
+		}
+		if _, ok := changeOfPlanTier(a.pol, raise); !ok {
+			return fmt.Sprintf("no declared limit change %s the limits of the tier the plan's keys get (free-…)", what)
+		}
+		return needsFaults(faults.LimitChange)(a)
 	}
-	if _, ok := changeOfPlanTier(a.pol); !ok {
-		return "no declared limit change is of the tier the plan's keys get (free-…)"
-	}
-	return needsFaults(faults.LimitChange)(a)
 }
 
-// applyDeclaredChange makes the limit-change plan apply the policy's own
-// change instead of the shipped policy's "halve".
-func applyDeclaredChange(plan *attacks.Plan, pol *policy.Policy) {
-	c, ok := changeOfPlanTier(pol)
+// applyDeclaredChange makes a limit-change plan apply the policy's own
+// change instead of the shipped policy's ("halve" lowers, "double" raises).
+func applyDeclaredChange(plan *attacks.Plan, pol *policy.Policy, raise bool) {
+	c, ok := changeOfPlanTier(pol, raise)
 	if !ok {
 		return
 	}
@@ -270,7 +279,8 @@ var auditPlans = []auditPlan{
 	{"rules-unavailable", needsFaults(faults.RulesDown)},
 	{"clock-skew", needsFaults(faults.ClockSkew)},
 	{"clock-step", needsFaults(faults.ClockSkew)},
-	{"limit-change", declaresChange},
+	{"limit-change", declaresChange(false)},
+	{"limit-raise", declaresChange(true)},
 	{"regions", embeddedOnly},
 }
 
@@ -542,8 +552,8 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ap.name == "limit-change" {
-			applyDeclaredChange(plan, pol)
+		if ap.name == "limit-change" || ap.name == "limit-raise" {
+			applyDeclaredChange(plan, pol, ap.name == "limit-raise")
 		}
 		if err := run(plan, ap.name, filepath.Join(dir, ap.name)); err != nil {
 			return nil, err

@@ -103,6 +103,14 @@ var MutationMatrix = []MatrixRow{
 	// that rebuilds its buckets admits a fresh burst across it.
 	{Plan: "limit-change", Good: "token-bucket", Bad: "faulty/keeps-old-limit", Root: "oversell"},
 	{Plan: "limit-change", Good: "token-bucket", Bad: "faulty/reload-resets", Root: "oversell"},
+	// One that enforces the lowered limit and advertises the old one.
+	{Plan: "limit-change", Good: "token-bucket", Bad: "faulty/advertises-old-limit", Root: "headers"},
+	// A declared raise (free 10 at 5/s raised to 20 at 20/s): a limiter
+	// deaf to it refuses wrongfully once a key has refilled under the new
+	// limit; one that rebuilds its buckets admits beyond even the raised
+	// limit across it.
+	{Plan: "limit-raise", Good: "token-bucket", Bad: "faulty/keeps-old-limit", Root: "under-admission", Explained: []string{"token-bounds"}},
+	{Plan: "limit-raise", Good: "token-bucket", Bad: "faulty/reload-resets", Root: "oversell"},
 	{Plan: "store-outage", Good: "token-bucket", Bad: "faulty/unguarded-store", Store: "redis", Root: "fail-mode"},
 	// The overrun after the outage is the race oversell proved before it,
 	// not credit created by the downtime.
