@@ -160,6 +160,10 @@ type AttackOptions struct {
 	Log, Warn func(format string, args ...any)
 	// Notes are facts for the report, added to the run's own.
 	Notes []string
+	// InMemory judges the run's history in memory even where it could be
+	// streamed (see ChoosePath; Outcome.Path says which path was taken):
+	// both give the same document.
+	InMemory bool
 }
 
 // Attack runs one plan and judges its history. It is Prepare followed by
@@ -551,21 +555,18 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 	if len(co.Only) == 0 {
 		co.Only = plan.Checks
 	}
-	h, err := ReadHistories([]string{histFile}, nil)
+	out, reached, err := p.judgeRun(histFile, co)
 	if err != nil {
 		return nil, err
 	}
-	out, err := judge(h, p.declared, co, p.thresholds)
-	if err != nil {
-		return nil, err
-	}
+	h := out.History
 	kept := histFile
 	if temp {
 		kept = "a temporary file, removed"
 	}
-	if sum.Requests > 0 && allUnreachable(h) {
-		why, n := commonestErr(h)
-		err := envs.Unreachable(fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, len(h.Events), why, kept))
+	if sum.Requests > 0 && reached.none() {
+		why, n := reached.commonest()
+		err := envs.Unreachable(fmt.Errorf("no request got a response (%d of %d: %s): is the target up? (history kept in %s)", n, reached.events, why, kept))
 		if h.End != nil && h.End.Interrupted && strings.HasPrefix(h.End.Reason, "interrupted") {
 			// A signal ended the run: that, not the target, is why the
 			// requests in flight got no answer.
@@ -617,41 +618,88 @@ func (t *teeFile) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func allUnreachable(h *history.History) bool {
-	if len(h.Events) == 0 {
-		return false
-	}
-	for i := range h.Events {
-		if h.Events[i].Status != 0 {
-			return false
+// judgeRun judges the history the run wrote to file, by the same rule
+// as Check (ChoosePath): on the streaming path when every check judged
+// streams, else in memory; the outcome says which and why. reached is
+// what the events say of the target's reachability, from either path.
+func (p *Prepared) judgeRun(file string, co checks.Options) (out *Outcome, reached *reachTally, err error) {
+	o := CheckOptions{Histories: []string{file}, Policy: p.declared, Checks: co, Thresholds: p.thresholds, InMemory: p.o.InMemory}
+	path, why, rec, names := choosePath(o)
+	if path == Streaming {
+		reached = newReachTally()
+		out, err = judgeStream(o, rec, names, reached.add)
+		if !errors.Is(err, errReorder) {
+			if err != nil {
+				return nil, nil, err
+			}
+			out.Path, out.PathWhy = path, why
+			return out, reached, nil
 		}
+		path, why = InMemory, err.Error()
 	}
-	return true
+	h, err := ReadHistories(o.Histories, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if out, err = judge(h, o.Policy, co, o.Thresholds); err != nil {
+		return nil, nil, err
+	}
+	reached = newReachTally()
+	for i := range h.Events {
+		reached.add(&h.Events[i], uint64(i))
+	}
+	out.Path, out.PathWhy = path, why
+	return out, reached, nil
 }
 
-// commonestErr is the error most requests of h got, and how many got it:
-// messages are grouped by checks.ErrorKind (a local port, an address or a
-// key in a URL differ from request to request), and the first message of
-// the largest group is the example, verbatim.
-func commonestErr(h *history.History) (string, int) {
-	n := map[string]int{}
-	example := map[string]string{}
+// reachTally is what the unreachable-target error reads of a run's
+// events, gathered one event at a time (in any order): how many there
+// were, whether any got a status, and the errors of those that did not,
+// grouped by checks.ErrorKind (a local port, an address or a key in a URL
+// differ from request to request), each kind with its first message in
+// file order, verbatim.
+type reachTally struct {
+	events, answered int
+	n                map[string]int
+	example          map[string]string
+	first            map[string]uint64
+}
+
+func newReachTally() *reachTally {
+	return &reachTally{n: map[string]int{}, example: map[string]string{}, first: map[string]uint64{}}
+}
+
+// add counts e, the event at file position seq.
+func (t *reachTally) add(e *history.Event, seq uint64) {
+	t.events++
+	if e.Status != 0 {
+		t.answered++
+		return
+	}
+	msg := e.Err
+	if msg == "" {
+		msg = "no status"
+	}
+	k := checks.ErrorKind(msg)
+	if f, ok := t.first[k]; !ok || seq < f {
+		t.first[k], t.example[k] = seq, msg
+	}
+	t.n[k]++
+}
+
+// none is whether the run had events and none got a response.
+func (t *reachTally) none() bool { return t.events > 0 && t.answered == 0 }
+
+// commonest is the error most requests got, and how many got it: the
+// largest kind, the first by name among equals.
+func (t *reachTally) commonest() (string, int) {
 	best := ""
-	for i := range h.Events {
-		e := h.Events[i].Err
-		if e == "" {
-			e = "no status"
-		}
-		k := checks.ErrorKind(e)
-		if _, ok := example[k]; !ok {
-			example[k] = e
-		}
-		n[k]++
-		if n[k] > n[best] || (n[k] == n[best] && k < best) {
+	for k, n := range t.n {
+		if n > t.n[best] || (n == t.n[best] && k < best) {
 			best = k
 		}
 	}
-	return example[best], n[best]
+	return t.example[best], t.n[best]
 }
 
 // CheckTargets refuses a target that is not an http(s) base URL, or is

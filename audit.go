@@ -188,34 +188,43 @@ func refills(next func(*auditScope) string) func(*auditScope) string {
 }
 
 // changeOfPlanTier is the policy's first declared limit change of the tier
-// the limit-change plan's keys get.
-func changeOfPlanTier(pol *policy.Policy) (*policy.Change, bool) {
+// the limit-change plans' keys get that raises (raise) or lowers (!raise)
+// its limits.
+func changeOfPlanTier(pol *policy.Policy, raise bool) (*policy.Change, bool) {
 	t, ok := attacks.PlanTier(pol, "free-changed")
 	if !ok {
 		return nil, false
 	}
 	for i := range pol.Changes {
-		if pol.Changes[i].Tier == t.Name {
-			return &pol.Changes[i], true
+		if c := &pol.Changes[i]; c.Tier == t.Name && pol.ChangeRaises(c) == raise {
+			return c, true
 		}
 	}
 	return nil, false
 }
 
-func declaresChange(a *auditScope) string {
-	if len(a.pol.Changes) == 0 {
-		return "the policy declares no limit change (changes)"
+// declaresChange: limit-change runs with a declared lowering, limit-raise
+// with a declared raise, of the plans' tier.
+func declaresChange(raise bool) func(a *auditScope) string {
+	return func(a *auditScope) string {
+		what := "lowers"
+		if raise {
+			what = "raises"
+		}
+		if len(a.pol.Changes) == 0 {
+			return "the policy declares no limit change (changes)"
+		}
+		if _, ok := changeOfPlanTier(a.pol, raise); !ok {
+			return fmt.Sprintf("no declared limit change %s the limits of the tier the plan's keys get (free-…)", what)
+		}
+		return needsFaults(faults.LimitChange)(a)
 	}
-	if _, ok := changeOfPlanTier(a.pol); !ok {
-		return "no declared limit change is of the tier the plan's keys get (free-…)"
-	}
-	return needsFaults(faults.LimitChange)(a)
 }
 
-// applyDeclaredChange makes the limit-change plan apply the policy's own
-// change instead of the shipped policy's "halve".
-func applyDeclaredChange(plan *attacks.Plan, pol *policy.Policy) {
-	c, ok := changeOfPlanTier(pol)
+// applyDeclaredChange makes a limit-change plan apply the policy's own
+// change instead of the shipped policy's ("halve" lowers, "double" raises).
+func applyDeclaredChange(plan *attacks.Plan, pol *policy.Policy, raise bool) {
+	c, ok := changeOfPlanTier(pol, raise)
 	if !ok {
 		return
 	}
@@ -270,7 +279,8 @@ var auditPlans = []auditPlan{
 	{"rules-unavailable", needsFaults(faults.RulesDown)},
 	{"clock-skew", needsFaults(faults.ClockSkew)},
 	{"clock-step", needsFaults(faults.ClockSkew)},
-	{"limit-change", declaresChange},
+	{"limit-change", declaresChange(false)},
+	{"limit-raise", declaresChange(true)},
 	{"regions", embeddedOnly},
 }
 
@@ -478,8 +488,15 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		dir = tmp
 	}
 	var cols []reports.AuditColumn
+	// hookFailed, once a fault command failed, says so: the service may
+	// still be in that fault, so no later plan is run against it.
+	var hookFailed string
 	// run runs plan as column name in pdir.
 	run := func(plan *attacks.Plan, name, pdir string) error {
+		if hookFailed != "" {
+			cols = append(cols, reports.AuditColumn{Plan: name, NotRun: "not run: " + hookFailed})
+			return nil
+		}
 		if err := os.MkdirAll(pdir, 0o755); err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
@@ -510,6 +527,9 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		col := reports.AuditColumn{Plan: name, Doc: out.Document, Dir: pdir, Measured: measurements(out.Document)}
 		if out.Stopped != nil {
 			out.Document.Interrupted, out.Document.Reason = true, "the plan did not complete: "+out.Stopped.Error()
+			if errors.Is(out.Stopped, envs.ErrHook) {
+				hookFailed = fmt.Sprintf("a fault command failed in plan %s, so the service may still be in that fault (%v)", name, out.Stopped)
+			}
 		}
 		cols = append(cols, col)
 		return nil
@@ -532,8 +552,8 @@ func Audit(ctx context.Context, o AuditOptions) (*reports.Audit, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ap.name == "limit-change" {
-			applyDeclaredChange(plan, pol)
+		if ap.name == "limit-change" || ap.name == "limit-raise" {
+			applyDeclaredChange(plan, pol, ap.name == "limit-raise")
 		}
 		if err := run(plan, ap.name, filepath.Join(dir, ap.name)); err != nil {
 			return nil, err

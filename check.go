@@ -85,8 +85,8 @@ type Outcome struct {
 	History *history.History
 	// HistoryFile is where an attack recorded the history ("" for Check).
 	HistoryFile string
-	// Path is how Check judged (see ChoosePath), and PathWhy why; empty
-	// for an attack's own judgement.
+	// Path is how Check, or an attack's own judgement, judged (see
+	// ChoosePath), and PathWhy why.
 	Path    Path
 	PathWhy string
 	// Stopped is why an attack's plan stopped before its end (nil when it

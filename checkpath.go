@@ -118,8 +118,9 @@ func choosePath(o CheckOptions) (path Path, why string, rec *history.History, na
 var errReorder = errors.New("out of order")
 
 // judgeStream is judge on the streaming path: rec are the history's
-// records, names the checks to stream.
-func judgeStream(o CheckOptions, rec *history.History, names []string) (*Outcome, error) {
+// records, names the checks to stream; also, if any, see every event of
+// the first pass too (the attack's reachability tally).
+func judgeStream(o CheckOptions, rec *history.History, names []string, also ...func(*history.Event, uint64)) (*Outcome, error) {
 	file := o.Histories[0]
 	pol := o.Policy
 	if pol == nil {
@@ -142,7 +143,7 @@ func judgeStream(o CheckOptions, rec *history.History, names []string) (*Outcome
 	// decoding the history again.
 	sp := newSpill("", doc)
 	defer sp.close()
-	h, err := streamPass(file, s.Add, doc.Add, sp.add)
+	h, err := streamPass(file, append([]func(*history.Event, uint64){s.Add, doc.Add, sp.add}, also...)...)
 	if err != nil {
 		return nil, err
 	}

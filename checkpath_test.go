@@ -193,11 +193,11 @@ func TestChoosePath(t *testing.T) {
 		want rlverify.Path
 		why  string
 	}{
-		{"streamable checks", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable}, rlverify.Streaming, "every check judged streams: oversell, token-bounds, headers"},
+		{"streamable checks", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable}, rlverify.Streaming, "every check judged streams: oversell, token-bounds, headers, downstream"},
 		{"one streamable check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"headers"}}}, rlverify.Streaming, "every check judged streams: headers"},
 		{"the rest turned off by the policy", rlverify.CheckOptions{Histories: []string{file}, Policy: off}, rlverify.Streaming, "every check judged streams: oversell, token-bounds, headers"},
 		{"the rest turned off by the options", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "retry-after"}, Off: []string{"retry-after"}}}, rlverify.Streaming, "every check judged streams: oversell"},
-		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.InMemory, "under-admission, retry-after, isolation, instances, fail-mode, downstream, bypass, calibration, regions, delay do not stream"},
+		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.InMemory, "under-admission, retry-after, isolation, instances, fail-mode, bypass, calibration, regions, delay do not stream"},
 		{"one that does not stream", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "retry-after"}}}, rlverify.InMemory, "retry-after does not stream"},
 		{"stdin", rlverify.CheckOptions{Histories: []string{rlverify.Stdin}, Policy: pol, Checks: streamable}, rlverify.InMemory, "standard input cannot be read twice"},
 		{"shards", rlverify.CheckOptions{Histories: []string{file, file}, Policy: pol, Checks: streamable}, rlverify.InMemory, "2 shards are merged in memory"},

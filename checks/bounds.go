@@ -9,7 +9,7 @@ import (
 	"github.com/rlverify/rlverify/history"
 )
 
-const docBounds = "Reported remaining (X-RateLimit-Remaining, or the remaining of the declared RateLimit generation: r, remaining=, RateLimit-Remaining) lies in [0, limit]; an admission never reports the full quota left; on a single-limit tier a 429 reports 0, both headers agree, and for buckets remaining never grows faster than the refill between two responses that were surely decided in order; and remaining is never lower than the whole quota less every request of the key that could have consumed by then (off by one in either direction is a finding)."
+const docBounds = "Reported remaining (X-RateLimit-Remaining, or the remaining of the declared RateLimit generation: r, remaining=, RateLimit-Remaining) lies in [0, limit]; an admission never reports the full quota left; on a single-limit tier a 429 reports 0, both headers agree, and for buckets remaining never grows faster than the refill between two responses that were surely decided in order; and remaining is never lower than the whole quota less every request of the key that could have consumed by then (off by one in either direction is a finding). After a declared limit change, the changed tier is judged by the changed limits from each key's refill from empty under them, as under-admission does."
 
 // remaining returns the remaining count a response reported, and the limit
 // it reported it against (-1 when unknown): X-RateLimit-* first, then the

@@ -28,10 +28,10 @@ type checker struct {
 
 var registry = []checker{
 	{"oversell", docOversell, checkOversell},
-	{"under-admission", docUnder, checkUnder},
-	{"token-bounds", docBounds, checkBounds},
-	{"retry-after", docRetry, checkRetryAfter},
-	{"headers", docHeaders, checkHeaders},
+	{"under-admission", docUnder, afterChange(checkUnder, fromKnownState)},
+	{"token-bounds", docBounds, afterChange(checkBounds, fromKnownState)},
+	{"retry-after", docRetry, afterChange(checkRetryAfter, fromKnownState)},
+	{"headers", docHeaders, afterChange(checkHeaders, fromInForce)},
 	{"isolation", docIsolation, checkIsolation},
 	{"instances", docInstances, checkInstances},
 	{"fail-mode", docFailMode, checkFailMode},
@@ -278,7 +278,9 @@ type index struct {
 	// changedFrom is, per tier a declared limit change applied to, the
 	// earliest offset it may have been in force (limitchange.go).
 	changedFrom map[string]int64
-	insts       int // distinct instances in the run
+	// raised is set for a tier of changedFrom an applied change raised.
+	raised map[string]bool
+	insts  int // distinct instances in the run
 	// untiered counts events whose key has no tier.
 	untiered int
 	// hdrs is the parsed rate-limit headers of each event, by index in
@@ -313,7 +315,7 @@ func newIndex(h *history.History, p *policy.Policy, o Options) *index {
 	if ix.slack < 0 {
 		ix.slack = 0
 	}
-	ix.changedFrom = changedFrom(h, p)
+	ix.changedFrom, ix.raised = changedFrom(h, p)
 	if !h.Run.Start.IsZero() {
 		ix.startNs = h.Run.Start.UnixNano()
 	}
@@ -545,10 +547,16 @@ func (ix *index) mkRec(e *history.Event, i int) rec {
 	// A decision made by another scope (an aggregate guard) is not judged
 	// against the key's own limits either.
 	r.fault = e.Fallback != "" || e.Scope != "" || (len(ix.h.Faults) > 0 && ix.inFault(r.lo, r.hi))
-	if !r.fault && len(ix.changedFrom) > 0 && ix.changed(e, r.hi) {
-		// Decided under a changed limit (or perhaps): only oversell judges
-		// it, by the declared limits, which a change only lowers.
-		r.fault, r.changed = true, true
+	if !r.fault && len(ix.changedFrom) > 0 {
+		if ch, raised := ix.changed(e, r.hi); ch {
+			// Decided under a changed limit (or perhaps): the checks
+			// judge it from where the limits in force are known
+			// (limitchange.go); oversell counts it against the declared
+			// limits when the change lowered them (they bound it), not
+			// when it raised them (judgeChangedLimits bounds it by the
+			// raised ones).
+			r.fault, r.changed = true, !raised
+		}
 	}
 	return r
 }

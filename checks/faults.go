@@ -396,43 +396,71 @@ type downReading struct {
 // admissions per key, then the readings of each key in order against its
 // envelope.
 func checkDownstream(ix *index) Result {
-	col := ix.collector()
-	figs := map[string]float64{}
 	if len(ix.h.Sink) == 0 {
-		return col.result(Skip, "no downstream records in this run (no sink, JSON counter or Prometheus source)", figs, "")
+		return ix.collector().result(Skip, "no downstream records in this run (no sink, JSON counter or Prometheus source)", map[string]float64{}, "")
 	}
-	adm := map[string]int64{}
-	// unanswered are requests without a decision (an error or a request cut
-	// off when the run stopped): the limiter may have admitted and forwarded
-	// them, so they widen the bound instead of counting as arrivals unasked.
-	unanswered := map[string]int64{}
+	keys := map[string]*downKey{}
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		k := &downKey{}
+		keys[g.key] = k
+		for _, r := range g.recs {
+			k.add(ix, r, ix.ev(r).Scope)
+		}
+	}
+	return ix.judgeDownstream(keys, ix.tierOfKey)
+}
+
+// downKey is what downstream reads of one key's requests: admissions,
+// requests without a decision, those the envelope does not bound, and the
+// span of the key's requests. Requests may come in any order.
+type downKey struct {
+	// unanswered are requests without a decision (an error or a request
+	// cut off when the run stopped): the limiter may have admitted and
+	// forwarded them, so they widen the bound instead of counting as
+	// arrivals unasked.
+	adm, unanswered int64
 	// byFault are the admissions the failure mode (or another scope)
 	// decided: the envelope does not bound them, so they are added to it —
 	// as far as the declared mode admits at all. A fail-closed limiter
 	// admits nothing on its failure mode, so what it let through during an
 	// outage counts against the envelope like any admission. Admitted
 	// cost-0 peeks are added the same way.
-	byFault := map[string][]rec{}
-	modeAdmits := ix.p.Failure.Mode != policy.FailClosed || ix.p.Failure.Undeclared
-	first, last := map[string]int64{}, map[string]int64{}
-	for gi := range ix.groups {
-		g := &ix.groups[gi]
-		for _, r := range g.recs {
-			if r.out == history.Admitted {
-				adm[g.key]++
-				// A cost-0 peek takes no token: the envelope does not
-				// bound its arrival downstream either.
-				if (r.fault && (modeAdmits || ix.ev(r).Scope != "")) || r.tokens() == 0 {
-					byFault[g.key] = append(byFault[g.key], r)
-				}
-			} else if r.out == history.Unknown {
-				unanswered[g.key]++
-			}
-			if _, ok := first[g.key]; !ok || r.lo < first[g.key] {
-				first[g.key] = r.lo
-			}
-			last[g.key] = max(last[g.key], r.hi)
+	byFault     []rec
+	first, last int64
+	seen        bool
+}
+
+// add counts r, a request of the key whose event names scope.
+func (k *downKey) add(ix *index, r rec, scope string) {
+	if r.out == history.Admitted {
+		k.adm++
+		// A cost-0 peek takes no token: the envelope does not bound its
+		// arrival downstream either.
+		modeAdmits := ix.p.Failure.Mode != policy.FailClosed || ix.p.Failure.Undeclared
+		if (r.fault && (modeAdmits || scope != "")) || r.tokens() == 0 {
+			k.byFault = append(k.byFault, r)
 		}
+	} else if r.out == history.Unknown {
+		k.unanswered++
+	}
+	if !k.seen || r.lo < k.first {
+		k.first, k.seen = r.lo, true
+	}
+	k.last = max(k.last, r.hi)
+}
+
+// judgeDownstream judges the sink's readings against what per says of
+// each key's requests (tierOf gives a key's tier): checkDownstream in
+// memory and on the stream alike.
+func (ix *index) judgeDownstream(per map[string]*downKey, tierOf func(key string) *policy.Tier) Result {
+	col := ix.collector()
+	figs := map[string]float64{}
+	adm := func(key string) (a, u int64, first, last int64, byFault []rec) {
+		if k := per[key]; k != nil {
+			return k.adm, k.unanswered, k.first, k.last, k.byFault
+		}
+		return 0, 0, 0, 0, nil
 	}
 	// The readings of each key in time order; the last one is the run's.
 	readings := map[string][]downReading{}
@@ -464,21 +492,22 @@ func checkDownstream(ix *index) Result {
 			continue
 		}
 		arrivals += final.arrivals
-		if a, u := adm[key], unanswered[key]; final.arrivals > a+u {
+		a, u, first, last, byFault := adm(key)
+		if final.arrivals > a+u {
 			msg := fmt.Sprintf("key %s: %d arrivals downstream but only %d requests admitted", key, final.arrivals, a)
 			if u > 0 {
 				msg += fmt.Sprintf(" and %d without an answer", u)
 			}
-			col.add(Evidence{Key: key, From: first[key], To: last[key], Bound: float64(a + u), Observed: float64(final.arrivals), Message: msg})
+			col.add(Evidence{Key: key, From: first, To: last, Bound: float64(a + u), Observed: float64(final.arrivals), Message: msg})
 			continue
 		}
-		tier := ix.tierOfKey(key)
+		tier := tierOf(key)
 		if tier == nil {
 			continue
 		}
 		// Over the run: every arrival came from a request of this run.
-		if last[key] > 0 {
-			ix.judgeDownstreamSpan(col, key, tier, final.arrivals, first[key], last[key], "over the run", byFault[key])
+		if last > 0 {
+			ix.judgeDownstreamSpan(col, key, tier, final.arrivals, first, last, "over the run", byFault)
 		}
 		// Between readings: arrivals counted after one reading and by the
 		// next came from requests decided in [prev − longest request, at].
@@ -487,7 +516,7 @@ func checkDownstream(ix *index) Result {
 			if d <= 0 || rs[i].at <= 0 || rs[i-1].at <= 0 {
 				continue
 			}
-			ix.judgeDownstreamSpan(col, key, tier, d, rs[i-1].at-ix.maxLat, rs[i].at, fmt.Sprintf("between the readings after %s and %s", orEnd(rs[i-1].phase), orEnd(rs[i].phase)), byFault[key])
+			ix.judgeDownstreamSpan(col, key, tier, d, rs[i-1].at-ix.maxLat, rs[i].at, fmt.Sprintf("between the readings after %s and %s", orEnd(rs[i-1].phase), orEnd(rs[i].phase)), byFault)
 		}
 	}
 	figs["arrivals"] = float64(arrivals)

@@ -21,7 +21,7 @@ func (ix *index) judgedResponse(r rec) bool {
 	return !r.variant && !r.fault && (r.out == history.Admitted || r.limit)
 }
 
-const docHeaders = "Where the policy declares them, admitted and 429 responses (admitted ones only with headers.on: admitted) carry the RateLimit fields of the declared generation — structured (RateLimit and RateLimit-Policy lists, draft 08+), dictionary (RateLimit: limit=, remaining=, reset=, draft 07) or split (RateLimit-Limit/-Remaining/-Reset, drafts 00–06) — that parse, whose quota is a tier limit's N with window W (seconds, rounded up), remaining in [0, N] and reset within the window; and X-RateLimit-Limit = N, -Remaining in [0, N], -Reset in the declared form within the window."
+const docHeaders = "Where the policy declares them, admitted and 429 responses (admitted ones only with headers.on: admitted) carry the RateLimit fields of the declared generation — structured (RateLimit and RateLimit-Policy lists, draft 08+), dictionary (RateLimit: limit=, remaining=, reset=, draft 07) or split (RateLimit-Limit/-Remaining/-Reset, drafts 00–06) — that parse, whose quota is a tier limit's N with window W (seconds, rounded up), remaining in [0, N] and reset within the window; and X-RateLimit-Limit = N, -Remaining in [0, N], -Reset in the declared form within the window. While a declared limit change is in force (made plus tolerance.propagation), the changed tier's answers carry the changed limits; when the limiter is shown to decide by other limits too, the summary names that defect instead."
 
 // checkHeaders is O(N): one pass over the headers parsed by the index.
 func checkHeaders(ix *index) Result {

@@ -12,7 +12,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docOversell = "Admitted requests of one key never exceed the limit's envelope: no choice of decision times inside [Sent−slack, Recv+slack] fits K + r·d for buckets, N per rolling W for sliding windows, N per aligned fixed window; fails only with an interval certificate."
+const docOversell = "Admitted requests of one key never exceed the limit's envelope: no choice of decision times inside [Sent−slack, Recv+slack] fits K + r·d for buckets, N per rolling W for sliding windows, N per aligned fixed window; fails only with an interval certificate. Across a declared limit change the tier's own limits bound a lowering, the raised limits a raise (the tier's own before it), and the changed limits every admission from a full bucket of them once the change is in force (made plus tolerance.propagation)."
 
 // keyEnvelope is the judgement of one key's non-variant admissions.
 type keyEnvelope struct {

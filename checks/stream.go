@@ -29,7 +29,7 @@ import (
 // the MaxEvidence first by that position (orderedCollector).
 
 // Streamable lists the checks a Streamer judges, in the order of All.
-func Streamable() []string { return []string{"oversell", "token-bounds", "headers"} }
+func Streamable() []string { return []string{"oversell", "token-bounds", "headers", "downstream"} }
 
 // Streamer judges a history event by event. Not safe for concurrent use.
 type Streamer struct {
@@ -37,6 +37,7 @@ type Streamer struct {
 	oversell *oversellStream
 	bounds   *boundsStream
 	headers  *headersStream
+	down     *downStream
 	names    []string
 	// n counts the events of Add, n2 those of AddAgain.
 	n, n2 uint64
@@ -49,6 +50,7 @@ type streamKey struct {
 	tier     *policy.Tier
 	bounds   boundsKey
 	oversell *oversellKey
+	down     *downKey
 }
 
 // NewStreamer judges, against p, the events of the history whose records
@@ -82,6 +84,9 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 	if slices.Contains(names, "headers") {
 		s.headers = newHeadersStream(ix)
 	}
+	if slices.Contains(names, "downstream") {
+		s.down = newDownStream(ix)
+	}
 	return s, nil
 }
 
@@ -112,6 +117,9 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 	}
 	if s.headers != nil {
 		s.headers.add(e, seq, r, k.tier)
+	}
+	if s.down != nil {
+		s.down.add(e, r, k)
 	}
 }
 
@@ -160,6 +168,8 @@ func (s *Streamer) Results() []Result {
 			r = s.bounds.result(s.keys)
 		case "headers":
 			r = s.headers.result()
+		case "downstream":
+			r = s.down.result(s.keys)
 		}
 		r.Name = n
 		// The slacks, and the warnings against the run's widest interval

@@ -22,6 +22,6 @@ func ExampleStreamChecks() {
 	}
 	// Output:
 	// [oversell headers] true ""
-	// [] false "retry-after does not stream (streaming: oversell, token-bounds, headers)"
+	// [] false "retry-after does not stream (streaming: oversell, token-bounds, headers, downstream)"
 	// [oversell] true ""
 }

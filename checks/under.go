@@ -14,7 +14,7 @@ import (
 	"github.com/rlverify/rlverify/policy"
 )
 
-const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged. A key of an exempt class (policy exempt) is never to be refused: each refusal outside a fault window is wrong. Weighted requests (policy cost) need room for their whole cost, and a refused cost-0 peek is wrong; an answer the policy declares refunded (refund_on) holds its tokens only while it may be being decided."
+const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged. A key of an exempt class (policy exempt) is never to be refused: each refusal outside a fault window is wrong. Weighted requests (policy cost) need room for their whole cost, and a refused cost-0 peek is wrong; an answer the policy declares refunded (refund_on) holds its tokens only while it may be being decided. After a declared limit change (changes), the changed tier is judged by the changed limits from each key's first request after a refill from empty under them (their longest W plus the timing tolerance after both the change is in force and the key's last consumption); its requests before that point are not judged, and the summary says so."
 
 // maxScan bounds the backward scan per rejection; past it a rejection is
 // left undecided unless a coarser bound already proves it.
@@ -575,6 +575,10 @@ func (ix *index) windowRoom(c *cands, r rec, l *policy.Limit, n, need float64) (
 	return v, v >= need, true
 }
 
+// selfInflictedNote ends a wrongful refusal's message when the key's own
+// refusals, had they consumed, explain it.
+const selfInflictedNote = "; the key's own refused requests, had they consumed, explain the refusal: refusals cost tokens"
+
 // checkUnder reads computeUnder: per key of n events, its candidates
 // sorted by hi (O(n log n)), then per refusal O(1) for a bucket's backward
 // walk (walkMin, built in O(n) per rate) plus galloping searches from the
@@ -587,7 +591,7 @@ func checkUnder(ix *index) Result {
 	for _, w := range res.wrong {
 		ev := ix.rejEvidence(w, "")
 		if w.self {
-			ev.Message += "; the key's own refused requests, had they consumed, explain the refusal: refusals cost tokens"
+			ev.Message += selfInflictedNote
 			ev.Cause = CauseSelfInflicted
 		}
 		col.add(ev)

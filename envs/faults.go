@@ -25,42 +25,19 @@ type localFaults struct {
 }
 
 // changeLimits applies the policy's change name to every instance, or
-// (name "") restores the declared limits of the tier last changed.
+// (name "") restores the declared limits of every changed tier.
 func (f *localFaults) changeLimits(name string) error {
-	var tier string
-	var limits []policy.Limit
 	if name != "" {
-		c, ok := f.pol.ChangeNamed(name)
-		if !ok {
+		if _, ok := f.pol.ChangeNamed(name); !ok {
 			var names []string
 			for _, c := range f.pol.Changes {
 				names = append(names, c.Name)
 			}
 			return fmt.Errorf("limit-change: the policy declares no change %q (it declares: %s)", name, strings.Join(names, ", "))
 		}
-		tier, limits = c.Tier, c.Limits
 	}
-	for _, t := range f.pol.Tiers {
-		if name == "" {
-			for _, c := range f.pol.Changes {
-				if c.Tier == t.Name {
-					if err := f.applyLimits(t.Name, t.Limits); err != nil {
-						return err
-					}
-					break
-				}
-			}
-		}
-	}
-	if name == "" {
-		return nil
-	}
-	return f.applyLimits(tier, limits)
-}
-
-func (f *localFaults) applyLimits(tier string, limits []policy.Limit) error {
 	for i, s := range f.services {
-		if err := s.ChangeLimits(tier, limits); err != nil {
+		if err := s.ApplyChange(name); err != nil {
 			return fmt.Errorf("limit-change: instance %d: %w", i, err)
 		}
 	}

@@ -146,11 +146,8 @@ func (l Local) Start(ctx context.Context, spec Spec) (*Stack, error) {
 		client := newClient()
 		st.OnClose(client.Close)
 		if i == 0 {
-			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := client.Ping(pctx).Err()
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("local: redis through the fault proxy does not answer PING: %w", err)
+			if err := pingWithin(ctx, client, storeUpWithin); err != nil {
+				return nil, fmt.Errorf("local: redis through the fault proxy does not answer PING within %s: %w", storeUpWithin, err)
 			}
 		}
 		if rules == nil {

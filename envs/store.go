@@ -91,8 +91,32 @@ func connectRedis(ctx context.Context, addr string, timeout time.Duration, st *S
 	st.OnClose(proxy.Close)
 	client := limiters.NewRedisClient(proxy.Addr(), timeout)
 	st.OnClose(client.Close)
-	if err := client.Ping(ctx).Err(); err != nil {
-		return storeHandle{}, fmt.Errorf("embedded: redis at %s does not answer PING: %w", addr, err)
+	if err := pingWithin(ctx, client, storeUpWithin); err != nil {
+		return storeHandle{}, fmt.Errorf("embedded: redis at %s does not answer PING within %s: %w", addr, storeUpWithin, err)
 	}
 	return storeHandle{client: client, addr: addr, proxy: proxy}, nil
+}
+
+// storeUpWithin is how long a store just started or connected may take to
+// answer its first PING.
+const storeUpWithin = 5 * time.Second
+
+// pingWithin PINGs client until it answers, for at most within: each PING
+// has only the client's per-operation timeout (the store timeout, 200ms by
+// default), which a busy machine's first dial through the fault proxy can
+// outlast.
+func pingWithin(ctx context.Context, client redis.Cmdable, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		err := client.Ping(ctx).Err()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

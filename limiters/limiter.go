@@ -77,6 +77,13 @@ type Reloader interface {
 	Reload(limits []policy.Limit) error
 }
 
+// StaleAdvertiser is a Reloader whose service goes on advertising the
+// limits it had before a change (faulty/advertises-old-limit): a service
+// writes the changed limits in its headers unless AdvertisesOldLimits.
+type StaleAdvertiser interface {
+	AdvertisesOldLimits() bool
+}
+
 // AtLimiter is a Limiter that decides without a context or an error: the
 // in-memory algorithms. AllowAt takes now as Unix nanoseconds and is the
 // allocation-free fast path.

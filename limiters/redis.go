@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,8 +30,8 @@ type Redis struct {
 	alg    policy.Algorithm
 	client redis.Scripter
 	script *redis.Script
-	static []any    // per-limit script arguments
-	suffix []string // ":0", ":1", … per limit
+	static atomic.Pointer[[]any] // per-limit script arguments; Reload swaps them whole
+	suffix []string              // ":0", ":1", … per limit
 	caller bool
 	clock  func() time.Time
 }
@@ -60,24 +61,13 @@ func NewRedis(alg policy.Algorithm, client redis.Scripter, limits []policy.Limit
 		return nil, errors.New("limiters: NewRedis: nil Redis client")
 	}
 	r := &Redis{alg: alg, client: client}
-	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 17, 64) }
-	for i, l := range limits {
+	static, err := redisArgs(alg, limits)
+	if err != nil {
+		return nil, err
+	}
+	r.static.Store(&static)
+	for i := range limits {
 		r.suffix = append(r.suffix, ":"+strconv.Itoa(i))
-		wus := l.W().Microseconds()
-		switch alg {
-		case policy.TokenBucket:
-			r.static = append(r.static, strconv.FormatInt(l.Capacity, 10), f(l.R()))
-		case policy.GCRA:
-			t := 1e6 / l.R()
-			r.static = append(r.static, f(t), strconv.FormatInt(int64(math.Round(float64(l.Capacity)*t)), 10), strconv.FormatInt(l.Capacity, 10))
-		case policy.FixedWindow, policy.SlidingLog, policy.SlidingCounter:
-			if wus < 1 {
-				return nil, fmt.Errorf("limiters: limit %d (%s): window %s below 1µs", i, l.Name, l.W())
-			}
-			r.static = append(r.static, strconv.FormatInt(l.Count, 10), strconv.FormatInt(wus, 10))
-		default:
-			return nil, fmt.Errorf("limiters: NewRedis: unknown algorithm %q", alg)
-		}
 	}
 	switch alg {
 	case policy.TokenBucket:
@@ -95,6 +85,49 @@ func NewRedis(alg policy.Algorithm, client redis.Scripter, limits []policy.Limit
 		o(r)
 	}
 	return r, nil
+}
+
+// redisArgs are the script's per-limit arguments for limits.
+func redisArgs(alg policy.Algorithm, limits []policy.Limit) ([]any, error) {
+	var static []any
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 17, 64) }
+	for i, l := range limits {
+		wus := l.W().Microseconds()
+		switch alg {
+		case policy.TokenBucket:
+			static = append(static, strconv.FormatInt(l.Capacity, 10), f(l.R()))
+		case policy.GCRA:
+			t := 1e6 / l.R()
+			static = append(static, f(t), strconv.FormatInt(int64(math.Round(float64(l.Capacity)*t)), 10), strconv.FormatInt(l.Capacity, 10))
+		case policy.FixedWindow, policy.SlidingLog, policy.SlidingCounter:
+			if wus < 1 {
+				return nil, fmt.Errorf("limiters: limit %d (%s): window %s below 1µs", i, l.Name, l.W())
+			}
+			static = append(static, strconv.FormatInt(l.Count, 10), strconv.FormatInt(wus, 10))
+		default:
+			return nil, fmt.Errorf("limiters: NewRedis: unknown algorithm %q", alg)
+		}
+	}
+	return static, nil
+}
+
+// Reload implements Reloader: limits (one for each of r's, in its order)
+// take the place of its own from the next call on. Every key keeps its
+// state in Redis; the scripts cap a level above a lowered capacity when
+// they next decide.
+func (r *Redis) Reload(limits []policy.Limit) error {
+	if err := validate(limits); err != nil {
+		return err
+	}
+	if len(limits) != len(r.suffix) {
+		return fmt.Errorf("limiters: reload of a redis %s limiter with %d limit(s) for its %d", r.alg, len(limits), len(r.suffix))
+	}
+	static, err := redisArgs(r.alg, limits)
+	if err != nil {
+		return err
+	}
+	r.static.Store(&static)
+	return nil
 }
 
 // ScriptHash returns the SHA1 of r's Lua script, as EVALSHA takes it (for
@@ -127,9 +160,10 @@ func (r *Redis) Allow(ctx context.Context, now time.Time, key string, n int) (De
 	case r.clock != nil:
 		at = r.clock().UnixMicro()
 	}
-	args := make([]any, 0, 2+len(r.static))
+	static := *r.static.Load()
+	args := make([]any, 0, 2+len(static))
 	args = append(args, at, n)
-	args = append(args, r.static...)
+	args = append(args, static...)
 	v, err := r.script.Run(ctx, r.client, r.Keys(key), args...).Result()
 	if err != nil {
 		if IsStoreError(err) {

@@ -1,6 +1,7 @@
 package limiters
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -52,4 +53,66 @@ func TestTokenBucketReloadIsSafeUnderLoad(t *testing.T) {
 		require.NoError(t, tb.Reload([]policy.Limit{bucketLimit(int64(5+i%5), 2)}))
 	}
 	wg.Wait()
+}
+
+// The Redis limiter and the resilient wrapper around it reload in place
+// as the memory bucket does: a lowering caps a key's level, a raise keeps
+// it and refills to the raised capacity at the raised rate.
+func TestRedisReloadKeepsState(t *testing.T) {
+	ctx := context.Background()
+	rl, err := NewRedis(policy.TokenBucket, singleClient(t), []policy.Limit{bucketLimit(10, 5)}, CallerTime())
+	require.NoError(t, err)
+	res, err := NewResilient(rl, policy.TokenBucket, []policy.Limit{bucketLimit(10, 5)}, policy.Failure{Mode: policy.FailLocal}, nil)
+	require.NoError(t, err)
+	t0 := time.Unix(1_700_000_000, 0)
+	drained, touched := uniqueKey("drained"), uniqueKey("touched")
+	allow := func(at time.Time, key string) Decision {
+		d, err := res.Allow(ctx, at, key, 1)
+		require.NoError(t, err)
+		return d
+	}
+	for range 10 {
+		require.True(t, allow(t0, drained).Allowed)
+	}
+	require.True(t, allow(t0, touched).Allowed) // 9 left
+	for _, c := range []struct {
+		name   string
+		limits []policy.Limit
+		// at (after t0) and what a key then holds.
+		at      time.Duration
+		key     string
+		admits  int
+		limitIs int64
+	}{
+		{"lowered: a drained key stays drained", []policy.Limit{bucketLimit(5, 2)}, 0, drained, 0, 5},
+		{"lowered: the level is capped at the new capacity", []policy.Limit{bucketLimit(5, 2)}, 0, touched, 5, 5},
+		{"raised: the drained key refills at the raised rate to the raised capacity", []policy.Limit{bucketLimit(20, 10)}, 3 * time.Second, drained, 20, 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.NoError(t, res.Reload(c.limits))
+			n := 0
+			var last Decision
+			for {
+				d := allow(t0.Add(c.at), c.key)
+				if !d.Allowed {
+					last = d
+					break
+				}
+				n++
+			}
+			assert.Equal(t, c.admits, n)
+			assert.Equal(t, c.limitIs, last.Limit)
+		})
+	}
+	require.ErrorContains(t, rl.Reload([]policy.Limit{bucketLimit(1, 1), bucketLimit(2, 2)}), "2 limit(s) for its 1")
+	r2, err := NewResilient(noReload{}, policy.TokenBucket, []policy.Limit{bucketLimit(10, 5)}, policy.Failure{}, nil)
+	require.NoError(t, err)
+	require.ErrorContains(t, r2.Reload([]policy.Limit{bucketLimit(5, 2)}), "cannot change its limits in place")
+}
+
+// noReload is a store limiter without Reload.
+type noReload struct{}
+
+func (noReload) Allow(context.Context, time.Time, string, int) (Decision, error) {
+	return Decision{Allowed: true}, nil
 }

@@ -304,3 +304,28 @@ func (r *Resilient) wait(ctx context.Context, now time.Time, key string, n int) 
 		}
 	}
 }
+
+// Reload implements Reloader: the store's limiter and the local fallback
+// (at Failure.LocalShare of each limit) take limits in place. An error
+// names the part that cannot change in place.
+func (r *Resilient) Reload(limits []policy.Limit) error {
+	s, ok := r.Store.(Reloader)
+	if !ok {
+		return fmt.Errorf("limiters: the store's limiter (%T) cannot change its limits in place", r.Store)
+	}
+	if err := s.Reload(limits); err != nil {
+		return err
+	}
+	if r.Local == nil {
+		return nil
+	}
+	l, ok := r.Local.(Reloader)
+	if !ok {
+		return fmt.Errorf("limiters: the local fallback (%T) cannot change its limits in place", r.Local)
+	}
+	share := r.Failure.LocalShare
+	if share <= 0 {
+		share = 1
+	}
+	return l.Reload(ScaleLimits(limits, share))
+}

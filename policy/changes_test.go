@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ default_tier: free
 func TestChangesAreValidated(t *testing.T) {
 	for _, c := range []struct {
 		name, yaml, err string
+		// raises: the change (named in yaml, first) raises its tier.
+		raises bool
 	}{
 		{"a lowering change", `changes:
   - name: halve
@@ -30,33 +33,78 @@ func TestChangesAreValidated(t *testing.T) {
         rate: 2/s
 tolerance:
   propagation: 250ms
-`, ""},
+`, "", false},
 		{"a raise", `changes:
   - name: double
     tier: free
     limits:
       - capacity: 20
         rate: 5/s
-`, `changes.0.limits.0: change "double" raises tier "free"'s limit`},
+`, "", true},
 		{"a faster refill", `changes:
   - name: quick
     tier: free
     limits:
       - capacity: 10
         rate: 6/s
-`, "only a change that lowers a limit"},
+`, "", true},
+		{"a larger bucket refilled slower", `changes:
+  - name: mixed
+    tier: free
+    limits:
+      - capacity: 20
+        rate: 2/s
+`, "raising one part and lowering another", false},
+		{"a window raised with another window", `name: p
+tiers:
+  - name: win
+    key_prefix: "win-"
+    limits:
+      - algorithm: fixed-window
+        limit: 10
+        window: 1s
+default_tier: win
+changes:
+  - name: wider
+    tier: win
+    limits:
+      - algorithm: fixed-window
+        limit: 30
+        window: 2s
+`, "a raise of a window limit keeps its window", false},
+		{"one limit raised, another lowered", `name: p
+tiers:
+  - name: two
+    key_prefix: "two-"
+    limits:
+      - capacity: 10
+        rate: 5/s
+      - name: hourly
+        capacity: 100
+        rate: 1/s
+default_tier: two
+changes:
+  - name: swap
+    tier: two
+    limits:
+      - capacity: 20
+        rate: 5/s
+      - name: hourly
+        capacity: 50
+        rate: 1/s
+`, "raises one of tier \"two\"'s limits and lowers another", false},
 		{"an unknown tier", `changes:
   - name: x
     tier: gold
     limits:
       - capacity: 5
         rate: 1/s
-`, `names tier "gold", which the policy does not declare`},
+`, `names tier "gold", which the policy does not declare`, false},
 		{"a limit missing", `changes:
   - name: x
     tier: free
     limits: []
-`, `gives 0 limit(s) for tier "free"'s 1`},
+`, `gives 0 limit(s) for tier "free"'s 1`, false},
 		{"another algorithm", `changes:
   - name: x
     tier: free
@@ -64,7 +112,7 @@ tolerance:
       - algorithm: fixed-window
         limit: 5
         window: 1s
-`, "a change keeps the algorithm"},
+`, "a change keeps the algorithm", false},
 		{"declared twice", `changes:
   - name: x
     tier: free
@@ -72,20 +120,28 @@ tolerance:
   - name: x
     tier: free
     limits: [{capacity: 4, rate: 1/s}]
-`, `change "x" is declared twice`},
+`, `change "x" is declared twice`, false},
 		{"an unsafe name", `changes:
   - name: "a b"
     tier: free
     limits: [{capacity: 5, rate: 1/s}]
-`, "changes.0.name"},
+`, "changes.0.name", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := Parse("p.yaml", []byte(changesBase+c.yaml))
+			doc := changesBase + c.yaml
+			if strings.HasPrefix(c.yaml, "name:") {
+				doc = c.yaml // a whole policy
+			}
+			p, err := Parse("p.yaml", []byte(doc))
 			if c.err != "" {
 				require.ErrorContains(t, err, c.err)
 				return
 			}
 			require.NoError(t, err)
+			assert.Equal(t, c.raises, p.ChangeRaises(&p.Changes[0]))
+			if c.raises {
+				return
+			}
 			ch, ok := p.ChangeNamed("halve")
 			require.True(t, ok)
 			assert.Equal(t, 250*time.Millisecond, p.Propagation())

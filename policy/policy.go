@@ -257,10 +257,10 @@ type Policy struct {
 	// A plain number is the regions' overrun (tolerance: 0.05).
 	Tolerance Tolerance `yaml:"tolerance" json:"tolerance"`
 	// Changes are limits the policy says may take the place of a tier's
-	// own during a run (an operator lowering a limit; a plan's limit-change
-	// fault applies one by name). A change keeps every key's counters and
-	// applies the new limits from the instant it takes effect, within
-	// Tolerance.Propagation of being made.
+	// own during a run (an operator lowering or raising a limit; a plan's
+	// limit-change fault applies one by name). A change keeps every key's
+	// counters and applies the new limits from the instant it takes effect,
+	// within Tolerance.Propagation of being made.
 	Changes []Change `yaml:"changes,omitempty" json:"changes,omitempty"`
 	// ChecksOff turns checks off by name, for promises the limiter
 	// knowingly does not keep (e.g. retry-after for one that sends no
@@ -852,10 +852,42 @@ type Change struct {
 	Name string `yaml:"name" json:"name"`
 	// Tier is the tier whose limits change.
 	Tier string `yaml:"tier" json:"tier"`
-	// Limits replace the tier's, one for one, in its order. Each may only
-	// lower its limit (a smaller count, no faster refill): what a key may
-	// take under the tier's own limits then bounds it under the change too.
+	// Limits replace the tier's, one for one, in its order, keeping each
+	// limit's algorithm. A change moves every limit one way: a lowering
+	// gives no larger count and no faster refill (what a key may take under
+	// the tier's own limits then bounds it under the change too); a raise
+	// gives no smaller count, no slower refill and, for a window, the same
+	// window (the changed limits then bound a key across the change, and
+	// the tier's own until it takes effect). A change that raises one part
+	// and lowers another is refused: neither set of limits bounds the other.
 	Limits []Limit `yaml:"limits" json:"limits"`
+}
+
+// ChangeRaises reports whether c raises its tier's limits (some part of
+// some limit grows; normalize refused a change that also lowers one).
+func (p *Policy) ChangeRaises(c *Change) bool {
+	for i := range p.Tiers {
+		t := &p.Tiers[i]
+		if t.Name != c.Tier || len(t.Limits) != len(c.Limits) {
+			continue
+		}
+		for j, was := range t.Limits {
+			if now := c.Limits[j]; raises(was, now) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// raises: now grants more than was in count or refill.
+func raises(was, now Limit) bool {
+	return now.Count > was.Count || now.Capacity > was.Capacity || now.R() > was.R()*(1+1e-9)
+}
+
+// lowers: now grants less than was in count or refill.
+func lowers(was, now Limit) bool {
+	return now.Count < was.Count || now.Capacity < was.Capacity || now.R() < was.R()*(1-1e-9)
 }
 
 // ChangeNamed is the declared change called name.
@@ -918,6 +950,7 @@ func (p *Policy) normalizeChanges(errf func(string, string, ...any) error, doc *
 		if len(c.Limits) != len(tier.Limits) {
 			return errf(path+".limits", "change %q gives %d limit(s) for tier %q's %d: one for each, in its order", c.Name, len(c.Limits), c.Tier, len(tier.Limits))
 		}
+		raise, lower := false, false
 		for j := range c.Limits {
 			lp := fmt.Sprintf("%s.limits.%d", path, j)
 			if err := c.Limits[j].normalize(lp, errf, doc); err != nil {
@@ -927,9 +960,21 @@ func (p *Policy) normalizeChanges(errf func(string, string, ...any) error, doc *
 			if now.Algorithm != was.Algorithm {
 				return errf(lp+".algorithm", "change %q makes tier %q's %s a %s: a change keeps the algorithm", c.Name, c.Tier, was.Algorithm, now.Algorithm)
 			}
-			if now.Count > was.Count || now.Capacity > was.Capacity || now.R() > was.R()*(1+1e-9) {
-				return errf(lp, "change %q raises tier %q's limit %s to %s: only a change that lowers a limit (no larger count, no faster refill) is judged", c.Name, c.Tier, was.Describe(), now.Describe())
+			if raises(was, now) && lowers(was, now) {
+				return errf(lp, "change %q makes tier %q's limit %s %s, raising one part and lowering another: a change either raises (no smaller count, no slower refill) or lowers (no larger count, no faster refill)", c.Name, c.Tier, was.Describe(), now.Describe())
 			}
+			if raises(was, now) {
+				raise = true
+				if now.Algorithm != TokenBucket && now.Algorithm != GCRA && now.W() != was.W() {
+					return errf(lp+".window", "change %q raises tier %q's %s from %s to %s with another window: a raise of a window limit keeps its window", c.Name, c.Tier, was.Algorithm, was.Describe(), now.Describe())
+				}
+			}
+			if lowers(was, now) {
+				lower = true
+			}
+		}
+		if raise && lower {
+			return errf(path+".limits", "change %q raises one of tier %q's limits and lowers another: a change either raises or lowers (declare two changes)", c.Name, c.Tier)
 		}
 	}
 	return nil

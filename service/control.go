@@ -25,6 +25,10 @@ import (
 const (
 	FaultClockSkew = faults.ClockSkew
 	FaultRulesDown = faults.RulesDown
+	// FaultLimitChange's param names a limit change the instance's policy
+	// declares (changes); clearing it gives the changed tiers their
+	// declared limits back.
+	FaultLimitChange = faults.LimitChange
 )
 
 // EnvControlToken is the environment variable serve reads its control
@@ -48,6 +52,9 @@ type Control struct {
 	Clock *SkewClock
 	// Rules is taken down by rules-down (nil: not supported).
 	Rules *RuleSource
+	// Limits takes limit-change (nil: not supported; nor when its policy
+	// declares no change).
+	Limits *Service
 	// Replicas are drained by ControlDrainPath (nil: not regional).
 	Replicas map[string]*limiters.Regional
 	// Token, when set, must come with every control request as
@@ -62,6 +69,8 @@ func (c *Control) Supports(kind string) bool {
 		return c.Clock != nil
 	case FaultRulesDown:
 		return c.Rules != nil
+	case FaultLimitChange:
+		return c.Limits != nil && c.Limits.Policy != nil && len(c.Limits.Policy.Changes) > 0
 	}
 	return false
 }
@@ -113,6 +122,16 @@ func (c *Control) serveFault(w http.ResponseWriter, r *http.Request) {
 			c.Clock.Shift(d)
 		case FaultRulesDown:
 			c.Rules.SetDown(true)
+		case FaultLimitChange:
+			name := strings.TrimSpace(r.URL.Query().Get("param"))
+			if name == "" {
+				http.Error(w, "limit-change: param needs the name of a change the policy declares (changes)", http.StatusBadRequest)
+				return
+			}
+			if err := c.Limits.ApplyChange(name); err != nil {
+				http.Error(w, "limit-change: "+err.Error(), http.StatusBadRequest)
+				return
+			}
 		}
 	case http.MethodDelete:
 		switch kind {
@@ -120,6 +139,11 @@ func (c *Control) serveFault(w http.ResponseWriter, r *http.Request) {
 			c.Clock.Reset()
 		case FaultRulesDown:
 			c.Rules.SetDown(false)
+		case FaultLimitChange:
+			if err := c.Limits.ApplyChange(""); err != nil {
+				http.Error(w, "limit-change: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
 		}
 	default:
 		w.Header().Set("Allow", "POST, DELETE")
@@ -131,7 +155,7 @@ func (c *Control) serveFault(w http.ResponseWriter, r *http.Request) {
 
 func (c *Control) supported() string {
 	var kinds []string
-	for _, k := range []string{FaultClockSkew, FaultRulesDown} {
+	for _, k := range []string{FaultClockSkew, FaultRulesDown, FaultLimitChange} {
 		if c.Supports(k) {
 			kinds = append(kinds, k)
 		}

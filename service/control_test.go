@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,4 +143,65 @@ func TestControlTokenIsRequiredWhenSet(t *testing.T) {
 	require.NoError(t, ControlClient{Token: "s3cret"}.Fault(ctx, srv.URL, FaultRulesDown, "", true))
 	require.True(t, ctl.Rules.Down())
 	require.ErrorContains(t, ControlClient{Token: "wrong"}.Fault(ctx, srv.URL, FaultRulesDown, "", false), "401")
+}
+
+// TestControlLimitChange: limit-change through the control endpoint applies
+// a change the instance's policy declares, by name, to its limiter and its
+// headers; DELETE gives the declared limits back; a change not declared, or
+// none named, is refused; an instance whose policy declares none takes none.
+func TestControlLimitChange(t *testing.T) {
+	pol, err := policy.Parse("p.yaml", []byte(`name: p
+tiers:
+  - name: free
+    key_prefix: "free-"
+    limits:
+      - capacity: 10
+        rate: 5/s
+default_tier: free
+headers:
+  x_ratelimit: true
+changes:
+  - name: double
+    tier: free
+    limits:
+      - capacity: 20
+        rate: 10/s
+`))
+	require.NoError(t, err)
+	entry, err := catalog.Lookup("token-bucket", catalog.Memory)
+	require.NoError(t, err)
+	lims, err := BuildLimiters(pol, entry, catalog.Env{}, nil)
+	require.NoError(t, err)
+	svc := &Service{Policy: pol, Limiters: lims}
+	ctl := &Control{Next: svc, Limits: svc}
+	limitOf := func(key string) string {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("X-API-Key", key)
+		ctl.ServeHTTP(w, r)
+		return w.Header().Get("X-RateLimit-Limit")
+	}
+	for _, tc := range []struct {
+		name, method, target string
+		wantStatus           int
+		wantBody, wantLimit  string
+	}{
+		{"raise", http.MethodPost, ControlFaultPath + "?kind=limit-change&param=double", http.StatusNoContent, "", "20"},
+		{"a change not declared", http.MethodPost, ControlFaultPath + "?kind=limit-change&param=triple", http.StatusBadRequest, `no limit change "triple" (it declares: double)`, "20"},
+		{"no change named", http.MethodPost, ControlFaultPath + "?kind=limit-change", http.StatusBadRequest, "param needs the name", "20"},
+		{"undo", http.MethodDelete, ControlFaultPath + "?kind=limit-change", http.StatusNoContent, "", "10"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			ctl.ServeHTTP(w, httptest.NewRequest(tc.method, tc.target, nil))
+			require.Equal(t, tc.wantStatus, w.Code, w.Body.String())
+			require.Contains(t, w.Body.String(), tc.wantBody)
+			require.Equal(t, tc.wantLimit, limitOf("free-"+strings.ReplaceAll(tc.name, " ", "-")))
+		})
+	}
+	bare := &Control{Next: svc, Limits: &Service{Policy: policy.Default(), Limiters: lims}}
+	w := httptest.NewRecorder()
+	bare.ServeHTTP(w, httptest.NewRequest(http.MethodPost, ControlFaultPath+"?kind=limit-change&param=double", nil))
+	require.Equal(t, http.StatusBadRequest, w.Code)
+	require.Contains(t, w.Body.String(), "takes no faults")
 }

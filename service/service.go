@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rlverify/rlverify/headers"
@@ -63,6 +64,10 @@ type Service struct {
 
 	// delays holds the keys of tiers that delay (serveDelayed).
 	delays delayer
+	// changed holds, per tier, the limits a declared limit change put in
+	// place of its own (ChangeLimits): the headers advertise them.
+	changedMu sync.RWMutex
+	changed   map[string][]policy.Limit
 }
 
 // ChangeLimits applies a declared limit change (policy.Change) to tier:
@@ -82,7 +87,55 @@ func (s *Service) ChangeLimits(tier string, limits []policy.Limit) error {
 	if err := r.Reload(limits); err != nil {
 		return fmt.Errorf("service: tier %q: %w", tier, err)
 	}
+	if st, ok := lim.(limiters.StaleAdvertiser); ok && st.AdvertisesOldLimits() {
+		return nil // the defect of faulty/advertises-old-limit
+	}
+	s.changedMu.Lock()
+	defer s.changedMu.Unlock()
+	if s.changed == nil {
+		s.changed = map[string][]policy.Limit{}
+	}
+	s.changed[tier] = append([]policy.Limit(nil), limits...)
 	return nil
+}
+
+// ApplyChange applies the policy's declared limit change name to every
+// tier it names, or (name "") gives every tier a declared change is of its
+// declared limits back.
+func (s *Service) ApplyChange(name string) error {
+	if name == "" {
+		for _, t := range s.Policy.Tiers {
+			for _, c := range s.Policy.Changes {
+				if c.Tier == t.Name {
+					if err := s.ChangeLimits(t.Name, t.Limits); err != nil {
+						return err
+					}
+					break
+				}
+			}
+		}
+		return nil
+	}
+	c, ok := s.Policy.ChangeNamed(name)
+	if !ok {
+		var names []string
+		for _, c := range s.Policy.Changes {
+			names = append(names, c.Name)
+		}
+		return fmt.Errorf("service: the policy declares no limit change %q (it declares: %s)", name, strings.Join(names, ", "))
+	}
+	return s.ChangeLimits(c.Tier, c.Limits)
+}
+
+// limitsOf is the limits tier's headers advertise: a declared change's
+// when one is in place, else the tier's own.
+func (s *Service) limitsOf(tier *policy.Tier) []policy.Limit {
+	s.changedMu.RLock()
+	defer s.changedMu.RUnlock()
+	if ls, ok := s.changed[tier.Name]; ok && len(ls) == len(tier.Limits) {
+		return ls
+	}
+	return tier.Limits
 }
 
 // ScopeHeader names the limit that refused a request when it is not the
@@ -271,7 +324,11 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "rate limiter store unavailable: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	if err := s.writeHeaders(w, tier, d); err != nil {
+	advertised := tier.Limits
+	if fallback == "" {
+		advertised = s.limitsOf(tier)
+	}
+	if err := s.writeHeaders(w, tier, advertised, d); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -326,11 +383,12 @@ func (s *Service) trustedPeer(remote string) bool {
 }
 
 // writeHeaders sends the rate-limit fields the policy declares for the
-// tier's limit that decided d (the one whose N is d.Limit, else the first),
-// in the declared RateLimit generation, through headers.Writer.
-func (s *Service) writeHeaders(w http.ResponseWriter, tier *policy.Tier, d limiters.Decision) error {
-	lim := tier.Limits[0]
-	for _, l := range tier.Limits {
+// tier's limit that decided d (of limits, the tier's in force: the one
+// whose N is d.Limit, else the first), in the declared RateLimit
+// generation, through headers.Writer.
+func (s *Service) writeHeaders(w http.ResponseWriter, tier *policy.Tier, limits []policy.Limit, d limiters.Decision) error {
+	lim := limits[0]
+	for _, l := range limits {
 		if l.Count == d.Limit {
 			lim = l
 			break

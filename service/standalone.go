@@ -123,7 +123,7 @@ func NewStandalone(o StandaloneOptions) (http.Handler, func() error, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("standalone: %w", err)
 		}
-		ctl.Clock, ctl.Rules = in.Clock, rules
+		ctl.Clock, ctl.Rules, ctl.Limits = in.Clock, rules, in.Service
 		h = in.Service
 	}
 	if o.Control {

@@ -136,17 +136,12 @@ func addEnvFlags(fl *pflag.FlagSet, f *attackFlags, envUsage string) {
 
 // attackResult is one attack judged.
 type attackResult struct {
-	doc      *reports.Document
-	results  []checks.Result
-	hist     *history.History
-	histFile string
+	out *rlverify.Outcome // its Stopped: why the plan stopped before its end
 	// dir is the run's folder: the reports go there.
 	dir string
 	// report is where the first report format goes: stdout, unless stdout
 	// carries the history (--history -).
 	report io.Writer
-	// runE is why the plan stopped before its end (nil when it ran whole).
-	runE   error
 	failOn *rlverify.FailOn
 }
 
@@ -155,16 +150,17 @@ func runAttack(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	err = conclude(r.doc, r.results, r.hist, f.formats, r.dir, r.failOn, r.report, stderr)
+	pathLine(stderr, r.out, len(f.o.Checks.Only) > 0)
+	err = conclude(r.out.Document, r.out.Results, r.out.History, f.formats, r.dir, r.failOn, r.report, stderr)
 	var ee *exitError
 	noFinding := err == nil || (errors.As(err, &ee) && (ee.code == ExitInterrupted || ee.code == ExitRun ||
 		(ee.code == ExitFail && len(ee.fails) == 1 && ee.fails[0] == checks.EvidenceCheck)))
 	// A fault command that failed may have left the service in the fault:
 	// exit 3 (docs/environments.md), even past a finding or a signal.
-	if r.runE != nil && ((ctx.Err() == nil && noFinding) || errors.Is(r.runE, envs.ErrHook)) {
+	if runE := r.out.Stopped; runE != nil && ((ctx.Err() == nil && noFinding) || errors.Is(runE, envs.ErrHook)) {
 		// The plan could not be carried out: what was recorded passed, but
 		// the run is not the proof the plan promises.
-		return runErr(fmt.Errorf("the plan did not complete (%v); verdicts above cover what was recorded, history in %s", r.runE, r.histFile))
+		return runErr(fmt.Errorf("the plan did not complete (%v); verdicts above cover what was recorded, history in %s", runE, r.out.HistoryFile))
 	}
 	return err
 }
@@ -188,7 +184,7 @@ func attackOnce(ctx context.Context, f *attackFlags, stdout, stderr io.Writer) (
 	if err != nil {
 		return nil, fromLib(err)
 	}
-	return &attackResult{doc: out.Document, results: out.Results, hist: out.History, histFile: out.HistoryFile, dir: dir, report: report, runE: out.Stopped, failOn: o.FailOn}, nil
+	return &attackResult{out: out, dir: dir, report: report, failOn: o.FailOn}, nil
 }
 
 // options reads, checks and loads what f says into the library's options
@@ -317,10 +313,15 @@ func judge(ctx context.Context, o rlverify.CheckOptions, formats []string, out s
 	if err != nil {
 		return fromLib(err)
 	}
-	if res.Path == rlverify.Streaming || len(o.Checks.Only) > 0 {
+	pathLine(stderr, res, len(o.Checks.Only) > 0)
+	return conclude(res.Document, res.Results, res.History, formats, out, o.FailOn, stdout, stderr)
+}
+
+// pathLine says which path judged res when it streamed or --checks chose.
+func pathLine(stderr io.Writer, res *rlverify.Outcome, chose bool) {
+	if res.Path == rlverify.Streaming || chose {
 		fmt.Fprintf(stderr, "rlverify: judged on the %s path: %s\n", res.Path, res.PathWhy)
 	}
-	return conclude(res.Document, res.Results, res.History, formats, out, o.FailOn, stdout, stderr)
 }
 
 // conclude renders doc and returns the exit the verdicts call for.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/rlverify/rlverify/attacks"
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/discover"
+	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/reports"
 )
 
@@ -123,7 +125,11 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, bud
 		}
 	}
 	planReports := map[string][]string{}
+	var hookErr error // a fault command that failed: exit 3, as attack does
 	ao.OnPlan = func(plan, pdir string, out *rlverify.Outcome) error {
+		if hookErr == nil && errors.Is(out.Stopped, envs.ErrHook) {
+			hookErr = fmt.Errorf("audit: plan %s did not complete: %w", plan, out.Stopped)
+		}
 		// Each plan's own reports, html always, so the audit's page links
 		// to them.
 		formats := append([]string{"html"}, slices.DeleteFunc(slices.Clone(f.formats), func(s string) bool { return s == "html" })...)
@@ -149,6 +155,9 @@ func runAudit(ctx context.Context, f *attackFlags, only, planFiles []string, bud
 	}
 	if err := emitReports(f.formats, dir, "audit", "audit.json", stdout, func(rf reports.Format, w io.Writer) error { return rf.RenderAudit(w, a) }); err != nil {
 		return runErr(err)
+	}
+	if hookErr != nil { // the service may still be in the fault: exit 3 even past a finding
+		return runErr(fmt.Errorf("%w; no later plan was run, verdicts above cover what was recorded", hookErr))
 	}
 	if fails := base.FailOn.Fails(a.Results()); len(fails) > 0 {
 		return &exitError{code: ExitFail, fails: fails}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/rlverify/rlverify/envs/redisproc"
 	"github.com/rlverify/rlverify/internal/testsvc"
+	"github.com/rlverify/rlverify/reports"
 )
 
 // Faults on a service rlverify did not start: testsvc's redisbucket keeps
@@ -192,4 +196,34 @@ func TestExternalPlanWithItsOwnPolicyNeedsTheServicesPolicy(t *testing.T) {
 		"--max-requests", "20", "--max-duration", "3s", "--out", t.TempDir(), "--quiet", "--fail-on", "none")
 	assert.NotEqual(t, ExitUsage, code, stderr)
 	assert.NotContains(t, stderr, "no declared policy")
+}
+
+// TestAuditStopsAfterAFailedFaultCommand: a fault command that fails may
+// leave the service in the fault, so the audit runs no later plan against
+// it (each says why) and exits 3, as attack does.
+func TestAuditStopsAfterAFailedFaultCommand(t *testing.T) {
+	url, stopSvc := testsvc.Serve(mustWindowed(t))
+	defer stopSvc()
+	pol, err := testsvc.PolicyYAML("windowed")
+	require.NoError(t, err)
+	later := writeFile(t, "later.yaml", "name: later\nphases:\n  - name: one\n    kind: burst\n    key: free-later\n    requests: 3\n")
+	dir := t.TempDir()
+	_, stderr, code := rl(t, "audit", "--target", url+"/search/x", "--policy", writeFile(t, "windowed.yaml", string(pol)),
+		"--plans", "store-outage", "--plan", later, "--on-inject", "store-down=echo no redis here >&2; exit 7",
+		"--out", dir, "--quiet", "--format", "json")
+	require.Equal(t, ExitRun, code, stderr)
+	require.Contains(t, stderr, "no redis here")
+	require.Contains(t, stderr, "no later plan was run")
+	b, err := os.ReadFile(filepath.Join(dir, "latest", "audit.json"))
+	require.NoError(t, err)
+	var a reports.Audit
+	require.NoError(t, json.Unmarshal(b, &a))
+	var why string
+	for _, p := range a.Plans {
+		if strings.HasPrefix(p.Plan, "later") {
+			require.False(t, p.Ran, "%+v", p)
+			why = p.Why
+		}
+	}
+	require.Contains(t, why, "a fault command failed in plan store-outage")
 }

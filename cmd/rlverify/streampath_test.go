@@ -46,7 +46,7 @@ func TestCheckStreamingPathMatchesInMemory(t *testing.T) {
 		}
 	}
 	_, stderr, _ := rl(t, "check", "--policy", pol, "--checks", "oversell,under-admission", "--history", file, "--fail-on", "none")
-	require.Contains(t, stderr, "rlverify: judged on the in-memory path: under-admission does not stream (streaming: oversell, token-bounds, headers)\n")
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: under-admission does not stream (streaming: oversell, token-bounds, headers, downstream)\n")
 	// Without --checks every check is judged: in memory, and nothing said.
 	_, stderr, _ = rl(t, "check", "--policy", pol, "--history", file, "--fail-on", "none")
 	require.NotContains(t, stderr, "judged on the")
@@ -62,4 +62,30 @@ func rlStdin(t *testing.T, in string, args ...string) (string, string, int) {
 	os.Stdin = f
 	defer func() { os.Stdin = old }()
 	return rl(t, args...)
+}
+
+// TestAttackStreamingPath: the soak plan's checks all stream, so `attack`
+// judges its own history on the streaming path and says so with check's
+// line; its report is byte for byte the one `check` gives the same
+// history on standard input (in memory). --checks naming one that does
+// not stream judges in memory, saying why; a plan judging every check
+// says nothing. Not parallel: it reads the history from os.Stdin.
+func TestAttackStreamingPath(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"--format", "json", "--quiet", "--fail-on", "none"}
+	streamed, stderr, code := rl(t, append([]string{"attack", "--plan", "soak", "--max-duration", "1s", "--out", dir}, args...)...)
+	require.Equal(t, ExitPass, code, stderr)
+	require.Contains(t, stderr, "rlverify: judged on the streaming path: every check judged streams: oversell, token-bounds, headers, downstream\n")
+	file := filepath.Join(dir, "latest", "history.jsonl")
+	inMemory, stderr, code := rlStdin(t, file, append([]string{"check", "--history", "-", "--checks", "oversell,token-bounds,headers,downstream"}, args...)...)
+	require.Equal(t, ExitPass, code, stderr)
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: standard input cannot be read twice\n")
+	require.Equal(t, inMemory, streamed)
+
+	_, stderr, code = rl(t, append([]string{"attack", "--plan", "soak", "--max-duration", "1s", "--checks", "oversell,under-admission", "--out", t.TempDir()}, args...)...)
+	require.Equal(t, ExitPass, code, stderr)
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: under-admission does not stream (streaming: oversell, token-bounds, headers, downstream)\n")
+	_, stderr, code = rl(t, append([]string{"attack", "--plan", "concurrent-burst", "--out", t.TempDir()}, args...)...)
+	require.Equal(t, ExitPass, code, stderr)
+	require.NotContains(t, stderr, "judged on the")
 }

@@ -79,7 +79,8 @@ const (
 // Faults: store-down stops the Redis container(s) and Clear starts them
 // again (Redis has no persistence: it comes back empty), store-slow pauses
 // them (every store call hangs until the store timeout); clock-skew and
-// rules-down go to each limiter container's control endpoint. Cutting one
+// rules-down (and limit-change, when the policy declares changes) go to
+// each limiter container's control endpoint. Cutting one
 // instance off the network is not offered (see docs/environments.md).
 //
 // Start sets TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 (when Docker is local and
@@ -257,7 +258,7 @@ func (d Docker) Start(ctx context.Context, spec envs.Spec) (*envs.Stack, error) 
 		st.OnClose(func() error { ds.dumpLogs(logf); return nil })
 	}
 	st.Sink = &envs.RemoteSink{URL: sinkURL}
-	faults := &dockerFaults{ds: ds, instances: st.Instances, instanceFaults: p.regions == nil, control: service.ControlClient{Token: ds.controlToken}}
+	faults := &dockerFaults{ds: ds, instances: st.Instances, instanceFaults: p.regions == nil, changes: len(p.declared.Changes) > 0, control: service.ControlClient{Token: ds.controlToken}}
 	st.OnClose(faults.clearAll)
 	st.Faults = faults
 	ds.describe(st, p, len(lims), limImage, redisImage, time.Since(began))
@@ -786,11 +787,14 @@ type dockerFaults struct {
 	// instanceFaults: the containers take clock-skew and rules-down (not
 	// in region mode).
 	instanceFaults bool
-	control        service.ControlClient
-	mu             sync.Mutex
-	down           bool
-	partitioned    bool // down as a partition: reconnect, do not start
-	paused         bool
+	// changes: the policy declares limit changes (limit-change goes to
+	// every container's control endpoint; not in region mode).
+	changes     bool
+	control     service.ControlClient
+	mu          sync.Mutex
+	down        bool
+	partitioned bool // down as a partition: reconnect, do not start
+	paused      bool
 }
 
 // Supports implements FaultInjector.
@@ -800,6 +804,8 @@ func (f *dockerFaults) Supports(kind string) bool {
 		return true
 	case envs.FaultClockSkew, envs.FaultRulesDown:
 		return f.instanceFaults
+	case service.FaultLimitChange:
+		return f.instanceFaults && f.changes
 	}
 	return false
 }
@@ -868,6 +874,10 @@ func (f *dockerFaults) Inject(ctx context.Context, kind, param string) error {
 		})
 	case envs.FaultRulesDown:
 		return f.each(func(_ int, u string) error { return f.control.Fault(ctx, u, kind, "", true) })
+	case service.FaultLimitChange:
+		// Every container applies the declared change by name (its
+		// policy carries the changes).
+		return f.each(func(_ int, u string) error { return f.control.Fault(ctx, u, kind, strings.TrimSpace(param), true) })
 	}
 	return nil
 }
@@ -876,6 +886,9 @@ func (f *dockerFaults) supported() string {
 	kinds := []string{envs.FaultStoreDown, envs.FaultStoreSlow}
 	if f.instanceFaults {
 		kinds = append(kinds, envs.FaultClockSkew, envs.FaultRulesDown)
+		if f.changes {
+			kinds = append(kinds, service.FaultLimitChange)
+		}
 	}
 	return strings.Join(kinds, ", ")
 }
@@ -940,8 +953,8 @@ func (f *dockerFaults) Clear(ctx context.Context, kind string) error {
 			return nil
 		}
 		return f.unpause(ctx)
-	case envs.FaultClockSkew, envs.FaultRulesDown:
-		if !f.instanceFaults {
+	case envs.FaultClockSkew, envs.FaultRulesDown, service.FaultLimitChange:
+		if !f.instanceFaults || (kind == service.FaultLimitChange && !f.changes) {
 			return nil
 		}
 		return f.each(func(_ int, u string) error { return f.control.Fault(ctx, u, kind, "", false) })

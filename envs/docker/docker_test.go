@@ -105,7 +105,9 @@ func TestDocker(t *testing.T) {
 	d := dockerForTest(t)
 	tag := newRunID()
 	d.Labels = map[string]string{"rlverify.test": tag}
-	p := envtest.Policy(t)
+	// The policy declares a limit change, which limit-change applies
+	// through every container's control endpoint.
+	p := envtest.PolicyWithChange(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -166,6 +168,39 @@ func TestDocker(t *testing.T) {
 		require.NoError(t, st.Faults.Inject(ctx, service.FaultClockSkew, "+2s@1"))
 		require.NoError(t, st.Faults.Clear(ctx, service.FaultClockSkew))
 		require.ErrorContains(t, st.Faults.Inject(ctx, service.FaultClockSkew, "+2s@7"), "instance")
+	})
+	t.Run("limit-change-through-control", func(t *testing.T) {
+		// Each container decides over the shared Redis with the changed
+		// limits and advertises them; clearing gives the declared ones
+		// back; a change the policy does not declare is refused.
+		began := time.Now()
+		require.True(t, st.Faults.Supports(service.FaultLimitChange))
+		advertised := func(inst int, key string) (int, string) {
+			req, _ := http.NewRequest(http.MethodGet, st.Instances[inst]+"/", nil)
+			req.Header.Set("X-API-Key", key)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			return resp.StatusCode, resp.Header.Get("X-RateLimit-Limit")
+		}
+		require.NoError(t, st.Faults.Inject(ctx, service.FaultLimitChange, "halve"))
+		admitted := 0
+		for i := range 9 {
+			code, lim := advertised(i%3, "free-docker-change")
+			require.Equal(t, "5", lim, "instance %d advertises the changed limit", i%3)
+			if code == http.StatusOK {
+				admitted++
+			}
+		}
+		// 5 from the changed bucket, plus at most what 1/s refills while
+		// the nine requests run.
+		require.GreaterOrEqual(t, admitted, 5)
+		require.LessOrEqual(t, admitted, 5+int(time.Since(began)/time.Second)+1, "the changed capacity holds across the containers")
+		require.NoError(t, st.Faults.Clear(ctx, service.FaultLimitChange))
+		_, lim := advertised(1, "free-docker-change-2")
+		require.Equal(t, "10", lim, "the declared limit is back")
+		require.ErrorContains(t, st.Faults.Inject(ctx, service.FaultLimitChange, "triple"), "no limit change \"triple\"")
+		t.Logf("limit-change cycle took %s", time.Since(began).Round(time.Millisecond))
 	})
 
 	began = time.Now()

@@ -54,6 +54,24 @@ func Policy(t *testing.T) *policy.Policy {
 	return p
 }
 
+// PolicyWithChange is Policy with a declared limit change "halve" of the
+// free tier (10 at 1/s lowered to 5 at 1/s).
+func PolicyWithChange(t *testing.T) *policy.Policy {
+	t.Helper()
+	p, err := policy.Parse("envtest+changes.yaml", []byte(envTestPolicy+`changes:
+  - name: halve
+    tier: free
+    limits:
+      - algorithm: token-bucket
+        capacity: 5
+        rate: 1/s
+tolerance:
+  propagation: 200ms
+`))
+	require.NoError(t, err)
+	return p
+}
+
 // InCI reports whether the tests run in CI, where Redis and Docker are
 // provided: missing ones fail the test instead of skipping it.
 func InCI() bool { return os.Getenv("CI") == "true" }

@@ -270,10 +270,18 @@ func faultyEntries() []Entry {
 		},
 		{
 			Name: "faulty/keeps-old-limit", Algorithm: policy.TokenBucket, Store: Memory,
-			Breaks:      "oversell after a declared limit change that lowers the limit: the limiter goes on deciding by the old one",
+			Breaks:      "oversell after a declared limit change that lowers the limit, under-admission after one that raises it: the limiter goes on deciding by the old one",
 			Description: "in-memory token bucket that accepts a limit change and keeps deciding by its old limits",
 			New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
 				return faulty.NewKeepsOldLimit(l)
+			},
+		},
+		{
+			Name: "faulty/advertises-old-limit", Algorithm: policy.TokenBucket, Store: Memory,
+			Breaks:      "headers after a declared limit change: the limiter enforces the new limit and advertises the old one",
+			Description: "in-memory token bucket that applies a limit change in place while its service's headers keep the old limit",
+			New: func(l []policy.Limit, _ Env) (limiters.Limiter, error) {
+				return faulty.NewAdvertisesOldLimit(l)
 			},
 		},
 		{

@@ -342,3 +342,23 @@ func (r *ResetsOnReload) Reload(limits []policy.Limit) error {
 	r.cur.Store(&l)
 	return nil
 }
+
+// AdvertisesOldLimit is an in-memory token bucket that applies a limit
+// change (every key keeps its state) while its service goes on
+// advertising the old limit in its rate-limit headers
+// (limiters.StaleAdvertiser): it enforces the new limit and tells clients
+// the old one.
+type AdvertisesOldLimit struct{ *limiters.TokenBucket }
+
+// NewAdvertisesOldLimit returns the in-memory token bucket for limits
+// whose service advertises its first limits after every change.
+func NewAdvertisesOldLimit(limits []policy.Limit) (AdvertisesOldLimit, error) {
+	tb, err := limiters.NewTokenBucket(limits)
+	if err != nil {
+		return AdvertisesOldLimit{}, err
+	}
+	return AdvertisesOldLimit{tb}, nil
+}
+
+// AdvertisesOldLimits implements limiters.StaleAdvertiser: always.
+func (AdvertisesOldLimit) AdvertisesOldLimits() bool { return true }
