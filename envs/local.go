@@ -150,6 +150,9 @@ func (l Local) Start(ctx context.Context, spec Spec) (*Stack, error) {
 				return nil, fmt.Errorf("local: redis through the fault proxy does not answer PING within %s: %w", storeUpWithin, err)
 			}
 		}
+		if nodes == 0 {
+			warmStore(ctx, client)
+		}
 		if rules == nil {
 			// Built once, on the first instance's client: every instance
 			// falls back to the same shared conservative quotas.

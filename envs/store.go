@@ -94,7 +94,18 @@ func connectRedis(ctx context.Context, addr string, timeout time.Duration, st *S
 	if err := pingWithin(ctx, client, storeUpWithin); err != nil {
 		return storeHandle{}, fmt.Errorf("embedded: redis at %s does not answer PING within %s: %w", addr, storeUpWithin, err)
 	}
+	warmStore(ctx, client)
 	return storeHandle{client: client, addr: addr, proxy: proxy}, nil
+}
+
+// warmStore opens the client's idle connections before the run: go-redis
+// fills MinIdleConns in the background, and a burst at the very start of a
+// plan on a busy machine otherwise dials most of them at once within the
+// store timeout, which a correct limiter then answers by its failure mode.
+func warmStore(ctx context.Context, client redis.Cmdable) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	limiters.WarmPool(ctx, client, limiters.RedisOptions("", 0).MinIdleConns)
 }
 
 // storeUpWithin is how long a store just started or connected may take to
