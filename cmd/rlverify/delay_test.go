@@ -81,6 +81,9 @@ tiers:
         capacity: 5
         rate: 5/s
 default_tier: free
+# nginx reads a millisecond clock, cached per event loop: a delayed
+# answer can come a fraction of a millisecond before its token is due.
+clock_quantum: 1ms
 delay: `+delay+`
 headers:
   retry_after: false
