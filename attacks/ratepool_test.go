@@ -120,7 +120,9 @@ func TestRatePoolCancelCutsOffRequestsInFlight(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, sum.Interrupted)
 	require.Less(t, time.Since(start), 5*time.Second, "the stop does not wait for the 10s timeout of requests in flight")
-	require.Equal(t, seen.Load(), int64(len(h.Events)), "every request the server saw is recorded")
+	// Every request the server saw is recorded; one cut off on its way
+	// (written just before the stop) may never have reached the handler.
+	require.LessOrEqual(t, seen.Load(), int64(len(h.Events)), "every request the server saw is recorded")
 	rec := phaseRecord(t, h, "c")
 	require.Equal(t, int64(len(h.Events)), rec.Requests)
 	cancelled := 0
@@ -135,6 +137,7 @@ func TestRatePoolCancelCutsOffRequestsInFlight(t *testing.T) {
 		}
 	}
 	require.Positive(t, cancelled, "requests in flight at the stop are recorded as cancelled")
+	require.LessOrEqual(t, int64(len(h.Events))-seen.Load(), int64(cancelled), "only a cancelled request may be missing at the server")
 }
 
 func TestRatePoolHTTPSThroughTheClient(t *testing.T) {
