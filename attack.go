@@ -555,7 +555,7 @@ func (p *Prepared) Run(ctx context.Context) (*Outcome, error) {
 	if len(co.Only) == 0 {
 		co.Only = plan.Checks
 	}
-	out, reached, err := p.judgeRun(histFile, co)
+	out, reached, err := p.judgeRun(histFile, co, w.Reorder())
 	if err != nil {
 		return nil, err
 	}
@@ -622,12 +622,18 @@ func (t *teeFile) Write(b []byte) (int, error) {
 // as Check (ChoosePath): on the streaming path when every check judged
 // streams, else in memory; the outcome says which and why. reached is
 // what the events say of the target's reachability, from either path.
-func (p *Prepared) judgeRun(file string, co checks.Options) (out *Outcome, reached *reachTally, err error) {
+//
+// The run's writer measured how far out of send order it wrote the events
+// (reorder): the stream holds back only the events sent within that bound
+// and reads in small windows, so judging needs about the memory sending
+// did, not the tens of MB of the default stream. A file edited since
+// (further out of order than measured) is read again with the default
+// bound.
+func (p *Prepared) judgeRun(file string, co checks.Options, reorder time.Duration) (out *Outcome, reached *reachTally, err error) {
 	o := CheckOptions{Histories: []string{file}, Policy: p.declared, Checks: co, Thresholds: p.thresholds, InMemory: p.o.InMemory}
 	path, why, rec, names := choosePath(o)
 	if path == Streaming {
-		reached = newReachTally()
-		out, err = judgeStream(o, rec, names, reached.add)
+		out, reached, err = judgeStreamLean(o, rec, names, reorder)
 		if !errors.Is(err, errReorder) {
 			if err != nil {
 				return nil, nil, err

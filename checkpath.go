@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/history"
@@ -118,9 +119,10 @@ func choosePath(o CheckOptions) (path Path, why string, rec *history.History, na
 var errReorder = errors.New("out of order")
 
 // judgeStream is judge on the streaming path: rec are the history's
-// records, names the checks to stream; also, if any, see every event of
-// the first pass too (the attack's reachability tally).
-func judgeStream(o CheckOptions, rec *history.History, names []string, also ...func(*history.Event, uint64)) (*Outcome, error) {
+// records, names the checks to stream, so how to read the file; also, if
+// any, see every event of the first pass too (the attack's reachability
+// tally).
+func judgeStream(o CheckOptions, rec *history.History, names []string, so history.StreamOptions, also ...func(*history.Event, uint64)) (*Outcome, error) {
 	file := o.Histories[0]
 	pol := o.Policy
 	if pol == nil {
@@ -143,7 +145,7 @@ func judgeStream(o CheckOptions, rec *history.History, names []string, also ...f
 	// decoding the history again.
 	sp := newSpill("", doc)
 	defer sp.close()
-	h, err := streamPass(file, append([]func(*history.Event, uint64){s.Add, doc.Add, sp.add}, also...)...)
+	h, err := streamPass(file, so, append([]func(*history.Event, uint64){s.Add, doc.Add, sp.add}, also...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +160,7 @@ func judgeStream(o CheckOptions, rec *history.History, names []string, also ...f
 		// not be written; a spill that fails while it is read back has
 		// been partly added, so that is the check's error.
 		if again || doc.Lanes() || sp.failed() {
-			if _, err := streamPass(file, s.AddAgain, doc.AddAgain); err != nil {
+			if _, err := streamPass(file, so, s.AddAgain, doc.AddAgain); err != nil {
 				return nil, err
 			}
 		} else if err := sp.replay(doc.AddCompact); err != nil {
@@ -172,15 +174,30 @@ func judgeStream(o CheckOptions, rec *history.History, names []string, also ...f
 	return &Outcome{Document: doc.Document(h, rs), Results: rs, History: h}, nil
 }
 
+// judgeStreamLean is judgeStream with the lean stream (one decoder,
+// small windows) holding back only the events sent within reorder, how
+// far out of send order the file's writer measured it; a file further
+// out of order than that (edited since) is judged again with the default
+// stream. reached tallies the events of the pass that judged.
+func judgeStreamLean(o CheckOptions, rec *history.History, names []string, reorder time.Duration) (*Outcome, *reachTally, error) {
+	reached := newReachTally()
+	out, err := judgeStream(o, rec, names, history.LeanStreamOptions(reorder+1), reached.add)
+	if errors.Is(err, errReorder) {
+		reached = newReachTally()
+		out, err = judgeStream(o, rec, names, history.StreamOptions{}, reached.add)
+	}
+	return out, reached, err
+}
+
 // streamPass hands every event of file, in send order, to each of add;
 // it returns the history's records.
-func streamPass(file string, add ...func(*history.Event, uint64)) (*history.History, error) {
+func streamPass(file string, so history.StreamOptions, add ...func(*history.Event, uint64)) (*history.History, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, optionWrap(fmt.Errorf("history: %w", err))
 	}
 	defer f.Close()
-	st := history.NewStream(file, f, history.StreamOptions{})
+	st := history.NewStream(file, f, so)
 	defer st.Close()
 	for st.Next() {
 		e, seq := st.Event(), st.Seq()

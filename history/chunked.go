@@ -45,6 +45,10 @@ const maxProcs = 8
 // into windows of this many. Tests make it small.
 var maxWindowLines = 1 << 16
 
+// windowing is how a read cuts the file: procs chunks of chunk bytes a
+// window, at most lines lines.
+type windowing struct{ chunk, procs, lines int }
+
 // special is a line of a chunk that is not a plainly decoded event, or a
 // run of blank lines.
 type special struct {
@@ -69,7 +73,7 @@ type chunk struct {
 func readChunked(name string, r io.Reader, size int64, chunkSize, procs int) (h *History, ok bool, err error) {
 	s := newLineState(name)
 	s.size = size
-	if ok, err := s.readWindows(r, chunkSize, procs, nil); !ok || err != nil {
+	if ok, err := s.readWindows(r, windowing{chunk: chunkSize, procs: procs, lines: maxWindowLines}, nil); !ok || err != nil {
 		return nil, ok, err
 	}
 	h, err = s.finish()
@@ -80,8 +84,9 @@ func readChunked(name string, r io.Reader, size int64, chunkSize, procs int) (h 
 // into s.h.Events, calling each (when not nil) after every window: it may
 // take the window's events and leave s.h.Events empty (the streaming
 // reader does). ok is false when a line may be too long for Read.
-func (s *lineState) readWindows(r io.Reader, chunkSize, procs int, each func() error) (ok bool, err error) {
+func (s *lineState) readWindows(r io.Reader, win windowing, each func() error) (ok bool, err error) {
 	name, size := s.name, s.size
+	chunkSize, procs := win.chunk, win.procs
 	bufSize := max(1, procs*chunkSize)
 	if size > 0 && size < int64(bufSize) {
 		bufSize = int(size) + 1 // a small file: one window, read to EOF at once
@@ -118,7 +123,7 @@ func (s *lineState) readWindows(r io.Reader, chunkSize, procs int, each func() e
 		}
 		for off := 0; off < end; {
 			w := data[off:end]
-			if cut := lineCut(w, maxWindowLines); cut > 0 {
+			if cut := lineCut(w, win.lines); cut > 0 {
 				w = w[:cut]
 			}
 			s.digest.lines(w)

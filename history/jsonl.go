@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -29,6 +30,10 @@ type Writer struct {
 	onEvent func(Event)
 	// sum is the CRC-32C of every byte written (the end record's digest).
 	sum uint32
+	// maxSent is the latest send time written; behind the most an event
+	// was written after one sent later (Reorder).
+	maxSent, behind int64
+	sentAny         bool
 }
 
 // NewWriter writes to w; Close closes w when it is an io.Closer.
@@ -104,10 +109,28 @@ func (w *Writer) WriteEvent(e *Event) error {
 	if w.onEvent != nil {
 		w.onEvent(*e)
 	}
+	switch {
+	case !w.sentAny || e.Sent > w.maxSent:
+		w.maxSent, w.sentAny = e.Sent, true
+	case w.maxSent-e.Sent > w.behind:
+		w.behind = w.maxSent - e.Sent
+	}
 	w.buf = AppendEvent(w.buf[:0], e)
 	w.buf = append(w.buf, '\n')
 	w.n++
 	return w.writeLocked(w.buf)
+}
+
+// Reorder is how far out of send order the events written so far are: the
+// most an event's send time was before that of an event written ahead of
+// it. A Stream of this file with a ReorderBound above it (Reorder()+1)
+// passes every event on in order while holding back only the events sent
+// within that bound — a few for a run whose requests all answer quickly,
+// where the default bound holds every event sent within 10 s.
+func (w *Writer) Reorder() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return time.Duration(w.behind)
 }
 
 // WriteFault appends a fault window, its strings capped.

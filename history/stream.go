@@ -70,6 +70,22 @@ type StreamOptions struct {
 	// zero: past it the earliest held event is passed on even before its
 	// ReorderBound has passed, so the memory stays bounded at any rate.
 	MaxHeld int
+	// Decoders is how many goroutines decode a window, each its own chunk
+	// of ChunkBytes; WindowLines bounds the lines of a window. Zero: one
+	// per CPU (at most 8), 4 MB and 65,536 lines, the fastest read. The
+	// window being decoded and the one handed over are most of a stream's
+	// memory besides its held events (tens of MB on two CPUs): a caller
+	// short of memory gives one decoder, a smaller chunk and fewer lines
+	// (LeanStreamOptions).
+	Decoders, ChunkBytes, WindowLines int
+}
+
+// LeanStreamOptions read with one decoder and windows of at most 256 KB
+// and 2,048 lines: about 1 MB for the windows, at about half the speed of
+// the default on two CPUs. The attack judges its own history with them
+// (its memory while judging stays near its memory while sending).
+func LeanStreamOptions(reorder time.Duration) StreamOptions {
+	return StreamOptions{ReorderBound: reorder, Decoders: 1, ChunkBytes: 256 << 10, WindowLines: 2048}
 }
 
 // Stream reads a history's events one at a time, in send order (equal
@@ -86,6 +102,7 @@ type Stream struct {
 	name    string
 	bound   int64
 	maxHeld int
+	win     windowing
 	eof     bool
 	err     error
 	h       *History // set at the end
@@ -135,8 +152,17 @@ func NewStream(name string, r io.Reader, o StreamOptions) *Stream {
 	if mh <= 0 {
 		mh = DefaultMaxHeld
 	}
-	st := &Stream{name: name, bound: int64(b), maxHeld: mh, cur: -1, ids: idSet{pages: map[uint64]*[idPage / 64]uint64{}},
+	st := &Stream{name: name, bound: int64(b), maxHeld: mh, cur: -1, win: windowing{chunk: chunkBytes, procs: min(runtime.GOMAXPROCS(0), maxProcs), lines: maxWindowLines}, ids: idSet{pages: map[uint64]*[idPage / 64]uint64{}},
 		batches: make(chan []Event), back: make(chan []Event, 1), done: make(chan struct{}), result: make(chan streamEnd, 1)}
+	if o.Decoders > 0 {
+		st.win.procs = min(o.Decoders, maxProcs)
+	}
+	if o.ChunkBytes > 0 {
+		st.win.chunk = o.ChunkBytes
+	}
+	if o.WindowLines > 0 {
+		st.win.lines = o.WindowLines
+	}
 	st.back <- nil
 	go st.read(r)
 	return st
@@ -145,7 +171,7 @@ func NewStream(name string, r io.Reader, o StreamOptions) *Stream {
 // read decodes r window by window, handing each window's events over.
 func (st *Stream) read(r io.Reader) {
 	s := newLineState(st.name)
-	ok, err := s.readWindows(r, chunkBytes, min(runtime.GOMAXPROCS(0), maxProcs), func() error {
+	ok, err := s.readWindows(r, st.win, func() error {
 		select {
 		case st.batches <- s.h.Events:
 		case <-st.done:

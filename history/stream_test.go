@@ -16,8 +16,9 @@ import (
 
 // completionOrdered writes n events of keys keys as the engine does: each
 // line when its request completes (by Recv), latency up to maxLat, a fault
-// and a phase record among them and an end record with its digest.
-func completionOrdered(t *testing.T, n, keys int, maxLat int64, seed uint64) []byte {
+// and a phase record among them and an end record with its digest; and
+// the writer's Reorder.
+func completionOrdered(t *testing.T, n, keys int, maxLat int64, seed uint64) ([]byte, time.Duration) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	evs := make([]Event, n)
@@ -45,7 +46,7 @@ func completionOrdered(t *testing.T, n, keys int, maxLat int64, seed uint64) []b
 	}
 	require.NoError(t, w.WriteEnd(End{Elapsed: int64(n) * 1000, Requests: int64(n)}))
 	require.NoError(t, w.Flush())
-	return buf.Bytes()
+	return buf.Bytes(), w.Reorder()
 }
 
 // smallWindows makes the stream's windows small (tests only), so that
@@ -86,7 +87,7 @@ func TestStreamMatchesRead(t *testing.T) {
 		{"no reordering needed", 2000, 3, 0, time.Nanosecond, 16 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data := completionOrdered(t, tc.n, tc.keys, tc.maxLat, uint64(tc.n))
+			data, _ := completionOrdered(t, tc.n, tc.keys, tc.maxLat, uint64(tc.n))
 			want, err := Read("h.jsonl", bytes.NewReader(data))
 			require.NoError(t, err)
 			require.Equal(t, Intact, want.Integrity)
@@ -120,11 +121,62 @@ func TestStreamMatchesRead(t *testing.T) {
 	}
 }
 
+// TestStreamWithinTheWritersReorder: a stream bounded just above the
+// Reorder its writer measured (Reorder()+1) gives the events in the order
+// the default stream gives them, on lean windows too, holding back only
+// the events sent within that bound; the writer's measure is exact.
+func TestStreamWithinTheWritersReorder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		n, keys int
+		maxLat  int64
+	}{
+		{"answers within 2µs", 4000, 3, 2_000},
+		{"answers within 300µs", 4000, 50, 300_000},
+		{"in send order", 3000, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, reorder := completionOrdered(t, tc.n, tc.keys, tc.maxLat, uint64(tc.n)+7)
+			require.LessOrEqual(t, reorder, time.Duration(tc.maxLat))
+			want, _ := drain(NewStream("h.jsonl", bytes.NewReader(data), StreamOptions{}))
+			for _, o := range []StreamOptions{
+				{ReorderBound: reorder + 1},
+				LeanStreamOptions(reorder + 1),
+				{ReorderBound: reorder + 1, Decoders: 3, ChunkBytes: 700, WindowLines: 9},
+			} {
+				st := NewStream("h.jsonl", bytes.NewReader(data), o)
+				got, held := drain(st)
+				require.NoError(t, st.Err(), "%+v", o)
+				require.Equal(t, want, got, "%+v", o)
+				// A window's lines, and the events sent within the bound:
+				// two every µs.
+				lines := o.WindowLines
+				if lines == 0 {
+					lines = maxWindowLines
+				}
+				require.LessOrEqual(t, held, lines+2*int(reorder/time.Microsecond)+2, "%+v", o)
+			}
+			// The measure is exact: the most an event's send time is before
+			// one written ahead of it, in the file as Read gives it.
+			h, err := Read("h.jsonl", bytes.NewReader(data))
+			require.NoError(t, err)
+			var latest, behind int64
+			for i, e := range h.Events {
+				if i == 0 || e.Sent > latest {
+					latest = e.Sent
+				}
+				behind = max(behind, latest-e.Sent)
+			}
+			require.Equal(t, time.Duration(behind), reorder)
+		})
+	}
+}
+
 // TestStreamRefusesBeyondItsBound: an event further out of send order
 // than the bound ends the read with a ReorderError naming it.
 func TestStreamRefusesBeyondItsBound(t *testing.T) {
 	smallWindows(t)
-	data := completionOrdered(t, 2000, 5, 500_000, 3)
+	data, _ := completionOrdered(t, 2000, 5, 500_000, 3)
 	st := NewStream("h.jsonl", bytes.NewReader(data), StreamOptions{ReorderBound: 10 * time.Microsecond})
 	drain(st)
 	var re *ReorderError
@@ -173,7 +225,7 @@ func TestStreamBadInput(t *testing.T) {
 // TestStreamClose: a stream abandoned before its end stops reading.
 func TestStreamClose(t *testing.T) {
 	smallWindows(t)
-	data := completionOrdered(t, 3000, 2, 1000, 5)
+	data, _ := completionOrdered(t, 3000, 2, 1000, 5)
 	st := NewStream("h.jsonl", bytes.NewReader(data), StreamOptions{ReorderBound: 2 * time.Microsecond})
 	require.True(t, st.Next())
 	st.Close()
