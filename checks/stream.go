@@ -43,6 +43,10 @@ type Streamer struct {
 	n, n2 uint64
 	// keys is the state of each key the checks share (its tier) and keep.
 	keys map[string]*streamKey
+	// lastKey and last are the key of the event Add had last and its
+	// state: runs of one key's events skip the map.
+	lastKey string
+	last    *streamKey
 }
 
 // streamKey is what the streaming checks keep of one key.
@@ -96,7 +100,10 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 	s.n++
 	r := s.ix.mkRec(e, 0)
 	s.ix.maxLat = max(s.ix.maxLat, r.hi-r.lo)
-	k := s.keys[e.Key]
+	k := s.last
+	if k == nil || s.lastKey != e.Key {
+		k = s.keys[e.Key]
+	}
 	if k == nil {
 		// The key's tier: the one its first event gives (a key's events
 		// give one), else the policy's for its name.
@@ -109,6 +116,7 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 		k.bounds.firstLo = r.lo
 		s.keys[e.Key] = k
 	}
+	s.lastKey, s.last = e.Key, k
 	if s.oversell != nil {
 		s.oversell.add(e, seq, r, k)
 	}

@@ -50,6 +50,9 @@ type DocStream struct {
 	tr      *Traffic
 	all     *seriesDraw
 	insts   map[int]*seriesDraw
+	// oneInst is the run's one instance when it has one (-1 otherwise):
+	// its series is then all's, drawn once.
+	oneInst int
 	ops     []opAt
 }
 
@@ -100,7 +103,12 @@ func (d *DocStream) Add(e *history.Event, seq uint64) {
 	d.t.Add(e)
 	d.errs.Add(e, seq)
 	d.lo, d.hi, d.maxRecv = min(d.lo, e.Sent), max(d.hi, e.Sent, e.Recv), max(d.maxRecv, e.Recv)
-	a := d.keys[e.Key]
+	// Runs of one key's events skip the map (a history's key strings are
+	// interned by the decoder: equal ones compare by pointer).
+	a := d.last
+	if a == nil || a.key != e.Key {
+		a = d.keys[e.Key]
+	}
 	if a == nil {
 		a = &keyAcc{key: e.Key, num: int32(len(d.keys)), firstSent: e.Sent, firstID: e.ID, firstSeq: seq, firstTier: e.Tier}
 		d.keys[e.Key] = a
@@ -193,6 +201,18 @@ func (d *DocStream) Again() bool {
 	d.tl = timelineGrid(lo, hi, d.n)
 	d.tr, d.all, d.insts = trafficGrid(lo, hi), nil, map[int]*seriesDraw{}
 	d.all = newSeriesDraw(&Timeline{Start: d.tr.Start, Width: d.tr.Width, Buckets: d.tr.Bins}, -1)
+	d.oneInst = -1
+	for _, a := range d.keys {
+		for _, c := range a.inst {
+			switch {
+			case d.oneInst == -1:
+				d.oneInst = c.inst
+			case d.oneInst != c.inst:
+				d.oneInst = -2
+			}
+		}
+	}
+	d.oneInst = max(d.oneInst, -1)
 
 	// The busiest keys, as buildTimeline picks them.
 	order := make([]*keyAcc, 0, len(d.keys))
@@ -316,12 +336,14 @@ func (d *DocStream) again2(sent, recv int64, instance int, o history.Outcome, kd
 		}
 	}
 	d.all.add(sent, lat, o)
-	s := d.insts[instance]
-	if s == nil {
-		s = newSeriesDraw(d.all.t, instance)
-		d.insts[instance] = s
+	if d.oneInst < 0 {
+		s := d.insts[instance]
+		if s == nil {
+			s = newSeriesDraw(d.all.t, instance)
+			d.insts[instance] = s
+		}
+		s.add(sent, lat, o)
 	}
-	s.add(sent, lat, o)
 	if kd != nil {
 		kd.all.add(sent, lat, o)
 		if s := kd.insts[instance]; s != nil {
@@ -397,6 +419,11 @@ func (d *DocStream) timeline() *Timeline {
 	t := d.tl
 	tr := d.tr
 	tr.All = d.all.done()
+	if d.oneInst >= 0 {
+		one := tr.All.clone()
+		one.Instance = d.oneInst
+		tr.Instances = []Series{one}
+	}
 	insts := make([]int, 0, len(d.insts))
 	for in := range d.insts {
 		insts = append(insts, in)
@@ -491,6 +518,13 @@ func (s *seriesDraw) flush() {
 }
 
 func (s *seriesDraw) done() Series { s.flush(); return s.s }
+
+// clone is a copy of s that shares none of its slices.
+func (s Series) clone() Series {
+	s.Admitted, s.Rejected, s.Errors = slices.Clone(s.Admitted), slices.Clone(s.Rejected), slices.Clone(s.Errors)
+	s.LatencyP50, s.LatencyP99 = slices.Clone(s.LatencyP50), slices.Clone(s.LatencyP99)
+	return s
+}
 
 // levelDraw is Timeline.level in send order.
 type levelDraw struct {
