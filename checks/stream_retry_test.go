@@ -146,6 +146,20 @@ func TestStreamerMatchesRunRetryAfter(t *testing.T) {
 			}
 			return h
 		}, checks.Unknown},
+		{"advice 0 answered at its send time", pol, func() *history.History {
+			// No latency and no slack: an advice of 0 points at the
+			// refusal's own send time; its probe is a later request
+			// (refused: the bucket had not refilled, the advice is wrong).
+			h := bench.Generate(3000, 2)
+			for i := range h.Events {
+				e := &h.Events[i]
+				e.Recv = e.Sent
+				if e.Status == 429 && i%2 == 0 {
+					e.RetryAfter = "0"
+				}
+			}
+			return h
+		}, checks.Fail},
 		{"no headers", pol, func() *history.History { h := bench.Generate(2000, 3); h.Run.NoHeaders = true; return h }, checks.Skip},
 		{"no refusals", pol, func() *history.History {
 			h := bench.Generate(200, 50)
