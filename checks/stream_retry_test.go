@@ -101,14 +101,14 @@ func TestStreamerMatchesRunRetryAfter(t *testing.T) {
 		// exercises).
 		verdict checks.Verdict
 	}{
-		{"one key, honoured", pol, func() *history.History { return bench.Generate(4000, 1) }, checks.Pass},
-		{"many keys, declared tolerance", tolPol, func() *history.History { return bench.Generate(8000, 200) }, checks.Pass},
-		{"one key, bad advice", pol, func() *history.History { h := bench.Generate(4000, 1); advice(h, 5); return h }, checks.Fail},
-		{"many keys, bad advice", pol, func() *history.History { h := bench.Generate(20_000, 300); advice(h, 3); return h }, checks.Fail},
+		{"one key, honoured", pol, func() *history.History { return bench.Generate(2000, 1) }, checks.Pass},
+		{"many keys, declared tolerance", tolPol, func() *history.History { return bench.Generate(4000, 100) }, checks.Pass},
+		{"one key, bad advice", pol, func() *history.History { h := bench.Generate(2000, 1); advice(h, 5); return h }, checks.Fail},
+		{"many keys, bad advice", pol, func() *history.History { h := bench.Generate(5000, 100); advice(h, 3); return h }, checks.Fail},
 		{"calibrate bursts", pol, func() *history.History { h := bench.Generate(3000, 5); calibrate(h, 6); return h }, checks.Fail},
 		{"weighted, faults, instances, variants", pol, func() *history.History {
-			h := bench.Generate(20_000, 40)
-			advice(h, 11)
+			h := bench.Generate(6000, 30)
+			advice(h, 7)
 			for i := range h.Events {
 				e := &h.Events[i]
 				e.Instance = i % 3
@@ -178,13 +178,34 @@ func TestStreamerMatchesRunRetryAfter(t *testing.T) {
 				writeHistory(t, file, h)
 				whole, err := history.ReadFile(file)
 				require.NoError(t, err)
-				for _, only := range [][]string{{"retry-after"}, checks.Streamable()} {
+				// Alone with the default cap, beside every streaming check
+				// (sharing the second pass with oversell) with all evidence.
+				only := []string{"retry-after"}
+				if maxEv > 0 {
+					only = checks.Streamable()
+				}
+				{
 					o := checks.Options{Only: only, MaxEvidence: maxEv}
 					want := checks.Run(whole, tc.pol, o)
 					got, again := streamResultsAgain(t, file, tc.pol, o)
 					require.Equal(t, want, got)
 					r := resultNamed(got, "retry-after")
 					require.Equal(t, tc.verdict, r.Verdict, r.Summary)
+					// The branches each case is for.
+					f := r.Figures
+					switch tc.name {
+					case "many keys, bad advice":
+						for _, k := range []string{"missing", "invalid", "too_long", "beyond_any_need", "honoured", "refused_within_tolerance"} {
+							require.Positive(t, f[k], k)
+						}
+						require.Greater(t, f["probed"], f["honoured"], "unhonoured advice")
+					case "calibrate bursts":
+						require.Positive(t, f["beyond_exact_wait"])
+					case "weighted, faults, instances, variants":
+						require.Positive(t, f["beyond_capacity_not_judged"])
+					case "probes all errored":
+						require.Positive(t, f["probe_errors"])
+					}
 					if r.Verdict != checks.Skip {
 						require.True(t, again, "refusals to judge take the second pass")
 					}
