@@ -65,7 +65,7 @@ func checkRetryAfter(ix *index) Result {
 		if g.tier == nil {
 			continue
 		}
-		all := countsRejected(g.tier)
+		rt := ix.newRetryTier(g.tier)
 		next = next[:0]
 		nextInit := false
 		for pos, r := range g.recs {
@@ -73,16 +73,10 @@ func checkRetryAfter(ix *index) Result {
 				continue
 			}
 			// The record usually holds the Retry-After and Recv: reading
-			// the (large, randomly placed) event is left to the rare cases.
-			var e *history.Event
-			ev := func() *history.Event {
-				if e == nil {
-					e = ix.ev(r)
-				}
-				return e
-			}
-			a, ok := ix.judgeAdvice(&tl, g.key, g.tier, r, ev, exact, col.add)
-			if !ok {
+			// the (large, randomly placed) event is left to the rare cases
+			// (judgeAdvice reads it when given none).
+			var a advised
+			if !ix.judgeAdvice(&tl, g.key, &rt, &r, nil, exact, col.add, &a) {
 				continue
 			}
 			// Honoured: the first later request sent after the advice.
@@ -94,14 +88,19 @@ func checkRetryAfter(ix *index) Result {
 				continue
 			}
 			q := g.recs[qi]
-			conflicts := func() bool {
-				if !nextInit {
-					next = nextCands(next, g.recs, all)
-					nextInit = true
-				}
-				return conflict(g.recs, next, pos, qi, ix.maxLat, all)
+			if !promises(&a, &q) {
+				continue
 			}
-			ix.judgeProbe(&tl, g.key, g.tier, a, q, conflicts, ev, func() *history.Event { return ix.ev(q) }, col.add)
+			if !nextInit {
+				next = nextCands(next, g.recs, rt.all)
+				nextInit = true
+			}
+			if conflict(g.recs, next, pos, qi, ix.maxLat, rt.all) {
+				continue
+			}
+			if !ix.judgeProbe(&tl, &a, &q) {
+				col.add(unhonoured(g.key, g.tier, &a, ix.ev(r), ix.ev(q)))
+			}
 		}
 	}
 	return ix.retryResult(&tl, col, ix.probeErrors)
@@ -129,6 +128,20 @@ func countsRejected(t *policy.Tier) bool {
 	return false
 }
 
+// retryTier is what retry-after judges a tier's refusals by.
+type retryTier struct {
+	t *policy.Tier
+	// mw is the longest one request waits (maxWait), absurd the longest
+	// advice any state can need (longestNeed, plus 1s and the tolerance).
+	mw, absurd time.Duration
+	minK       int64 // minCount
+	all        bool  // countsRejected
+}
+
+func (ix *index) newRetryTier(t *policy.Tier) retryTier {
+	return retryTier{t: t, mw: maxWait(t), absurd: longestNeed(t) + time.Second + time.Duration(ix.tol), minK: minCount(t), all: countsRejected(t)}
+}
+
 // retryTally is what retry-after counts, on either path.
 type retryTally struct {
 	rejections, missing, invalid, tooLong, absurdN, probed, honoured, early int
@@ -152,116 +165,136 @@ func retryEvidence(key string, t *policy.Tier, r rec, bound, obs float64, idl []
 		RequestIDs: idl, TotalIDs: len(idl), Message: fmt.Sprintf(format, args...)}
 }
 
-// judgeAdvice judges refusal r of key (tier t; retryJudged) on its own:
+// judgeAdvice judges refusal r of key (tier rt; retryJudged) on its own:
 // it counts it into tl, adds (add) the evidence of a missing, invalid or
 // impossible advice, and reports the advice to try against its probe (ok).
-// ev reads r's event; exact are the calibrate bursts' exact waits, by
-// rec.idx (calibrateWaits).
-func (ix *index) judgeAdvice(tl *retryTally, key string, t *policy.Tier, r rec, ev func() *history.Event, exact map[int32]time.Duration, add func(Evidence)) (advised, bool) {
-	if int64(r.tokens()) > minCount(t) {
+// e is r's event (nil: read from the index when needed); exact are the
+// calibrate bursts' exact waits, by rec.idx (calibrateWaits). The advice is
+// written to a.
+func (ix *index) judgeAdvice(tl *retryTally, key string, rt *retryTier, rp *rec, e *history.Event, exact map[int32]time.Duration, add func(Evidence), a *advised) bool {
+	t, r := rt.t, rp
+	if int64(r.tokens()) > rt.minK {
 		// A weighted request asking for more than a limit ever holds: no
 		// wait admits it, so no advice is owed.
 		tl.beyondAny++
-		return advised{}, false
+		return false
 	}
 	tl.rejections++
-	// A refusal without usable advice is a defect whatever the policy says
-	// it sends: a user who accepts that turns the check off (checks_off).
-	noAdvice := func(e *history.Event) {
-		tl.missing++
-		m := retryEvidence(key, t, r, 0, 0, []uint64{e.ID}, "request %d of key %s got %d without Retry-After", e.ID, key, e.Status)
-		m.Cause = CauseMissingHeader
-		add(m)
-	}
 	var d time.Duration
 	var recv int64
 	switch {
 	case r.ra == raMissing:
-		noAdvice(ev())
-		return advised{}, false
+		tl.missing++
+		add(noAdvice(key, t, r, ix.evOf(e, r)))
+		return false
 	case r.ra >= raBase && r.hi != r.lo:
 		// hi = Recv + slack unless it was clamped to lo.
 		d, recv = time.Duration(r.ra-raBase)*time.Second, r.hi-ix.slack
 	default:
-		e := ev()
+		e := ix.evOf(e, r)
 		if e.RetryAfter == "" {
-			noAdvice(e)
-			return advised{}, false
+			tl.missing++
+			add(noAdvice(key, t, r, e))
+			return false
 		}
 		var err error
 		d, err = headers.ParseRetryAfter(e.RetryAfter, ix.h.Wall(e.Recv))
 		if err != nil {
 			tl.invalid++
-			m := retryEvidence(key, t, r, 0, 0, []uint64{e.ID}, "request %d of key %s: %v", e.ID, key, err)
+			m := retryEvidence(key, t, *r, 0, 0, []uint64{e.ID}, "request %d of key %s: %v", e.ID, key, err)
 			m.Cause = CauseInvalidHeader
 			add(m)
-			return advised{}, false
+			return false
 		}
 		recv = e.Recv
 	}
-	mw := maxWait(t)
+	mw := rt.mw
 	tl.maxErr = math.Max(tl.maxErr, (d - mw).Seconds())
 	if d > mw+time.Second {
 		// Longer than one request ever needs: the key's state was
 		// wrong (evidence for under-admission), not the advice.
 		tl.tooLong++
 	}
-	if absurd := longestNeed(t) + time.Second + time.Duration(ix.tol); d > absurd {
+	if absurd := rt.absurd; d > absurd {
 		// Longer than any state of the declared policy can need: the
 		// advice itself is wrong (a refusal under-admission proves wrong
 		// on the key explains it).
 		tl.absurdN++
-		e := ev()
-		add(retryEvidence(key, t, r, absurd.Seconds(), d.Seconds(), []uint64{e.ID}, "request %d of key %s was told to retry after %s; nothing the declared policy can require takes longer than %s (%s, plus 1s of rounding and the timing tolerance %s)",
+		e := ix.evOf(e, r)
+		add(retryEvidence(key, t, *r, absurd.Seconds(), d.Seconds(), []uint64{e.ID}, "request %d of key %s was told to retry after %s; nothing the declared policy can require takes longer than %s (%s, plus 1s of rounding and the timing tolerance %s)",
 			e.ID, key, fmtDur(d), fmtDur(absurd), describeNeed(t), fmtDur(time.Duration(ix.tol))))
-		return advised{}, false
+		return false
 	}
 	if want, ok := exact[r.idx]; ok && d > want+time.Second+time.Duration(ix.tol) {
 		// From a whole quota (a calibrate burst that admitted exactly the
 		// quota) the state is known: advice beyond the exact wait is the
 		// advice's own defect.
 		tl.beyondExact++
-		e := ev()
-		add(retryEvidence(key, t, r, want.Seconds(), d.Seconds(), []uint64{e.ID}, "request %d of key %s was told to retry after %s; it was refused from a whole quota after exactly the declared quota was admitted, so the exact wait was at most %s (plus 1s of rounding and the timing tolerance %s)",
+		e := ix.evOf(e, r)
+		add(retryEvidence(key, t, *r, want.Seconds(), d.Seconds(), []uint64{e.ID}, "request %d of key %s was told to retry after %s; it was refused from a whole quota after exactly the declared quota was admitted, so the exact wait was at most %s (plus 1s of rounding and the timing tolerance %s)",
 			e.ID, key, fmtDur(d), fmtDur(want), fmtDur(time.Duration(ix.tol))))
-		return advised{}, false
+		return false
 	}
 	// lo_q = Sent_q − slack ≥ Recv + d  ⇔  Sent_q ≥ Recv + d + slack
-	return advised{r: r, d: d, at: recv + int64(d)}, true
+	*a = advised{r: *r, d: d, at: recv + int64(d)}
+	return true
 }
 
-// judgeProbe judges advice a by its probe q (the first later request of
-// the key, not a variant, with lo ≥ a.at): conflicts reports whether a
-// request of the key other than q could have consumed between a's refusal
-// and q's decision (asked only when it matters); ev and qev read the
-// refusal's and the probe's events (for evidence only).
-func (ix *index) judgeProbe(tl *retryTally, key string, t *policy.Tier, a advised, q rec, conflicts func() bool, ev, qev func() *history.Event, add func(Evidence)) {
-	if q.fault {
-		return
+// evOf is e, or when nil the event of r in the index.
+func (ix *index) evOf(e *history.Event, r *rec) *history.Event {
+	if e == nil {
+		return ix.ev(*r)
 	}
-	if q.tokens() > max(a.r.tokens(), 1) {
-		// Weighted requests: advice for n tokens promises nothing to a
-		// request asking for more.
-		return
-	}
-	if conflicts() || q.out == history.Unknown {
-		return
+	return e
+}
+
+// noAdvice is the evidence of refusal r (event e) of key without
+// Retry-After: a refusal without usable advice is a defect whatever the
+// policy says it sends (a user who accepts that turns the check off:
+// checks_off).
+func noAdvice(key string, t *policy.Tier, r *rec, e *history.Event) Evidence {
+	m := retryEvidence(key, t, *r, 0, 0, []uint64{e.ID}, "request %d of key %s got %d without Retry-After", e.ID, key, e.Status)
+	m.Cause = CauseMissingHeader
+	return m
+}
+
+// promises reports whether advice a promises anything to its probe q
+// (the first later request of the key, not a variant, with lo ≥ a.at):
+// not to a request decided by the failure mode, nor to one asking for
+// more tokens.
+func promises(a *advised, q *rec) bool {
+	// Weighted requests: advice for n tokens promises nothing to a
+	// request asking for more.
+	return !q.fault && q.tokens() <= max(a.r.tokens(), 1)
+}
+
+// judgeProbe judges advice a by its probe q, which it promises something
+// (promises) and which no other request of the key could have consumed
+// before (conflict): false when the probe was refused, the advice broken
+// (its evidence: unhonoured).
+func (ix *index) judgeProbe(tl *retryTally, a *advised, q *rec) bool {
+	if q.out == history.Unknown {
+		return true
 	}
 	if q.out == history.Rejected && q.lo < a.at+ix.tol {
 		// Within the timing tolerance of the advice: a conservative
 		// guard, not a broken promise.
 		tl.early++
-		return
+		return true
 	}
 	tl.probed++
 	if q.out == history.Admitted {
 		tl.honoured++
-		return
 	}
-	qe, e := qev(), ev()
-	add(retryEvidence(key, t, a.r, 1, 0, []uint64{e.ID, qe.ID},
+	return q.out == history.Admitted
+}
+
+// unhonoured is the evidence of advice a broken: e is its refusal, qe the
+// probe refused after waiting as advised.
+func unhonoured(key string, t *policy.Tier, a *advised, e, qe *history.Event) Evidence {
+	return retryEvidence(key, t, a.r, 1, 0, []uint64{e.ID, qe.ID},
 		"request %d of key %s was told to retry after %s; request %d, sent %s after that and with nothing else of the key decided in between, was rejected too (status %d)",
-		e.ID, key, a.d, qe.ID, fmtDur(time.Duration(qe.Sent-e.Recv-int64(a.d))), qe.Status))
+		e.ID, key, a.d, qe.ID, fmtDur(time.Duration(qe.Sent-e.Recv-int64(a.d))), qe.Status)
 }
 
 // retryResult is retry-after's result from its counts and evidence;

@@ -74,7 +74,7 @@ type calKey struct {
 // retryKey is what retry-after keeps of one key.
 type retryKey struct {
 	n, n2 uint64 // events of the key in the first and second pass
-	all   bool   // every request may consume (a limit counts refusals)
+	rt    retryTier
 	// maxHi is the latest hi of the key's possibly consuming requests so
 	// far, cons their count.
 	maxHi int64
@@ -213,13 +213,13 @@ func (rs *retryStream) addAgain(e *history.Event, seq uint64, r rec, sk *streamK
 		return
 	}
 	if pos == 0 {
-		k.all, k.maxHi = countsRejected(t), math.MinInt64
+		k.rt, k.maxHi = rs.ix.newRetryTier(t), math.MinInt64
 	}
 	r.idx = int32(seq)
 	if r.limit {
 		r.ra = fastRetryAfter(e.RetryAfter)
 	}
-	consumer := k.all || r.out != history.Rejected
+	consumer := k.rt.all || r.out != history.Rejected
 	// The probes whose hi r's decision passed: nothing else of the key
 	// consumed in between unless a possible consumer came after them.
 	for len(k.waitEnd) > 0 && k.waitEnd[0].end < r.lo {
@@ -231,10 +231,9 @@ func (rs *retryStream) addAgain(e *history.Event, seq uint64, r rec, sk *streamK
 		for len(k.waitProbe) > 0 && k.waitProbe[0].end <= r.lo {
 			p := popPending(&k.waitProbe)
 			p.q, p.qID, p.qSent, p.qStatus = r, e.ID, e.Sent, e.Status
-			if p.back || k.cons > p.cons || p.q.fault || p.q.tokens() > max(p.a.r.tokens(), 1) {
-				// Decided now: a conflict, or a probe that promises
-				// nothing (judgeProbe returns before it counts).
-				rs.probe(p, true)
+			if p.back || k.cons > p.cons || !promises(&p.a, &p.q) {
+				// Decided now: a probe the advice promises nothing, or
+				// a conflict: nothing to count.
 				continue
 			}
 			p.cons = k.cons
@@ -247,7 +246,8 @@ func (rs *retryStream) addAgain(e *history.Event, seq uint64, r rec, sk *streamK
 	}
 	if retryJudged(r) {
 		add := func(ev Evidence) { rs.col.add(ordered{pass: 1, key: e.Key, at: pos, ev: ev}) }
-		if a, ok := rs.ix.judgeAdvice(&rs.tl, e.Key, t, r, func() *history.Event { return e }, rs.exact, add); ok {
+		var a advised
+		if rs.ix.judgeAdvice(&rs.tl, e.Key, &k.rt, &r, e, rs.exact, add, &a) {
 			p := &retryPending{a: a, id: e.ID, recv: e.Recv, at: pos, back: k.maxHi >= r.lo, cons: k.cons, end: a.at, tier: t, key: e.Key}
 			if consumer {
 				p.cons++ // the refusal itself
@@ -261,13 +261,16 @@ func (rs *retryStream) addAgain(e *history.Event, seq uint64, r rec, sk *streamK
 	}
 }
 
-// probe judges p by its probe; conflicts says whether another request of
-// the key could have consumed in between.
+// probe judges p by its probe, which it promises something; conflicts
+// says whether another request of the key could have consumed in between.
 func (rs *retryStream) probe(p *retryPending, conflicts bool) {
-	rs.ix.judgeProbe(&rs.tl, p.key, p.tier, p.a, p.q, func() bool { return conflicts },
-		func() *history.Event { return &history.Event{ID: p.id, Recv: p.recv} },
-		func() *history.Event { return &history.Event{ID: p.qID, Sent: p.qSent, Status: p.qStatus} },
-		func(ev Evidence) { rs.col.add(ordered{pass: 1, key: p.key, at: p.at, ev: ev}) })
+	if conflicts {
+		return
+	}
+	if !rs.ix.judgeProbe(&rs.tl, &p.a, &p.q) {
+		ev := unhonoured(p.key, p.tier, &p.a, &history.Event{ID: p.id, Recv: p.recv}, &history.Event{ID: p.qID, Sent: p.qSent, Status: p.qStatus})
+		rs.col.add(ordered{pass: 1, key: p.key, at: p.at, ev: ev})
+	}
 }
 
 func (rs *retryStream) result(keys map[string]*streamKey) Result {
