@@ -106,7 +106,8 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 // event lines it counted without decoding them (the records' Events, lines
 // it had to decode, are added). Retry-after's default timing tolerance
 // samples every ⌈n/10,000⌉-th event in file order, as Run does: without
-// n, or when the stream hands another number of events, retry-after is
+// n, or when the stream hands a number of events that samples others (a
+// cut last line, which the records count, does not), retry-after is
 // UNKNOWN, saying why, on a run with refusals to judge whose policy
 // declares no tolerance.timing.
 func (s *Streamer) SetEvents(n int64) {

@@ -232,6 +232,32 @@ func TestStreamerRetryAfterNeedsTheEventCount(t *testing.T) {
 	r := s.Results()[0]
 	require.Equal(t, checks.Unknown, r.Verdict)
 	require.True(t, strings.Contains(r.Summary, "SetEvents"), r.Summary)
+
+	// Told one event more (the records count a cut last line): the same
+	// sample, Run's result; told twice as many: another sample, UNKNOWN.
+	o := checks.Options{Only: []string{"retry-after"}}
+	whole, err := history.ReadFile(file)
+	require.NoError(t, err)
+	want := checks.Run(whole, pol, o)
+	for _, tc := range []struct {
+		extra int64
+		same  bool
+	}{{1, true}, {30_000, false}} {
+		s, err := checks.NewStreamer(rec, pol, o)
+		require.NoError(t, err)
+		s.SetEvents(500 + tc.extra)
+		streamInto(t, file, s.Add)
+		if s.Again() {
+			streamInto(t, file, s.AddAgain)
+		}
+		if tc.same {
+			require.Equal(t, want, s.Results())
+			continue
+		}
+		r := s.Results()[0]
+		require.Equal(t, checks.Unknown, r.Verdict)
+		require.Contains(t, r.Summary, "was handed 500 events")
+	}
 }
 
 // streamInto hands every event of file, in the stream's order, to add.
