@@ -63,12 +63,12 @@ func TestAttackJudgesOnTheStreamingPath(t *testing.T) {
 		why      string
 		oversell checks.Verdict
 	}{
-		{"correct", 10, streamable, false, false, false, false, rlverify.Streaming, "every check judged streams: oversell, token-bounds, headers, downstream", checks.Pass},
+		{"correct", 10, streamable, false, false, false, false, rlverify.Streaming, "every check judged streams: oversell, token-bounds, retry-after, headers, downstream", checks.Pass},
 		{"oversold", 16, streamable, false, false, false, false, rlverify.Streaming, "every check judged streams", checks.Fail},
 		{"temporary history, copied", 16, checks.Options{Only: []string{"oversell"}}, false, true, true, false, rlverify.Streaming, "every check judged streams: oversell", checks.Fail},
 		{"interrupted", 10, streamable, false, false, false, true, rlverify.Streaming, "every check judged streams", checks.Pass},
 		{"asked for in memory", 16, streamable, true, false, false, false, rlverify.InMemory, "asked for", checks.Fail},
-		{"a check that does not stream", 10, checks.Options{Only: []string{"oversell", "retry-after"}}, false, false, false, false, rlverify.InMemory, "retry-after does not stream", checks.Pass},
+		{"a check that does not stream", 10, checks.Options{Only: []string{"oversell", "under-admission"}}, false, false, false, false, rlverify.InMemory, "under-admission does not stream", checks.Pass},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -52,7 +52,7 @@ func ChoosePath(o CheckOptions) (Path, string) {
 
 // choosePath is ChoosePath, with the records read and the policy to judge
 // by (nil unless Streaming) and the checks to stream.
-func choosePath(o CheckOptions) (path Path, why string, rec *history.History, names []string) {
+func choosePath(o CheckOptions) (path Path, why string, rec *records, names []string) {
 	switch {
 	case o.InMemory:
 		return InMemory, "asked for (CheckOptions.InMemory)", nil, nil
@@ -88,30 +88,37 @@ func choosePath(o CheckOptions) (path Path, why string, rec *history.History, na
 	defer f.Close()
 	// The records decide the path; the stream's own read checks the
 	// digest (its History is the document's).
-	rec, _, err = history.ScanRecords(file, f)
+	h, n, err := history.ScanRecords(file, f)
 	if err != nil {
 		return InMemory, fmt.Sprintf("the history's records cannot be read: %v", err), nil, nil
 	}
-	if name, ok := importers.Format(rec.Run); ok {
+	if name, ok := importers.Format(h.Run); ok {
 		return InMemory, fmt.Sprintf("a history imported from %s is completed in memory", name), nil, nil
 	}
-	if ok, why := checks.StreamRecords(rec); !ok {
+	if ok, why := checks.StreamRecords(h); !ok {
 		return InMemory, why, nil, nil
 	}
-	if rec.Run.Shard != "" {
-		return InMemory, fmt.Sprintf("the history is shard %s of a run", rec.Run.Shard), nil, nil
+	if h.Run.Shard != "" {
+		return InMemory, fmt.Sprintf("the history is shard %s of a run", h.Run.Shard), nil, nil
 	}
 	pol := o.Policy
 	if pol == nil {
-		if pol, err = HistoryPolicy(rec); err != nil {
+		if pol, err = HistoryPolicy(h); err != nil {
 			return InMemory, fmt.Sprintf("no policy to judge by: %v", err), nil, nil
 		}
 	}
-	names, ok, why := checks.StreamChecks(judgeable(rec, pol), o.Checks)
+	names, ok, why := checks.StreamChecks(judgeable(h, pol), o.Checks)
 	if !ok {
 		return InMemory, why, nil, nil
 	}
-	return Streaming, "every check judged streams: " + strings.Join(names, ", "), rec, names
+	return Streaming, "every check judged streams: " + strings.Join(names, ", "), &records{h, n}, names
+}
+
+// records are a history's records (history.ScanRecords) and the number
+// of its event lines the scan counted (checks.Streamer.SetEvents).
+type records struct {
+	*history.History
+	events int64
 }
 
 // errReorder is how judgeStream gives up on a file too far out of send
@@ -122,8 +129,9 @@ var errReorder = errors.New("out of order")
 // records, names the checks to stream, so how to read the file; also, if
 // any, see every event of the first pass too (the attack's reachability
 // tally).
-func judgeStream(o CheckOptions, rec *history.History, names []string, so history.StreamOptions, also ...func(*history.Event, uint64)) (*Outcome, error) {
+func judgeStream(o CheckOptions, recs *records, names []string, so history.StreamOptions, also ...func(*history.Event, uint64)) (*Outcome, error) {
 	file := o.Histories[0]
+	rec := recs.History
 	pol := o.Policy
 	if pol == nil {
 		var err error
@@ -139,6 +147,7 @@ func judgeStream(o CheckOptions, rec *history.History, names []string, so histor
 	if err != nil {
 		return nil, optionWrap(err)
 	}
+	s.SetEvents(recs.events)
 	doc := reports.NewDocStream(rec, pol)
 	// The document's second pass reads a few fields of each event: the
 	// first keeps them in a spill file, which the second reads instead of
@@ -179,7 +188,7 @@ func judgeStream(o CheckOptions, rec *history.History, names []string, so histor
 // far out of send order the file's writer measured it; a file further
 // out of order than that (edited since) is judged again with the default
 // stream. reached tallies the events of the pass that judged.
-func judgeStreamLean(o CheckOptions, rec *history.History, names []string, reorder time.Duration) (*Outcome, *reachTally, error) {
+func judgeStreamLean(o CheckOptions, rec *records, names []string, reorder time.Duration) (*Outcome, *reachTally, error) {
 	reached := newReachTally()
 	out, err := judgeStream(o, rec, names, history.LeanStreamOptions(reorder+1), reached.add)
 	if errors.Is(err, errReorder) {

@@ -393,41 +393,60 @@ func (ix *index) calibrateWaits() map[int32]time.Duration {
 			if g.tier == nil {
 				continue
 			}
-			var burst []rec
+			var b calBurst
 			for _, r := range g.recs {
 				if e := ix.ev(r); e.Phase == ph.Name && e.Intended == ph.Target {
-					burst = append(burst, r)
+					b.add(r)
 				}
 			}
-			if len(burst) == 0 {
-				continue
-			}
-			l := &g.tier.Limits[0]
-			lo, adm := burst[0].lo, 0
-			var first *rec
-			for i, r := range burst {
-				lo = min(lo, r.lo)
-				switch r.out {
-				case history.Admitted:
-					adm++
-				case history.Rejected:
-					if first == nil || r.lo < first.lo {
-						first = &burst[i]
-					}
-				default:
-					adm = -1 << 30 // an error: the state is not known
-				}
-			}
-			if first == nil || adm != int(l.Count) || !first.limit {
-				continue
-			}
-			if _, max := ix.exactWait(l, *first, lo); max > 0 {
+			if idx, max, ok := ix.calWait(&b, g.tier); ok {
 				if out == nil {
 					out = map[int32]time.Duration{}
 				}
-				out[first.idx] = max
+				out[idx] = max
 			}
 		}
 	}
 	return out
+}
+
+// calBurst is one key's requests of one calibrate burst, in the key's
+// order (calibrateWaits; retryStream gathers it event by event).
+type calBurst struct {
+	n     int
+	lo    int64 // the earliest decision
+	adm   int   // admissions (negative after an error: the state is not known)
+	first rec   // the refusal decided first
+	seen  bool  // first is set
+}
+
+func (b *calBurst) add(r rec) {
+	if b.n == 0 {
+		b.lo = r.lo
+	}
+	b.n++
+	b.lo = min(b.lo, r.lo)
+	switch r.out {
+	case history.Admitted:
+		b.adm++
+	case history.Rejected:
+		if !b.seen || r.lo < b.first.lo {
+			b.first, b.seen = r, true
+		}
+	default:
+		b.adm = -1 << 30 // an error: the state is not known
+	}
+}
+
+// calWait is the longest exact wait after b's first refusal (its rec.idx)
+// when b admitted exactly tier t's quota from a whole one (ok).
+func (ix *index) calWait(b *calBurst, t *policy.Tier) (idx int32, wait time.Duration, ok bool) {
+	l := &t.Limits[0]
+	if b.n == 0 || !b.seen || b.adm != int(l.Count) || !b.first.limit {
+		return 0, 0, false
+	}
+	if _, max := ix.exactWait(l, b.first, b.lo); max > 0 {
+		return b.first.idx, max, true
+	}
+	return 0, 0, false
 }

@@ -587,6 +587,22 @@ func timingTolerance(h *history.History, p *policy.Policy) time.Duration {
 	if t := p.Tolerance.Timing.D(); t > 0 {
 		return t
 	}
+	n := len(h.Events)
+	step := tolStep(int64(n))
+	lat := make([]int64, 0, n/step+1)
+	for i := 0; i < n; i += step {
+		lat = append(lat, h.Events[i].Recv-h.Events[i].Sent)
+	}
+	return toleranceOf(p, lat)
+}
+
+// tolStep is the default tolerance's sample step among n events: it reads
+// the latency of every tolStep-th event in file order (at most 10,000).
+func tolStep(n int64) int { return int(max(1, n/10000)) }
+
+// toleranceOf is the default timing tolerance (none declared) from lat,
+// the latencies of the sample tolStep takes; lat is sorted in place.
+func toleranceOf(p *policy.Policy, lat []int64) time.Duration {
 	tol := minTimingTolerance
 	minW := time.Duration(math.MaxInt64)
 	for _, t := range p.Tiers {
@@ -600,12 +616,7 @@ func timingTolerance(h *history.History, p *policy.Policy) time.Duration {
 	if minW < time.Duration(math.MaxInt64) {
 		tol = max(tol, time.Duration(float64(minW)*windowTolerance))
 	}
-	if n := len(h.Events); n > 0 {
-		step := max(1, n/10000)
-		lat := make([]int64, 0, n/step+1)
-		for i := 0; i < n; i += step {
-			lat = append(lat, h.Events[i].Recv-h.Events[i].Sent)
-		}
+	if len(lat) > 0 {
 		slices.Sort(lat)
 		tol = max(tol, 2*time.Duration(lat[len(lat)*99/100]))
 	}

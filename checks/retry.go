@@ -49,125 +49,38 @@ func longestNeed(t *policy.Tier) time.Duration {
 
 // checkRetryAfter is O(N) plus, per refusal, a galloping search for the
 // first request after the advised time (O(log d) for d requests in
-// between) and a scan of the requests in flight with it.
+// between) and a scan of the requests in flight with it. The streaming
+// path (retryStream) judges each refusal by the same two steps:
+// judgeAdvice at the refusal, judgeProbe at its probe.
 func checkRetryAfter(ix *index) Result {
 	if ix.h.Run.NoHeaders {
-		return Result{Verdict: Skip, Summary: "the history keeps no response headers, so no Retry-After can be read (" + ix.h.Run.Env + ")"}
+		return retryNoHeaders(ix)
 	}
 	col := ix.collector()
-	// A refusal without usable advice is a defect whatever the policy says
-	// it sends: a user who accepts that turns the check off (checks_off).
-	var rejections, missing, invalid, tooLong, absurdN, probed, honoured, early int
-	maxErr := math.Inf(-1)
+	tl := newRetryTally()
 	var next []int32 // per position: index of the next possibly-consuming rec
 	exact := ix.calibrateWaits()
-	var beyondExact, beyondAny int
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		if g.tier == nil {
 			continue
 		}
-		mw := maxWait(g.tier)
-		absurd := longestNeed(g.tier) + time.Second + time.Duration(ix.tol)
-		// Under a limit that counts refused requests, every request of
-		// the key may have consumed.
-		all := false
-		for _, l := range g.tier.Limits {
-			all = all || l.CountsRejected()
-		}
+		rt := ix.newRetryTier(g.tier)
 		next = next[:0]
 		nextInit := false
 		for pos, r := range g.recs {
-			if r.out != history.Rejected || r.variant {
+			if !retryJudged(r) {
 				continue
 			}
-			if !r.limit || r.fault {
-				continue
-			}
-			if int64(r.tokens()) > minCount(g.tier) {
-				// A weighted request asking for more than a limit ever
-				// holds: no wait admits it, so no advice is owed.
-				beyondAny++
-				continue
-			}
-			rejections++
 			// The record usually holds the Retry-After and Recv: reading
-			// the (large, randomly placed) event is left to the rare cases.
-			var e *history.Event
-			ev := func() *history.Event {
-				if e == nil {
-					e = ix.ev(r)
-				}
-				return e
-			}
-			evidence := func(bound, obs float64, idl []uint64, format string, args ...any) Evidence {
-				return Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, Bound: bound, Observed: obs,
-					RequestIDs: idl, TotalIDs: len(idl), Message: fmt.Sprintf(format, args...)}
-			}
-			bad := func(bound, obs float64, idl []uint64, format string, args ...any) {
-				col.add(evidence(bound, obs, idl, format, args...))
-			}
-			noAdvice := func(e *history.Event) {
-				missing++
-				m := evidence(0, 0, []uint64{e.ID}, "request %d of key %s got %d without Retry-After", e.ID, g.key, e.Status)
-				m.Cause = CauseMissingHeader
-				col.add(m)
-			}
-			var d time.Duration
-			var recv int64
-			switch {
-			case r.ra == raMissing:
-				noAdvice(ev())
-				continue
-			case r.ra >= raBase && r.hi != r.lo:
-				// hi = Recv + slack unless it was clamped to lo.
-				d, recv = time.Duration(r.ra-raBase)*time.Second, r.hi-ix.slack
-			default:
-				e := ev()
-				if e.RetryAfter == "" {
-					noAdvice(e)
-					continue
-				}
-				var err error
-				d, err = headers.ParseRetryAfter(e.RetryAfter, ix.h.Wall(e.Recv))
-				if err != nil {
-					invalid++
-					m := evidence(0, 0, []uint64{e.ID}, "request %d of key %s: %v", e.ID, g.key, err)
-					m.Cause = CauseInvalidHeader
-					col.add(m)
-					continue
-				}
-				recv = e.Recv
-			}
-			maxErr = math.Max(maxErr, (d - mw).Seconds())
-			if d > mw+time.Second {
-				// Longer than one request ever needs: the key's state was
-				// wrong (evidence for under-admission), not the advice.
-				tooLong++
-			}
-			if d > absurd {
-				// Longer than any state of the declared policy can need:
-				// the advice itself is wrong (a refusal under-admission
-				// proves wrong on the key explains it).
-				absurdN++
-				e := ev()
-				bad(absurd.Seconds(), d.Seconds(), []uint64{e.ID}, "request %d of key %s was told to retry after %s; nothing the declared policy can require takes longer than %s (%s, plus 1s of rounding and the timing tolerance %s)",
-					e.ID, g.key, fmtDur(d), fmtDur(absurd), describeNeed(g.tier), fmtDur(time.Duration(ix.tol)))
-				continue
-			}
-			if want, ok := exact[r.idx]; ok && d > want+time.Second+time.Duration(ix.tol) {
-				// From a whole quota (a calibrate burst that admitted
-				// exactly the quota) the state is known: advice beyond the
-				// exact wait is the advice's own defect.
-				beyondExact++
-				e := ev()
-				bad(want.Seconds(), d.Seconds(), []uint64{e.ID}, "request %d of key %s was told to retry after %s; it was refused from a whole quota after exactly the declared quota was admitted, so the exact wait was at most %s (plus 1s of rounding and the timing tolerance %s)",
-					e.ID, g.key, fmtDur(d), fmtDur(want), fmtDur(time.Duration(ix.tol)))
+			// the (large, randomly placed) event is left to the rare cases
+			// (judgeAdvice reads it when given none).
+			var a advised
+			if !ix.judgeAdvice(&tl, g.key, &rt, &r, nil, exact, col.add, &a) {
 				continue
 			}
 			// Honoured: the first later request sent after the advice.
-			at := recv + int64(d) // lo_q = Sent_q − slack ≥ Recv + d  ⇔  Sent_q ≥ Recv + d + slack
-			qi := searchLo(g.recs, pos, at)
+			qi := max(pos+1, searchLo(g.recs, pos, a.at))
 			for qi < len(g.recs) && g.recs[qi].variant {
 				qi++
 			}
@@ -175,55 +88,234 @@ func checkRetryAfter(ix *index) Result {
 				continue
 			}
 			q := g.recs[qi]
-			if q.fault {
-				continue
-			}
-			if q.tokens() > max(r.tokens(), 1) {
-				// Weighted requests: advice for n tokens promises nothing
-				// to a request asking for more.
+			if !promises(&a, &q) {
 				continue
 			}
 			if !nextInit {
-				next = nextCands(next, g.recs, all)
+				next = nextCands(next, g.recs, rt.all)
 				nextInit = true
 			}
-			if conflict(g.recs, next, pos, qi, ix.maxLat, all) {
+			if conflict(g.recs, next, pos, qi, ix.maxLat, rt.all) {
 				continue
 			}
-			if q.out == history.Unknown {
-				continue
+			if !ix.judgeProbe(&tl, &a, &q) {
+				col.add(unhonoured(g.key, g.tier, &a, ix.ev(r), ix.ev(q)))
 			}
-			if q.out == history.Rejected && q.lo < at+ix.tol {
-				// Within the timing tolerance of the advice: a conservative
-				// guard, not a broken promise.
-				early++
-				continue
-			}
-			probed++
-			if q.out == history.Admitted {
-				honoured++
-				continue
-			}
-			qe, e := ix.ev(q), ev()
-			bad(1, 0, []uint64{e.ID, qe.ID},
-				"request %d of key %s was told to retry after %s; request %d, sent %s after that and with nothing else of the key decided in between, was rejected too (status %d)",
-				e.ID, g.key, d, qe.ID, fmtDur(time.Duration(qe.Sent-e.Recv-int64(d))), qe.Status)
 		}
 	}
-	figs := map[string]float64{"rejections": float64(rejections), "missing": float64(missing), "invalid": float64(invalid),
-		"too_long": float64(tooLong), "beyond_any_need": float64(absurdN), "probed": float64(probed), "honoured": float64(honoured)}
-	if beyondAny > 0 {
-		figs["beyond_capacity_not_judged"] = float64(beyondAny)
+	return ix.retryResult(&tl, col, ix.probeErrors)
+}
+
+// retryNoHeaders is retry-after's result on a history without headers.
+func retryNoHeaders(ix *index) Result {
+	return Result{Verdict: Skip, Summary: "the history keeps no response headers, so no Retry-After can be read (" + ix.h.Run.Env + ")"}
+}
+
+// retryJudged reports whether r is a refusal retry-after judges: a
+// refusal by the limit itself, of the plain key, outside faults.
+func retryJudged(r rec) bool {
+	return r.out == history.Rejected && !r.variant && r.limit && !r.fault
+}
+
+// countsRejected reports whether a limit of t counts refused requests:
+// then every request of the key may have consumed.
+func countsRejected(t *policy.Tier) bool {
+	for _, l := range t.Limits {
+		if l.CountsRejected() {
+			return true
+		}
 	}
-	if early > 0 {
-		figs["refused_within_tolerance"] = float64(early)
+	return false
+}
+
+// retryTier is what retry-after judges a tier's refusals by.
+type retryTier struct {
+	t *policy.Tier
+	// mw is the longest one request waits (maxWait), absurd the longest
+	// advice any state can need (longestNeed, plus 1s and the tolerance).
+	mw, absurd time.Duration
+	minK       int64 // minCount
+	all        bool  // countsRejected
+}
+
+func (ix *index) newRetryTier(t *policy.Tier) retryTier {
+	return retryTier{t: t, mw: maxWait(t), absurd: longestNeed(t) + time.Second + time.Duration(ix.tol), minK: minCount(t), all: countsRejected(t)}
+}
+
+// retryTally is what retry-after counts, on either path.
+type retryTally struct {
+	rejections, missing, invalid, tooLong, absurdN, probed, honoured, early int
+	beyondExact, beyondAny                                                  int
+	maxErr                                                                  float64
+}
+
+func newRetryTally() retryTally { return retryTally{maxErr: math.Inf(-1)} }
+
+// advised is a refusal whose advice is to be tried: its probe is the
+// first later request of the key, not a variant, with lo ≥ at.
+type advised struct {
+	r  rec
+	d  time.Duration
+	at int64
+}
+
+// retryEvidence is the evidence against refusal r of key.
+func retryEvidence(key string, t *policy.Tier, r rec, bound, obs float64, idl []uint64, format string, args ...any) Evidence {
+	return Evidence{Key: key, Limit: limitNames(t), From: r.lo, To: r.hi, Bound: bound, Observed: obs,
+		RequestIDs: idl, TotalIDs: len(idl), Message: fmt.Sprintf(format, args...)}
+}
+
+// judgeAdvice judges refusal r of key (tier rt; retryJudged) on its own:
+// it counts it into tl, adds (add) the evidence of a missing, invalid or
+// impossible advice, and reports the advice to try against its probe (ok).
+// e is r's event (nil: read from the index when needed); exact are the
+// calibrate bursts' exact waits, by rec.idx (calibrateWaits). The advice is
+// written to a.
+func (ix *index) judgeAdvice(tl *retryTally, key string, rt *retryTier, rp *rec, e *history.Event, exact map[int32]time.Duration, add func(Evidence), a *advised) bool {
+	t, r := rt.t, rp
+	if int64(r.tokens()) > rt.minK {
+		// A weighted request asking for more than a limit ever holds: no
+		// wait admits it, so no advice is owed.
+		tl.beyondAny++
+		return false
 	}
-	if beyondExact > 0 {
-		figs["beyond_exact_wait"] = float64(beyondExact)
+	tl.rejections++
+	var d time.Duration
+	var recv int64
+	switch {
+	case r.ra == raMissing:
+		tl.missing++
+		add(noAdvice(key, t, r, ix.evOf(e, r)))
+		return false
+	case r.ra >= raBase && r.hi != r.lo:
+		// hi = Recv + slack unless it was clamped to lo.
+		d, recv = time.Duration(r.ra-raBase)*time.Second, r.hi-ix.slack
+	default:
+		e := ix.evOf(e, r)
+		if e.RetryAfter == "" {
+			tl.missing++
+			add(noAdvice(key, t, r, e))
+			return false
+		}
+		var err error
+		d, err = headers.ParseRetryAfter(e.RetryAfter, ix.h.Wall(e.Recv))
+		if err != nil {
+			tl.invalid++
+			m := retryEvidence(key, t, *r, 0, 0, []uint64{e.ID}, "request %d of key %s: %v", e.ID, key, err)
+			m.Cause = CauseInvalidHeader
+			add(m)
+			return false
+		}
+		recv = e.Recv
 	}
-	if !math.IsInf(maxErr, -1) {
-		figs["retry_after_max_error_s"] = maxErr
+	mw := rt.mw
+	tl.maxErr = math.Max(tl.maxErr, (d - mw).Seconds())
+	if d > mw+time.Second {
+		// Longer than one request ever needs: the key's state was
+		// wrong (evidence for under-admission), not the advice.
+		tl.tooLong++
 	}
+	if absurd := rt.absurd; d > absurd {
+		// Longer than any state of the declared policy can need: the
+		// advice itself is wrong (a refusal under-admission proves wrong
+		// on the key explains it).
+		tl.absurdN++
+		e := ix.evOf(e, r)
+		add(retryEvidence(key, t, *r, absurd.Seconds(), d.Seconds(), []uint64{e.ID}, "request %d of key %s was told to retry after %s; nothing the declared policy can require takes longer than %s (%s, plus 1s of rounding and the timing tolerance %s)",
+			e.ID, key, fmtDur(d), fmtDur(absurd), describeNeed(t), fmtDur(time.Duration(ix.tol))))
+		return false
+	}
+	if want, ok := exact[r.idx]; ok && d > want+time.Second+time.Duration(ix.tol) {
+		// From a whole quota (a calibrate burst that admitted exactly the
+		// quota) the state is known: advice beyond the exact wait is the
+		// advice's own defect.
+		tl.beyondExact++
+		e := ix.evOf(e, r)
+		add(retryEvidence(key, t, *r, want.Seconds(), d.Seconds(), []uint64{e.ID}, "request %d of key %s was told to retry after %s; it was refused from a whole quota after exactly the declared quota was admitted, so the exact wait was at most %s (plus 1s of rounding and the timing tolerance %s)",
+			e.ID, key, fmtDur(d), fmtDur(want), fmtDur(time.Duration(ix.tol))))
+		return false
+	}
+	// lo_q = Sent_q − slack ≥ Recv + d  ⇔  Sent_q ≥ Recv + d + slack
+	*a = advised{r: *r, d: d, at: recv + int64(d)}
+	return true
+}
+
+// evOf is e, or when nil the event of r in the index.
+func (ix *index) evOf(e *history.Event, r *rec) *history.Event {
+	if e == nil {
+		return ix.ev(*r)
+	}
+	return e
+}
+
+// noAdvice is the evidence of refusal r (event e) of key without
+// Retry-After: a refusal without usable advice is a defect whatever the
+// policy says it sends (a user who accepts that turns the check off:
+// checks_off).
+func noAdvice(key string, t *policy.Tier, r *rec, e *history.Event) Evidence {
+	m := retryEvidence(key, t, *r, 0, 0, []uint64{e.ID}, "request %d of key %s got %d without Retry-After", e.ID, key, e.Status)
+	m.Cause = CauseMissingHeader
+	return m
+}
+
+// promises reports whether advice a promises anything to its probe q
+// (the first later request of the key, not a variant, with lo ≥ a.at):
+// not to a request decided by the failure mode, nor to one asking for
+// more tokens.
+func promises(a *advised, q *rec) bool {
+	// Weighted requests: advice for n tokens promises nothing to a
+	// request asking for more.
+	return !q.fault && q.tokens() <= max(a.r.tokens(), 1)
+}
+
+// judgeProbe judges advice a by its probe q, which it promises something
+// (promises) and which no other request of the key could have consumed
+// before (conflict): false when the probe was refused, the advice broken
+// (its evidence: unhonoured).
+func (ix *index) judgeProbe(tl *retryTally, a *advised, q *rec) bool {
+	if q.out == history.Unknown {
+		return true
+	}
+	if q.out == history.Rejected && q.lo < a.at+ix.tol {
+		// Within the timing tolerance of the advice: a conservative
+		// guard, not a broken promise.
+		tl.early++
+		return true
+	}
+	tl.probed++
+	if q.out == history.Admitted {
+		tl.honoured++
+	}
+	return q.out == history.Admitted
+}
+
+// unhonoured is the evidence of advice a broken: e is its refusal, qe the
+// probe refused after waiting as advised.
+func unhonoured(key string, t *policy.Tier, a *advised, e, qe *history.Event) Evidence {
+	return retryEvidence(key, t, a.r, 1, 0, []uint64{e.ID, qe.ID},
+		"request %d of key %s was told to retry after %s; request %d, sent %s after that and with nothing else of the key decided in between, was rejected too (status %d)",
+		e.ID, key, a.d, qe.ID, fmtDur(time.Duration(qe.Sent-e.Recv-int64(a.d))), qe.Status)
+}
+
+// retryResult is retry-after's result from its counts and evidence;
+// probeErrors counts the probe phases' requests and errors (read only
+// when nothing was probed and nothing failed).
+func (ix *index) retryResult(tl *retryTally, col *collector, probeErrors func() (n, errs int, first string)) Result {
+	figs := map[string]float64{"rejections": float64(tl.rejections), "missing": float64(tl.missing), "invalid": float64(tl.invalid),
+		"too_long": float64(tl.tooLong), "beyond_any_need": float64(tl.absurdN), "probed": float64(tl.probed), "honoured": float64(tl.honoured)}
+	if tl.beyondAny > 0 {
+		figs["beyond_capacity_not_judged"] = float64(tl.beyondAny)
+	}
+	if tl.early > 0 {
+		figs["refused_within_tolerance"] = float64(tl.early)
+	}
+	if tl.beyondExact > 0 {
+		figs["beyond_exact_wait"] = float64(tl.beyondExact)
+	}
+	if !math.IsInf(tl.maxErr, -1) {
+		figs["retry_after_max_error_s"] = tl.maxErr
+	}
+	rejections, missing, invalid, probed, honoured, tooLong := tl.rejections, tl.missing, tl.invalid, tl.probed, tl.honoured, tl.tooLong
 	if rejections == 0 {
 		return col.result(Skip, "no refusals to judge", figs, "")
 	}
@@ -236,7 +328,7 @@ func checkRetryAfter(ix *index) Result {
 		stagedNote = fmt.Sprintf("each probe was staged (connected, all but its last byte written) at most %s before its send time", fmtDur(staged))
 	}
 	if probed == 0 && col.total == 0 {
-		if n, errs, first := ix.probeErrors(); n > 0 && errs == n {
+		if n, errs, first := probeErrors(); n > 0 && errs == n {
 			figs["probe_errors"] = float64(errs)
 			why := ""
 			if staged > 0 {
@@ -346,14 +438,20 @@ func (ix *index) probeErrors() (n, errs int, first string) {
 		if r.out == history.Unknown {
 			errs++
 			if first == "" {
-				first = fmt.Sprintf("status %d", e.Status)
-				if e.Err != "" {
-					first += ": " + e.Err
-				}
+				first = probeErrorOf(e)
 			}
 		}
 	}
 	return n, errs, first
+}
+
+// probeErrorOf describes the error of probe e.
+func probeErrorOf(e *history.Event) string {
+	s := fmt.Sprintf("status %d", e.Status)
+	if e.Err != "" {
+		s += ": " + e.Err
+	}
+	return s
 }
 
 // probeStaged is the longest a request of the run's probe phases was staged

@@ -29,7 +29,9 @@ import (
 // the MaxEvidence first by that position (orderedCollector).
 
 // Streamable lists the checks a Streamer judges, in the order of All.
-func Streamable() []string { return []string{"oversell", "token-bounds", "headers", "downstream"} }
+func Streamable() []string {
+	return []string{"oversell", "token-bounds", "retry-after", "headers", "downstream"}
+}
 
 // Streamer judges a history event by event. Not safe for concurrent use.
 type Streamer struct {
@@ -37,6 +39,7 @@ type Streamer struct {
 	oversell *oversellStream
 	bounds   *boundsStream
 	headers  *headersStream
+	retry    *retryStream
 	down     *downStream
 	names    []string
 	// n counts the events of Add, n2 those of AddAgain.
@@ -55,6 +58,7 @@ type streamKey struct {
 	bounds   boundsKey
 	oversell *oversellKey
 	down     *downKey
+	retry    retryKey
 }
 
 // NewStreamer judges, against p, the events of the history whose records
@@ -88,10 +92,28 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 	if slices.Contains(names, "headers") {
 		s.headers = newHeadersStream(ix)
 	}
+	if slices.Contains(names, "retry-after") {
+		s.retry = newRetryStream(ix)
+	}
 	if slices.Contains(names, "downstream") {
 		s.down = newDownStream(ix)
 	}
 	return s, nil
+}
+
+// SetEvents tells the streamer, before the first Add, how many events the
+// stream will hand it: n is history.ReadRecords' (or ScanRecords') n, the
+// event lines it counted without decoding them (the records' Events, lines
+// it had to decode, are added). Retry-after's default timing tolerance
+// samples every ⌈n/10,000⌉-th event in file order, as Run does: without
+// n, or when the stream hands a number of events that samples others (a
+// cut last line, which the records count, does not), retry-after is
+// UNKNOWN, saying why, on a run with refusals to judge whose policy
+// declares no tolerance.timing.
+func (s *Streamer) SetEvents(n int64) {
+	if s.retry != nil {
+		s.retry.events = n + int64(len(s.ix.h.Events))
+	}
 }
 
 // Add judges e, the event at position seq among the file's events
@@ -126,6 +148,9 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 	if s.headers != nil {
 		s.headers.add(e, seq, r, k.tier)
 	}
+	if s.retry != nil {
+		s.retry.add(e, seq, r, k)
+	}
 	if s.down != nil {
 		s.down.add(e, r, k)
 	}
@@ -134,24 +159,42 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 // Again reports, once Add has had every event, whether the checks need
 // the events a second time — AddAgain for each, in the same order — before
 // Results: oversell judges a second time the segments of its keys that
-// its first pass could not clear (see oversellStream).
+// its first pass could not clear (see oversellStream), and retry-after
+// judges its refusals there, once the first pass has gathered what they
+// are judged by (see retryStream).
 func (s *Streamer) Again() bool {
-	if s.oversell == nil || s.oversell.again {
-		return false
+	again := false
+	if s.oversell != nil && !s.oversell.again {
+		s.oversell.again = s.oversell.needAgain()
+		again = s.oversell.again
 	}
-	s.oversell.again = s.oversell.needAgain()
-	return s.oversell.again
+	if s.retry != nil && !s.retry.asked {
+		s.retry.asked = true
+		s.retry.again = s.retry.needAgain(s.n, s.keys)
+		again = again || s.retry.again
+	}
+	return again
 }
 
 // AddAgain is Add's second pass (see Again): e is the event at position
 // seq, in the stream's order again.
 func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	s.n2++
-	if s.oversell == nil || !s.oversell.again {
+	over := s.oversell != nil && s.oversell.again
+	retry := s.retry != nil && s.retry.again
+	if !over && !retry {
 		return
 	}
-	if k := s.keys[e.Key]; k != nil {
-		s.oversell.addAgain(e, seq, s.ix.mkRec(e, 0), k)
+	k := s.keys[e.Key]
+	if k == nil {
+		return
+	}
+	r := s.ix.mkRec(e, 0)
+	if over {
+		s.oversell.addAgain(e, seq, r, k)
+	}
+	if retry {
+		s.retry.addAgain(e, seq, r, k)
 	}
 }
 
@@ -174,6 +217,13 @@ func (s *Streamer) Results() []Result {
 			r = s.oversell.result(s.keys)
 		case "token-bounds":
 			r = s.bounds.result(s.keys)
+		case "retry-after":
+			if !s.retry.asked && s.retry.needAgain(s.n, s.keys) || s.retry.again && s.n2 != s.n {
+				r = Result{Verdict: Unknown, Summary: fmt.Sprintf("not judged: %s needed a second pass over the events (Streamer.Again), which did not see every event (%d of %d)",
+					plural(s.retry.candidates, "refusal", "refusals"), s.n2, s.n), Figures: map[string]float64{}}
+				break
+			}
+			r = s.retry.result(s.keys)
 		case "headers":
 			r = s.headers.result()
 		case "downstream":

@@ -39,10 +39,11 @@ func TestStreamerMatchesRunOnFixtures(t *testing.T) {
 				f, err := os.Open(file)
 				require.NoError(t, err)
 				defer f.Close()
-				rec, _, err := history.ReadRecords(file, f)
+				rec, n, err := history.ReadRecords(file, f)
 				require.NoError(t, err)
 				s, err := NewStreamer(rec, p, o)
 				require.NoError(t, err)
+				s.SetEvents(n)
 				pass := func(add func(*history.Event, uint64)) {
 					_, err = f.Seek(0, 0)
 					require.NoError(t, err)

@@ -170,6 +170,9 @@ func writeHistory(t *testing.T, file string, h *history.History) {
 		}
 		require.NoError(t, w.WriteEvent(&h.Events[i]))
 	}
+	for _, ph := range h.Phases {
+		require.NoError(t, w.WritePhase(ph))
+	}
 	require.NoError(t, w.WriteEnd(*h.End))
 	require.NoError(t, w.Close())
 }
@@ -313,6 +316,7 @@ func streamResultsAgain(t *testing.T, file string, pol *policy.Policy, o checks.
 	require.NoError(t, err)
 	s, err := checks.NewStreamer(rec, pol, o)
 	require.NoError(t, err)
+	s.SetEvents(n)
 	pass := func(add func(*history.Event, uint64)) {
 		f, err := os.Open(file)
 		require.NoError(t, err)

@@ -14,14 +14,14 @@ func ExampleStreamChecks() {
 	p := policy.Default()
 	for _, o := range []checks.Options{
 		{Only: []string{"oversell", "headers"}},
-		{Only: []string{"oversell", "retry-after"}},
-		{Only: []string{"oversell", "retry-after"}, Off: []string{"retry-after"}},
+		{Only: []string{"oversell", "under-admission"}},
+		{Only: []string{"oversell", "under-admission"}, Off: []string{"under-admission"}},
 	} {
 		names, ok, why := checks.StreamChecks(p, o)
 		fmt.Printf("%v %v %q\n", names, ok, why)
 	}
 	// Output:
 	// [oversell headers] true ""
-	// [] false "retry-after does not stream (streaming: oversell, token-bounds, headers, downstream)"
+	// [] false "under-admission does not stream (streaming: oversell, token-bounds, retry-after, headers, downstream)"
 	// [oversell] true ""
 }

@@ -49,7 +49,7 @@ func streamFile(args []string) error {
 		if err != nil {
 			return err
 		}
-		rec, _, err := history.ReadRecords(args[0], f)
+		rec, n, err := history.ReadRecords(args[0], f)
 		f.Close()
 		if err != nil {
 			return err
@@ -57,6 +57,7 @@ func streamFile(args []string) error {
 		if s, err = checks.NewStreamer(rec, pol, checks.Options{}); err != nil {
 			return err
 		}
+		s.SetEvents(n)
 		tally = reports.NewTally(pol)
 	}
 	f, err := os.Open(args[0])
