@@ -431,35 +431,64 @@ func checkRegions(ix *index) Result {
 	if !applies {
 		applies = ix.regionPhase
 	}
+	var keys []regionsKey
+	if applies {
+		for _, ke := range ix.envelopes() {
+			if ke.admitted == 0 {
+				continue
+			}
+			g := ke.g
+			// The earliest possible decision of the key's first admission
+			// and the latest of any (envelopes' span).
+			var first int64
+			for _, r := range g.recs {
+				if r.out == history.Admitted && (!r.fault || r.changed) && !r.variant && r.tokens() > 0 {
+					first = r.lo
+					break
+				}
+			}
+			keys = append(keys, regionsKey{key: g.key, tier: g.tier, admitted: ke.admitted, first: first, last: first + ke.span,
+				ids: func() ([]uint64, int) { return ix.idList(admitted(nil, g.recs, false)) }})
+		}
+	}
+	return ix.judgeRegions(applies, keys)
+}
+
+// regionsKey is what regions judges of one key with admissions: their
+// count (tokens), the earliest possible decision of the first and the
+// latest of any, and the evidence's ids (the first admissions in the
+// key's order, as idList gives them).
+type regionsKey struct {
+	key         string
+	tier        *policy.Tier
+	admitted    int
+	first, last int64
+	ids         func() ([]uint64, int)
+}
+
+// judgeRegions is regions' judgement of keys (in key order, each with
+// admissions) once applies is known: checkRegions in memory and
+// regionsStream alike.
+func (ix *index) judgeRegions(applies bool, keys []regionsKey) Result {
 	col := ix.collector()
 	figs := map[string]float64{"tolerance": ix.p.Tolerance.Regions}
 	if !applies {
 		return col.result(Skip, "no region data: no phase named region* and no declared tolerance with several instances", figs, "")
 	}
 	worst := 0.0
-	keys := 0
-	for _, ke := range ix.envelopes() {
-		if ke.admitted == 0 {
-			continue
-		}
-		keys++
-		g := ke.g
-		for li := range g.tier.Limits {
-			l := &g.tier.Limits[li]
-			bound := (1 + ix.p.Tolerance.Regions) * maxIn(l, time.Duration(ke.span))
-			over := float64(ke.admitted) / bound
+	for _, k := range keys {
+		span := k.last - k.first
+		for li := range k.tier.Limits {
+			l := &k.tier.Limits[li]
+			bound := (1 + ix.p.Tolerance.Regions) * maxIn(l, time.Duration(span))
+			over := float64(k.admitted) / bound
 			worst = math.Max(worst, over)
-			if float64(ke.admitted) > bound+eps {
-				var rs []rec
-				rs = admitted(rs, g.recs, false)
-				first, last := rs[0].lo, rs[0].hi
-				for _, r := range rs {
-					last = max(last, r.hi)
-				}
-				ct := cert{limit: l, from: first, to: last, count: ke.admitted, bound: bound, recs: rs}
+			if float64(k.admitted) > bound+eps {
+				idl, total := k.ids()
 				msg := fmt.Sprintf("key %s admitted %d over %s across regions; one quota plus the declared %.0f%% tolerance allows %s (overrun %.1f%%)",
-					g.key, ke.admitted, fmtDur(time.Duration(ke.span)), ix.p.Tolerance.Regions*100, fmtF(bound), (over*(1+ix.p.Tolerance.Regions)-1)*100)
-				col.add(ix.evidence(g.key, &ct, msg))
+					k.key, k.admitted, fmtDur(time.Duration(span)), ix.p.Tolerance.Regions*100, fmtF(bound), (over*(1+ix.p.Tolerance.Regions)-1)*100)
+				col.add(Evidence{Key: k.key, Limit: l.Name, From: k.first, To: k.last, Bound: bound, Observed: float64(k.admitted),
+					RequestIDs: idl, TotalIDs: total, Message: msg})
 			}
 		}
 	}
@@ -467,11 +496,11 @@ func checkRegions(ix *index) Result {
 	// The overrun over one plain quota: the figure a precision/latency
 	// comparison of region settings puts side by side.
 	figs["global_overrun_pct"] = math.Max(0, worst*(1+ix.p.Tolerance.Regions)-1) * 100
-	figs["keys"] = float64(keys)
-	if keys == 0 {
+	figs["keys"] = float64(len(keys))
+	if len(keys) == 0 {
 		return col.result(Skip, "no admitted requests of a key with a tier", figs, "")
 	}
-	return col.result(Pass, fmt.Sprintf("global admissions of %s within the %.0f%% tolerance (worst %.2f of the bound)", plural(keys, "key", "keys"), ix.p.Tolerance.Regions*100, worst),
+	return col.result(Pass, fmt.Sprintf("global admissions of %s within the %.0f%% tolerance (worst %.2f of the bound)", plural(len(keys), "key", "keys"), ix.p.Tolerance.Regions*100, worst),
 		figs, fmt.Sprintf("%s overran the declared tolerance", plural(col.total, "key", "keys")))
 }
 

@@ -30,7 +30,7 @@ import (
 
 // Streamable lists the checks a Streamer judges, in the order of All.
 func Streamable() []string {
-	return []string{"oversell", "token-bounds", "retry-after", "headers", "downstream"}
+	return []string{"oversell", "token-bounds", "retry-after", "headers", "downstream", CalibrationCheck, "regions", DelayCheck}
 }
 
 // Streamer judges a history event by event. Not safe for concurrent use.
@@ -41,6 +41,8 @@ type Streamer struct {
 	headers  *headersStream
 	retry    *retryStream
 	down     *downStream
+	cal      *calibrationStream
+	regions  *regionsStream
 	names    []string
 	// n counts the events of Add, n2 those of AddAgain.
 	n, n2 uint64
@@ -59,6 +61,7 @@ type streamKey struct {
 	oversell *oversellKey
 	down     *downKey
 	retry    retryKey
+	regions  *regionsAcc
 }
 
 // NewStreamer judges, against p, the events of the history whose records
@@ -71,8 +74,8 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 		names = Streamable()
 	}
 	for _, n := range names {
-		if !slices.Contains(Streamable(), n) {
-			return nil, fmt.Errorf("checks: %q does not stream yet (streaming: %v); judge it in memory", n, Streamable())
+		if ok, why := streamsUnder(p, n); !ok {
+			return nil, fmt.Errorf("checks: %q %s (streaming: %v); judge it in memory", n, why, Streamable())
 		}
 	}
 	if o.MaxEvidence <= 0 {
@@ -98,6 +101,12 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 	if slices.Contains(names, "downstream") {
 		s.down = newDownStream(ix)
 	}
+	if slices.Contains(names, CalibrationCheck) {
+		s.cal = newCalibrationStream(ix)
+	}
+	if slices.Contains(names, "regions") {
+		s.regions = newRegionsStream(ix)
+	}
 	return s, nil
 }
 
@@ -113,6 +122,9 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 func (s *Streamer) SetEvents(n int64) {
 	if s.retry != nil {
 		s.retry.events = n + int64(len(s.ix.h.Events))
+	}
+	if s.cal != nil {
+		s.cal.tol.events = n + int64(len(s.ix.h.Events))
 	}
 }
 
@@ -154,6 +166,12 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 	if s.down != nil {
 		s.down.add(e, r, k)
 	}
+	if s.cal != nil {
+		s.cal.add(e, seq)
+	}
+	if s.regions != nil {
+		s.regions.add(e, seq, r, k)
+	}
 }
 
 // Again reports, once Add has had every event, whether the checks need
@@ -173,6 +191,9 @@ func (s *Streamer) Again() bool {
 		s.retry.again = s.retry.needAgain(s.n, s.keys)
 		again = again || s.retry.again
 	}
+	if s.regions != nil && !s.regions.again && s.regions.needAgain() {
+		again = true
+	}
 	return again
 }
 
@@ -182,7 +203,8 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	s.n2++
 	over := s.oversell != nil && s.oversell.again
 	retry := s.retry != nil && s.retry.again
-	if !over && !retry {
+	regions := s.regions != nil && s.regions.again
+	if !over && !retry && !regions {
 		return
 	}
 	k := s.keys[e.Key]
@@ -195,6 +217,9 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	}
 	if retry {
 		s.retry.addAgain(e, seq, r, k)
+	}
+	if regions {
+		s.regions.addAgain(e, seq, r, k)
 	}
 }
 
@@ -228,6 +253,12 @@ func (s *Streamer) Results() []Result {
 			r = s.headers.result()
 		case "downstream":
 			r = s.down.result(s.keys)
+		case CalibrationCheck:
+			r = s.cal.result(s.n)
+		case "regions":
+			r = s.regions.result(s.keys, s.n, s.n2)
+		case DelayCheck:
+			r = checkDelay(s.ix) // a SKIP (streamsUnder)
 		}
 		r.Name = n
 		// The slacks, and the warnings against the run's widest interval

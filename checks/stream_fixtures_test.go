@@ -34,7 +34,7 @@ func TestStreamerMatchesRunOnFixtures(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%s/sweep %d", filepath.Base(file), sweep), func(t *testing.T) {
 				h, p, _, _ := loadFixture(t, file)
-				o := Options{Only: Streamable(), MaxEvidence: 1 << 20}
+				o := Options{Only: StreamableUnder(p), MaxEvidence: 1 << 20}
 				want := Run(h, p, o)
 				f, err := os.Open(file)
 				require.NoError(t, err)
