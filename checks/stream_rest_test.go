@@ -1,0 +1,293 @@
+package checks_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/checks"
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/internal/bench"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// requireStreamMatchesRun writes h to a file, judges it in memory (Run)
+// and through a Streamer with check alone and with every check that
+// streams under pol, with the default 5 examples and with every piece of
+// evidence, and requires the same results. It returns the check's result.
+func requireStreamMatchesRun(t *testing.T, h *history.History, pol *policy.Policy, check string) checks.Result {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "h.jsonl")
+	writeHistory(t, file, h)
+	whole, err := history.ReadFile(file)
+	require.NoError(t, err)
+	var got checks.Result
+	for _, only := range [][]string{{check}, checks.StreamableUnder(pol)} {
+		require.Contains(t, only, check)
+		for _, maxEv := range []int{0, 1 << 20} {
+			o := checks.Options{Only: only, MaxEvidence: maxEv}
+			want := checks.Run(whole, pol, o)
+			rs := streamResults(t, file, pol, o)
+			require.Equal(t, want, rs, "%s alone: %v, max evidence %d", check, len(only) == 1, maxEv)
+			got = resultNamed(rs, check)
+		}
+	}
+	return got
+}
+
+// benchPolicy is bench.PolicyYAML with extra appended.
+func benchPolicy(t *testing.T, extra string) *policy.Policy {
+	t.Helper()
+	p, err := policy.Parse("bench", []byte(bench.PolicyYAML+extra))
+	require.NoError(t, err)
+	return p
+}
+
+// oversold admits some refused requests (every-th on average).
+func oversold(h *history.History, every int, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for i := range h.Events {
+		if e := &h.Events[i]; e.Status == 429 && rng.IntN(every) == 0 {
+			e.Status, e.RetryAfter = 200, ""
+		}
+	}
+}
+
+// mixed adds what every check must see past: weighted requests (peeks
+// among them), variants, errors, fallbacks and a store fault.
+func mixed(h *history.History) {
+	sec := int64(time.Second)
+	for i := range h.Events {
+		e := &h.Events[i]
+		switch i % 37 {
+		case 3:
+			e.Cost = history.CostOf(int64(i / 37 % 4))
+		case 5:
+			e.Variant = "xff:10.0.0.1"
+		case 11:
+			e.Status, e.Err = 0, "timeout"
+		case 17:
+			e.Fallback = "open"
+		}
+	}
+	h.Faults = append(h.Faults, history.Fault{Kind: "store-down", Start: 2 * sec, End: 3 * sec})
+}
+
+// TestStreamerMatchesRunRegions is the differential test of the streamed
+// regions: region phases (with their records, and without: the counts
+// then come from a second pass), a declared tolerance over several
+// instances and over one (a skip), correct and oversold keys, weighted
+// requests, variants, errors and faults.
+func TestStreamerMatchesRunRegions(t *testing.T) {
+	tolPol := benchPolicy(t, "tolerance:\n  regions: 0.05\n")
+	plain := benchPolicy(t, "")
+	regional := func(h *history.History, records bool) {
+		for i := range h.Events {
+			e := &h.Events[i]
+			e.Instance = i % 2
+			e.Phase = []string{"region-us", "region-eu"}[i%2]
+		}
+		if records {
+			h.Phases = []history.Phase{{Name: "region-us", Kind: "steady"}, {Name: "region-eu", Kind: "steady"}}
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		h       func() *history.History
+		pol     *policy.Policy
+		verdict checks.Verdict
+	}{
+		{"region phases, correct", func() *history.History { h := bench.Generate(4000, 20); regional(h, true); return h }, tolPol, checks.Pass},
+		{"region phases, oversold", func() *history.History {
+			h := bench.Generate(4000, 20)
+			regional(h, true)
+			oversold(h, 2, 1)
+			return h
+		}, tolPol, checks.Fail},
+		{"region phases without records, oversold, mixed", func() *history.History {
+			h := bench.Generate(6000, 30)
+			regional(h, false)
+			oversold(h, 2, 2)
+			mixed(h)
+			return h
+		}, plain, checks.Fail},
+		{"tolerance, instances, oversold, mixed", func() *history.History {
+			h := bench.Generate(6000, 7)
+			for i := range h.Events {
+				h.Events[i].Instance = i % 3
+			}
+			oversold(h, 3, 3)
+			mixed(h)
+			return h
+		}, tolPol, checks.Fail},
+		{"one key, many admissions", func() *history.History {
+			h := bench.Generate(3000, 1)
+			regional(h, true)
+			oversold(h, 1, 4)
+			return h
+		}, tolPol, checks.Fail},
+		{"tolerance, one instance", func() *history.History { h := bench.Generate(2000, 5); oversold(h, 2, 5); return h }, tolPol, checks.Skip},
+		{"no region data", func() *history.History { h := bench.Generate(2000, 5); mixed(h); return h }, plain, checks.Skip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := tc.h()
+			r := requireStreamMatchesRun(t, h, tc.pol, "regions")
+			require.Equal(t, tc.verdict, r.Verdict, r.Summary)
+			// The counts are gathered in the first pass when the records
+			// or the policy say regions may apply, else in a second pass
+			// only when an event's phase says it does.
+			file := filepath.Join(t.TempDir(), "h.jsonl")
+			writeHistory(t, file, h)
+			_, again := streamResultsAgain(t, file, tc.pol, checks.Options{Only: []string{"regions"}})
+			require.Equal(t, strings.Contains(tc.name, "without records"), again)
+		})
+	}
+}
+
+// calibrateInto appends to h a calibrate phase of key: a burst of K+1
+// requests from a whole bucket (K=10, r=5/s) at t0, then probes around
+// the next due times; wrong makes the limiter wrong: "capacity" admits
+// K+1, "refill" admits probes before their token, "advice" advises 0 s,
+// "remaining" reports wrong counts, "error" loses a request of the burst.
+func calibrateInto(h *history.History, name, key string, t0 int64, wrong string) {
+	ms := int64(time.Millisecond)
+	id := uint64(len(h.Events)) + 1_000_000
+	add := func(e history.Event) {
+		id++
+		e.ID, e.Key, e.Phase, e.Tier = id, key, name, "free"
+		h.Events = append(h.Events, e)
+	}
+	for i := range 11 {
+		sent := t0 + int64(i)*ms/4
+		e := history.Event{Intended: t0, Sent: sent, Recv: sent + 2*ms, Status: 200}
+		e.XLimit, e.XRemaining, e.XReset = "10", fmt.Sprint(9-i), "1"
+		if i == 10 && wrong != "capacity" {
+			e.Status, e.RetryAfter, e.XRemaining = 429, "1", "0"
+			if wrong == "advice" {
+				e.RetryAfter = "0"
+			}
+		}
+		if wrong == "remaining" && i < 10 {
+			e.XRemaining = "9"
+		}
+		if wrong == "error" && i == 3 {
+			e.Status, e.Err = 0, "timeout"
+		}
+		add(e)
+	}
+	// Probes: just before and after each of the next 3 due times (200 ms).
+	for n := 1; n <= 3; n++ {
+		due := t0 + int64(n)*200*ms
+		before := history.Event{Intended: due - 30*ms, Sent: due - 30*ms, Recv: due - 28*ms, Status: 429}
+		before.RetryAfter = "1"
+		if wrong == "refill" && n == 2 {
+			before.Status, before.RetryAfter = 200, ""
+		}
+		add(before)
+		add(history.Event{Intended: due + 10*ms, Sent: due + 10*ms, Recv: due + 12*ms, Status: 200})
+	}
+	h.Phases = append(h.Phases, history.Phase{Name: name, Kind: "calibrate", Start: t0, End: t0 + 700*ms, Target: t0, Requests: 17})
+}
+
+// TestStreamerMatchesRunCalibration is the differential test of the
+// streamed calibration: calibrate phases among other traffic (more than
+// 10,000 events: the default tolerance samples), measuring the declared
+// policy and each kind of mismatch, several phases, an error in a burst,
+// a declared tolerance; and no calibrate phase (a skip).
+func TestStreamerMatchesRunCalibration(t *testing.T) {
+	plain := benchPolicy(t, "")
+	declared := benchPolicy(t, "tolerance:\n  timing: 30ms\n")
+	sec := int64(time.Second)
+	with := func(n int, phases ...string) func() *history.History {
+		return func() *history.History {
+			h := bench.Generate(n, 40)
+			mixed(h)
+			for i, wrong := range phases {
+				calibrateInto(h, fmt.Sprintf("calibrate-%d", i), fmt.Sprintf("free-cal-%d", i), int64(i+1)*5*sec+sec/3, wrong)
+			}
+			// The engine writes an event when it completes.
+			slices.SortStableFunc(h.Events, func(a, b history.Event) int { return int(a.Recv - b.Recv) })
+			return h
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		h       func() *history.History
+		pol     *policy.Policy
+		verdict checks.Verdict
+	}{
+		{"as declared", with(12_000, ""), plain, checks.Pass},
+		{"as declared, tolerance declared", with(3000, ""), declared, checks.Pass},
+		{"capacity", with(12_000, "capacity"), plain, checks.Fail},
+		{"refill", with(12_000, "refill"), plain, checks.Fail},
+		{"advice", with(5000, "advice"), plain, checks.Fail},
+		{"remaining", with(5000, "remaining"), plain, checks.Fail},
+		{"an error in the burst", with(5000, "error"), plain, checks.Unknown},
+		{"several phases", with(21_000, "", "refill", "remaining", "capacity"), plain, checks.Fail},
+		{"no calibrate phase", with(3000), plain, checks.Skip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := requireStreamMatchesRun(t, tc.h(), tc.pol, checks.CalibrationCheck)
+			require.Equal(t, tc.verdict, r.Verdict, r.Summary)
+		})
+	}
+}
+
+// TestStreamerCalibrationNeedsTheEventCount: without n (SetEvents) the
+// default tolerance cannot be sampled: calibration is UNKNOWN saying so
+// when the run has a calibrate phase, and still a skip without one.
+func TestStreamerCalibrationNeedsTheEventCount(t *testing.T) {
+	pol := benchPolicy(t, "")
+	for _, phase := range []bool{true, false} {
+		h := bench.Generate(2000, 5)
+		if phase {
+			calibrateInto(h, "calibrate", "free-cal", int64(time.Second), "")
+		}
+		file := filepath.Join(t.TempDir(), "h.jsonl")
+		writeHistory(t, file, h)
+		rec, _, err := readRecords(file)
+		require.NoError(t, err)
+		s, err := checks.NewStreamer(rec, pol, checks.Options{Only: []string{checks.CalibrationCheck}})
+		require.NoError(t, err)
+		whole, err := history.ReadFile(file)
+		require.NoError(t, err)
+		for i := range whole.Events {
+			s.Add(&whole.Events[i], uint64(i))
+		}
+		r := s.Results()[0]
+		if !phase {
+			require.Equal(t, checks.Skip, r.Verdict)
+			continue
+		}
+		require.Equal(t, checks.Unknown, r.Verdict)
+		require.Contains(t, r.Summary, "SetEvents")
+	}
+}
+
+// TestStreamerDelay: delay streams only as the SKIP of a policy that
+// declares no delay; a policy that declares one is refused by NewStreamer
+// and StreamChecks says why.
+func TestStreamerDelay(t *testing.T) {
+	h := bench.Generate(2000, 5)
+	mixed(h)
+	r := requireStreamMatchesRun(t, h, benchPolicy(t, ""), checks.DelayCheck)
+	require.Equal(t, checks.Skip, r.Verdict)
+
+	delaying := benchPolicy(t, "delay:\n  max_wait: 500ms\n")
+	require.True(t, delaying.Delays())
+	require.NotContains(t, checks.StreamableUnder(delaying), checks.DelayCheck)
+	_, err := checks.NewStreamer(&history.History{}, delaying, checks.Options{Only: []string{checks.DelayCheck}})
+	require.ErrorContains(t, err, "declares no delay")
+	_, ok, why := checks.StreamChecks(delaying, checks.Options{})
+	require.False(t, ok)
+	require.True(t, strings.HasSuffix(why, "delay streams only when the policy declares no delay (this one does)"), why)
+	names, ok, _ := checks.StreamChecks(delaying, checks.Options{Off: []string{checks.DelayCheck}, Only: []string{"oversell", checks.DelayCheck}})
+	require.True(t, ok)
+	require.Equal(t, []string{"oversell"}, names)
+}
