@@ -30,7 +30,7 @@ import (
 
 // Streamable lists the checks a Streamer judges, in the order of All.
 func Streamable() []string {
-	return []string{"oversell", "token-bounds", "retry-after", "headers", "downstream", CalibrationCheck, "regions", DelayCheck}
+	return []string{"oversell", "token-bounds", "retry-after", "headers", "fail-mode", "downstream", CalibrationCheck, "regions", DelayCheck}
 }
 
 // Streamer judges a history event by event. Not safe for concurrent use.
@@ -42,6 +42,7 @@ type Streamer struct {
 	retry    *retryStream
 	down     *downStream
 	cal      *calibrationStream
+	fail     *failStream
 	regions  *regionsStream
 	names    []string
 	// n counts the events of Add, n2 those of AddAgain.
@@ -100,6 +101,9 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 	}
 	if slices.Contains(names, "downstream") {
 		s.down = newDownStream(ix)
+	}
+	if slices.Contains(names, "fail-mode") {
+		s.fail = newFailStream(ix)
 	}
 	if slices.Contains(names, CalibrationCheck) {
 		s.cal = newCalibrationStream(ix)
@@ -169,6 +173,9 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 	if s.cal != nil {
 		s.cal.add(e, seq)
 	}
+	if s.fail != nil {
+		s.fail.add(e, seq, r, k.tier)
+	}
 	if s.regions != nil {
 		s.regions.add(e, seq, r, k)
 	}
@@ -194,6 +201,9 @@ func (s *Streamer) Again() bool {
 	if s.regions != nil && !s.regions.again && s.regions.needAgain() {
 		again = true
 	}
+	if s.fail != nil && !s.fail.asked && s.fail.needAgain() {
+		again = true
+	}
 	return again
 }
 
@@ -204,7 +214,8 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	over := s.oversell != nil && s.oversell.again
 	retry := s.retry != nil && s.retry.again
 	regions := s.regions != nil && s.regions.again
-	if !over && !retry && !regions {
+	fail := s.fail != nil && s.fail.asked
+	if !over && !retry && !regions && !fail {
 		return
 	}
 	k := s.keys[e.Key]
@@ -220,6 +231,9 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	}
 	if regions {
 		s.regions.addAgain(e, seq, r, k)
+	}
+	if fail {
+		s.fail.addAgain(e, seq, r, k.tier)
 	}
 }
 
@@ -253,6 +267,8 @@ func (s *Streamer) Results() []Result {
 			r = s.headers.result()
 		case "downstream":
 			r = s.down.result(s.keys)
+		case "fail-mode":
+			r = s.fail.result(s.n, s.n2)
 		case CalibrationCheck:
 			r = s.cal.result(s.n)
 		case "regions":

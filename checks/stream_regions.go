@@ -40,10 +40,53 @@ type regionsStream struct {
 type regionsAcc struct {
 	admitted    int
 	first, last int64
-	// firstRecs are the admissions that may be among the first MaxIDs + 1
-	// in Run's order (lo, hi, file position), with their ids.
-	firstRecs []segRec
-	kept      int // tokens in firstRecs
+	first1 firstIDs
+}
+
+// firstIDs keeps, of requests handed in send order, those that may be
+// among the first MaxIDs + 1 (each counted tokens times) in Run's order
+// (lo, hi, file position): MaxIDs + 1, more only among equal send times.
+type firstIDs struct {
+	recs []segRec
+	kept int // tokens in recs
+}
+
+// add keeps r (the event id at seq) as tokens requests, if it may be
+// among the first.
+func (f *firstIDs) add(r rec, id, seq uint64, tokens int) {
+	// Events come by send time: one sent later than the last kept, when
+	// MaxIDs + 1 are kept, follows them all in Run's order too.
+	if f.kept > MaxIDs && r.lo > f.recs[len(f.recs)-1].r.lo {
+		return
+	}
+	f.recs = append(f.recs, segRec{r: r, id: id, seq: seq})
+	f.kept += tokens
+}
+
+// merge adds o's requests (handed alongside f's).
+func (f *firstIDs) merge(o firstIDs) {
+	f.recs = append(f.recs, o.recs...)
+	f.kept += o.kept
+}
+
+// ids are the ids idList gives on the requests (each tokens(r) times, in
+// Run's order), and total.
+func (f *firstIDs) ids(tokens func(rec) int, total int) ([]uint64, int) {
+	fr := slices.Clone(f.recs)
+	slices.SortFunc(fr, func(x, y segRec) int {
+		return cmp.Or(cmp.Compare(x.r.lo, y.r.lo), cmp.Compare(x.r.hi, y.r.hi), cmp.Compare(x.seq, y.seq))
+	})
+	all := make([]uint64, 0, MaxIDs+1)
+	for _, x := range fr {
+		for range tokens(x.r) {
+			if len(all) > MaxIDs {
+				break
+			}
+			all = append(all, x.id)
+		}
+	}
+	got, _ := ids(all)
+	return got, total
 }
 
 func newRegionsStream(ix *index) *regionsStream {
@@ -99,13 +142,7 @@ func (rs *regionsStream) gather(e *history.Event, seq uint64, r rec, sk *streamK
 	}
 	a.admitted += r.tokens()
 	a.first, a.last = min(a.first, r.lo), max(a.last, r.hi)
-	// Events come by send time: one sent later than the last kept, when
-	// MaxIDs + 1 are kept, follows them all in Run's order too.
-	if a.kept > MaxIDs && r.lo > a.firstRecs[len(a.firstRecs)-1].r.lo {
-		return
-	}
-	a.firstRecs = append(a.firstRecs, segRec{r: r, id: e.ID, seq: seq})
-	a.kept += r.tokens()
+	a.first1.add(r, e.ID, seq, r.tokens())
 }
 
 func (rs *regionsStream) result(all map[string]*streamKey, n, n2 uint64) Result {
@@ -129,20 +166,4 @@ func (rs *regionsStream) result(all map[string]*streamKey, n, n2 uint64) Result 
 
 // ids are the evidence's ids of the key's admissions, as idList gives
 // them on admitted(): each admission once per token, in Run's order.
-func (a *regionsAcc) ids() ([]uint64, int) {
-	fr := slices.Clone(a.firstRecs)
-	slices.SortFunc(fr, func(x, y segRec) int {
-		return cmp.Or(cmp.Compare(x.r.lo, y.r.lo), cmp.Compare(x.r.hi, y.r.hi), cmp.Compare(x.seq, y.seq))
-	})
-	all := make([]uint64, 0, MaxIDs+1)
-	for _, x := range fr {
-		for range x.r.tokens() {
-			if len(all) > MaxIDs {
-				break
-			}
-			all = append(all, x.id)
-		}
-	}
-	got, _ := ids(all)
-	return got, a.admitted
-}
+func (a *regionsAcc) ids() ([]uint64, int) { return a.first1.ids(rec.tokens, a.admitted) }

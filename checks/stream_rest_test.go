@@ -1,6 +1,7 @@
 package checks_test
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -290,4 +291,207 @@ func TestStreamerDelay(t *testing.T) {
 	names, ok, _ := checks.StreamChecks(delaying, checks.Options{Off: []string{checks.DelayCheck}, Only: []string{"oversell", checks.DelayCheck}})
 	require.True(t, ok)
 	require.Equal(t, []string{"oversell"}, names)
+}
+
+// failPolicy is bench.PolicyYAML with its failure section replaced by
+// failure (none when empty) and extra appended.
+func failPolicy(t *testing.T, failure, extra string) *policy.Policy {
+	t.Helper()
+	y := strings.Replace(bench.PolicyYAML, "failure:\n  mode: open\n  store_timeout: 50ms\n", failure, 1)
+	require.NotEqual(t, bench.PolicyYAML, y+"x")
+	p, err := policy.Parse("bench-fail", []byte(y+extra))
+	require.NoError(t, err)
+	return p
+}
+
+// TestStreamerMatchesRunFailMode is the differential test of the streamed
+// fail-mode: store-down and store-slow windows (several, one that never
+// ended, a stall, a slow store within the timeout), each declared mode
+// (open, closed, local, queue, undeclared), requests inside the windows
+// that break the mode or its latency bound, admissions after a fault
+// beyond a full bucket (credit created by the downtime: the recovery
+// judged as oversell is, with its second pass), rules-down windows, an
+// external run whose fault did and did not take effect, failures outside
+// every fault (open, closed, the target's fallback after a fault and
+// without one), weighted requests, variants, errors and several
+// instances; and a run without faults.
+func TestStreamerMatchesRunFailMode(t *testing.T) {
+	sec, ms := int64(time.Second), int64(time.Millisecond)
+	open := failPolicy(t, "failure:\n  mode: open\n  store_timeout: 50ms\n", "")
+	closed := failPolicy(t, "failure:\n  mode: closed\n  store_timeout: 50ms\n", "")
+	local := failPolicy(t, "failure:\n  mode: local\n  store_timeout: 50ms\n  local_share: 0.3\n", "")
+	queue := failPolicy(t, "failure:\n  mode: queue\n  store_timeout: 50ms\n  queue_wait: 100ms\n", "")
+	undeclared := failPolicy(t, "", "")
+	rules := failPolicy(t, "failure:\n  mode: open\n  store_timeout: 50ms\n", "rules_fallback: free\n")
+	in := func(e *history.Event, from, to int64) bool { return e.Sent >= from && e.Recv <= to }
+	// during changes the requests inside [from, to]: every every-th gets
+	// what f gives it.
+	during := func(h *history.History, from, to int64, every int, f func(i int, e *history.Event)) {
+		j := 0
+		for i := range h.Events {
+			if e := &h.Events[i]; in(e, from, to) {
+				if j++; j%every == 0 {
+					f(j, e)
+				}
+			}
+		}
+	}
+	admit := func(_ int, e *history.Event) { e.Status, e.RetryAfter = 200, "" }
+	refuse := func(_ int, e *history.Event) { e.Status, e.RetryAfter = 429, "1" }
+	slow := func(_ int, e *history.Event) { e.Recv = e.Sent + 400*ms }
+	unavailable := func(i int, e *history.Event) {
+		e.Status, e.RetryAfter = 503, ""
+		if i%2 == 0 {
+			e.RetryAfter = "1"
+		}
+	}
+	headerless := func(_ int, e *history.Event) { e.XLimit, e.XRemaining, e.XReset = "", "", "" }
+	gen := func(n, keys int, mut func(h *history.History)) func() *history.History {
+		return func() *history.History {
+			h := bench.Generate(n, keys)
+			mut(h)
+			// The engine writes an event when it completes.
+			slices.SortStableFunc(h.Events, func(a, b history.Event) int { return cmp.Compare(a.Recv, b.Recv) })
+			return h
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		h       func() *history.History
+		pol     *policy.Policy
+		verdict checks.Verdict
+	}{
+		{"no faults", gen(3000, 10, func(h *history.History) {}), open, checks.Skip},
+		{"no faults, the target's fallback", gen(3000, 10, func(h *history.History) {
+			during(h, 0, 1<<62, 97, func(_ int, e *history.Event) { e.Fallback = "open" })
+		}), open, checks.Pass},
+		{"open, several windows, mixed", gen(8000, 30, func(h *history.History) {
+			mixed(h)
+			h.Faults = append([]history.Fault{{Kind: "store-down", Start: 5 * sec, End: 6 * sec}, {Kind: "store-slow", Param: "200ms", Start: 16 * sec, End: 17 * sec},
+				{Kind: "store-slow", Param: "stall", Start: 19 * sec, End: 19*sec + 500*ms}, {Kind: "store-slow", Param: "10ms", Start: 21 * sec, End: 22 * sec}}, h.Faults...)
+			during(h, 5*sec, 6*sec, 3, admit)
+			during(h, 5*sec, 6*sec, 7, refuse)
+			during(h, 16*sec, 17*sec, 11, slow)
+			during(h, 21*sec, 22*sec, 5, refuse)
+			// Credit after the faults: admissions beyond a full bucket.
+			during(h, 7*sec, 16*sec, 1, admit)
+			during(h, 23*sec, 28*sec, 1, admit)
+		}), open, checks.Fail},
+		{"open, correct, instances", gen(6000, 20, func(h *history.History) {
+			for i := range h.Events {
+				h.Events[i].Instance = i % 3
+			}
+			h.Faults = []history.Fault{{Kind: "store-down", Start: 3 * sec, End: 4 * sec}, {Kind: "store-down", Start: 10 * sec, End: 11 * sec, Cleared: 11*sec + 200*ms}}
+			during(h, 3*sec, 4*sec, 1, admit)
+			during(h, 10*sec, 11*sec, 1, admit)
+		}), open, checks.Pass},
+		{"closed, a window that never ended", gen(6000, 20, func(h *history.History) {
+			mixed(h)
+			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 5 * sec}, {Kind: "store-down", Start: 15 * sec}}
+			during(h, 4*sec, 5*sec, 1, unavailable)
+			during(h, 4*sec, 5*sec, 9, admit)
+			during(h, 15*sec, 1<<62, 1, unavailable)
+			during(h, 15*sec, 1<<62, 13, admit)
+		}), closed, checks.Fail},
+		{"closed, failed closed outside the faults", gen(6000, 20, func(h *history.History) {
+			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 5 * sec}}
+			during(h, 4*sec, 5*sec, 1, unavailable)
+			during(h, 8*sec, 12*sec, 17, unavailable)
+		}), closed, checks.Fail},
+		{"local, instances", gen(8000, 10, func(h *history.History) {
+			for i := range h.Events {
+				h.Events[i].Instance = i % 2
+			}
+			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 7 * sec}, {Kind: "store-down", Start: 12 * sec, End: 13 * sec}}
+			during(h, 4*sec, 7*sec, 1, admit)
+			during(h, 12*sec, 13*sec, 2, admit)
+		}), local, checks.Fail},
+		{"queue", gen(5000, 10, func(h *history.History) {
+			mixed(h)
+			h.Faults = []history.Fault{{Kind: "store-slow", Param: "stall", Start: 4 * sec, End: 6 * sec}}
+			during(h, 4*sec, 6*sec, 5, unavailable)
+			during(h, 4*sec, 6*sec, 7, slow)
+		}), queue, checks.Fail},
+		{"undeclared", gen(4000, 10, func(h *history.History) {
+			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 6 * sec}}
+			during(h, 4*sec, 6*sec, 1, admit)
+		}), undeclared, checks.Unknown},
+		{"rules-down", gen(6000, 10, func(h *history.History) {
+			h.Faults = []history.Fault{{Kind: "rules-down", Start: 4 * sec, End: 6 * sec}, {Kind: "rules-down", Start: 9 * sec, End: 10 * sec}, {Kind: "store-down", Start: 12 * sec, End: 13 * sec}}
+			during(h, 4*sec, 6*sec, 1, admit)
+			during(h, 9*sec, 10*sec, 1, refuse)
+		}), rules, checks.Fail},
+		{"failed open outside the faults, fallback after them", gen(8000, 20, func(h *history.History) {
+			mixed(h)
+			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 5 * sec}, {Kind: "store-slow", Param: "stall", Start: 14 * sec}}
+			// The target's fallback after the fault (its aftermath) and
+			// long after (counted), admissions without headers (failed
+			// open), the first answers without headers too.
+			during(h, 6*sec, 6*sec+300*ms, 1, func(_ int, e *history.Event) { e.Fallback = "open" })
+			during(h, 9*sec, 10*sec, 7, func(_ int, e *history.Event) { e.Fallback = "open" })
+			during(h, 0, 300*ms, 1, headerless)
+			during(h, 7*sec, 12*sec, 5, headerless)
+		}), open, checks.Fail},
+		{"external, took effect and not", gen(6000, 10, func(h *history.History) {
+			h.Run.Env = "external"
+			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 5 * sec}, {Kind: "store-down", Start: 9 * sec, End: 10 * sec}}
+			during(h, 4*sec, 5*sec, 1, admit)
+		}), open, checks.Unknown}, // the second window's: a pass would claim it was seen
+		{"external, none took effect", gen(6000, 10, func(h *history.History) {
+			h.Run.Env = "external"
+			h.Faults = []history.Fault{{Kind: "store-down", Start: 9 * sec, End: 10 * sec}}
+		}), open, checks.Unknown},
+		{"external, a fault that never ended", gen(6000, 10, func(h *history.History) {
+			h.Run.Env = "external"
+			h.Faults = []history.Fault{{Kind: "store-down", Start: 12 * sec}}
+			during(h, 12*sec, 1<<62, 1, admit)
+		}), open, checks.Pass},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := requireStreamMatchesRun(t, tc.h(), tc.pol, "fail-mode")
+			require.Equal(t, tc.verdict, r.Verdict, r.Summary)
+			causes := map[string]int{}
+			for _, e := range r.Evidence {
+				causes[e.Cause]++
+			}
+			switch {
+			case strings.Contains(tc.name, "several windows"):
+				require.Positive(t, causes[checks.CauseAfterFault], "the recovery's certificates must be compared")
+			case strings.Contains(tc.name, "failed open"):
+				require.Positive(t, causes[checks.CauseFailedOpen])
+			case strings.Contains(tc.name, "failed closed"):
+				require.Positive(t, causes[checks.CauseFailedClosed])
+			}
+		})
+	}
+}
+
+// TestStreamerFailModeWithoutItsSecondPass: fail-mode's results asked for
+// without the second pass Again asked for (the recovery's flagged
+// segments, the signatures' spans) say it was not judged.
+func TestStreamerFailModeWithoutItsSecondPass(t *testing.T) {
+	sec := int64(time.Second)
+	h := bench.Generate(3000, 5)
+	h.Faults = []history.Fault{{Kind: "store-down", Start: 2 * sec, End: 3 * sec}}
+	oversold(h, 1, 9)
+	file := filepath.Join(t.TempDir(), "h.jsonl")
+	writeHistory(t, file, h)
+	rec, n, err := readRecords(file)
+	require.NoError(t, err)
+	whole, err := history.ReadFile(file)
+	require.NoError(t, err)
+	for _, ask := range []bool{false, true} {
+		s, err := checks.NewStreamer(rec, benchPolicy(t, ""), checks.Options{Only: []string{"fail-mode"}})
+		require.NoError(t, err)
+		s.SetEvents(n)
+		for i := range whole.Events {
+			s.Add(&whole.Events[i], uint64(i))
+		}
+		if ask {
+			require.True(t, s.Again())
+		}
+		r := s.Results()[0]
+		require.Equal(t, checks.Unknown, r.Verdict)
+		require.Contains(t, r.Summary, "second pass")
+	}
 }
