@@ -40,7 +40,7 @@ type regionsStream struct {
 type regionsAcc struct {
 	admitted    int
 	first, last int64
-	first1 firstIDs
+	first1      firstIDs
 }
 
 // firstIDs keeps, of requests handed in send order, those that may be
