@@ -55,5 +55,5 @@ default_tier: free
 	}
 	// Output:
 	// streaming (every check judged streams: oversell): fail
-	// in-memory (under-admission does not stream (streaming: oversell, token-bounds, retry-after, headers, downstream)): fail
+	// in-memory (under-admission does not stream (streaming: oversell, token-bounds, retry-after, headers, fail-mode, downstream, bypass, calibration, regions, delay)): fail
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,11 +194,11 @@ func TestChoosePath(t *testing.T) {
 		want rlverify.Path
 		why  string
 	}{
-		{"streamable checks", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable}, rlverify.Streaming, "every check judged streams: oversell, token-bounds, retry-after, headers, downstream"},
+		{"streamable checks", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable}, rlverify.Streaming, "every check judged streams: " + strings.Join(checks.Streamable(), ", ")},
 		{"one streamable check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"headers"}}}, rlverify.Streaming, "every check judged streams: headers"},
 		{"the rest turned off by the policy", rlverify.CheckOptions{Histories: []string{file}, Policy: off}, rlverify.Streaming, "every check judged streams: oversell, token-bounds, retry-after, headers"},
 		{"the rest turned off by the options", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "under-admission"}, Off: []string{"under-admission"}}}, rlverify.Streaming, "every check judged streams: oversell"},
-		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.InMemory, "under-admission, isolation, instances, fail-mode, bypass, calibration, regions, delay do not stream"},
+		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.InMemory, notStreaming() + " do not stream"},
 		{"one that does not stream", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "under-admission"}}}, rlverify.InMemory, "under-admission does not stream"},
 		{"stdin", rlverify.CheckOptions{Histories: []string{rlverify.Stdin}, Policy: pol, Checks: streamable}, rlverify.InMemory, "standard input cannot be read twice"},
 		{"shards", rlverify.CheckOptions{Histories: []string{file, file}, Policy: pol, Checks: streamable}, rlverify.InMemory, "2 shards are merged in memory"},
@@ -274,4 +275,15 @@ func TestCheckStreamsWithoutASpill(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, whole.Results, streamed.Results)
 	require.Equal(t, whole.Document, streamed.Document)
+}
+
+// notStreaming lists the checks that do not stream, in the order of All.
+func notStreaming() string {
+	var not []string
+	for _, n := range checks.Names() {
+		if !slices.Contains(checks.Streamable(), n) {
+			not = append(not, n)
+		}
+	}
+	return strings.Join(not, ", ")
 }

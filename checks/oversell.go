@@ -353,13 +353,7 @@ func checkBypass(ix *index) Result {
 				}
 				if len(adm) > 0 {
 					idl, total := ix.idList(adm)
-					why := "the key given more than once (identity.repeated: rejected)"
-					if v == "long" {
-						why = fmt.Sprintf("keys longer than identity.max_length %d (too_long: reject)", ix.p.Identity.MaxLength)
-					}
-					col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: adm[0].lo, To: adm[len(adm)-1].hi, Bound: 0, Observed: float64(len(adm)),
-						RequestIDs: idl, TotalIDs: total,
-						Message: fmt.Sprintf("key %s, variant %s: %d of %d requests were admitted although the policy declares %s refused", g.key, v, len(adm), len(vr), why)})
+					col.add(ix.refusedVariantEvidence(g.key, g.tier, v, len(adm), len(vr), adm[0].lo, adm[len(adm)-1].hi, idl, total))
 				}
 				continue
 			}
@@ -395,16 +389,41 @@ func checkBypass(ix *index) Result {
 					continue
 				}
 				ct := &st.certs[0]
-				control := "no control requests of the plain key were sent with it"
-				if cN > 0 {
-					control = fmt.Sprintf("the %d control requests of the plain key sent in the same bursts got %d", cN, cAdm)
-				}
-				msg := fmt.Sprintf("key %s, variant %s: %d of %d variant requests were admitted while %s; the plain key alone stays within its envelope, with the variant %s%s",
-					g.key, v, vAdm, len(vr), control, certMessage(ct), variantCause(&ix.p.Identity, v))
-				col.add(ix.evidence(g.key, ct, msg))
+				col.add(ix.evidence(g.key, ct, ix.bypassMessage(g.key, v, vAdm, len(vr), cN, cAdm, certMessage(ct))))
 			}
 		}
 	}
+	return ix.bypassResult(col, figs, keys, variantsAdmitted, unknown, unattributed)
+}
+
+// refusedVariantEvidence is the evidence of variant v of key, which the
+// declared identity refuses: adm of its n requests were admitted, the
+// first decided from lo, the last by hi.
+func (ix *index) refusedVariantEvidence(key string, t *policy.Tier, v string, adm, n int, lo, hi int64, idl []uint64, total int) Evidence {
+	why := "the key given more than once (identity.repeated: rejected)"
+	if v == "long" {
+		why = fmt.Sprintf("keys longer than identity.max_length %d (too_long: reject)", ix.p.Identity.MaxLength)
+	}
+	return Evidence{Key: key, Limit: limitNames(t), From: lo, To: hi, Bound: 0, Observed: float64(adm),
+		RequestIDs: idl, TotalIDs: total,
+		Message: fmt.Sprintf("key %s, variant %s: %d of %d requests were admitted although the policy declares %s refused", key, v, adm, n, why)}
+}
+
+// bypassMessage is the message of variant v of key bought quota: vAdm of
+// its n requests admitted, cAdm of the cN control requests; certMsg the
+// union's certificate's.
+func (ix *index) bypassMessage(key, v string, vAdm, n, cN, cAdm int, certMsg string) string {
+	control := "no control requests of the plain key were sent with it"
+	if cN > 0 {
+		control = fmt.Sprintf("the %d control requests of the plain key sent in the same bursts got %d", cN, cAdm)
+	}
+	return fmt.Sprintf("key %s, variant %s: %d of %d variant requests were admitted while %s; the plain key alone stays within its envelope, with the variant %s%s",
+		key, v, vAdm, n, control, certMsg, variantCause(&ix.p.Identity, v))
+}
+
+// bypassResult is bypass's verdict from what checkBypass (or
+// bypassStream) gathered.
+func (ix *index) bypassResult(col *collector, figs map[string]float64, keys, variantsAdmitted, unknown, unattributed int) Result {
 	figs["keys"] = float64(keys)
 	figs["variants_admitted"] = float64(variantsAdmitted)
 	if unattributed > 0 {

@@ -30,7 +30,7 @@ import (
 
 // Streamable lists the checks a Streamer judges, in the order of All.
 func Streamable() []string {
-	return []string{"oversell", "token-bounds", "retry-after", "headers", "fail-mode", "downstream", CalibrationCheck, "regions", DelayCheck}
+	return []string{"oversell", "token-bounds", "retry-after", "headers", "fail-mode", "downstream", "bypass", CalibrationCheck, "regions", DelayCheck}
 }
 
 // Streamer judges a history event by event. Not safe for concurrent use.
@@ -43,6 +43,7 @@ type Streamer struct {
 	down     *downStream
 	cal      *calibrationStream
 	fail     *failStream
+	bypass   *bypassStream
 	regions  *regionsStream
 	names    []string
 	// n counts the events of Add, n2 those of AddAgain.
@@ -87,8 +88,12 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 		ix.startNs = rec.Run.Start.UnixNano()
 	}
 	s := &Streamer{ix: ix, names: names, keys: map[string]*streamKey{}}
-	if slices.Contains(names, "oversell") {
+	if slices.Contains(names, "oversell") || slices.Contains(names, "bypass") {
+		// Bypass reads oversell's judgement of the plain keys.
 		s.oversell = newOversellStream(ix)
+	}
+	if slices.Contains(names, "bypass") {
+		s.bypass = newBypassStream(ix, s.oversell)
 	}
 	if slices.Contains(names, "token-bounds") {
 		s.bounds = newBoundsStream(ix)
@@ -176,6 +181,9 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 	if s.fail != nil {
 		s.fail.add(e, seq, r, k.tier)
 	}
+	if s.bypass != nil {
+		s.bypass.add(e, seq, r, k) // after oversell's: a union is born from the plain key's state
+	}
 	if s.regions != nil {
 		s.regions.add(e, seq, r, k)
 	}
@@ -204,6 +212,9 @@ func (s *Streamer) Again() bool {
 	if s.fail != nil && !s.fail.asked && s.fail.needAgain() {
 		again = true
 	}
+	if s.bypass != nil && !s.bypass.asked && s.bypass.needAgain() {
+		again = true
+	}
 	return again
 }
 
@@ -215,7 +226,8 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	retry := s.retry != nil && s.retry.again
 	regions := s.regions != nil && s.regions.again
 	fail := s.fail != nil && s.fail.asked
-	if !over && !retry && !regions && !fail {
+	bypass := s.bypass != nil && s.bypass.us.again
+	if !over && !retry && !regions && !fail && !bypass {
 		return
 	}
 	k := s.keys[e.Key]
@@ -234,6 +246,9 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	}
 	if fail {
 		s.fail.addAgain(e, seq, r, k.tier)
+	}
+	if bypass {
+		s.bypass.addAgain(e, seq, r)
 	}
 }
 
@@ -267,6 +282,8 @@ func (s *Streamer) Results() []Result {
 			r = s.headers.result()
 		case "downstream":
 			r = s.down.result(s.keys)
+		case "bypass":
+			r = s.bypass.result(s.keys, s.n, s.n2)
 		case "fail-mode":
 			r = s.fail.result(s.n, s.n2)
 		case CalibrationCheck:

@@ -495,3 +495,138 @@ func TestStreamerFailModeWithoutItsSecondPass(t *testing.T) {
 		require.Contains(t, r.Summary, "second pass")
 	}
 }
+
+// TestStreamerMatchesRunBypass is the differential test of the streamed
+// bypass: keys probed with identity variants that a correct limiter
+// counts with the plain key (a pass), variants admitted beyond the
+// envelope while the plain key fits (a fail), with the plain key oversold
+// as well (explained by oversell), variants the identity declares refused
+// and admitted, several variants of a key, variants appearing late
+// (after pauses: the union born from a closed segment), weighted
+// requests, faults and errors, several instances, a sliding window; and a
+// run without variants (a skip).
+func TestStreamerMatchesRunBypass(t *testing.T) {
+	sec := int64(time.Second)
+	pol := benchPolicy(t, "identity:\n  repeated: rejected\n  max_length: 40\n  too_long: reject\n")
+	sliding, err := policy.Parse("bench-sliding", []byte(strings.Replace(bench.PolicyYAML,
+		"      - algorithm: token-bucket\n        capacity: 10\n        rate: 5/s\n", "      - {algorithm: sliding-log, limit: 20, window: 2s}\n", 1)))
+	require.NoError(t, err)
+	// probe makes every every-th request of the keys with index below
+	// keys (among 0 … 9 by name's last digit) a variant of name.
+	probe := func(h *history.History, every, keys int, name string) {
+		j := 0
+		for i := range h.Events {
+			e := &h.Events[i]
+			if int(e.Key[len(e.Key)-1]-'0') >= keys || e.Variant != "" {
+				continue
+			}
+			if j++; j%every == 0 {
+				e.Variant = name
+			}
+		}
+	}
+	// extra adds, after every every-th request of the probed keys, an
+	// admitted request of variant name sent with it: quota bought.
+	next := uint64(10_000_000)
+	extra := func(h *history.History, every, keys int, name string) {
+		var add []history.Event
+		for i := range h.Events {
+			e := h.Events[i]
+			if int(e.Key[len(e.Key)-1]-'0') >= keys || e.Variant != "" || i%every != 0 {
+				continue
+			}
+			next++
+			e.ID = next
+			e.Variant, e.Status, e.RetryAfter = name, 200, ""
+			e.Sent++
+			e.Recv++
+			add = append(add, e)
+		}
+		h.Events = append(h.Events, add...)
+	}
+	// burst adds n admitted requests of variant name for each of the keys
+	// free-0 … free-(keys−1), sent at once at at: quota bought.
+	burst := func(h *history.History, at int64, keys, n int, name string) {
+		for k := range keys {
+			for j := range n {
+				next++
+				e := history.Event{ID: next, Key: fmt.Sprintf("free-%d", k), Tier: "free", Variant: name, Phase: "bypass", Intended: at, Sent: at + int64(j)*1000, Status: 200}
+				e.Recv = e.Sent + 2_000_000
+				e.XLimit, e.XRemaining, e.XReset = "10", "0", "1"
+				h.Events = append(h.Events, e)
+			}
+		}
+	}
+	paused := func(h *history.History, every int, gap int64) {
+		for i := range h.Events {
+			e := &h.Events[i]
+			d := int64(i/every) * gap
+			e.Intended, e.Sent, e.Recv = e.Intended+d, e.Sent+d, e.Recv+d
+		}
+		h.End.Elapsed += int64(len(h.Events)/every) * gap
+	}
+	gen := func(n, keys int, mut func(h *history.History)) func() *history.History {
+		return func() *history.History {
+			h := bench.Generate(n, keys)
+			mut(h)
+			slices.SortStableFunc(h.Events, func(a, b history.Event) int { return cmp.Compare(a.Recv, b.Recv) })
+			return h
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		h       func() *history.History
+		pol     *policy.Policy
+		verdict checks.Verdict
+	}{
+		{"no variants", gen(3000, 10, func(h *history.History) {}), pol, checks.Skip},
+		{"counted with the plain key", gen(4000, 10, func(h *history.History) {
+			probe(h, 3, 5, "xff:10.0.0.1")
+			probe(h, 4, 3, "case")
+		}), pol, checks.Pass},
+		{"bought quota, several variants", gen(6000, 10, func(h *history.History) {
+			probe(h, 5, 6, "xff:10.0.0.2")
+			extra(h, 3, 4, "case")
+			burst(h, 5*sec, 3, 15, "space")
+			burst(h, 9*sec, 2, 12, "xff:10.0.0.3")
+		}), pol, checks.Fail},
+		{"plain key oversold too", gen(4000, 10, func(h *history.History) {
+			oversold(h, 1, 5)
+			extra(h, 3, 4, "case")
+		}), pol, checks.Pass},
+		{"refused variants admitted", gen(4000, 10, func(h *history.History) {
+			extra(h, 9, 5, "repeat")
+			extra(h, 11, 3, "long")
+			probe(h, 13, 4, "repeat")
+		}), pol, checks.Fail},
+		{"late variants after pauses, weighted, faults", gen(8000, 10, func(h *history.History) {
+			paused(h, 1000, 5*sec)
+			for i := range h.Events {
+				if e := &h.Events[i]; i%41 == 7 {
+					e.Status, e.Err = 0, "timeout"
+				}
+			}
+			h.Faults = []history.Fault{{Kind: "store-down", Start: 3 * sec, End: 4 * sec}}
+			for i := range h.Events {
+				if e := &h.Events[i]; e.Sent > 20*sec && e.Variant == "" && e.Key[len(e.Key)-1] < '4' && i%3 == 0 {
+					e.Variant = "path:/V1/"
+				}
+			}
+			burst(h, 26*sec, 3, 20, "case")
+		}), pol, checks.Fail},
+		{"instances, sliding window", gen(5000, 10, func(h *history.History) {
+			for i := range h.Events {
+				h.Events[i].Instance = i % 2
+			}
+			burst(h, 4*sec, 5, 25, "case")
+		}), sliding, checks.Fail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := requireStreamMatchesRun(t, tc.h(), tc.pol, "bypass")
+			require.Equal(t, tc.verdict, r.Verdict, r.Summary)
+			if tc.name == "plain key oversold too" {
+				require.Positive(t, r.Figures["excess_explained_by_the_plain_key"])
+			}
+		})
+	}
+}

@@ -22,6 +22,6 @@ func ExampleStreamChecks() {
 	}
 	// Output:
 	// [oversell headers] true ""
-	// [] false "under-admission does not stream (streaming: oversell, token-bounds, retry-after, headers, downstream)"
+	// [] false "under-admission does not stream (streaming: oversell, token-bounds, retry-after, headers, fail-mode, downstream, bypass, calibration, regions, delay)"
 	// [oversell] true ""
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/internal/bench"
 )
 
@@ -46,7 +48,7 @@ func TestCheckStreamingPathMatchesInMemory(t *testing.T) {
 		}
 	}
 	_, stderr, _ := rl(t, "check", "--policy", pol, "--checks", "oversell,under-admission", "--history", file, "--fail-on", "none")
-	require.Contains(t, stderr, "rlverify: judged on the in-memory path: under-admission does not stream (streaming: oversell, token-bounds, retry-after, headers, downstream)\n")
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: under-admission does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
 	// Without --checks every check is judged: in memory, and nothing said.
 	_, stderr, _ = rl(t, "check", "--policy", pol, "--history", file, "--fail-on", "none")
 	require.NotContains(t, stderr, "judged on the")
@@ -84,7 +86,7 @@ func TestAttackStreamingPath(t *testing.T) {
 
 	_, stderr, code = rl(t, append([]string{"attack", "--plan", "soak", "--max-duration", "1s", "--checks", "oversell,under-admission", "--out", t.TempDir()}, args...)...)
 	require.Equal(t, ExitPass, code, stderr)
-	require.Contains(t, stderr, "rlverify: judged on the in-memory path: under-admission does not stream (streaming: oversell, token-bounds, retry-after, headers, downstream)\n")
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: under-admission does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
 	_, stderr, code = rl(t, append([]string{"attack", "--plan", "concurrent-burst", "--out", t.TempDir()}, args...)...)
 	require.Equal(t, ExitPass, code, stderr)
 	require.NotContains(t, stderr, "judged on the")
