@@ -174,6 +174,8 @@ func (bs *bypassStream) unionOf(key, name string, plain *oversellKey, t *policy.
 	} else {
 		u = plain.clone()
 		u.key = id
+		// The plain key's segments flagged so far are the union's too.
+		bs.us.flagged += len(u.flagged)
 		if u.isOpen = u.segN > 0; u.isOpen {
 			bs.us.open = append(bs.us.open, u)
 		}
@@ -268,10 +270,11 @@ func (bs *bypassStream) result(all map[string]*streamKey, n, n2 uint64) Result {
 	slices.SortFunc(keys, func(a, b *bypassKey) int { return cmp.Compare(a.key, b.key) })
 	unattributed := 0
 	for _, bk := range keys {
-		plainOver := false
+		var plainCerts []int // per limit
 		if sk := all[bk.key]; sk != nil && sk.oversell != nil {
-			plainOver = sk.oversell.certs > 0
+			plainCerts = sk.oversell.certs
 		}
+		plainOver := slices.ContainsFunc(plainCerts, func(n int) bool { return n > 0 })
 		vs := slices.Clone(bk.variants)
 		slices.SortFunc(vs, func(a, b *bypassVariant) int { return cmp.Compare(a.name, b.name) })
 		for _, v := range vs {
@@ -284,6 +287,14 @@ func (bs *bypassStream) result(all map[string]*streamKey, n, n2 uint64) Result {
 			}
 			for li := range bk.tier.Limits {
 				c := v.first[li]
+				if v.union == nil {
+					// No admission of the variant: the union is the plain
+					// key, whose certificates oversell found.
+					if plainCerts != nil && plainCerts[li] > 0 {
+						unattributed++
+					}
+					continue
+				}
 				if c == nil {
 					continue
 				}

@@ -95,8 +95,8 @@ type oversellKey struct {
 	seg []segRec
 	// worst is each limit's worst rolling window (fixed windows).
 	worst []int
-	// certs counts the certificates found (pass 2).
-	certs int
+	// certs counts the certificates found per limit (pass 2; nil: none).
+	certs []int
 }
 
 type loRange struct{ from, to int64 }
@@ -629,7 +629,10 @@ func (o *oversellStream) judge(k *oversellKey) {
 			ct := &st.certs[ci]
 			o.maxOver = math.Max(o.maxOver, float64(ct.count)/ct.bound)
 			o.certs++
-			k.certs++
+			if k.certs == nil {
+				k.certs = make([]int, len(k.tier.Limits))
+			}
+			k.certs[li]++
 			idl, total := idListBy(ct.recs, idOf)
 			var ev Evidence
 			if o.evidence != nil {

@@ -594,6 +594,15 @@ func TestStreamerMatchesRunBypass(t *testing.T) {
 			oversold(h, 1, 5)
 			extra(h, 3, 4, "case")
 		}), pol, checks.Pass},
+		{"variants never admitted, the plain key oversold", gen(4000, 10, func(h *history.History) {
+			oversold(h, 1, 6)
+			probe(h, 7, 4, "case")
+			for i := range h.Events {
+				if e := &h.Events[i]; e.Variant != "" {
+					e.Status, e.RetryAfter = 429, "1"
+				}
+			}
+		}), pol, checks.Pass},
 		{"refused variants admitted", gen(4000, 10, func(h *history.History) {
 			extra(h, 9, 5, "repeat")
 			extra(h, 11, 3, "long")
@@ -624,7 +633,7 @@ func TestStreamerMatchesRunBypass(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := requireStreamMatchesRun(t, tc.h(), tc.pol, "bypass")
 			require.Equal(t, tc.verdict, r.Verdict, r.Summary)
-			if tc.name == "plain key oversold too" {
+			if strings.Contains(tc.name, "plain key oversold") {
 				require.Positive(t, r.Figures["excess_explained_by_the_plain_key"])
 			}
 		})
