@@ -28,7 +28,8 @@ import (
 // keeps each with the position the in-memory pass adds it at, and only
 // the MaxEvidence first by that position (orderedCollector).
 
-// Streamable lists the checks a Streamer judges, in the order of All.
+// Streamable lists the checks a Streamer judges, in the order of All
+// (delay only under a policy that declares no delay: StreamableUnder).
 func Streamable() []string {
 	return []string{"oversell", "token-bounds", "retry-after", "headers", "fail-mode", "downstream", "bypass", CalibrationCheck, "regions", DelayCheck}
 }
