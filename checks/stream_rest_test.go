@@ -39,6 +39,12 @@ func requireStreamMatchesRun(t *testing.T, h *history.History, pol *policy.Polic
 			got = resultNamed(rs, check)
 		}
 	}
+	// With every check and all the evidence, the oversell streams (fail-mode's
+	// recoveries and bypass's unions among them) sweeping after every event.
+	restore := checks.SweepEvery(0)
+	defer restore()
+	o := checks.Options{Only: checks.StreamableUnder(pol), MaxEvidence: 1 << 20}
+	require.Equal(t, checks.Run(whole, pol, o), streamResults(t, file, pol, o), "sweeping after every event")
 	return got
 }
 
