@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,32 +20,51 @@ import (
 )
 
 // requireStreamMatchesRun writes h to a file, judges it in memory (Run)
-// and through a Streamer with check alone and with every check that
-// streams under pol, with the default 5 examples and with every piece of
-// evidence, and requires the same results. It returns the check's result.
-func requireStreamMatchesRun(t *testing.T, h *history.History, pol *policy.Policy, check string) checks.Result {
+// and through a Streamer with check alone (with the default 5 examples
+// and with every piece of evidence) and, when every is set, with every
+// check that streams under pol (all the evidence) and alone with the
+// oversell streams sweeping after every event, and requires the same
+// results. It
+// returns the check's result. Every check on every case costs minutes
+// under -race: CI runs them together on a few cases of each test;
+// RLVERIFY_STREAM_EVERY=1 runs them on all.
+func requireStreamMatchesRun(t *testing.T, h *history.History, pol *policy.Policy, check string, every bool) checks.Result {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "h.jsonl")
 	writeHistory(t, file, h)
 	whole, err := history.ReadFile(file)
 	require.NoError(t, err)
 	var got checks.Result
-	for _, only := range [][]string{{check}, checks.StreamableUnder(pol)} {
-		require.Contains(t, only, check)
-		for _, maxEv := range []int{0, 1 << 20} {
-			o := checks.Options{Only: only, MaxEvidence: maxEv}
-			want := checks.Run(whole, pol, o)
-			rs := streamResults(t, file, pol, o)
-			require.Equal(t, want, rs, "%s alone: %v, max evidence %d", check, len(only) == 1, maxEv)
-			got = resultNamed(rs, check)
+	type config struct {
+		only  []string
+		maxEv int
+		sweep bool
+	}
+	configs := []config{
+		{[]string{check}, 0, false},
+		{[]string{check}, 1 << 20, false},
+	}
+	if every || os.Getenv("RLVERIFY_STREAM_EVERY") != "" {
+		configs = append(configs, config{checks.StreamableUnder(pol), 1 << 20, false})
+		if check == "fail-mode" || check == "bypass" {
+			// The oversell streams (fail-mode's recoveries, bypass's
+			// unions and its plain keys') sweeping after every event.
+			configs = append(configs, config{[]string{check}, 1 << 20, true})
 		}
 	}
-	// With every check and all the evidence, the oversell streams (fail-mode's
-	// recoveries and bypass's unions among them) sweeping after every event.
-	restore := checks.SweepEvery(0)
-	defer restore()
-	o := checks.Options{Only: checks.StreamableUnder(pol), MaxEvidence: 1 << 20}
-	require.Equal(t, checks.Run(whole, pol, o), streamResults(t, file, pol, o), "sweeping after every event")
+	for _, c := range configs {
+		require.Contains(t, c.only, check)
+		o := checks.Options{Only: c.only, MaxEvidence: c.maxEv}
+		want := checks.Run(whole, pol, o)
+		restore := checks.SweepEvery(0)
+		if !c.sweep {
+			restore()
+		}
+		rs := streamResults(t, file, pol, o)
+		restore()
+		require.Equal(t, want, rs, "%s alone: %v, max evidence %d, sweeping after every event: %v", check, len(c.only) == 1, c.maxEv, c.sweep)
+		got = resultNamed(rs, check)
+	}
 	return got
 }
 
@@ -109,42 +129,43 @@ func TestStreamerMatchesRunRegions(t *testing.T) {
 		h       func() *history.History
 		pol     *policy.Policy
 		verdict checks.Verdict
+		every   bool // with every check too
 	}{
-		{"region phases, correct", func() *history.History { h := bench.Generate(4000, 20); regional(h, true); return h }, tolPol, checks.Pass},
+		{"region phases, correct", func() *history.History { h := bench.Generate(2000, 20); regional(h, true); return h }, tolPol, checks.Pass, false},
 		{"region phases, oversold", func() *history.History {
-			h := bench.Generate(4000, 20)
+			h := bench.Generate(2000, 20)
 			regional(h, true)
 			oversold(h, 2, 1)
 			return h
-		}, tolPol, checks.Fail},
+		}, tolPol, checks.Fail, false},
 		{"region phases without records, oversold, mixed", func() *history.History {
-			h := bench.Generate(6000, 30)
+			h := bench.Generate(3000, 30)
 			regional(h, false)
 			oversold(h, 2, 2)
 			mixed(h)
 			return h
-		}, plain, checks.Fail},
+		}, plain, checks.Fail, false},
 		{"tolerance, instances, oversold, mixed", func() *history.History {
-			h := bench.Generate(6000, 7)
+			h := bench.Generate(3000, 7)
 			for i := range h.Events {
 				h.Events[i].Instance = i % 3
 			}
 			oversold(h, 3, 3)
 			mixed(h)
 			return h
-		}, tolPol, checks.Fail},
+		}, tolPol, checks.Fail, false},
 		{"one key, many admissions", func() *history.History {
-			h := bench.Generate(3000, 1)
+			h := bench.Generate(1500, 1)
 			regional(h, true)
 			oversold(h, 1, 4)
 			return h
-		}, tolPol, checks.Fail},
-		{"tolerance, one instance", func() *history.History { h := bench.Generate(2000, 5); oversold(h, 2, 5); return h }, tolPol, checks.Skip},
-		{"no region data", func() *history.History { h := bench.Generate(2000, 5); mixed(h); return h }, plain, checks.Skip},
+		}, tolPol, checks.Fail, false},
+		{"tolerance, one instance", func() *history.History { h := bench.Generate(1000, 5); oversold(h, 2, 5); return h }, tolPol, checks.Skip, false},
+		{"no region data", func() *history.History { h := bench.Generate(1000, 5); mixed(h); return h }, plain, checks.Skip, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := tc.h()
-			r := requireStreamMatchesRun(t, h, tc.pol, "regions")
+			r := requireStreamMatchesRun(t, h, tc.pol, "regions", tc.every)
 			require.Equal(t, tc.verdict, r.Verdict, r.Summary)
 			// The counts are gathered in the first pass when the records
 			// or the policy say regions may apply, else in a second pass
@@ -203,8 +224,8 @@ func calibrateInto(h *history.History, name, key string, t0 int64, wrong string)
 }
 
 // TestStreamerMatchesRunCalibration is the differential test of the
-// streamed calibration: calibrate phases among other traffic (more than
-// 10,000 events: the default tolerance samples), measuring the declared
+// streamed calibration: calibrate phases among other traffic (once more
+// than 10,000 events: the default tolerance samples every other), measuring the declared
 // policy and each kind of mismatch, several phases, an error in a burst,
 // a declared tolerance; and no calibrate phase (a skip).
 func TestStreamerMatchesRunCalibration(t *testing.T) {
@@ -228,19 +249,20 @@ func TestStreamerMatchesRunCalibration(t *testing.T) {
 		h       func() *history.History
 		pol     *policy.Policy
 		verdict checks.Verdict
+		every   bool // with every check too
 	}{
-		{"as declared", with(12_000, ""), plain, checks.Pass},
-		{"as declared, tolerance declared", with(3000, ""), declared, checks.Pass},
-		{"capacity", with(12_000, "capacity"), plain, checks.Fail},
-		{"refill", with(12_000, "refill"), plain, checks.Fail},
-		{"advice", with(5000, "advice"), plain, checks.Fail},
-		{"remaining", with(5000, "remaining"), plain, checks.Fail},
-		{"an error in the burst", with(5000, "error"), plain, checks.Unknown},
-		{"several phases", with(21_000, "", "refill", "remaining", "capacity"), plain, checks.Fail},
-		{"no calibrate phase", with(3000), plain, checks.Skip},
+		{"as declared", with(12_000, ""), plain, checks.Pass, false},
+		{"as declared, tolerance declared", with(3000, ""), declared, checks.Pass, true},
+		{"capacity", with(3000, "capacity"), plain, checks.Fail, false},
+		{"refill", with(3000, "refill"), plain, checks.Fail, false},
+		{"advice", with(3000, "advice"), plain, checks.Fail, false},
+		{"remaining", with(3000, "remaining"), plain, checks.Fail, false},
+		{"an error in the burst", with(3000, "error"), plain, checks.Unknown, false},
+		{"several phases", with(4000, "", "refill", "remaining", "capacity"), plain, checks.Fail, true},
+		{"no calibrate phase", with(3000), plain, checks.Skip, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := requireStreamMatchesRun(t, tc.h(), tc.pol, checks.CalibrationCheck)
+			r := requireStreamMatchesRun(t, tc.h(), tc.pol, checks.CalibrationCheck, tc.every)
 			require.Equal(t, tc.verdict, r.Verdict, r.Summary)
 		})
 	}
@@ -283,7 +305,7 @@ func TestStreamerCalibrationNeedsTheEventCount(t *testing.T) {
 func TestStreamerDelay(t *testing.T) {
 	h := bench.Generate(2000, 5)
 	mixed(h)
-	r := requireStreamMatchesRun(t, h, benchPolicy(t, ""), checks.DelayCheck)
+	r := requireStreamMatchesRun(t, h, benchPolicy(t, ""), checks.DelayCheck, true)
 	require.Equal(t, checks.Skip, r.Verdict)
 
 	delaying := benchPolicy(t, "delay:\n  max_wait: 500ms\n")
@@ -366,12 +388,13 @@ func TestStreamerMatchesRunFailMode(t *testing.T) {
 		h       func() *history.History
 		pol     *policy.Policy
 		verdict checks.Verdict
+		every   bool // with every check too
 	}{
-		{"no faults", gen(3000, 10, func(h *history.History) {}), open, checks.Skip},
-		{"no faults, the target's fallback", gen(3000, 10, func(h *history.History) {
+		{"no faults", gen(1500, 5, func(h *history.History) {}), open, checks.Skip, false},
+		{"no faults, the target's fallback", gen(1500, 5, func(h *history.History) {
 			during(h, 0, 1<<62, 97, func(_ int, e *history.Event) { e.Fallback = "open" })
-		}), open, checks.Pass},
-		{"open, several windows, mixed", gen(8000, 30, func(h *history.History) {
+		}), open, checks.Pass, false},
+		{"open, several windows, mixed", gen(4000, 15, func(h *history.History) {
 			mixed(h)
 			h.Faults = append([]history.Fault{{Kind: "store-down", Start: 5 * sec, End: 6 * sec}, {Kind: "store-slow", Param: "200ms", Start: 16 * sec, End: 17 * sec},
 				{Kind: "store-slow", Param: "stall", Start: 19 * sec, End: 19*sec + 500*ms}, {Kind: "store-slow", Param: "10ms", Start: 21 * sec, End: 22 * sec}}, h.Faults...)
@@ -382,52 +405,52 @@ func TestStreamerMatchesRunFailMode(t *testing.T) {
 			// Credit after the faults: admissions beyond a full bucket.
 			during(h, 7*sec, 16*sec, 1, admit)
 			during(h, 23*sec, 28*sec, 1, admit)
-		}), open, checks.Fail},
-		{"open, correct, instances", gen(6000, 20, func(h *history.History) {
+		}), open, checks.Fail, true},
+		{"open, correct, instances", gen(3000, 10, func(h *history.History) {
 			for i := range h.Events {
 				h.Events[i].Instance = i % 3
 			}
 			h.Faults = []history.Fault{{Kind: "store-down", Start: 3 * sec, End: 4 * sec}, {Kind: "store-down", Start: 10 * sec, End: 11 * sec, Cleared: 11*sec + 200*ms}}
 			during(h, 3*sec, 4*sec, 1, admit)
 			during(h, 10*sec, 11*sec, 1, admit)
-		}), open, checks.Pass},
-		{"closed, a window that never ended", gen(6000, 20, func(h *history.History) {
+		}), open, checks.Pass, false},
+		{"closed, a window that never ended", gen(3000, 10, func(h *history.History) {
 			mixed(h)
 			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 5 * sec}, {Kind: "store-down", Start: 15 * sec}}
 			during(h, 4*sec, 5*sec, 1, unavailable)
 			during(h, 4*sec, 5*sec, 9, admit)
 			during(h, 15*sec, 1<<62, 1, unavailable)
 			during(h, 15*sec, 1<<62, 13, admit)
-		}), closed, checks.Fail},
-		{"closed, failed closed outside the faults", gen(6000, 20, func(h *history.History) {
+		}), closed, checks.Fail, true},
+		{"closed, failed closed outside the faults", gen(3000, 10, func(h *history.History) {
 			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 5 * sec}}
 			during(h, 4*sec, 5*sec, 1, unavailable)
 			during(h, 8*sec, 12*sec, 17, unavailable)
-		}), closed, checks.Fail},
-		{"local, instances", gen(8000, 10, func(h *history.History) {
+		}), closed, checks.Fail, false},
+		{"local, instances", gen(4000, 5, func(h *history.History) {
 			for i := range h.Events {
 				h.Events[i].Instance = i % 2
 			}
 			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 7 * sec}, {Kind: "store-down", Start: 12 * sec, End: 13 * sec}}
 			during(h, 4*sec, 7*sec, 1, admit)
 			during(h, 12*sec, 13*sec, 2, admit)
-		}), local, checks.Fail},
-		{"queue", gen(5000, 10, func(h *history.History) {
+		}), local, checks.Fail, false},
+		{"queue", gen(2500, 5, func(h *history.History) {
 			mixed(h)
 			h.Faults = []history.Fault{{Kind: "store-slow", Param: "stall", Start: 4 * sec, End: 6 * sec}}
 			during(h, 4*sec, 6*sec, 5, unavailable)
 			during(h, 4*sec, 6*sec, 7, slow)
-		}), queue, checks.Fail},
-		{"undeclared", gen(4000, 10, func(h *history.History) {
+		}), queue, checks.Fail, false},
+		{"undeclared", gen(2000, 5, func(h *history.History) {
 			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 6 * sec}}
 			during(h, 4*sec, 6*sec, 1, admit)
-		}), undeclared, checks.Unknown},
-		{"rules-down", gen(6000, 10, func(h *history.History) {
+		}), undeclared, checks.Unknown, false},
+		{"rules-down", gen(3000, 5, func(h *history.History) {
 			h.Faults = []history.Fault{{Kind: "rules-down", Start: 4 * sec, End: 6 * sec}, {Kind: "rules-down", Start: 9 * sec, End: 10 * sec}, {Kind: "store-down", Start: 12 * sec, End: 13 * sec}}
 			during(h, 4*sec, 6*sec, 1, admit)
 			during(h, 9*sec, 10*sec, 1, refuse)
-		}), rules, checks.Fail},
-		{"failed open outside the faults, fallback after them", gen(8000, 20, func(h *history.History) {
+		}), rules, checks.Fail, false},
+		{"failed open outside the faults, fallback after them", gen(4000, 10, func(h *history.History) {
 			mixed(h)
 			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 5 * sec}, {Kind: "store-slow", Param: "stall", Start: 14 * sec}}
 			// The target's fallback after the fault (its aftermath) and
@@ -437,24 +460,24 @@ func TestStreamerMatchesRunFailMode(t *testing.T) {
 			during(h, 9*sec, 10*sec, 7, func(_ int, e *history.Event) { e.Fallback = "open" })
 			during(h, 0, 300*ms, 1, headerless)
 			during(h, 7*sec, 12*sec, 5, headerless)
-		}), open, checks.Fail},
-		{"external, took effect and not", gen(6000, 10, func(h *history.History) {
+		}), open, checks.Fail, true},
+		{"external, took effect and not", gen(3000, 5, func(h *history.History) {
 			h.Run.Env = "external"
 			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 5 * sec}, {Kind: "store-down", Start: 9 * sec, End: 10 * sec}}
 			during(h, 4*sec, 5*sec, 1, admit)
-		}), open, checks.Unknown}, // the second window's: a pass would claim it was seen
-		{"external, none took effect", gen(6000, 10, func(h *history.History) {
+		}), open, checks.Unknown, false}, // the second window's: a pass would claim it was seen
+		{"external, none took effect", gen(3000, 5, func(h *history.History) {
 			h.Run.Env = "external"
 			h.Faults = []history.Fault{{Kind: "store-down", Start: 9 * sec, End: 10 * sec}}
-		}), open, checks.Unknown},
-		{"external, a fault that never ended", gen(6000, 10, func(h *history.History) {
+		}), open, checks.Unknown, false},
+		{"external, a fault that never ended", gen(3000, 5, func(h *history.History) {
 			h.Run.Env = "external"
 			h.Faults = []history.Fault{{Kind: "store-down", Start: 12 * sec}}
 			during(h, 12*sec, 1<<62, 1, admit)
-		}), open, checks.Pass},
+		}), open, checks.Pass, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := requireStreamMatchesRun(t, tc.h(), tc.pol, "fail-mode")
+			r := requireStreamMatchesRun(t, tc.h(), tc.pol, "fail-mode", tc.every)
 			require.Equal(t, tc.verdict, r.Verdict, r.Summary)
 			causes := map[string]int{}
 			for _, e := range r.Evidence {
@@ -551,12 +574,12 @@ func TestStreamerMatchesRunBypass(t *testing.T) {
 		h.Events = append(h.Events, add...)
 	}
 	// burst adds n admitted requests of variant name for each of the keys
-	// free-0 … free-(keys−1), sent at once at at: quota bought.
+	// free-k0 … free-k(keys−1), sent at once at at: quota bought.
 	burst := func(h *history.History, at int64, keys, n int, name string) {
 		for k := range keys {
 			for j := range n {
 				next++
-				e := history.Event{ID: next, Key: fmt.Sprintf("free-%d", k), Tier: "free", Variant: name, Phase: "bypass", Intended: at, Sent: at + int64(j)*1000, Status: 200}
+				e := history.Event{ID: next, Key: fmt.Sprintf("free-k%d", k), Tier: "free", Variant: name, Phase: "bypass", Intended: at, Sent: at + int64(j)*1000, Status: 200}
 				e.Recv = e.Sent + 2_000_000
 				e.XLimit, e.XRemaining, e.XReset = "10", "0", "1"
 				h.Events = append(h.Events, e)
@@ -584,23 +607,24 @@ func TestStreamerMatchesRunBypass(t *testing.T) {
 		h       func() *history.History
 		pol     *policy.Policy
 		verdict checks.Verdict
+		every   bool // with every check too
 	}{
-		{"no variants", gen(3000, 10, func(h *history.History) {}), pol, checks.Skip},
-		{"counted with the plain key", gen(4000, 10, func(h *history.History) {
+		{"no variants", gen(1500, 10, func(h *history.History) {}), pol, checks.Skip, false},
+		{"counted with the plain key", gen(2000, 10, func(h *history.History) {
 			probe(h, 3, 5, "xff:10.0.0.1")
 			probe(h, 4, 3, "case")
-		}), pol, checks.Pass},
-		{"bought quota, several variants", gen(6000, 10, func(h *history.History) {
+		}), pol, checks.Pass, false},
+		{"bought quota, several variants", gen(3000, 10, func(h *history.History) {
 			probe(h, 5, 6, "xff:10.0.0.2")
 			extra(h, 3, 4, "case")
 			burst(h, 5*sec, 3, 15, "space")
 			burst(h, 9*sec, 2, 12, "xff:10.0.0.3")
-		}), pol, checks.Fail},
-		{"plain key oversold too", gen(4000, 10, func(h *history.History) {
+		}), pol, checks.Fail, true},
+		{"plain key oversold too", gen(2000, 10, func(h *history.History) {
 			oversold(h, 1, 5)
 			extra(h, 3, 4, "case")
-		}), pol, checks.Pass},
-		{"variants never admitted, the plain key oversold", gen(4000, 10, func(h *history.History) {
+		}), pol, checks.Pass, false},
+		{"variants never admitted, the plain key oversold", gen(2000, 10, func(h *history.History) {
 			oversold(h, 1, 6)
 			probe(h, 7, 4, "case")
 			for i := range h.Events {
@@ -608,13 +632,13 @@ func TestStreamerMatchesRunBypass(t *testing.T) {
 					e.Status, e.RetryAfter = 429, "1"
 				}
 			}
-		}), pol, checks.Pass},
-		{"refused variants admitted", gen(4000, 10, func(h *history.History) {
+		}), pol, checks.Pass, false},
+		{"refused variants admitted", gen(2000, 10, func(h *history.History) {
 			extra(h, 9, 5, "repeat")
 			extra(h, 11, 3, "long")
 			probe(h, 13, 4, "repeat")
-		}), pol, checks.Fail},
-		{"late variants after pauses, weighted, faults", gen(8000, 10, func(h *history.History) {
+		}), pol, checks.Fail, false},
+		{"late variants after pauses, weighted, faults", gen(4000, 10, func(h *history.History) {
 			paused(h, 1000, 5*sec)
 			for i := range h.Events {
 				if e := &h.Events[i]; i%41 == 7 {
@@ -628,16 +652,16 @@ func TestStreamerMatchesRunBypass(t *testing.T) {
 				}
 			}
 			burst(h, 26*sec, 3, 20, "case")
-		}), pol, checks.Fail},
-		{"instances, sliding window", gen(5000, 10, func(h *history.History) {
+		}), pol, checks.Fail, true},
+		{"instances, sliding window", gen(2500, 10, func(h *history.History) {
 			for i := range h.Events {
 				h.Events[i].Instance = i % 2
 			}
 			burst(h, 4*sec, 5, 25, "case")
-		}), sliding, checks.Fail},
+		}), sliding, checks.Fail, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := requireStreamMatchesRun(t, tc.h(), tc.pol, "bypass")
+			r := requireStreamMatchesRun(t, tc.h(), tc.pol, "bypass", tc.every)
 			require.Equal(t, tc.verdict, r.Verdict, r.Summary)
 			if strings.Contains(tc.name, "plain key oversold") {
 				require.Positive(t, r.Figures["excess_explained_by_the_plain_key"])
