@@ -195,7 +195,11 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 // Results: oversell judges a second time the segments of its keys that
 // its first pass could not clear (see oversellStream), and retry-after
 // judges its refusals there, once the first pass has gathered what they
-// are judged by (see retryStream).
+// are judged by (see retryStream); fail-mode the flagged segments of the
+// recoveries after its faults and the spans of the failures outside them
+// (failStream), bypass its unions' flagged segments and the control
+// requests (bypassStream), regions its counts when a region phase came
+// without its record (regionsStream).
 func (s *Streamer) Again() bool {
 	again := false
 	if s.oversell != nil && !s.oversell.again {
