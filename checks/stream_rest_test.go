@@ -669,3 +669,46 @@ func TestStreamerMatchesRunBypass(t *testing.T) {
 		})
 	}
 }
+
+// TestJudgeStreamedGivesJudgesDiagnosis: the streamed results of every
+// check that streams, on a history where fail-mode and oversell both fail
+// (credit after a fault; regions declared over several instances;
+// variants), give Judge's gate, verdicts and diagnosis through
+// JudgeStreamed.
+func TestJudgeStreamedGivesJudgesDiagnosis(t *testing.T) {
+	sec := int64(time.Second)
+	pol := benchPolicy(t, "tolerance:\n  regions: 0.05\n")
+	h := bench.Generate(3000, 5)
+	for i := range h.Events {
+		e := &h.Events[i]
+		e.Instance = i % 2
+		if e.Sent > 5*sec && e.Sent < 8*sec {
+			e.Status, e.RetryAfter = 200, "" // credit after the fault, beyond every envelope
+		}
+	}
+	h.Faults = []history.Fault{{Kind: "store-down", Start: 3 * sec, End: 4 * sec}}
+	for k := range 2 {
+		for j := range 15 {
+			e := history.Event{ID: uint64(100_000 + 100*k + j), Key: fmt.Sprintf("free-k%d", k), Tier: "free", Variant: "case", Phase: "bypass", Intended: 20 * sec, Sent: 20*sec + int64(j)*1000, Status: 200}
+			e.Recv = e.Sent + 2_000_000
+			e.XLimit, e.XRemaining, e.XReset = "10", "0", "1"
+			h.Events = append(h.Events, e)
+		}
+	}
+	slices.SortStableFunc(h.Events, func(a, b history.Event) int { return cmp.Compare(a.Recv, b.Recv) })
+	file := filepath.Join(t.TempDir(), "h.jsonl")
+	writeHistory(t, file, h)
+	whole, err := history.ReadFile(file)
+	require.NoError(t, err)
+	o := checks.Options{Only: checks.StreamableUnder(pol)}
+	names, ok, why := checks.StreamChecks(pol, o)
+	require.True(t, ok, why)
+	want := checks.Judge(whole, pol, o)
+	st := whole.StatsBy(func(e *history.Event) history.Outcome { return checks.Outcome(pol, e) })
+	errs, by := checks.Errors(whole, pol)
+	got := checks.JudgeStreamed(streamResults(t, file, pol, checks.Options{Only: names}), st, errs, by, pol, o)
+	require.Equal(t, want, got)
+	for _, name := range []string{"oversell", "fail-mode"} {
+		require.Equal(t, checks.Fail, resultNamed(got, name).Verdict, "%s: %s", name, resultNamed(got, name).Summary)
+	}
+}
