@@ -14,14 +14,14 @@ func ExampleStreamChecks() {
 	p := policy.Default()
 	for _, o := range []checks.Options{
 		{Only: []string{"oversell", "headers"}},
-		{Only: []string{"oversell", "under-admission"}},
-		{Only: []string{"oversell", "under-admission"}, Off: []string{"under-admission"}},
+		{Only: []string{"oversell", "fail-mode"}},
+		{Only: []string{"oversell", "fail-mode"}, Off: []string{"fail-mode"}},
 	} {
 		names, ok, why := checks.StreamChecks(p, o)
 		fmt.Printf("%v %v %q\n", names, ok, why)
 	}
 	// Output:
 	// [oversell headers] true ""
-	// [] false "under-admission does not stream (streaming: oversell, token-bounds, retry-after, headers, downstream)"
+	// [] false "fail-mode does not stream (streaming: oversell, under-admission, token-bounds, retry-after, headers, downstream)"
 	// [oversell] true ""
 }
