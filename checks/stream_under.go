@@ -318,6 +318,23 @@ func (u *underCands) size() int {
 	return n
 }
 
+// finalize marks the candidates with hi before t, the stream's position,
+// final: every later one has its lo at or after t.
+func (u *underCands) finalize(t int64) {
+	u.c.finalize(t)
+	u.all.finalize(t)
+	for _, m := range []map[int16]*cands{u.perInst, u.allInst} {
+		for _, c := range m {
+			c.finalize(t)
+		}
+	}
+}
+
+func (c *cands) finalize(t int64) {
+	c.stream = true
+	c.final = c.hiBelow(t) - c.hiBase
+}
+
 // sortTail puts the candidates add appended in their place by hi.
 func (u *underCands) sortTail() {
 	u.c.sortTail()
@@ -335,6 +352,7 @@ func (c *cands) sortTail() {
 	if c.sorted == len(c.hi) {
 		return
 	}
+	least := len(c.hi)
 	for i := max(c.sorted, 1); i < len(c.hi); i++ {
 		x := c.hi[i]
 		j := i
@@ -343,9 +361,13 @@ func (c *cands) sortTail() {
 			j--
 		}
 		c.hi[j] = x
+		least = min(least, j)
 	}
 	c.sorted = len(c.hi)
-	c.nwalks = 0
+	if !c.stream || least < c.final {
+		// A walk covers final candidates only; one came before them.
+		c.nwalks, c.final = 0, min(c.final, least)
+	}
 }
 
 // drop forgets the candidates with lo before from, and those with hi
@@ -363,6 +385,7 @@ func (c *cands) drop(from int64) {
 		c.hi = c.hi[:copy(c.hi, c.hi[j:])]
 		c.hiBase += j
 		c.sorted -= j
+		c.final = max(0, c.final-j)
 		c.nearHi = 0
 		c.nwalks = 0
 	}
@@ -372,6 +395,7 @@ func (c *cands) drop(from int64) {
 // now that it is at lo t.
 func (us *underStream) settle(t int64) {
 	for us.head < len(us.pending) && us.pending[us.head].r.hi < t {
+		us.pending[us.head].k.u.finalize(t)
 		us.judge(&us.pending[us.head])
 		us.pending[us.head] = underPending{}
 		us.head++

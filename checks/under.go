@@ -62,6 +62,10 @@ type cands struct {
 	loBase, hiBase int
 	// sorted: hi[:sorted] is in order (the streaming check inserts).
 	sorted int
+	// stream: the walks cover hi[:final] only, the candidates no later
+	// one can come before (the streaming check's), and grow with it.
+	stream bool
+	final  int
 	// indexed: room may answer its backward walk from a walkMin per rate
 	// (built on first use, for cands queried once per refusal of a key).
 	indexed bool
@@ -169,8 +173,11 @@ func (c *cands) walk(rate float64) *walkMin {
 		return nil
 	}
 	for i := range c.nwalks {
-		if c.walks[i].rate == rate {
-			return &c.walks[i]
+		if w := &c.walks[i]; w.rate == rate {
+			if c.stream && len(w.v) < c.final {
+				w.extend(c.hi[:c.final])
+			}
+			return w
 		}
 	}
 	if c.nwalks == len(c.walks) {
@@ -178,6 +185,11 @@ func (c *cands) walk(rate float64) *walkMin {
 	}
 	w := &c.walks[c.nwalks]
 	c.nwalks++
+	if c.stream {
+		w.build(c.hi[:0], c.hiBase, rate)
+		w.extend(c.hi[:c.final])
+		return w
+	}
 	w.build(c.hi, c.hiBase, rate)
 	return w
 }
@@ -238,6 +250,38 @@ func (w *walkMin) build(hi []int64, base int, rate float64) {
 		w.sparse[k] = cur
 	}
 	w.sparse = w.sparse[:k]
+}
+
+// extend appends hi[len(w.v):] to a walk built on a prefix of hi (the
+// streaming check's candidates, once no earlier one can come): each block
+// they complete gets its suffix minima and its sparse rows. A query reads
+// only complete blocks but its right end's, and of that one the prefix
+// minima, so it gets build's answer over the whole hi.
+func (w *walkMin) extend(hi []int64) {
+	for j := len(w.v); j < len(hi); j++ {
+		w.v = append(w.v, float64(w.base+j)-w.rate*float64(hi[j]))
+		if j%walkBlock == 0 {
+			w.pre = append(w.pre, int32(j))
+		} else {
+			w.pre = append(w.pre, w.argMin(w.pre[j-1], int32(j)))
+		}
+		w.suf = append(w.suf, int32(j))
+		if (j+1)%walkBlock != 0 {
+			continue
+		}
+		for i := j - 1; i > j-walkBlock; i-- {
+			w.suf[i] = w.argMin(int32(i), w.suf[i+1])
+		}
+		b := j / walkBlock
+		w.sparse[0] = append(w.sparse[0], w.pre[j])
+		for k := 1; 1<<k <= b+1; k++ {
+			if len(w.sparse) == k {
+				w.sparse = append(w.sparse, nil)
+			}
+			bb := b - 1<<k + 1
+			w.sparse[k] = append(w.sparse[k], w.argMin(w.sparse[k-1][bb], w.sparse[k-1][bb+1<<(k-1)]))
+		}
+	}
 }
 
 // argMin is the one of i, j with the smaller v, i on a tie.
