@@ -30,7 +30,7 @@ import (
 
 // Streamable lists the checks a Streamer judges, in the order of All.
 func Streamable() []string {
-	return []string{"oversell", "under-admission", "token-bounds", "retry-after", "headers", "downstream"}
+	return []string{"oversell", "under-admission", "token-bounds", "retry-after", "headers", "isolation", "downstream"}
 }
 
 // Streamer judges a history event by event. Not safe for concurrent use.
@@ -100,8 +100,8 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 	if slices.Contains(names, "downstream") {
 		s.down = newDownStream(ix)
 	}
-	if slices.Contains(names, "under-admission") {
-		s.under = newUnderStream(ix)
+	if slices.Contains(names, "under-admission") || slices.Contains(names, "isolation") {
+		s.under = newUnderStream(ix, slices.Contains(names, "isolation"))
 	}
 	return s, nil
 }
@@ -246,10 +246,14 @@ func (s *Streamer) Results() []Result {
 			r = s.headers.result()
 		case "downstream":
 			r = s.down.result(s.keys)
-		case "under-admission":
+		case "under-admission", "isolation":
 			if !s.under.asked && s.under.needAgain(s.n) || s.under.again && s.n2 != s.n {
 				r = Result{Verdict: Unknown, Summary: fmt.Sprintf("not judged: %s needed a second pass over the events (Streamer.Again), which did not see every event (%d of %d)",
 					plural(s.under.candidates, "refusal", "refusals"), s.n2, s.n), Figures: map[string]float64{}}
+				break
+			}
+			if n == "isolation" {
+				r = s.under.isolation()
 				break
 			}
 			r = s.under.result()

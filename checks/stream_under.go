@@ -72,8 +72,21 @@ type underStream struct {
 	selfKeys map[string]bool
 	// deferred lists the keys holding ambiguous wrong refusals.
 	deferred []*underKey
+	// held are the wrong refusals isolation weighs (self or shared), with
+	// their position: at most maxAttributed a key.
+	held []underHeld
 	// settled is set once Results has judged what was pending.
 	settled bool
+
+	// Isolation (isolate set): its evidence (the refusals a shared quota
+	// explains, by key; then the responses of another tier's quota, in
+	// file order), the responses of another tier's quota and the headers'
+	// parser.
+	isolate  bool
+	isoCol   orderedCollector
+	mismatch int
+	hp       *hdrParser
+	oc       *obsCache
 }
 
 // underKey is what under-admission keeps of one key.
@@ -83,6 +96,8 @@ type underKey struct {
 	tier   *policy.Tier
 	exempt *policy.Exempt
 	ex     exemptTally
+	// admitted counts the key's admissions (not variants): isolation's.
+	admitted int
 	// hasRej: the key has a refusal (not a variant), as computeUnder asks.
 	hasRej bool
 	// anch are the key's requests for anchorsOf (first pass, anchored
@@ -109,8 +124,9 @@ type underPending struct {
 }
 
 type underHeld struct {
-	w  wrongRej
-	at uint64
+	w   wrongRej
+	at  uint64
+	key *underKey // for isolation's
 }
 
 type admRec struct {
@@ -118,8 +134,13 @@ type admRec struct {
 	gid int32
 }
 
-func newUnderStream(ix *index) *underStream {
-	return &underStream{ix: ix, events: -1, col: orderedCollector{max: ix.o.MaxEvidence}, selfKeys: map[string]bool{}, horizon: horizonOf(ix.p)}
+func newUnderStream(ix *index, isolate bool) *underStream {
+	us := &underStream{ix: ix, events: -1, col: orderedCollector{max: ix.o.MaxEvidence}, selfKeys: map[string]bool{}, horizon: horizonOf(ix.p),
+		isolate: isolate, isoCol: orderedCollector{max: ix.o.MaxEvidence}}
+	if isolate {
+		us.hp, us.oc = newHdrParser(ix.gen), ix.newObsCache()
+	}
+	return us
 }
 
 // key returns the key's state, made on its first event (tier t).
@@ -164,6 +185,17 @@ func (us *underStream) add(e *history.Event, seq uint64, r rec, sk *streamKey) {
 	}
 	if r.out == history.Rejected && !r.variant {
 		k.hasRej = true
+	}
+	if r.out == history.Admitted && !r.variant {
+		k.admitted++
+	}
+	if us.isolate && len(ix.p.Tiers) >= 2 {
+		var h hdr
+		us.hp.parse(ix, e, r, &h)
+		if ev, ok := ix.tierMismatch(e, r, &h, k.tier, us.oc); ok {
+			us.mismatch++
+			us.isoCol.add(ordered{pass: 2, at: seq, ev: ev})
+		}
 	}
 	if underJudged(r) {
 		us.candidates++
@@ -437,6 +469,9 @@ func (us *underStream) emit(k *underKey, w wrongRej, at uint64) {
 		us.selfKeys[k.name] = true
 	}
 	us.col.add(ordered{pass: 1, key: k.name, at: at, ev: underEvidence(us.ix.refusalEvidence(k.name, k.tier, w.id, w, ""), w.self)})
+	if us.isolate && (w.self || len(w.sharedWith) > 0) {
+		us.held = append(us.held, underHeld{w: w, at: at, key: k})
+	}
 }
 
 // own, othersAdmitted, admittedOf and keyName make underStream the
@@ -475,6 +510,22 @@ func (us *underStream) admittedOf(gid int32, from, to int64) []rec {
 	return out
 }
 
+// finish judges what waits for the end of the stream, once.
+func (us *underStream) finish() {
+	if us.settled {
+		return
+	}
+	us.settled = true
+	us.settle(math.MaxInt64)
+	for _, k := range us.deferred {
+		for _, h := range k.held {
+			k.a.settle(&h.w)
+			us.emit(k, h.w, h.at)
+		}
+		k.held = nil
+	}
+}
+
 func (us *underStream) result() Result {
 	if us.tolWhy != "" {
 		what := "the requests of exempt keys"
@@ -483,17 +534,7 @@ func (us *underStream) result() Result {
 		}
 		return Result{Verdict: Unknown, Summary: fmt.Sprintf("not judged (%s to judge): %s", what, us.tolWhy), Figures: map[string]float64{}}
 	}
-	if !us.settled {
-		us.settled = true
-		us.settle(math.MaxInt64)
-		for _, k := range us.deferred {
-			for _, h := range k.held {
-				k.a.settle(&h.w)
-				us.emit(k, h.w, h.at)
-			}
-			k.held = nil
-		}
-	}
+	us.finish()
 	exemptN, exemptRefused := 0, 0
 	col := us.col
 	col.items = slices.Clone(col.items)
@@ -520,4 +561,26 @@ func (us *underStream) result() Result {
 		judged = us.candidates // none judged: the first pass found none
 	}
 	return underVerdict(col.collector(), judged, us.undecided, exemptN, exemptRefused, keys)
+}
+
+// isolation is checkIsolation's result from the stream.
+func (us *underStream) isolation() Result {
+	if us.tolWhy != "" && us.candidates > 0 {
+		return Result{Verdict: Unknown, Summary: fmt.Sprintf("not judged (%s to attribute): %s", plural(us.candidates, "refusal", "refusals"), us.tolWhy), Figures: map[string]float64{}}
+	}
+	us.finish()
+	iso := newIsolationTally()
+	col := us.isoCol
+	col.items = slices.Clone(col.items)
+	for _, k := range us.byGid {
+		if k.tier != nil {
+			iso.addKey(k.tier, k.admitted)
+		}
+	}
+	for _, h := range us.held {
+		if iso.addWrong(h.key.name, h.w) {
+			col.add(ordered{pass: 1, key: h.key.name, at: h.at, ev: sharedEvidence(us.ix.refusalEvidence(h.key.name, h.key.tier, h.w.id, h.w, sharedExtra(h.w)), h.w)})
+		}
+	}
+	return iso.result(col.collector(), len(us.names), us.mismatch, us.unattributed)
 }

@@ -152,10 +152,17 @@ func TestStreamerMatchesRunUnderAdmission(t *testing.T) {
 		{"correct bucket, one key, long", bucket, "", underSim{keys: 1, n: 30_000, K: 10, r: 5, load: 1.5, maxLat: 3e6, seed: 1}, nil, nil, checks.Pass, ""},
 		{"over-refusing bucket, many keys", bucket, "", underSim{keys: 30, n: 12_000, K: 6, r: 3, load: 1.2, maxLat: 5e6, seed: 2}, nil, nil, checks.Fail, ""},
 		{"over-refusing bucket, one key, long", bucket, "", underSim{keys: 1, n: 25_000, K: 8, r: 4.5, load: 1.3, maxLat: 2e6, seed: 3}, nil, nil, checks.Fail, ""},
-		{"shared quota", bucket, "", underSim{keys: 6, n: 6000, K: 10, r: 5, load: 0.5, maxLat: 2e6, shared: true, seed: 4}, nil, nil, checks.Fail, ""},
+		{"shared quota", bucket, "", underSim{keys: 6, n: 6000, K: 10, r: 5, load: 0.5, maxLat: 2e6, shared: true, seed: 4}, nil, nil, checks.Fail, checks.CauseSharedQuota},
+		{"two tiers, another tier's quota served", bucket + "  - name: paid\n    key_prefix: \"p\"\n    limits:\n      - {algorithm: token-bucket, capacity: 100, rate: 50/s}\n", "",
+			underSim{keys: 5, n: 5000, K: 8, r: 4, load: 1.2, maxLat: 2e6, seed: 18, edit: func(i int, e *history.Event) {
+				e.XLimit = []string{"10", "100", "", "ten", "100"}[i%5]
+				if i%7 == 0 {
+					e.Variant = "xff"
+				}
+			}}, nil, nil, checks.Fail, ""},
 		{"refusals cost", bucket, "", underSim{keys: 3, n: 6000, K: 10, r: 5, load: 1.6, maxLat: 2e6, charge: true, seed: 5}, nil, nil, checks.Fail, checks.CauseSelfInflicted},
 		{"refusals cost, shared", bucket, "", underSim{keys: 4, n: 6000, K: 10, r: 5, load: 0.6, maxLat: 2e6, charge: true, shared: true, seed: 6}, nil, nil, checks.Fail, ""},
-		{"sliding log", "      - {algorithm: sliding-log, limit: 10, window: 2s}\n", "", underSim{keys: 5, n: 8000, K: 8, r: 4, load: 1.3, maxLat: 4e6, seed: 7}, nil, nil, checks.Fail, ""},
+		{"sliding log, declared tolerance", "      - {algorithm: sliding-log, limit: 10, window: 2s}\n", "tolerance:\n  timing: 30ms\n", underSim{keys: 5, n: 8000, K: 8, r: 4, load: 1.3, maxLat: 4e6, seed: 7}, nil, nil, checks.Fail, ""},
 		{"fixed window, epoch", "      - {algorithm: fixed-window, limit: 10, window: 2s}\n", "", underSim{keys: 5, n: 8000, K: 10, r: 5, load: 1.3, maxLat: 4e6, seed: 8}, nil, nil, "", ""},
 		{"fixed window, first-anchored", "      - {algorithm: fixed-window, limit: 10, window: 2s, anchor: first}\n", "", underSim{keys: 5, n: 8000, K: 10, r: 5, load: 1.3, maxLat: 4e6, seed: 9}, nil, nil, "", ""},
 		{"sliding counter, epoch, one key, long", "      - {algorithm: sliding-counter, limit: 10, window: 2s}\n", "", underSim{keys: 1, n: 15_000, K: 6, r: 3, load: 1.3, maxLat: 4e6, seed: 10}, nil, nil, "", ""},
@@ -186,23 +193,37 @@ func TestStreamerMatchesRunUnderAdmission(t *testing.T) {
 		require.NoError(t, err)
 		for _, maxEv := range []int{0, 1 << 20} {
 			t.Run(tc.name+"/evidence "+strconv.Itoa(maxEv), func(t *testing.T) {
-				// Alone with the default cap, beside every streaming
+				// Each alone with the default cap, beside every streaming
 				// check with all evidence.
-				only := []string{"under-admission"}
+				onlys := [][]string{{"under-admission"}, {"isolation"}}
 				if maxEv > 0 {
-					only = checks.Streamable()
+					onlys = [][]string{checks.Streamable()}
 				}
-				o := checks.Options{Only: only, MaxEvidence: maxEv}
-				want := checks.Run(whole, pol, o)
-				got, again := streamResultsAgain(t, file, pol, o)
-				require.Equal(t, want, got)
+				var got []checks.Result
+				var again bool
+				for _, only := range onlys {
+					o := checks.Options{Only: only, MaxEvidence: maxEv}
+					want := checks.Run(whole, pol, o)
+					var rs []checks.Result
+					rs, again = streamResultsAgain(t, file, pol, o)
+					require.Equal(t, want, rs)
+					got = append(got, rs...)
+				}
+				if tc.wantCaus == checks.CauseSharedQuota {
+					iso := resultNamed(got, "isolation")
+					require.Equal(t, checks.Fail, iso.Verdict)
+					require.True(t, slices.ContainsFunc(iso.Evidence, func(e checks.Evidence) bool { return e.Cause == tc.wantCaus }))
+				}
+				if strings.HasPrefix(tc.name, "two tiers") {
+					require.Positive(t, resultNamed(got, "isolation").Figures["tier_mismatches"])
+				}
 				r := resultNamed(got, "under-admission")
 				if tc.verdict != "" {
 					require.Equal(t, tc.verdict, r.Verdict, r.Summary)
 				}
 				require.Positive(t, r.Figures["rejections_judged"], r.Summary)
 				require.True(t, again, "refusals to judge take the second pass")
-				if tc.wantCaus != "" {
+				if tc.wantCaus == checks.CauseSelfInflicted {
 					require.True(t, slices.ContainsFunc(r.Evidence, func(e checks.Evidence) bool { return e.Cause == tc.wantCaus }), "cause %s", tc.wantCaus)
 				}
 				if strings.Contains(tc.name, "long") {
@@ -211,4 +232,34 @@ func TestStreamerMatchesRunUnderAdmission(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestStreamerUnderAdmissionNeedsTheEventCount: without the number of
+// events (SetEvents) the default tolerance cannot be sampled as Run
+// samples it: under-admission and isolation are UNKNOWN, saying why; with
+// the count, Run's results.
+func TestStreamerUnderAdmissionNeedsTheEventCount(t *testing.T) {
+	pol := underPolicy(t, "      - {algorithm: token-bucket, capacity: 10, rate: 5/s}\n", "")
+	file := filepath.Join(t.TempDir(), "h.jsonl")
+	writeHistory(t, file, underSim{keys: 3, n: 600, K: 6, r: 3, load: 1.2, maxLat: 2e6, seed: 20}.run())
+	rec, n, err := readRecords(file)
+	require.NoError(t, err)
+	o := checks.Options{Only: []string{"under-admission", "isolation"}}
+	s, err := checks.NewStreamer(rec, pol, o)
+	require.NoError(t, err)
+	streamInto(t, file, s.Add)
+	require.False(t, s.Again())
+	for _, r := range s.Results() {
+		require.Equal(t, checks.Unknown, r.Verdict, r.Name)
+		require.Contains(t, r.Summary, "SetEvents", r.Name)
+	}
+	whole, err := history.ReadFile(file)
+	require.NoError(t, err)
+	s, err = checks.NewStreamer(rec, pol, o)
+	require.NoError(t, err)
+	s.SetEvents(n)
+	streamInto(t, file, s.Add)
+	require.True(t, s.Again())
+	streamInto(t, file, s.AddAgain)
+	require.Equal(t, checks.Run(whole, pol, o), s.Results())
 }

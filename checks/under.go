@@ -880,53 +880,27 @@ const docIsolation = "Keys never share quota: fails when a refusal was provably 
 // other keys' admissions in its attribution window, O(w log w) for w
 // requests in it.
 func checkIsolation(ix *index) Result {
-	col := ix.collector()
-	figs := map[string]float64{}
-	tiers := map[string]bool{}
+	iso := newIsolationTally()
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		if g.tier == nil {
 			continue
 		}
-		tiers[g.tier.Name] = true
 		n := 0
 		for _, r := range g.recs {
 			if r.out == history.Admitted && !r.variant {
 				n++
 			}
 		}
-		figs["admitted_"+g.tier.Name] += float64(n)
-		figs["keys_"+g.tier.Name]++
+		iso.addKey(g.tier, n)
 	}
 	// Wrong rejections attributable to other keys.
+	col := ix.collector()
 	res := ix.under()
-	selfInflicted := 0
 	for _, w := range res.wrong {
-		switch {
-		case w.self:
-			selfInflicted++
-		case len(w.sharedWith) > 0:
-			ev := ix.rejEvidence(w, "counting the admissions of "+strings.Join(w.sharedWith, ", ")+" as if they came out of this key's quota explains the refusal: the keys share a quota")
-			ev.Cause, ev.Keys = CauseSharedQuota, w.sharedWith
-			col.add(ev)
+		if iso.addWrong(w.g.key, w) {
+			col.add(sharedEvidence(ix.rejEvidence(w, sharedExtra(w)), w))
 		}
-	}
-	if selfInflicted > 0 {
-		figs["self_inflicted_refusals"] = float64(selfInflicted)
-	}
-	// Every key found sharing a quota, beyond the evidence cap, so each of
-	// their symptoms is traced to this defect.
-	sharing := map[string]bool{}
-	for _, w := range res.wrong {
-		if !w.self && len(w.sharedWith) > 0 {
-			sharing[w.g.key] = true
-			for _, k := range w.sharedWith {
-				sharing[k] = true
-			}
-		}
-	}
-	if res.unattributed > 0 {
-		figs["refusals_not_attributed"] = float64(res.unattributed)
 	}
 	// Limits of another tier served to a key.
 	mismatch := 0
@@ -935,49 +909,118 @@ func checkIsolation(ix *index) Result {
 		if len(ix.p.Tiers) < 2 {
 			break
 		}
-		h := &ix.hdrs[i]
-		g := &ix.groups[ix.gid[i]]
-		if g.tier == nil || h.ev&(evVariant|evFallback) != 0 {
-			continue
-		}
-		var v int64
-		var ok bool
-		switch xl := h.state(sXLimit); {
-		case xl == hInt:
-			v, ok = int64(h.xlim), true
-		case xl == hAbsent && h.state(sRL) != hOther && h.state(sPol) != hOther:
-			v, ok = int64(h.rlLim), h.hasLim()
-		default:
-			v, ok = observedLimit(&ix.h.Events[i], oc)
-		}
-		if !ok || tierHasCount(g.tier, v) {
-			continue
-		}
 		e := &ix.h.Events[i]
-		for ti := range ix.p.Tiers {
-			t := &ix.p.Tiers[ti]
-			if t != g.tier && tierHasCount(t, v) {
-				mismatch++
-				r := ix.mkRec(e, i)
-				col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, Bound: float64(g.tier.Limits[0].Count), Observed: float64(v),
-					RequestIDs: []uint64{e.ID}, TotalIDs: 1,
-					Message: fmt.Sprintf("key %s (tier %s, N=%d) was served limit %d, tier %s's quota", g.key, g.tier.Name, g.tier.Limits[0].Count, v, t.Name)})
-				break
-			}
+		if ev, ok := ix.tierMismatch(e, ix.mkRec(e, i), &ix.hdrs[i], ix.groups[ix.gid[i]].tier, oc); ok {
+			mismatch++
+			col.add(ev)
 		}
+	}
+	return iso.result(col, len(ix.groups), mismatch, res.unattributed)
+}
+
+// isolationTally is what isolation gathers besides its evidence, on
+// either path: the tiers, their keys and admissions, the refusals the
+// keys' own refusals explain and the keys found sharing a quota.
+type isolationTally struct {
+	figs          map[string]float64
+	tiers         map[string]bool
+	selfInflicted int
+	sharing       map[string]bool
+}
+
+func newIsolationTally() *isolationTally {
+	return &isolationTally{figs: map[string]float64{}, tiers: map[string]bool{}, sharing: map[string]bool{}}
+}
+
+// addKey counts a key of tier t that admitted n requests (not variants).
+func (iso *isolationTally) addKey(t *policy.Tier, n int) {
+	iso.tiers[t.Name] = true
+	iso.figs["admitted_"+t.Name] += float64(n)
+	iso.figs["keys_"+t.Name]++
+}
+
+// addWrong counts under-admission's wrong refusal w of key, and reports
+// whether it is isolation's evidence (a shared quota explains it).
+func (iso *isolationTally) addWrong(key string, w wrongRej) bool {
+	switch {
+	case w.self:
+		iso.selfInflicted++
+	case len(w.sharedWith) > 0:
+		iso.sharing[key] = true
+		for _, k := range w.sharedWith {
+			iso.sharing[k] = true
+		}
+		return true
+	}
+	return false
+}
+
+// sharedExtra is what isolation adds to the evidence of refusal w.
+func sharedExtra(w wrongRej) string {
+	return "counting the admissions of " + strings.Join(w.sharedWith, ", ") + " as if they came out of this key's quota explains the refusal: the keys share a quota"
+}
+
+// sharedEvidence is isolation's evidence of refusal w (ev: its refusal
+// evidence with sharedExtra).
+func sharedEvidence(ev Evidence, w wrongRej) Evidence {
+	ev.Cause, ev.Keys = CauseSharedQuota, w.sharedWith
+	return ev
+}
+
+// tierMismatch is the evidence of a response of a key of tier t (nil: none)
+// that declared the quota of another tier (h: its parsed headers, r its
+// record).
+func (ix *index) tierMismatch(e *history.Event, r rec, h *hdr, t *policy.Tier, oc *obsCache) (Evidence, bool) {
+	if t == nil || h.ev&(evVariant|evFallback) != 0 {
+		return Evidence{}, false
+	}
+	var v int64
+	var ok bool
+	switch xl := h.state(sXLimit); {
+	case xl == hInt:
+		v, ok = int64(h.xlim), true
+	case xl == hAbsent && h.state(sRL) != hOther && h.state(sPol) != hOther:
+		v, ok = int64(h.rlLim), h.hasLim()
+	default:
+		v, ok = observedLimit(e, oc)
+	}
+	if !ok || tierHasCount(t, v) {
+		return Evidence{}, false
+	}
+	for ti := range ix.p.Tiers {
+		if o := &ix.p.Tiers[ti]; o != t && tierHasCount(o, v) {
+			return Evidence{Key: e.Key, Limit: limitNames(t), From: r.lo, To: r.hi, Bound: float64(t.Limits[0].Count), Observed: float64(v),
+				RequestIDs: []uint64{e.ID}, TotalIDs: 1,
+				Message: fmt.Sprintf("key %s (tier %s, N=%d) was served limit %d, tier %s's quota", e.Key, t.Name, t.Limits[0].Count, v, o.Name)}, true
+		}
+	}
+	return Evidence{}, false
+}
+
+// result is isolation's result from its evidence (col), the run's keys,
+// the responses of another tier's quota and the refusals not attributed.
+func (iso *isolationTally) result(col *collector, keys, mismatch, unattributed int) Result {
+	figs := iso.figs
+	if iso.selfInflicted > 0 {
+		figs["self_inflicted_refusals"] = float64(iso.selfInflicted)
+	}
+	if unattributed > 0 {
+		figs["refusals_not_attributed"] = float64(unattributed)
 	}
 	figs["tier_mismatches"] = float64(mismatch)
-	if len(ix.groups) < 2 && mismatch == 0 {
+	if keys < 2 && mismatch == 0 {
 		return col.result(Skip, "only one key in this run", figs, "")
 	}
-	names := make([]string, 0, len(tiers))
-	for t := range tiers {
+	names := make([]string, 0, len(iso.tiers))
+	for t := range iso.tiers {
 		names = append(names, t)
 	}
 	sort.Strings(names)
-	if len(sharing) > 0 && col.total > 0 {
-		keys := make([]string, 0, len(sharing))
-		for k := range sharing {
+	// Every key found sharing a quota, beyond the evidence cap, so each of
+	// their symptoms is traced to this defect.
+	if len(iso.sharing) > 0 && col.total > 0 {
+		keys := make([]string, 0, len(iso.sharing))
+		for k := range iso.sharing {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
@@ -989,7 +1032,7 @@ func checkIsolation(ix *index) Result {
 			Message: fmt.Sprintf("keys found sharing a quota: %s", strings.Join(keys, ", "))})
 		return r
 	}
-	return col.result(Pass, fmt.Sprintf("%s over tiers %s kept separate quotas", plural(len(ix.groups), "key", "keys"), strings.Join(names, ", ")), figs,
+	return col.result(Pass, fmt.Sprintf("%s over tiers %s kept separate quotas", plural(keys, "key", "keys"), strings.Join(names, ", ")), figs,
 		fmt.Sprintf("%s of shared or wrong-tier quota", plural(col.total, "instance", "instances")))
 }
 
