@@ -63,7 +63,7 @@ func TestAttackJudgesOnTheStreamingPath(t *testing.T) {
 		why      string
 		oversell checks.Verdict
 	}{
-		{"correct", 10, streamable, false, false, false, false, rlverify.Streaming, "every check judged streams: oversell, under-admission, token-bounds, retry-after, headers, downstream", checks.Pass},
+		{"correct", 10, streamable, false, false, false, false, rlverify.Streaming, "every check judged streams: oversell, under-admission, token-bounds, retry-after, headers, isolation, downstream", checks.Pass},
 		{"oversold", 16, streamable, false, false, false, false, rlverify.Streaming, "every check judged streams", checks.Fail},
 		{"temporary history, copied", 16, checks.Options{Only: []string{"oversell"}}, false, true, true, false, rlverify.Streaming, "every check judged streams: oversell", checks.Fail},
 		{"interrupted", 10, streamable, false, false, false, true, rlverify.Streaming, "every check judged streams", checks.Pass},

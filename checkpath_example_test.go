@@ -55,5 +55,5 @@ default_tier: free
 	}
 	// Output:
 	// streaming (every check judged streams: oversell): fail
-	// in-memory (fail-mode does not stream (streaming: oversell, under-admission, token-bounds, retry-after, headers, downstream)): fail
+	// in-memory (fail-mode does not stream (streaming: oversell, under-admission, token-bounds, retry-after, headers, isolation, downstream)): fail
 }

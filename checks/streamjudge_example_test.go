@@ -22,6 +22,6 @@ func ExampleStreamChecks() {
 	}
 	// Output:
 	// [oversell headers] true ""
-	// [] false "fail-mode does not stream (streaming: oversell, under-admission, token-bounds, retry-after, headers, downstream)"
+	// [] false "fail-mode does not stream (streaming: oversell, under-admission, token-bounds, retry-after, headers, isolation, downstream)"
 	// [oversell] true ""
 }
