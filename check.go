@@ -115,7 +115,7 @@ func Check(ctx context.Context, o CheckOptions) (*Outcome, error) {
 	return Interruptible(ctx, func() (*Outcome, error) {
 		path, why, rec, names := choosePath(o)
 		if path == Streaming {
-			out, err := judgeStream(o, rec, names, history.StreamOptions{})
+			out, err := judgeStreamMeasured(o, rec, names)
 			if !errors.Is(err, errReorder) {
 				if out != nil {
 					out.Path, out.PathWhy = path, why

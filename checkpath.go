@@ -198,6 +198,22 @@ func judgeStreamLean(o CheckOptions, rec *records, names []string, reorder time.
 	return out, reached, err
 }
 
+// judgeStreamMeasured is judgeStream with the reorder bound the file's
+// end record measured, when it has one (history.End.Reorder): the stream
+// then holds back only the events sent within it — a few for a run whose
+// requests answer quickly — where the default bound holds every event
+// sent within 10 s (up to MaxHeld). A file further out of order than its
+// record says (edited since) is judged again with the default bound.
+func judgeStreamMeasured(o CheckOptions, rec *records, names []string) (*Outcome, error) {
+	if e := rec.End; e != nil && e.Reorder != nil && *e.Reorder >= 0 {
+		out, err := judgeStream(o, rec, names, history.StreamOptions{ReorderBound: time.Duration(*e.Reorder) + 1})
+		if !errors.Is(err, errReorder) {
+			return out, err
+		}
+	}
+	return judgeStream(o, rec, names, history.StreamOptions{})
+}
+
 // streamPass hands every event of file, in send order, to each of add;
 // it returns the history's records.
 func streamPass(file string, so history.StreamOptions, add ...func(*history.Event, uint64)) (*history.History, error) {

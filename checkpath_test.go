@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"testing"
@@ -233,25 +236,85 @@ func TestChoosePath(t *testing.T) {
 
 // TestCheckFallsBackWhenTheFileIsTooFarOutOfOrder: an event written
 // after events sent more than the stream's reorder bound later cannot be
-// streamed; Check judges the file in memory instead, and says why.
+// streamed with the default bound. A file whose end record says how far
+// out of order its writer wrote it (history.End.Reorder) is streamed with
+// that bound, and gives the in-memory document; one without the measure
+// (written before it, or edited so the measure is gone) is judged in
+// memory, saying why; one edited further out of order than its measure is
+// streamed again with the default bound.
 func TestCheckFallsBackWhenTheFileIsTooFarOutOfOrder(t *testing.T) {
 	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
 	require.NoError(t, err)
 	// More events than the reader's first window (65,536 lines), which it
 	// reorders whole before passing any on.
-	h := bench.Generate(66_000, 20)
-	require.Greater(t, h.Events[len(h.Events)-1].Sent-h.Events[0].Sent, int64(history.DefaultReorderBound))
-	first := h.Events[0]
-	h.Events = append(h.Events[1:], first) // the first request written last
-	file := filepath.Join(t.TempDir(), "h.jsonl")
-	writeHistory(t, file, h)
-	o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"headers"}}}
-	got, err := rlverify.Check(context.Background(), o)
-	require.NoError(t, err)
-	require.Equal(t, rlverify.InMemory, got.Path)
-	require.Contains(t, got.PathWhy, "out of order")
-	require.Equal(t, checks.Pass, got.Document.Verdict)
-	require.Equal(t, int64(66_000), got.Document.Stats.Requests)
+	late := bench.Generate(66_000, 20)
+	require.Greater(t, late.Events[len(late.Events)-1].Sent-late.Events[0].Sent, int64(history.DefaultReorderBound))
+	first := late.Events[0]
+	late.Events = append(late.Events[1:], first) // the first request written last
+	inOrder := bench.Generate(66_000, 20)
+	// swapped writes two events of inOrder's in each other's place, 2 s
+	// apart: further out of order than the end record's measure (0), within
+	// the default bound.
+	swapped := func(b []byte) []byte {
+		lines := bytes.Split(b, []byte("\n"))
+		a, z := 1000, 0
+		for i := a + 1; i < len(lines); i++ {
+			if bytes.Contains(lines[i], []byte(`"t":"e"`)) && eventSent(t, lines[i])-eventSent(t, lines[a]) >= int64(2*time.Second) {
+				z = i
+				break
+			}
+		}
+		require.NotZero(t, z)
+		lines[a], lines[z] = lines[z], lines[a]
+		return bytes.Join(lines, []byte("\n"))
+	}
+	noMeasure := regexp.MustCompile(`,"reorder":[0-9]+`)
+	for _, c := range []struct {
+		name    string
+		h       *history.History
+		edit    func([]byte) []byte
+		path    rlverify.Path
+		why     string
+		reorder bool
+		verdict checks.Verdict
+	}{
+		{"the writer's measure", late, nil, rlverify.Streaming, "every check judged streams", true, checks.Pass},
+		// An edited file's verdict says so, whichever path judged it.
+		{"no measure", late, func(b []byte) []byte { return noMeasure.ReplaceAll(b, nil) }, rlverify.InMemory, "out of order", false, checks.Modified},
+		{"edited past its measure", inOrder, swapped, rlverify.Streaming, "every check judged streams", true, checks.Modified},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "h.jsonl")
+			writeHistory(t, file, c.h)
+			if c.edit != nil {
+				b, err := os.ReadFile(file)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(file, c.edit(b), 0o644))
+			}
+			b, err := os.ReadFile(file)
+			require.NoError(t, err)
+			require.Equal(t, c.reorder, bytes.Contains(b, []byte(`"reorder":`)))
+			o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"headers"}}}
+			got, err := rlverify.Check(context.Background(), o)
+			require.NoError(t, err)
+			require.Equal(t, c.path, got.Path)
+			require.Contains(t, got.PathWhy, c.why)
+			require.Equal(t, c.verdict, got.Document.Verdict)
+			require.Equal(t, int64(66_000), got.Document.Stats.Requests)
+			o.InMemory = true
+			whole, err := rlverify.Check(context.Background(), o)
+			require.NoError(t, err)
+			require.Equal(t, whole.Results, got.Results)
+			require.Equal(t, whole.Document, got.Document)
+		})
+	}
+}
+
+// eventSent is the send time of an event's line.
+func eventSent(t *testing.T, line []byte) int64 {
+	var e history.Event
+	require.NoError(t, json.Unmarshal(line, &e))
+	return e.Sent
 }
 
 // TestCheckStreamsWithoutASpill: where the first pass's spill cannot be

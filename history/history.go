@@ -271,6 +271,11 @@ type End struct {
 	// intended time; Dropped those the engine could not send at all.
 	Late    int64 `json:"late,omitempty"`
 	Dropped int64 `json:"dropped,omitempty"`
+	// Reorder is how far out of send order, in nanoseconds, the writer
+	// wrote the events before this line (Writer.Reorder): a Stream whose
+	// ReorderBound is above it holds back only the events sent within it.
+	// Written by WriteEnd; nil in histories from before it was measured.
+	Reorder *int64 `json:"reorder,omitempty"`
 	// Digest is "crc32c:" and the CRC-32C of the file before this line and
 	// of this line without its digest field (see digest.go): a check that
 	// the history was not edited after the run. Written last; empty in

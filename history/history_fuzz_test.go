@@ -180,11 +180,13 @@ func sameHistory(a, b *History) bool {
 	}
 	// The end record's digest is the writer's, over what it wrote: a
 	// history read as modified (or with no digest) is written back with
-	// the digest of its records, so it reads back intact.
+	// the digest of its records, so it reads back intact; the reorder is
+	// the writer's measure of what it wrote.
 	ea, eb := a.End, b.End
 	if ea != nil && eb != nil {
 		x, y := *ea, *eb
 		x.Digest, y.Digest = "", ""
+		x.Reorder, y.Reorder = nil, nil
 		ea, eb = &x, &y
 	}
 	return same(a.Events, b.Events) && same(a.Faults, b.Faults) && same(a.Sink, b.Sink) &&

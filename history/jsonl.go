@@ -151,14 +151,18 @@ func (w *Writer) WriteSample(x Sample) error { x.T = TypeSample; return w.writeJ
 func (w *Writer) WriteEnd(e End) error {
 	e.T, e.Digest = TypeEnd, ""
 	capRecord(&e)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// The reorder of the events this writer wrote, whatever e says: a
+	// reader trusts it to hold back no more than that.
+	reorder := w.behind
+	e.Reorder = &reorder
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(&e); err != nil {
 		return fmt.Errorf("history: encode %T: %w", e, err)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	e.Digest = formatDigest(crc32.Update(w.sum, castagnoli, buf.Bytes()))
 	buf.Reset()
 	if err := enc.Encode(&e); err != nil {

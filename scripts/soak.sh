@@ -67,7 +67,7 @@ wait "$tpid" || true
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 cat "$tmp/attack.err" >&2
-grep -E "^(verdict|oversell|token-bounds|headers|downstream)|requests" "$tmp/report.txt" | head -20 >&2 || true
+grep -E "^(verdict|requests|[a-z-]+ +(PASS|FAIL|UNKNOWN|SKIP|EXPLAINED) )" "$tmp/report.txt" | head -30 >&2 || true
 events=$(awk '/^requests / { gsub(/[,:]/, "", $2); print $2 }' "$tmp/report.txt")
 secs=$(awk -v d="$DURATION" 'BEGIN { n = d + 0; u = substr(d, length(d)); print (u == "m" ? n * 60 : (u == "h" ? n * 3600 : n)) }')
 maxrss=$(sed -E 's/.*max RSS ([0-9]+) KB.*/\1/' "$tmp/time.txt")

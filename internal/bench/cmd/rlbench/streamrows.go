@@ -12,6 +12,7 @@ import (
 
 	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/internal/bench"
+	"github.com/rlverify/rlverify/policy"
 )
 
 // streamRows are the streaming judgement's rows (issue 29): 10^6 up to
@@ -20,7 +21,10 @@ import (
 // one at a time, twice: by `rlbench stream FILE judge` (the stream and the
 // checks alone) and by `rlverify check --checks oversell,token-bounds,headers`
 // (the command end to end on its streaming path: records, both passes,
-// the document). Each row gives wall time and events/s, CPU time per
+// the document), and — when every check streams for the bench policy
+// (checks.StreamChecks) — by `rlverify check` with every check, the
+// command's default (else a row says why it was not run: judged in memory,
+// 10^7 events would need gigabytes). Each row gives wall time and events/s, CPU time per
 // event (user + system of the child, all its threads), peak RSS (VmHWM)
 // and the load average before and after it: on a shared machine only the
 // CPU time compares. A file of 10^8 events is about 20 GB, removed after
@@ -35,6 +39,14 @@ func (c *config) streamRows(ctx context.Context, t *bench.Table) error {
 		return err
 	}
 	defer os.Remove(pfile)
+	p, err := policy.Parse(pfile, []byte(bench.PolicyYAML))
+	if err != nil {
+		return err
+	}
+	_, every, why := checks.StreamChecks(p, checks.Options{})
+	if !every && c.rlverify != "" {
+		t.Add("stream", "`rlverify check` with every check (the default)", "not run: it would judge in memory ("+why+")", "every check streams", "BELOW")
+	}
 	n := 1
 	for exp := 1; exp <= c.streamMax; exp++ {
 		n *= 10
@@ -51,6 +63,10 @@ func (c *config) streamRows(ctx context.Context, t *bench.Table) error {
 			if err == nil && c.rlverify != "" {
 				err = c.streamRow(ctx, t, exp, n, keys, "`rlverify check --checks oversell,token-bounds,headers` (streaming path, document)",
 					exec.CommandContext(ctx, c.rlverify, "check", "--history", file, "--policy", pfile, "--checks", "oversell,token-bounds,headers", "--format", "json"), "≥ 2 M events/s at 10^7; ≤ 2 GB peak RSS")
+			}
+			if err == nil && c.rlverify != "" && every {
+				err = c.streamRow(ctx, t, exp, n, keys, "`rlverify check` with every check (streaming path, document)",
+					exec.CommandContext(ctx, c.rlverify, "check", "--history", file, "--policy", pfile, "--format", "json"), "≥ 2 M events/s at 10^7; ≤ 2 GB peak RSS")
 			}
 			os.Remove(file)
 			if err != nil {
