@@ -89,13 +89,14 @@ type underStream struct {
 	oc       *obsCache
 }
 
-// underKey is what under-admission keeps of one key.
+// underKey is what under-admission keeps of one key: a few counters, and
+// for a key with refusals to judge its second pass's state.
 type underKey struct {
 	gid    int32
 	name   string
 	tier   *policy.Tier
 	exempt *policy.Exempt
-	ex     exemptTally
+	ex     *exemptTally // of an exempt key
 	// admitted counts the key's admissions (not variants): isolation's.
 	admitted int
 	// hasRej: the key has a refusal (not a variant), as computeUnder asks.
@@ -104,8 +105,13 @@ type underKey struct {
 	// tiers only); anchAt the limit.
 	anch   []rec
 	anchAt *policy.Limit
-	// Second pass: n counts the key's events; u its candidates, recs its
-	// requests for attribution (while it has attributions to make).
+	*underState
+}
+
+// underState is the second pass's state of a key with refusals to judge.
+type underState struct {
+	// n counts the key's events; u are its candidates, recs its requests
+	// for attribution (while it has attributions to make).
 	n      uint64
 	u      underCands
 	recs   []rec
@@ -155,10 +161,12 @@ func (us *underStream) key(e *history.Event, sk *streamKey) *underKey {
 		} else {
 			k.exempt, _ = us.ix.p.ExemptFor(e.Key)
 		}
+		if k.exempt != nil {
+			k.ex = &exemptTally{}
+		}
 	} else {
 		for li := range k.tier.Limits {
 			l := &k.tier.Limits[li]
-			k.wmax = max(k.wmax, int64(l.W()))
 			if l.AnchoredAtFirst() && !l.PerInstance() && k.anchAt == nil {
 				k.anchAt = l
 			}
@@ -178,7 +186,7 @@ func (us *underStream) add(e *history.Event, seq uint64, r rec, sk *streamKey) {
 	}
 	k := us.key(e, sk)
 	if k.tier == nil {
-		if k.exempt != nil {
+		if k.ex != nil {
 			k.ex.add(r, e.ID)
 		}
 		return
@@ -213,15 +221,19 @@ func (us *underStream) needAgain(n uint64) bool {
 	}
 	us.asked = true
 	ix := us.ix
+	var anchs map[*underKey]*anchors
 	for _, k := range us.byGid {
 		if k.anchAt != nil && k.hasRej {
-			k.u.c.anch = anchorsOf(k.anch, k.anchAt)
+			if anchs == nil {
+				anchs = map[*underKey]*anchors{}
+			}
+			anchs[k] = anchorsOf(k.anch, k.anchAt)
 		}
 		k.anch = nil
 	}
 	exempt := false
 	for _, k := range us.byGid {
-		exempt = exempt || k.ex.n > 0
+		exempt = exempt || k.ex != nil && k.ex.n > 0
 	}
 	if us.candidates == 0 && !exempt {
 		return false
@@ -247,10 +259,13 @@ func (us *underStream) needAgain(n uint64) bool {
 		if k.tier == nil || !k.hasRej {
 			continue
 		}
-		anch := k.u.c.anch
+		k.underState = &underState{}
+		for _, l := range k.tier.Limits {
+			k.wmax = max(k.wmax, int64(l.W()))
+		}
 		k.u.reset(ix, k.tier)
-		k.u.c.anch, k.u.all.anch = anch, anch
-		if anch != nil {
+		if anch := anchs[k]; anch != nil {
+			k.u.c.anch, k.u.all.anch = anch, anch
 			k.u.c.anchAt, k.u.all.anchAt = k.anchAt, k.anchAt
 		}
 	}
@@ -539,7 +554,7 @@ func (us *underStream) result() Result {
 	col := us.col
 	col.items = slices.Clone(col.items)
 	for _, k := range us.byGid {
-		if k.exempt == nil {
+		if k.ex == nil {
 			continue
 		}
 		exemptN += k.ex.n
