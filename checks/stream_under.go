@@ -276,6 +276,9 @@ func (us *underStream) needAgain(n uint64) bool {
 // addAgain is the second pass.
 func (us *underStream) addAgain(e *history.Event, seq uint64, r rec, sk *streamKey) {
 	ix := us.ix
+	// The file position stands for Run's index in h.Events: it tells a
+	// refusal from the key's other requests and breaks cmpRec's ties in
+	// file order (a run of more than 2^31 events would wrap it).
 	r.idx = int32(seq)
 	us.settle(r.lo)
 	k := sk.under
