@@ -150,35 +150,35 @@ func TestStreamerMatchesRunUnderAdmission(t *testing.T) {
 		wantCaus string // a cause the evidence must show
 	}{
 		{"correct bucket, one key, long", bucket, "", underSim{keys: 1, n: 15_000, K: 10, r: 5, load: 1.5, maxLat: 3e6, seed: 1}, nil, nil, checks.Pass, ""},
-		{"over-refusing bucket, many keys", bucket, "", underSim{keys: 30, n: 6000, K: 6, r: 3, load: 1.2, maxLat: 5e6, seed: 2}, nil, nil, checks.Fail, ""},
+		{"over-refusing bucket, many keys", bucket, "", underSim{keys: 30, n: 4000, K: 6, r: 3, load: 1.2, maxLat: 5e6, seed: 2}, nil, nil, checks.Fail, ""},
 		{"over-refusing bucket, one key, long", bucket, "", underSim{keys: 1, n: 15_000, K: 8, r: 4.5, load: 1.3, maxLat: 2e6, seed: 3}, nil, nil, checks.Fail, ""},
-		{"shared quota", bucket, "", underSim{keys: 6, n: 6000, K: 10, r: 5, load: 0.5, maxLat: 2e6, shared: true, seed: 4}, nil, nil, checks.Fail, checks.CauseSharedQuota},
+		{"shared quota", bucket, "", underSim{keys: 6, n: 4000, K: 10, r: 5, load: 0.5, maxLat: 2e6, shared: true, seed: 4}, nil, nil, checks.Fail, checks.CauseSharedQuota},
 		{"two tiers, another tier's quota served", bucket + "  - name: paid\n    key_prefix: \"p\"\n    limits:\n      - {algorithm: token-bucket, capacity: 100, rate: 50/s}\n", "",
-			underSim{keys: 5, n: 5000, K: 8, r: 4, load: 1.2, maxLat: 2e6, seed: 18, edit: func(i int, e *history.Event) {
+			underSim{keys: 5, n: 4000, K: 8, r: 4, load: 1.2, maxLat: 2e6, seed: 18, edit: func(i int, e *history.Event) {
 				e.XLimit = []string{"10", "100", "", "ten", "100"}[i%5]
 				if i%7 == 0 {
 					e.Variant = "xff"
 				}
 			}}, nil, nil, checks.Fail, ""},
-		{"refusals cost", bucket, "", underSim{keys: 3, n: 6000, K: 10, r: 5, load: 1.6, maxLat: 2e6, charge: true, seed: 5}, nil, nil, checks.Fail, checks.CauseSelfInflicted},
-		{"refusals cost, shared", bucket, "", underSim{keys: 4, n: 6000, K: 10, r: 5, load: 0.6, maxLat: 2e6, charge: true, shared: true, seed: 6}, nil, nil, checks.Fail, ""},
-		{"sliding log, declared tolerance", "      - {algorithm: sliding-log, limit: 10, window: 2s}\n", "tolerance:\n  timing: 30ms\n", underSim{keys: 5, n: 8000, K: 8, r: 4, load: 1.3, maxLat: 4e6, seed: 7}, nil, nil, checks.Fail, ""},
-		{"fixed window, epoch", "      - {algorithm: fixed-window, limit: 10, window: 2s}\n", "", underSim{keys: 5, n: 8000, K: 10, r: 5, load: 1.3, maxLat: 4e6, seed: 8}, nil, nil, "", ""},
-		{"fixed window, first-anchored", "      - {algorithm: fixed-window, limit: 10, window: 2s, anchor: first}\n", "", underSim{keys: 5, n: 8000, K: 10, r: 5, load: 1.3, maxLat: 4e6, seed: 9}, nil, nil, "", ""},
+		{"refusals cost", bucket, "", underSim{keys: 3, n: 4000, K: 10, r: 5, load: 1.6, maxLat: 2e6, charge: true, seed: 5}, nil, nil, checks.Fail, checks.CauseSelfInflicted},
+		{"refusals cost, shared", bucket, "", underSim{keys: 4, n: 4000, K: 10, r: 5, load: 0.6, maxLat: 2e6, charge: true, shared: true, seed: 6}, nil, nil, checks.Fail, ""},
+		{"sliding log, declared tolerance", "      - {algorithm: sliding-log, limit: 10, window: 2s}\n", "tolerance:\n  timing: 30ms\n", underSim{keys: 5, n: 4000, K: 8, r: 4, load: 1.3, maxLat: 4e6, seed: 7}, nil, nil, checks.Fail, ""},
+		{"fixed window, epoch", "      - {algorithm: fixed-window, limit: 10, window: 2s}\n", "", underSim{keys: 5, n: 4000, K: 10, r: 5, load: 1.3, maxLat: 4e6, seed: 8}, nil, nil, "", ""},
+		{"fixed window, first-anchored", "      - {algorithm: fixed-window, limit: 10, window: 2s, anchor: first}\n", "", underSim{keys: 5, n: 4000, K: 10, r: 5, load: 1.3, maxLat: 4e6, seed: 9}, nil, nil, "", ""},
 		{"sliding counter, epoch, one key, long", "      - {algorithm: sliding-counter, limit: 10, window: 2s}\n", "", underSim{keys: 1, n: 15_000, K: 6, r: 3, load: 1.3, maxLat: 4e6, seed: 10}, nil, nil, "", ""},
 		{"sliding counter, first-anchored, counts all", "      - {algorithm: sliding-counter, limit: 10, window: 1s, anchor: first, counts: all}\n", "", underSim{keys: 1, n: 12_000, K: 6, r: 5, load: 1.5, maxLat: 2e6, charge: true, seed: 11}, nil, nil, "", ""},
 		{"bucket counting refusals, long", "      - {algorithm: token-bucket, capacity: 10, rate: 5/s, counts: all}\n", "", underSim{keys: 1, n: 13_000, K: 10, r: 5, load: 1.4, maxLat: 2e6, charge: true, seed: 12}, nil, nil, "", ""},
-		{"bucket and sliding log", bucket + "      - {algorithm: sliding-log, limit: 30, window: 10s}\n", "", underSim{keys: 4, n: 8000, K: 7, r: 3, load: 1.2, maxLat: 3e6, seed: 13}, nil, nil, checks.Fail, ""},
-		{"per instance", "      - {algorithm: token-bucket, capacity: 3, rate: 1/s, scope: instance}\n", "", underSim{keys: 4, n: 6000, K: 2, r: 0.8, load: 0.5, maxLat: 3e6, insts: 3, seed: 14}, nil, nil, checks.Fail, ""},
-		{"faults, guards, variants, errors, calibrate", bucket, "", underSim{keys: 8, n: 6000, K: 4, r: 2, load: 1.3, maxLat: 6e6, insts: 2, seed: 15, edit: messy},
+		{"bucket and sliding log", bucket + "      - {algorithm: sliding-log, limit: 30, window: 10s}\n", "", underSim{keys: 4, n: 4000, K: 7, r: 3, load: 1.2, maxLat: 3e6, seed: 13}, nil, nil, checks.Fail, ""},
+		{"per instance", "      - {algorithm: token-bucket, capacity: 3, rate: 1/s, scope: instance}\n", "", underSim{keys: 4, n: 4000, K: 2, r: 0.8, load: 0.5, maxLat: 3e6, insts: 3, seed: 14}, nil, nil, checks.Fail, ""},
+		{"faults, guards, variants, errors, calibrate", bucket, "", underSim{keys: 8, n: 4000, K: 4, r: 2, load: 1.3, maxLat: 6e6, insts: 2, seed: 15, edit: messy},
 			[]history.Fault{{Kind: "store-down", Start: 20 * sec, End: 40 * sec}, {Kind: "store-slow", Start: 90 * sec, End: 100 * sec}},
 			[]history.Phase{{T: "phase", Name: "run", Kind: "calibrate", Start: 0, End: 10 * sec}}, checks.Fail, ""},
-		{"weighted and peeks", bucket, "cost:\n  name: X-Cost\n  min: 0\n  max: 20\n", underSim{keys: 6, n: 5000, K: 7, r: 4, load: 1.2, maxLat: 3e6, seed: 16, edit: func(i int, e *history.Event) {
+		{"weighted and peeks", bucket, "cost:\n  name: X-Cost\n  min: 0\n  max: 20\n", underSim{keys: 6, n: 4000, K: 7, r: 4, load: 1.2, maxLat: 3e6, seed: 16, edit: func(i int, e *history.Event) {
 			if i%5 == 0 {
 				e.Cost = history.CostOf(int64(i / 5 % 4))
 			}
 		}}, nil, nil, checks.Fail, ""},
-		{"refunds", bucket, "refund_on: [502]\n", underSim{keys: 6, n: 5000, K: 7, r: 4, load: 1.2, maxLat: 3e6, seed: 17, edit: func(i int, e *history.Event) {
+		{"refunds", bucket, "refund_on: [502]\n", underSim{keys: 6, n: 4000, K: 7, r: 4, load: 1.2, maxLat: 3e6, seed: 17, edit: func(i int, e *history.Event) {
 			if i%13 == 0 && e.Status == 200 {
 				e.Status = 502
 			}
