@@ -30,7 +30,7 @@ import (
 
 // Streamable lists the checks a Streamer judges, in the order of All.
 func Streamable() []string {
-	return []string{"oversell", "token-bounds", "retry-after", "headers", "downstream"}
+	return []string{"oversell", "under-admission", "token-bounds", "retry-after", "headers", "isolation", "downstream"}
 }
 
 // Streamer judges a history event by event. Not safe for concurrent use.
@@ -41,6 +41,7 @@ type Streamer struct {
 	headers  *headersStream
 	retry    *retryStream
 	down     *downStream
+	under    *underStream
 	names    []string
 	// n counts the events of Add, n2 those of AddAgain.
 	n, n2 uint64
@@ -59,6 +60,7 @@ type streamKey struct {
 	oversell *oversellKey
 	down     *downKey
 	retry    retryKey
+	under    *underKey
 }
 
 // NewStreamer judges, against p, the events of the history whose records
@@ -98,6 +100,9 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 	if slices.Contains(names, "downstream") {
 		s.down = newDownStream(ix)
 	}
+	if slices.Contains(names, "under-admission") || slices.Contains(names, "isolation") {
+		s.under = newUnderStream(ix, slices.Contains(names, "isolation"))
+	}
 	return s, nil
 }
 
@@ -113,6 +118,9 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 func (s *Streamer) SetEvents(n int64) {
 	if s.retry != nil {
 		s.retry.events = n + int64(len(s.ix.h.Events))
+	}
+	if s.under != nil {
+		s.under.events = n + int64(len(s.ix.h.Events))
 	}
 }
 
@@ -154,6 +162,9 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 	if s.down != nil {
 		s.down.add(e, r, k)
 	}
+	if s.under != nil {
+		s.under.add(e, seq, r, k)
+	}
 }
 
 // Again reports, once Add has had every event, whether the checks need
@@ -173,6 +184,9 @@ func (s *Streamer) Again() bool {
 		s.retry.again = s.retry.needAgain(s.n, s.keys)
 		again = again || s.retry.again
 	}
+	if s.under != nil && !s.under.asked {
+		again = s.under.needAgain(s.n) || again
+	}
 	return again
 }
 
@@ -182,7 +196,8 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	s.n2++
 	over := s.oversell != nil && s.oversell.again
 	retry := s.retry != nil && s.retry.again
-	if !over && !retry {
+	under := s.under != nil && s.under.again
+	if !over && !retry && !under {
 		return
 	}
 	k := s.keys[e.Key]
@@ -195,6 +210,9 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	}
 	if retry {
 		s.retry.addAgain(e, seq, r, k)
+	}
+	if under {
+		s.under.addAgain(e, seq, r, k)
 	}
 }
 
@@ -228,6 +246,17 @@ func (s *Streamer) Results() []Result {
 			r = s.headers.result()
 		case "downstream":
 			r = s.down.result(s.keys)
+		case "under-admission", "isolation":
+			if !s.under.asked && s.under.needAgain(s.n) || s.under.again && s.n2 != s.n {
+				r = Result{Verdict: Unknown, Summary: fmt.Sprintf("not judged: %s needed a second pass over the events (Streamer.Again), which did not see every event (%d of %d)",
+					plural(s.under.candidates, "refusal", "refusals"), s.n2, s.n), Figures: map[string]float64{}}
+				break
+			}
+			if n == "isolation" {
+				r = s.under.isolation()
+				break
+			}
+			r = s.under.result()
 		}
 		r.Name = n
 		// The slacks, and the warnings against the run's widest interval
