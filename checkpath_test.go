@@ -95,7 +95,7 @@ func TestCheckPathsGiveOneDocument(t *testing.T) {
 	require.NoError(t, err)
 	// The policy turning off every check that does not stream: every
 	// check is selected, most of them skipped.
-	off, err := policy.Parse("bench-off", []byte(bench.PolicyYAML+"checks_off: [under-admission, isolation, instances, fail-mode, downstream, bypass, calibration, regions, delay]\n"))
+	off, err := policy.Parse("bench-off", []byte(bench.PolicyYAML+"checks_off: [instances, fail-mode, downstream, bypass, calibration, regions, delay]\n"))
 	require.NoError(t, err)
 	for _, tc := range streamHistories() {
 		onlys := [][]string{checks.Streamable(), {"oversell"}}
@@ -184,7 +184,7 @@ func writeHistory(t *testing.T, file string, h *history.History) {
 func TestChoosePath(t *testing.T) {
 	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
 	require.NoError(t, err)
-	off, err := policy.Parse("bench-off", []byte(bench.PolicyYAML+"checks_off: [under-admission, isolation, instances, fail-mode, downstream, bypass, calibration, regions, delay]\n"))
+	off, err := policy.Parse("bench-off", []byte(bench.PolicyYAML+"checks_off: [instances, fail-mode, downstream, bypass, calibration, regions, delay]\n"))
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "h.jsonl")
 	require.NoError(t, bench.WriteHistory(file, bench.Generate(300, 2)))
@@ -199,10 +199,10 @@ func TestChoosePath(t *testing.T) {
 	}{
 		{"streamable checks", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable}, rlverify.Streaming, "every check judged streams: " + strings.Join(checks.Streamable(), ", ")},
 		{"one streamable check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"headers"}}}, rlverify.Streaming, "every check judged streams: headers"},
-		{"the rest turned off by the policy", rlverify.CheckOptions{Histories: []string{file}, Policy: off}, rlverify.Streaming, "every check judged streams: oversell, token-bounds, retry-after, headers"},
-		{"the rest turned off by the options", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "under-admission"}, Off: []string{"under-admission"}}}, rlverify.Streaming, "every check judged streams: oversell"},
-		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.InMemory, notStreaming() + " do not stream"},
-		{"one that does not stream", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "under-admission"}}}, rlverify.InMemory, "under-admission does not stream"},
+		{"the rest turned off by the policy", rlverify.CheckOptions{Histories: []string{file}, Policy: off}, rlverify.Streaming, "every check judged streams: oversell, under-admission, token-bounds, retry-after, headers, isolation"},
+		{"the rest turned off by the options", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "instances"}, Off: []string{"instances"}}}, rlverify.Streaming, "every check judged streams: oversell"},
+		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.InMemory, notStreaming() + " does not stream"},
+		{"one that does not stream", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "instances"}}}, rlverify.InMemory, "instances does not stream"},
 		{"stdin", rlverify.CheckOptions{Histories: []string{rlverify.Stdin}, Policy: pol, Checks: streamable}, rlverify.InMemory, "standard input cannot be read twice"},
 		{"shards", rlverify.CheckOptions{Histories: []string{file, file}, Policy: pol, Checks: streamable}, rlverify.InMemory, "2 shards are merged in memory"},
 		{"thresholds", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable, Thresholds: []thresholds.Threshold{th}}, rlverify.InMemory, "thresholds read the events in memory"},

@@ -24,7 +24,7 @@ func TestWalkMinMatchesBruteForce(t *testing.T) {
 		}
 		slices.Sort(hi)
 		var w walkMin
-		w.build(hi, 5e-9)
+		w.build(hi, 0, 5e-9)
 		for range 300 {
 			l := rng.IntN(n)
 			r := l + rng.IntN(n-l)

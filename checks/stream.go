@@ -31,7 +31,7 @@ import (
 // Streamable lists the checks a Streamer judges, in the order of All
 // (delay only under a policy that declares no delay: StreamableUnder).
 func Streamable() []string {
-	return []string{"oversell", "token-bounds", "retry-after", "headers", "fail-mode", "downstream", "bypass", CalibrationCheck, "regions", DelayCheck}
+	return []string{"oversell", "under-admission", "token-bounds", "retry-after", "headers", "isolation", "fail-mode", "downstream", "bypass", CalibrationCheck, "regions", DelayCheck}
 }
 
 // Streamer judges a history event by event. Not safe for concurrent use.
@@ -46,6 +46,7 @@ type Streamer struct {
 	fail     *failStream
 	bypass   *bypassStream
 	regions  *regionsStream
+	under    *underStream
 	names    []string
 	// n counts the events of Add, n2 those of AddAgain.
 	n, n2 uint64
@@ -65,6 +66,7 @@ type streamKey struct {
 	down     *downKey
 	retry    retryKey
 	regions  *regionsAcc
+	under    *underKey
 }
 
 // NewStreamer judges, against p, the events of the history whose records
@@ -117,6 +119,9 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 	if slices.Contains(names, "regions") {
 		s.regions = newRegionsStream(ix)
 	}
+	if slices.Contains(names, "under-admission") || slices.Contains(names, "isolation") {
+		s.under = newUnderStream(ix, slices.Contains(names, "isolation"))
+	}
 	return s, nil
 }
 
@@ -135,6 +140,9 @@ func (s *Streamer) SetEvents(n int64) {
 	}
 	if s.cal != nil {
 		s.cal.tol.events = n + int64(len(s.ix.h.Events))
+	}
+	if s.under != nil {
+		s.under.events = n + int64(len(s.ix.h.Events))
 	}
 }
 
@@ -188,6 +196,9 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 	if s.regions != nil {
 		s.regions.add(e, seq, r, k)
 	}
+	if s.under != nil {
+		s.under.add(e, seq, r, k)
+	}
 }
 
 // Again reports, once Add has had every event, whether the checks need
@@ -220,6 +231,9 @@ func (s *Streamer) Again() bool {
 	if s.bypass != nil && !s.bypass.asked && s.bypass.needAgain() {
 		again = true
 	}
+	if s.under != nil && !s.under.asked {
+		again = s.under.needAgain(s.n) || again
+	}
 	return again
 }
 
@@ -232,7 +246,8 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	regions := s.regions != nil && s.regions.again
 	fail := s.fail != nil && s.fail.asked
 	bypass := s.bypass != nil && s.bypass.us.again
-	if !over && !retry && !regions && !fail && !bypass {
+	under := s.under != nil && s.under.again
+	if !over && !retry && !regions && !fail && !bypass && !under {
 		return
 	}
 	k := s.keys[e.Key]
@@ -254,6 +269,9 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	}
 	if bypass {
 		s.bypass.addAgain(e, seq, r)
+	}
+	if under {
+		s.under.addAgain(e, seq, r, k)
 	}
 }
 
@@ -297,6 +315,17 @@ func (s *Streamer) Results() []Result {
 			r = s.regions.result(s.keys, s.n, s.n2)
 		case DelayCheck:
 			r = checkDelay(s.ix) // a SKIP (streamsUnder)
+		case "under-admission", "isolation":
+			if !s.under.asked && s.under.needAgain(s.n) || s.under.again && s.n2 != s.n {
+				r = Result{Verdict: Unknown, Summary: fmt.Sprintf("not judged: %s needed a second pass over the events (Streamer.Again), which did not see every event (%d of %d)",
+					plural(s.under.candidates, "refusal", "refusals"), s.n2, s.n), Figures: map[string]float64{}}
+				break
+			}
+			if n == "isolation" {
+				r = s.under.isolation()
+				break
+			}
+			r = s.under.result()
 		}
 		r.Name = n
 		// The slacks, and the warnings against the run's widest interval

@@ -23,6 +23,9 @@ const maxScan = 4096
 type wrongRej struct {
 	g *group
 	r rec
+	// id is the request's id when the event is not at hand (the
+	// streaming check; Run reads it from the history).
+	id uint64
 	// why explains, per limit, the room the key provably had.
 	why []string
 	// room is the least provable room over the limits (tokens or slots).
@@ -36,6 +39,8 @@ type wrongRej struct {
 	// sharedWith lists other keys whose admissions, had they come out of
 	// this key's quota, explain the refusal.
 	sharedWith []string
+	// ambiguous: both the key's own refusals and sharedWith explain it.
+	ambiguous bool
 }
 
 type underResult struct {
@@ -51,6 +56,16 @@ type underResult struct {
 type cands struct {
 	lo []int64 // sorted ascending (the lo of each candidate)
 	hi []int64 // the hi values sorted ascending
+	// loBase, hiBase count the candidates before lo[0] and hi[0]: the
+	// streaming check keeps only those that can still matter, and every
+	// index below is absolute (0 for Run, which keeps them all).
+	loBase, hiBase int
+	// sorted: hi[:sorted] is in order (the streaming check inserts).
+	sorted int
+	// stream: the walks cover hi[:final] only, the candidates no later
+	// one can come before (the streaming check's), and grow with it.
+	stream bool
+	final  int
 	// indexed: room may answer its backward walk from a walkMin per rate
 	// (built on first use, for cands queried once per refusal of a key).
 	indexed bool
@@ -144,8 +159,12 @@ func (c *cands) grow(n int) {
 // reset empties c for another key, keeping its buffers.
 func (c *cands) reset() {
 	c.lo, c.hi = c.lo[:0], c.hi[:0]
+	c.loBase, c.hiBase, c.sorted = 0, 0, 0
 	c.nwalks = 0
 }
+
+// hiAt is the candidate of absolute index j in hi order.
+func (c *cands) hiAt(j int) int64 { return c.hi[j-c.hiBase] }
 
 // walk returns the walkMin of c's hi at rate (tokens per ns), or nil when c
 // is not indexed.
@@ -154,8 +173,11 @@ func (c *cands) walk(rate float64) *walkMin {
 		return nil
 	}
 	for i := range c.nwalks {
-		if c.walks[i].rate == rate {
-			return &c.walks[i]
+		if w := &c.walks[i]; w.rate == rate {
+			if c.stream && len(w.v) < c.final {
+				w.extend(c.hi[:c.final])
+			}
+			return w
 		}
 	}
 	if c.nwalks == len(c.walks) {
@@ -163,7 +185,12 @@ func (c *cands) walk(rate float64) *walkMin {
 	}
 	w := &c.walks[c.nwalks]
 	c.nwalks++
-	w.build(c.hi, rate)
+	if c.stream {
+		w.build(c.hi[:0], c.hiBase, rate)
+		w.extend(c.hi[:c.final])
+		return w
+	}
+	w.build(c.hi, c.hiBase, rate)
 	return w
 }
 
@@ -177,19 +204,20 @@ const walkBlock = 64
 // every prefix and suffix, across blocks a sparse table of block arg mins.
 type walkMin struct {
 	rate     float64
+	base     int       // the absolute index of v[0] (a multiple of walkBlock)
 	v        []float64 // j − rate·hi[j]
 	pre, suf []int32   // arg min of v over j's block up to j, from j
 	sparse   [][]int32 // sparse[k][b]: arg min over blocks b … b+2^k−1
 }
 
-func (w *walkMin) build(hi []int64, rate float64) {
+func (w *walkMin) build(hi []int64, base int, rate float64) {
 	n := len(hi)
-	w.rate = rate
+	w.rate, w.base = rate, base
 	w.v = slices.Grow(w.v[:0], n)[:n]
 	w.pre = slices.Grow(w.pre[:0], n)[:n]
 	w.suf = slices.Grow(w.suf[:0], n)[:n]
 	for j, h := range hi {
-		w.v[j] = float64(j) - rate*float64(h)
+		w.v[j] = float64(base+j) - rate*float64(h)
 	}
 	nb := (n + walkBlock - 1) / walkBlock
 	if len(w.sparse) == 0 {
@@ -224,6 +252,38 @@ func (w *walkMin) build(hi []int64, rate float64) {
 	w.sparse = w.sparse[:k]
 }
 
+// extend appends hi[len(w.v):] to a walk built on a prefix of hi (the
+// streaming check's candidates, once no earlier one can come): each block
+// they complete gets its suffix minima and its sparse rows. A query reads
+// only complete blocks but its right end's, and of that one the prefix
+// minima, so it gets build's answer over the whole hi.
+func (w *walkMin) extend(hi []int64) {
+	for j := len(w.v); j < len(hi); j++ {
+		w.v = append(w.v, float64(w.base+j)-w.rate*float64(hi[j]))
+		if j%walkBlock == 0 {
+			w.pre = append(w.pre, int32(j))
+		} else {
+			w.pre = append(w.pre, w.argMin(w.pre[j-1], int32(j)))
+		}
+		w.suf = append(w.suf, int32(j))
+		if (j+1)%walkBlock != 0 {
+			continue
+		}
+		for i := j - 1; i > j-walkBlock; i-- {
+			w.suf[i] = w.argMin(int32(i), w.suf[i+1])
+		}
+		b := j / walkBlock
+		w.sparse[0] = append(w.sparse[0], w.pre[j])
+		for k := 1; 1<<k <= b+1; k++ {
+			if len(w.sparse) == k {
+				w.sparse = append(w.sparse, nil)
+			}
+			bb := b - 1<<k + 1
+			w.sparse[k] = append(w.sparse[k], w.argMin(w.sparse[k-1][bb], w.sparse[k-1][bb+1<<(k-1)]))
+		}
+	}
+}
+
 // argMin is the one of i, j with the smaller v, i on a tie.
 func (w *walkMin) argMin(i, j int32) int32 {
 	if w.v[j] < w.v[i] {
@@ -232,28 +292,29 @@ func (w *walkMin) argMin(i, j int32) int32 {
 	return i
 }
 
-// min returns an arg min of v over [l, r] (l ≤ r).
+// min returns an arg min of v over the absolute indices [l, r] (l ≤ r).
 func (w *walkMin) min(l, r int) int {
+	l, r = l-w.base, r-w.base
 	bl, br := l/walkBlock, r/walkBlock
 	if bl == br {
 		m := int32(l)
 		for j := l + 1; j <= r; j++ {
 			m = w.argMin(m, int32(j))
 		}
-		return int(m)
+		return int(m) + w.base
 	}
 	m := w.argMin(w.suf[l], w.pre[r])
 	if bl+1 < br {
 		k := bits.Len(uint(br-bl-1)) - 1
 		m = w.argMin(m, w.argMin(w.sparse[k][bl+1], w.sparse[k][br-1<<k]))
 	}
-	return int(m)
+	return int(m) + w.base
 }
 
 // upTo returns #{candidates with lo ≤ t}.
 func (c *cands) loUpTo(t int64) int {
 	c.nearLo = gallop(c.lo, c.nearLo, t+1, i64)
-	return c.nearLo
+	return c.loBase + c.nearLo
 }
 
 func i64(x int64) int64 { return x }
@@ -282,7 +343,7 @@ func addInst(m map[int16]*cands, r rec) {
 // hiBelow returns #{candidates with hi < t}.
 func (c *cands) hiBelow(t int64) int {
 	c.nearHi = gallop(c.hi, c.nearHi, t, i64)
-	return c.nearHi
+	return c.hiBase + c.nearHi
 }
 
 // under computes the wrong rejections once (under-admission and isolation
@@ -295,7 +356,8 @@ func (ix *index) under() *underResult {
 func (ix *index) computeUnder() {
 	res := &underResult{}
 	ix.underRes = res
-	var c, all cands
+	var u underCands
+	src := memAttr{ix}
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		if g.tier == nil {
@@ -311,10 +373,8 @@ func (ix *index) computeUnder() {
 		if !hasRej {
 			continue
 		}
-		c.reset()
-		all.reset()
-		c.indexed, all.indexed = true, true
-		c.anch, c.anchAt, all.anch, all.anchAt = nil, nil, nil, nil
+		u.reset(ix, g.tier)
+		c, all := &u.c, &u.all
 		for li := range g.tier.Limits {
 			if l := &g.tier.Limits[li]; l.AnchoredAtFirst() && !l.PerInstance() && c.anch == nil {
 				c.anch, c.anchAt = anchorsOf(g.recs, l), l
@@ -322,124 +382,201 @@ func (ix *index) computeUnder() {
 			}
 		}
 		c.grow(len(g.recs))
-		// perInst: for limits declared per instance; all (allInst): for
-		// limits that count refused requests too, judged over every request.
-		var perInst, allInst map[int16]*cands
-		countsAll := false
-		for _, l := range g.tier.Limits {
-			if l.PerInstance() {
-				perInst, allInst = map[int16]*cands{}, map[int16]*cands{}
-			}
-			countsAll = countsAll || l.CountsRejected()
-		}
-		if countsAll {
+		if u.countsAll {
 			all.grow(len(g.recs))
 		}
-		// refunded: answers after which the service gave the tokens back
-		// (policy refund_on); each holds its tokens only while decided.
-		var refunded []rec
 		for _, r := range g.recs {
-			if r.out == history.Unknown && len(ix.p.RefundOn) > 0 && ix.p.RefundOn.Has(int(r.status)) {
-				refunded = append(refunded, r)
-			} else if r.out != history.Rejected {
-				c.add(r)
-				addInst(perInst, r)
-			}
-			if countsAll {
-				all.add(r)
-				addInst(allInst, r)
-			}
+			u.add(ix, r)
 		}
 		slices.Sort(c.hi)
 		slices.Sort(all.hi)
-		for _, m := range []map[int16]*cands{perInst, allInst} {
+		for _, m := range []map[int16]*cands{u.perInst, u.allInst} {
 			for _, pc := range m {
 				slices.Sort(pc.hi)
 			}
 		}
-		attributed := 0
+		var a underAttr
 		first := len(res.wrong) // this key's wrong refusals are res.wrong[first:]
-		ambiguous, selfOnly := false, false
 		for _, r := range g.recs {
-			if r.out != history.Rejected || r.variant || !r.limit || r.fault {
+			if !underJudged(r) {
 				continue
 			}
 			res.judged++
-			// A refusal up to the timing tolerance later than the exact
-			// arithmetic is a conservative guard, not a defect: judge it as
-			// if decided tol earlier.
-			rt := ix.tolerant(r)
-			if r.tokens() == 0 && ix.p.Cost.Peeks() {
-				// A cost-0 peek consumes nothing: the policy says it is
-				// never refused, whatever the bucket holds.
-				res.wrong = append(res.wrong, wrongRej{g: g, r: r, why: []string{"a cost-0 request (a peek) consumes nothing and is never to be refused"},
-					margin: time.Duration(ix.tol)})
+			w, v := ix.judgeRefusal(g.tier, &u, r)
+			switch v {
+			case refusalUndecided:
+				res.undecided++
+				continue
+			case refusalFine:
 				continue
 			}
-			wrong := true
-			undecided := false
-			room := math.Inf(1)
-			var why []string
-			for li := range g.tier.Limits {
-				l := &g.tier.Limits[li]
-				// Among every request, the rejection itself is a candidate:
-				// one more unit of room makes up for counting it.
-				cc, inst, self := &c, perInst, 0.0
-				if l.CountsRejected() {
-					cc, inst, self = &all, allInst, float64(r.tokens())
-				}
-				if l.PerInstance() {
-					if cc = inst[r.inst]; cc == nil {
-						cc = &cands{}
-					}
-				}
-				// A refunded request decided while r may have been held
-				// its tokens then: one less unit of room for each.
-				v, ok, dec := ix.room(cc, rt, l, self-heldBy(refunded, rt))
-				if !dec {
-					undecided = true
-				}
-				if !ok {
-					wrong = false
-					break
-				}
-				room = math.Min(room, v)
-				why = append(why, roomText(l, v))
+			w.g = g
+			if v == refusalWrong && !ix.attribute(src, int32(gi), g.tier, &w, &a) {
+				res.unattributed++
 			}
-			switch {
-			case wrong && !undecided:
-				w := wrongRej{g: g, r: r, why: why, room: room}
-				rate := g.tier.Limits[0].R()
-				w.margin = time.Duration(ix.tol) + time.Duration((room-float64(max(r.tokens(), 1)))/rate*float64(time.Second))
-				if attributed < maxAttributed {
-					attributed++
-					w.self = ix.explainsRefusal(g, rt, nil, true)
-					if !w.self {
-						w.sharedWith = ix.sharingKeys(g, rt)
-					} else if w.sharedWith = ix.sharingUnrefuted(g, rt); len(w.sharedWith) > 0 {
-						w.self, ambiguous = false, true // both fit: see sharingUnrefuted
-					} else {
-						selfOnly = true
-					}
-				} else {
-					res.unattributed++
-				}
-				res.wrong = append(res.wrong, w)
-			case undecided && wrong:
-				res.undecided++
-			}
+			res.wrong = append(res.wrong, w)
 		}
 		// A shared quota explains every refusal of a key that its own
 		// charged refusals explain; one it cannot explain means the key's
 		// refusals cost, and so do the ambiguous ones (a key in debt beside
 		// a quiet neighbour whose admissions happen to fill the gap).
-		if ambiguous && selfOnly {
+		if a.ambiguous && a.selfOnly {
 			for i := first; i < len(res.wrong); i++ {
-				if w := &res.wrong[i]; len(w.sharedWith) > 0 && ix.explainsRefusal(g, ix.tolerant(w.r), nil, true) {
-					w.self, w.sharedWith = true, nil
-				}
+				a.settle(&res.wrong[i])
 			}
 		}
+	}
+}
+
+// underJudged reports whether under-admission judges r: a refusal by the
+// limit itself, not a variant, outside fault windows.
+func underJudged(r rec) bool {
+	return r.out == history.Rejected && !r.variant && r.limit && !r.fault
+}
+
+// underCands is what under-admission judges a key's refusals by: its
+// possibly consuming requests (c), every request for limits that count
+// refusals too (all), both per instance for limits declared per instance,
+// and the answers the policy declares refunded. Run holds a key's whole
+// run in it; the streaming check holds the requests that can still matter
+// (underStream).
+type underCands struct {
+	c, all cands
+	// perInst, allInst: c and all per instance (nil: no limit per instance).
+	perInst, allInst map[int16]*cands
+	countsAll        bool
+	// refunded: answers after which the service gave the tokens back
+	// (policy refund_on); each holds its tokens only while decided.
+	refunded []rec
+}
+
+// reset empties u for a key of tier t, keeping its buffers.
+func (u *underCands) reset(ix *index, t *policy.Tier) {
+	u.c.reset()
+	u.all.reset()
+	u.c.indexed, u.all.indexed = true, true
+	u.c.anch, u.c.anchAt, u.all.anch, u.all.anchAt = nil, nil, nil, nil
+	u.perInst, u.allInst, u.countsAll = nil, nil, false
+	u.refunded = u.refunded[:0]
+	for _, l := range t.Limits {
+		if l.PerInstance() {
+			u.perInst, u.allInst = map[int16]*cands{}, map[int16]*cands{}
+		}
+		u.countsAll = u.countsAll || l.CountsRejected()
+	}
+}
+
+// add takes r, the key's next request by lo, among the candidates (their
+// hi unsorted: the caller sorts or inserts).
+func (u *underCands) add(ix *index, r rec) {
+	if r.out == history.Unknown && len(ix.p.RefundOn) > 0 && ix.p.RefundOn.Has(int(r.status)) {
+		u.refunded = append(u.refunded, r)
+	} else if r.out != history.Rejected {
+		u.c.add(r)
+		addInst(u.perInst, r)
+	}
+	if u.countsAll {
+		u.all.add(r)
+		addInst(u.allInst, r)
+	}
+}
+
+// What judgeRefusal found of one refusal.
+const (
+	refusalFine      = iota // some limit provably had no room
+	refusalUndecided        // wrong as far as the scan went, cut short
+	refusalWrong            // provably wrong
+	refusalPeek             // a refused cost-0 peek: wrong by the policy
+)
+
+// judgeRefusal is under-admission's decision on refusal r of a key of
+// tier t whose candidates are u (every one that could have been decided
+// by r.hi among them): whether every limit provably had room, and if so
+// how much (w, without its key). Run and the streaming check both ask it.
+func (ix *index) judgeRefusal(t *policy.Tier, u *underCands, r rec) (wrongRej, int) {
+	// A refusal up to the timing tolerance later than the exact
+	// arithmetic is a conservative guard, not a defect: judge it as
+	// if decided tol earlier.
+	rt := ix.tolerant(r)
+	if r.tokens() == 0 && ix.p.Cost.Peeks() {
+		// A cost-0 peek consumes nothing: the policy says it is
+		// never refused, whatever the bucket holds.
+		return wrongRej{r: r, why: []string{"a cost-0 request (a peek) consumes nothing and is never to be refused"},
+			margin: time.Duration(ix.tol)}, refusalPeek
+	}
+	undecided := false
+	room := math.Inf(1)
+	var why []string
+	for li := range t.Limits {
+		l := &t.Limits[li]
+		// Among every request, the rejection itself is a candidate:
+		// one more unit of room makes up for counting it.
+		cc, inst, self := &u.c, u.perInst, 0.0
+		if l.CountsRejected() {
+			cc, inst, self = &u.all, u.allInst, float64(r.tokens())
+		}
+		if l.PerInstance() {
+			if cc = inst[r.inst]; cc == nil {
+				cc = &cands{}
+			}
+		}
+		// A refunded request decided while r may have been held
+		// its tokens then: one less unit of room for each.
+		v, ok, dec := ix.room(cc, rt, l, self-heldBy(u.refunded, rt))
+		if !dec {
+			undecided = true
+		}
+		if !ok {
+			return wrongRej{}, refusalFine
+		}
+		room = math.Min(room, v)
+		why = append(why, roomText(l, v))
+	}
+	if undecided {
+		return wrongRej{}, refusalUndecided
+	}
+	w := wrongRej{r: r, why: why, room: room}
+	rate := t.Limits[0].R()
+	w.margin = time.Duration(ix.tol) + time.Duration((room-float64(max(r.tokens(), 1)))/rate*float64(time.Second))
+	return w, refusalWrong
+}
+
+// underAttr is a key's attribution so far: how many of its wrong refusals
+// were weighed (at most maxAttributed), and whether some fit both a shared
+// quota and charged refusals (ambiguous) or charged refusals alone.
+type underAttr struct {
+	attributed          int
+	ambiguous, selfOnly bool
+}
+
+// attribute weighs the cause of wrong refusal w of key gid (tier t), the
+// key's first maxAttributed only: false when past them. src gives the
+// requests around it.
+func (ix *index) attribute(src attrSource, gid int32, t *policy.Tier, w *wrongRej, a *underAttr) bool {
+	if a.attributed >= maxAttributed {
+		return false
+	}
+	a.attributed++
+	rt := ix.tolerant(w.r)
+	own := src.own(gid)
+	w.self = ix.explainsRefusal(own, t, rt, nil, true)
+	if !w.self {
+		w.sharedWith = ix.sharingKeys(src, gid, t, rt)
+	} else if w.sharedWith = ix.sharingUnrefuted(src, gid, t, rt); len(w.sharedWith) > 0 {
+		w.self, w.ambiguous, a.ambiguous = false, true, true // both fit: see sharingUnrefuted
+	} else {
+		a.selfOnly = true
+	}
+	return true
+}
+
+// settle is the key's end for w, once both an ambiguous refusal and one
+// only charged refusals explain were found: a refusal sharing was found
+// for that charged refusals explain too (the ambiguous ones: attribute
+// found it so) is the key's own.
+func (a *underAttr) settle(w *wrongRej) {
+	if a.ambiguous && a.selfOnly && w.ambiguous {
+		w.self, w.sharedWith = true, nil
 	}
 }
 
@@ -497,12 +634,12 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 		if w := c.walk(rate); w != nil && q > walkBlock {
 			from := max(0, q-maxScan)
 			j := w.min(from, q-1)
-			lb = math.Min(lb, K+rate*float64(r.lo-c.hi[j])-float64(P-j))
+			lb = math.Min(lb, K+rate*float64(r.lo-c.hiAt(j))-float64(P-j))
 			if lb < need-eps {
 				return lb, false, true
 			}
 			if q >= maxScan {
-				rest := K + rate*float64(r.lo-c.hi[from]) - float64(P)
+				rest := K + rate*float64(r.lo-c.hiAt(from)) - float64(P)
 				if rest < need-eps {
 					return lb, false, false
 				}
@@ -513,7 +650,7 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 		steps := 0
 		for j := q - 1; j >= 0; j-- {
 			cnt++
-			val := K + rate*float64(r.lo-c.hi[j]) - float64(cnt)
+			val := K + rate*float64(r.lo-c.hiAt(j)) - float64(cnt)
 			if val < lb {
 				lb = val
 				if lb < need-eps {
@@ -522,7 +659,7 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 			}
 			if steps++; steps >= maxScan {
 				// For every earlier a the loss is at most P.
-				rest := K + rate*float64(r.lo-c.hi[j]) - float64(P)
+				rest := K + rate*float64(r.lo-c.hiAt(j)) - float64(P)
 				if rest < need-eps {
 					return lb, false, false
 				}
@@ -589,22 +726,35 @@ func checkUnder(ix *index) Result {
 	res := ix.under()
 	col := ix.collector()
 	for _, w := range res.wrong {
-		ev := ix.rejEvidence(w, "")
-		if w.self {
-			ev.Message += selfInflictedNote
-			ev.Cause = CauseSelfInflicted
-		}
-		col.add(ev)
+		col.add(underEvidence(ix.rejEvidence(w, ""), w.self))
 	}
 	exemptN, exemptRefused := ix.exemptRefusals(col)
-	figs := map[string]float64{"rejections_judged": float64(res.judged), "undecided": float64(res.undecided)}
+	return underVerdict(col, res.judged, res.undecided, exemptN, exemptRefused, selfInflictedKeys(res))
+}
+
+// underEvidence is under-admission's evidence of a wrong refusal: ev, and
+// the cause when the key's own refusals explain it (self).
+func underEvidence(ev Evidence, self bool) Evidence {
+	if self {
+		ev.Message += selfInflictedNote
+		ev.Cause = CauseSelfInflicted
+	}
+	return ev
+}
+
+// underVerdict is under-admission's result from its evidence (col), the
+// refusals judged and left undecided, the requests of exempt keys judged
+// and refused, and the keys (sorted, at most 50) whose own refusals
+// explain some wrong refusal.
+func underVerdict(col *collector, judged, undecided, exemptN, exemptRefused int, selfKeys []string) Result {
+	figs := map[string]float64{"rejections_judged": float64(judged), "undecided": float64(undecided)}
 	if exemptN > 0 {
 		figs["exempt_requests"], figs["exempt_refused"] = float64(exemptN), float64(exemptRefused)
 	}
-	if res.judged == 0 && exemptN == 0 {
+	if judged == 0 && exemptN == 0 {
 		return col.result(Skip, "no 429 rejections outside fault windows to judge", figs, "")
 	}
-	sum := fmt.Sprintf("none of %s could be shown wrong", plural(res.judged, "429", "429s"))
+	sum := fmt.Sprintf("none of %s could be shown wrong", plural(judged, "429", "429s"))
 	if exemptN > 0 {
 		sum += fmt.Sprintf("; %s of exempt keys, none refused", plural(exemptN, "request", "requests"))
 	}
@@ -614,9 +764,9 @@ func checkUnder(ix *index) Result {
 	// each of its symptoms (advice it could never honour while it kept
 	// sending, remaining counts and resets of a bucket in debt) is traced
 	// to this defect whichever key the capped evidence shows.
-	if keys := selfInflictedKeys(res); len(keys) > 0 && r.Verdict == Fail {
-		r.Evidence = append(r.Evidence, Evidence{Key: keys[0], Keys: keys, Cause: CauseSelfInflicted,
-			Message: fmt.Sprintf("keys whose own refused requests cost tokens: %s", strings.Join(keys, ", "))})
+	if len(selfKeys) > 0 && r.Verdict == Fail {
+		r.Evidence = append(r.Evidence, Evidence{Key: selfKeys[0], Keys: selfKeys, Cause: CauseSelfInflicted,
+			Message: fmt.Sprintf("keys whose own refused requests cost tokens: %s", strings.Join(selfKeys, ", "))})
 	}
 	return r
 }
@@ -631,27 +781,54 @@ func (ix *index) exemptRefusals(col *collector) (n, refused int) {
 		if g.exempt == nil {
 			continue
 		}
-		var bad []rec
+		var x exemptTally
 		for _, r := range g.recs {
-			if r.variant || r.fault || r.out == history.Unknown {
-				continue
-			}
-			n++
-			if r.out == history.Rejected {
-				bad = append(bad, r)
-			}
+			x.add(r, ix.ev(r).ID)
 		}
-		if len(bad) == 0 {
-			continue
+		n += x.n
+		if x.refused > 0 {
+			refused += x.refused
+			col.add(x.evidence(g.key, g.exempt))
 		}
-		refused += len(bad)
-		ids, total := ix.idList(bad)
-		col.add(Evidence{Key: g.key, Limit: "exempt", From: bad[0].lo, To: bad[len(bad)-1].hi, Bound: 0, Observed: float64(len(bad)),
-			RequestIDs: ids, TotalIDs: total,
-			Message: fmt.Sprintf("key %s is of the exempt class %s (never limited), yet %d of its requests were refused (first: request %d, status %d)",
-				g.key, g.exempt.Name, len(bad), ix.ev(bad[0]).ID, ix.ev(bad[0]).Status)})
 	}
 	return n, refused
+}
+
+// exemptTally is what under-admission keeps of an exempt key's requests.
+type exemptTally struct {
+	n, refused int
+	// ids: of the first MaxIDs+1 refusals; first, last: the first and last
+	// refusal (first's id in ids[0]).
+	ids         []uint64
+	first, last rec
+}
+
+// add counts r (request id) of the key, in the key's order.
+func (x *exemptTally) add(r rec, id uint64) {
+	if r.variant || r.fault || r.out == history.Unknown {
+		return
+	}
+	x.n++
+	if r.out != history.Rejected {
+		return
+	}
+	if x.refused == 0 {
+		x.first = r
+	}
+	x.refused++
+	x.last = r
+	if len(x.ids) <= MaxIDs {
+		x.ids = append(x.ids, id)
+	}
+}
+
+// evidence is the key's evidence (refused > 0).
+func (x *exemptTally) evidence(key string, ex *policy.Exempt) Evidence {
+	got, _ := ids(x.ids)
+	return Evidence{Key: key, Limit: "exempt", From: x.first.lo, To: x.last.hi, Bound: 0, Observed: float64(x.refused),
+		RequestIDs: got, TotalIDs: x.refused,
+		Message: fmt.Sprintf("key %s is of the exempt class %s (never limited), yet %d of its requests were refused (first: request %d, status %d)",
+			key, ex.Name, x.refused, x.ids[0], x.first.status)}
 }
 
 // selfInflictedKeys lists (up to 50, sorted) the keys with a wrong refusal
@@ -673,14 +850,19 @@ func selfInflictedKeys(res *underResult) []string {
 }
 
 func (ix *index) rejEvidence(w wrongRej, extra string) Evidence {
-	e := ix.ev(w.r)
+	return ix.refusalEvidence(w.g.key, w.g.tier, ix.ev(w.r).ID, w, extra)
+}
+
+// refusalEvidence is the evidence of wrong refusal w (request id) of key
+// of tier t.
+func (ix *index) refusalEvidence(key string, t *policy.Tier, id uint64, w wrongRej, extra string) Evidence {
 	msg := fmt.Sprintf("request %d of key %s got %d although at every possible decision time %s (wrong by at least %s, beyond the timing tolerance %s)",
-		e.ID, w.g.key, e.Status, strings.Join(w.why, " and "), fmtDur(w.margin), fmtDur(time.Duration(ix.tol)))
+		id, key, w.r.status, strings.Join(w.why, " and "), fmtDur(w.margin), fmtDur(time.Duration(ix.tol)))
 	if extra != "" {
 		msg += "; " + extra
 	}
-	return Evidence{Key: w.g.key, Limit: limitNames(w.g.tier), From: w.r.lo, To: w.r.hi, Bound: 1, Observed: w.room,
-		RequestIDs: []uint64{e.ID}, TotalIDs: 1, Message: msg}
+	return Evidence{Key: key, Limit: limitNames(t), From: w.r.lo, To: w.r.hi, Bound: 1, Observed: w.room,
+		RequestIDs: []uint64{id}, TotalIDs: 1, Message: msg}
 }
 
 func limitNames(t *policy.Tier) string {
@@ -698,53 +880,27 @@ const docIsolation = "Keys never share quota: fails when a refusal was provably 
 // other keys' admissions in its attribution window, O(w log w) for w
 // requests in it.
 func checkIsolation(ix *index) Result {
-	col := ix.collector()
-	figs := map[string]float64{}
-	tiers := map[string]bool{}
+	iso := newIsolationTally()
 	for gi := range ix.groups {
 		g := &ix.groups[gi]
 		if g.tier == nil {
 			continue
 		}
-		tiers[g.tier.Name] = true
 		n := 0
 		for _, r := range g.recs {
 			if r.out == history.Admitted && !r.variant {
 				n++
 			}
 		}
-		figs["admitted_"+g.tier.Name] += float64(n)
-		figs["keys_"+g.tier.Name]++
+		iso.addKey(g.tier, n)
 	}
 	// Wrong rejections attributable to other keys.
+	col := ix.collector()
 	res := ix.under()
-	selfInflicted := 0
 	for _, w := range res.wrong {
-		switch {
-		case w.self:
-			selfInflicted++
-		case len(w.sharedWith) > 0:
-			ev := ix.rejEvidence(w, "counting the admissions of "+strings.Join(w.sharedWith, ", ")+" as if they came out of this key's quota explains the refusal: the keys share a quota")
-			ev.Cause, ev.Keys = CauseSharedQuota, w.sharedWith
-			col.add(ev)
+		if iso.addWrong(w.g.key, w) {
+			col.add(sharedEvidence(ix.rejEvidence(w, sharedExtra(w)), w))
 		}
-	}
-	if selfInflicted > 0 {
-		figs["self_inflicted_refusals"] = float64(selfInflicted)
-	}
-	// Every key found sharing a quota, beyond the evidence cap, so each of
-	// their symptoms is traced to this defect.
-	sharing := map[string]bool{}
-	for _, w := range res.wrong {
-		if !w.self && len(w.sharedWith) > 0 {
-			sharing[w.g.key] = true
-			for _, k := range w.sharedWith {
-				sharing[k] = true
-			}
-		}
-	}
-	if res.unattributed > 0 {
-		figs["refusals_not_attributed"] = float64(res.unattributed)
 	}
 	// Limits of another tier served to a key.
 	mismatch := 0
@@ -753,49 +909,118 @@ func checkIsolation(ix *index) Result {
 		if len(ix.p.Tiers) < 2 {
 			break
 		}
-		h := &ix.hdrs[i]
-		g := &ix.groups[ix.gid[i]]
-		if g.tier == nil || h.ev&(evVariant|evFallback) != 0 {
-			continue
-		}
-		var v int64
-		var ok bool
-		switch xl := h.state(sXLimit); {
-		case xl == hInt:
-			v, ok = int64(h.xlim), true
-		case xl == hAbsent && h.state(sRL) != hOther && h.state(sPol) != hOther:
-			v, ok = int64(h.rlLim), h.hasLim()
-		default:
-			v, ok = observedLimit(&ix.h.Events[i], oc)
-		}
-		if !ok || tierHasCount(g.tier, v) {
-			continue
-		}
 		e := &ix.h.Events[i]
-		for ti := range ix.p.Tiers {
-			t := &ix.p.Tiers[ti]
-			if t != g.tier && tierHasCount(t, v) {
-				mismatch++
-				r := ix.mkRec(e, i)
-				col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: r.lo, To: r.hi, Bound: float64(g.tier.Limits[0].Count), Observed: float64(v),
-					RequestIDs: []uint64{e.ID}, TotalIDs: 1,
-					Message: fmt.Sprintf("key %s (tier %s, N=%d) was served limit %d, tier %s's quota", g.key, g.tier.Name, g.tier.Limits[0].Count, v, t.Name)})
-				break
-			}
+		if ev, ok := ix.tierMismatch(e, ix.mkRec(e, i), &ix.hdrs[i], ix.groups[ix.gid[i]].tier, oc); ok {
+			mismatch++
+			col.add(ev)
 		}
+	}
+	return iso.result(col, len(ix.groups), mismatch, res.unattributed)
+}
+
+// isolationTally is what isolation gathers besides its evidence, on
+// either path: the tiers, their keys and admissions, the refusals the
+// keys' own refusals explain and the keys found sharing a quota.
+type isolationTally struct {
+	figs          map[string]float64
+	tiers         map[string]bool
+	selfInflicted int
+	sharing       map[string]bool
+}
+
+func newIsolationTally() *isolationTally {
+	return &isolationTally{figs: map[string]float64{}, tiers: map[string]bool{}, sharing: map[string]bool{}}
+}
+
+// addKey counts a key of tier t that admitted n requests (not variants).
+func (iso *isolationTally) addKey(t *policy.Tier, n int) {
+	iso.tiers[t.Name] = true
+	iso.figs["admitted_"+t.Name] += float64(n)
+	iso.figs["keys_"+t.Name]++
+}
+
+// addWrong counts under-admission's wrong refusal w of key, and reports
+// whether it is isolation's evidence (a shared quota explains it).
+func (iso *isolationTally) addWrong(key string, w wrongRej) bool {
+	switch {
+	case w.self:
+		iso.selfInflicted++
+	case len(w.sharedWith) > 0:
+		iso.sharing[key] = true
+		for _, k := range w.sharedWith {
+			iso.sharing[k] = true
+		}
+		return true
+	}
+	return false
+}
+
+// sharedExtra is what isolation adds to the evidence of refusal w.
+func sharedExtra(w wrongRej) string {
+	return "counting the admissions of " + strings.Join(w.sharedWith, ", ") + " as if they came out of this key's quota explains the refusal: the keys share a quota"
+}
+
+// sharedEvidence is isolation's evidence of refusal w (ev: its refusal
+// evidence with sharedExtra).
+func sharedEvidence(ev Evidence, w wrongRej) Evidence {
+	ev.Cause, ev.Keys = CauseSharedQuota, w.sharedWith
+	return ev
+}
+
+// tierMismatch is the evidence of a response of a key of tier t (nil: none)
+// that declared the quota of another tier (h: its parsed headers, r its
+// record).
+func (ix *index) tierMismatch(e *history.Event, r rec, h *hdr, t *policy.Tier, oc *obsCache) (Evidence, bool) {
+	if t == nil || h.ev&(evVariant|evFallback) != 0 {
+		return Evidence{}, false
+	}
+	var v int64
+	var ok bool
+	switch xl := h.state(sXLimit); {
+	case xl == hInt:
+		v, ok = int64(h.xlim), true
+	case xl == hAbsent && h.state(sRL) != hOther && h.state(sPol) != hOther:
+		v, ok = int64(h.rlLim), h.hasLim()
+	default:
+		v, ok = observedLimit(e, oc)
+	}
+	if !ok || tierHasCount(t, v) {
+		return Evidence{}, false
+	}
+	for ti := range ix.p.Tiers {
+		if o := &ix.p.Tiers[ti]; o != t && tierHasCount(o, v) {
+			return Evidence{Key: e.Key, Limit: limitNames(t), From: r.lo, To: r.hi, Bound: float64(t.Limits[0].Count), Observed: float64(v),
+				RequestIDs: []uint64{e.ID}, TotalIDs: 1,
+				Message: fmt.Sprintf("key %s (tier %s, N=%d) was served limit %d, tier %s's quota", e.Key, t.Name, t.Limits[0].Count, v, o.Name)}, true
+		}
+	}
+	return Evidence{}, false
+}
+
+// result is isolation's result from its evidence (col), the run's keys,
+// the responses of another tier's quota and the refusals not attributed.
+func (iso *isolationTally) result(col *collector, keys, mismatch, unattributed int) Result {
+	figs := iso.figs
+	if iso.selfInflicted > 0 {
+		figs["self_inflicted_refusals"] = float64(iso.selfInflicted)
+	}
+	if unattributed > 0 {
+		figs["refusals_not_attributed"] = float64(unattributed)
 	}
 	figs["tier_mismatches"] = float64(mismatch)
-	if len(ix.groups) < 2 && mismatch == 0 {
+	if keys < 2 && mismatch == 0 {
 		return col.result(Skip, "only one key in this run", figs, "")
 	}
-	names := make([]string, 0, len(tiers))
-	for t := range tiers {
+	names := make([]string, 0, len(iso.tiers))
+	for t := range iso.tiers {
 		names = append(names, t)
 	}
 	sort.Strings(names)
-	if len(sharing) > 0 && col.total > 0 {
-		keys := make([]string, 0, len(sharing))
-		for k := range sharing {
+	// Every key found sharing a quota, beyond the evidence cap, so each of
+	// their symptoms is traced to this defect.
+	if len(iso.sharing) > 0 && col.total > 0 {
+		keys := make([]string, 0, len(iso.sharing))
+		for k := range iso.sharing {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
@@ -807,7 +1032,7 @@ func checkIsolation(ix *index) Result {
 			Message: fmt.Sprintf("keys found sharing a quota: %s", strings.Join(keys, ", "))})
 		return r
 	}
-	return col.result(Pass, fmt.Sprintf("%s over tiers %s kept separate quotas", plural(len(ix.groups), "key", "keys"), strings.Join(names, ", ")), figs,
+	return col.result(Pass, fmt.Sprintf("%s over tiers %s kept separate quotas", plural(keys, "key", "keys"), strings.Join(names, ", ")), figs,
 		fmt.Sprintf("%s of shared or wrong-tier quota", plural(col.total, "instance", "instances")))
 }
 
@@ -841,9 +1066,9 @@ const maxAttributed = 32
 
 // attributionWindow is the span before a refusal whose requests decide its
 // cause: two refill horizons and the longest request.
-func (ix *index) attributionWindow(g *group, r rec) int64 {
+func (ix *index) attributionWindow(t *policy.Tier, r rec) int64 {
 	var horizon int64
-	for _, l := range g.tier.Limits {
+	for _, l := range t.Limits {
 		horizon = max(horizon, int64(l.W()))
 	}
 	return r.lo - 2*horizon - ix.maxLat
@@ -859,14 +1084,59 @@ func windowRecs(rs []rec, from, to int64) []rec {
 	return rs[i:j]
 }
 
-// explainsRefusal reports whether refusal r of g had no room under some
-// limit of its tier if, besides g's admitted and unknown requests of the
+// attrSource gives attribution the requests around a refusal: Run's index
+// (memAttr) or the streaming check's recent requests (underStream). Keys
+// are named by an id of the source; rs are sorted by cmpRec.
+type attrSource interface {
+	// own is key gid's requests sorted by lo, those of every attribution
+	// window still to be weighed among them.
+	own(gid int32) []rec
+	// othersAdmitted returns the admissions (not variants) of keys other
+	// than gid with lo in [from, to], and how many each key admitted.
+	othersAdmitted(gid int32, from, to int64) ([]rec, map[int32]int)
+	// admittedOf returns key gid's admissions (not variants, outside
+	// fault windows) with lo in [from, to].
+	admittedOf(gid int32, from, to int64) []rec
+	keyName(gid int32) string
+}
+
+// memAttr is Run's attrSource: the groups of the index.
+type memAttr struct{ ix *index }
+
+func (m memAttr) own(gid int32) []rec      { return m.ix.groups[gid].recs }
+func (m memAttr) keyName(gid int32) string { return m.ix.groups[gid].key }
+func (m memAttr) admittedOf(gid int32, from, to int64) []rec {
+	var out []rec
+	for _, x := range windowRecs(m.ix.groups[gid].recs, from, to) {
+		if x.out == history.Admitted && !x.variant && !x.fault {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func (m memAttr) othersAdmitted(gid int32, from, to int64) ([]rec, map[int32]int) {
+	ix := m.ix
+	var extra []rec
+	seen := map[int32]int{}
+	for _, x := range windowRecs(ix.admittedByStart(), from, to) {
+		if og := ix.gid[x.idx]; og != gid {
+			extra = append(extra, x)
+			seen[og]++
+		}
+	}
+	return extra, seen
+}
+
+// explainsRefusal reports whether refusal r of a key of tier t, whose
+// requests are own (sorted by lo), had no room under some limit of its
+// tier if, besides the key's admitted and unknown requests of the
 // attribution window, extra (other keys' admissions) and, with
-// withRefused, g's own refused requests (but r) had consumed.
-func (ix *index) explainsRefusal(g *group, r rec, extra []rec, withRefused bool) bool {
-	c := &ix.attrCands // computeUnder runs once, on one goroutine
+// withRefused, the key's own refused requests (but r) had consumed.
+func (ix *index) explainsRefusal(own []rec, t *policy.Tier, r rec, extra []rec, withRefused bool) bool {
+	c := &ix.attrCands // attribution runs on one goroutine
 	c.lo, c.hi = c.lo[:0], c.hi[:0]
-	for _, x := range windowRecs(g.recs, ix.attributionWindow(g, r), r.hi) {
+	for _, x := range windowRecs(own, ix.attributionWindow(t, r), r.hi) {
 		if x.variant && x.out == history.Rejected {
 			continue
 		}
@@ -879,8 +1149,8 @@ func (ix *index) explainsRefusal(g *group, r rec, extra []rec, withRefused bool)
 	}
 	slices.Sort(c.lo)
 	slices.Sort(c.hi)
-	for li := range g.tier.Limits {
-		if _, ok, _ := ix.room(c, r, &g.tier.Limits[li], 0); !ok {
+	for li := range t.Limits {
+		if _, ok, _ := ix.room(c, r, &t.Limits[li], 0); !ok {
 			return true
 		}
 	}
@@ -901,35 +1171,21 @@ func (ix *index) admittedByStart() []rec {
 }
 
 // sharingKeys lists (up to 5) other keys whose admissions in the
-// attribution window explain refusal r, had they shared g's quota.
-func (ix *index) sharingKeys(g *group, r rec) []string {
-	extra, seen := ix.othersAdmitted(g, r)
-	if len(extra) == 0 || !ix.explainsRefusal(g, r, extra, false) {
+// attribution window explain refusal r of key gid, had they shared its
+// quota.
+func (ix *index) sharingKeys(src attrSource, gid int32, t *policy.Tier, r rec) []string {
+	extra, seen := src.othersAdmitted(gid, ix.attributionWindow(t, r), r.hi)
+	if len(extra) == 0 || !ix.explainsRefusal(src.own(gid), t, r, extra, false) {
 		return nil
 	}
-	return keysOf(ix, seen)
+	return keysOf(src, seen)
 }
 
-// othersAdmitted returns the other keys' admissions in refusal r's
-// attribution window, and the keys' groups with how many each admitted.
-func (ix *index) othersAdmitted(g *group, r rec) ([]rec, map[int32]int) {
-	var extra []rec
-	seen := map[int32]int{}
-	gid := ix.gid[g.recs[0].idx]
-	for _, x := range windowRecs(ix.admittedByStart(), ix.attributionWindow(g, r), r.hi) {
-		if og := ix.gid[x.idx]; og != gid {
-			extra = append(extra, x)
-			seen[og]++
-		}
-	}
-	return extra, seen
-}
-
-// keysOf names (up to 5, sorted) the groups of seen.
-func keysOf(ix *index, seen map[int32]int) []string {
+// keysOf names (up to 5, sorted) the keys of seen.
+func keysOf(src attrSource, seen map[int32]int) []string {
 	keys := make([]string, 0, len(seen))
 	for og := range seen {
-		keys = append(keys, ix.groups[og].key)
+		keys = append(keys, src.keyName(og))
 	}
 	sort.Strings(keys)
 	if len(keys) > 5 {
@@ -951,44 +1207,35 @@ const maxSharingPartners = 8
 // only a hypothesis) explain it. The rule depends on the history alone,
 // not on which hypothesis is tried first, so a run that fits both gets
 // the same attribution whatever its timing.
-func (ix *index) sharingUnrefuted(g *group, r rec) []string {
-	_, seen := ix.othersAdmitted(g, r)
+func (ix *index) sharingUnrefuted(src attrSource, gid int32, t *policy.Tier, r rec) []string {
+	from := ix.attributionWindow(t, r)
+	_, seen := src.othersAdmitted(gid, from, r.hi)
 	partners := make([]int32, 0, len(seen))
 	for og := range seen {
 		partners = append(partners, og)
 	}
+	// Most admissions first, then by key name.
 	slices.SortFunc(partners, func(a, b int32) int {
 		if seen[a] != seen[b] {
 			return seen[b] - seen[a]
 		}
-		return cmpI64(int64(a), int64(b))
+		return strings.Compare(src.keyName(a), src.keyName(b))
 	})
 	if len(partners) > maxSharingPartners {
 		partners = partners[:maxSharingPartners]
 	}
-	from := ix.attributionWindow(g, r)
 	sc := &ix.attrScratch
-	var own []rec
-	for _, x := range windowRecs(g.recs, from, r.hi) {
-		if x.out == history.Admitted && !x.variant && !x.fault {
-			own = append(own, x)
-		}
-	}
+	own := src.admittedOf(gid, from, r.hi)
 	var extra []rec
 	kept := map[int32]int{}
 	for _, og := range partners {
-		var theirs []rec
-		for _, x := range windowRecs(ix.groups[og].recs, from, r.hi) {
-			if x.out == history.Admitted && !x.variant && !x.fault {
-				theirs = append(theirs, x)
-			}
-		}
+		theirs := src.admittedOf(og, from, r.hi)
 		union := append(append(sc.recs[:0], own...), theirs...)
 		slices.SortFunc(union, cmpRec)
 		sc.recs = union
 		refuted := false
-		for li := range g.tier.Limits {
-			if st := ix.judgeLimit(union, &g.tier.Limits[li], sc); len(st.certs) > 0 {
+		for li := range t.Limits {
+			if st := ix.judgeLimit(union, &t.Limits[li], sc); len(st.certs) > 0 {
 				refuted = true
 				break
 			}
@@ -998,8 +1245,8 @@ func (ix *index) sharingUnrefuted(g *group, r rec) []string {
 			kept[og] = seen[og]
 		}
 	}
-	if len(extra) == 0 || !ix.explainsRefusal(g, r, extra, false) {
+	if len(extra) == 0 || !ix.explainsRefusal(src.own(gid), t, r, extra, false) {
 		return nil
 	}
-	return keysOf(ix, kept)
+	return keysOf(src, kept)
 }

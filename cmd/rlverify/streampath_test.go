@@ -47,8 +47,8 @@ func TestCheckStreamingPathMatchesInMemory(t *testing.T) {
 			require.Regexp(t, `(?m)^token-bounds\s+FAIL`, streamed)
 		}
 	}
-	_, stderr, _ := rl(t, "check", "--policy", pol, "--checks", "oversell,under-admission", "--history", file, "--fail-on", "none")
-	require.Contains(t, stderr, "rlverify: judged on the in-memory path: under-admission does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
+	_, stderr, _ := rl(t, "check", "--policy", pol, "--checks", "oversell,instances", "--history", file, "--fail-on", "none")
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: instances does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
 	// Without --checks every check is judged: in memory, and nothing said.
 	_, stderr, _ = rl(t, "check", "--policy", pol, "--history", file, "--fail-on", "none")
 	require.NotContains(t, stderr, "judged on the")
@@ -77,16 +77,16 @@ func TestAttackStreamingPath(t *testing.T) {
 	args := []string{"--format", "json", "--quiet", "--fail-on", "none"}
 	streamed, stderr, code := rl(t, append([]string{"attack", "--plan", "soak", "--max-duration", "1s", "--out", dir}, args...)...)
 	require.Equal(t, ExitPass, code, stderr)
-	require.Contains(t, stderr, "rlverify: judged on the streaming path: every check judged streams: oversell, token-bounds, retry-after, headers, downstream\n")
+	require.Contains(t, stderr, "rlverify: judged on the streaming path: every check judged streams: oversell, under-admission, token-bounds, retry-after, headers, isolation, downstream\n")
 	file := filepath.Join(dir, "latest", "history.jsonl")
-	inMemory, stderr, code := rlStdin(t, file, append([]string{"check", "--history", "-", "--checks", "oversell,token-bounds,retry-after,headers,downstream"}, args...)...)
+	inMemory, stderr, code := rlStdin(t, file, append([]string{"check", "--history", "-", "--checks", "oversell,under-admission,token-bounds,retry-after,headers,isolation,downstream"}, args...)...)
 	require.Equal(t, ExitPass, code, stderr)
 	require.Contains(t, stderr, "rlverify: judged on the in-memory path: standard input cannot be read twice\n")
 	require.Equal(t, inMemory, streamed)
 
-	_, stderr, code = rl(t, append([]string{"attack", "--plan", "soak", "--max-duration", "1s", "--checks", "oversell,under-admission", "--out", t.TempDir()}, args...)...)
+	_, stderr, code = rl(t, append([]string{"attack", "--plan", "soak", "--max-duration", "1s", "--checks", "oversell,instances", "--out", t.TempDir()}, args...)...)
 	require.Equal(t, ExitPass, code, stderr)
-	require.Contains(t, stderr, "rlverify: judged on the in-memory path: under-admission does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: instances does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
 	_, stderr, code = rl(t, append([]string{"attack", "--plan", "concurrent-burst", "--out", t.TempDir()}, args...)...)
 	require.Equal(t, ExitPass, code, stderr)
 	require.NotContains(t, stderr, "judged on the")

@@ -1,0 +1,104 @@
+package checks
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/internal/bench"
+	"github.com/rlverify/rlverify/policy"
+)
+
+// TestUnderStreamStateIsBounded: the second pass of the streamed
+// under-admission holds per key the candidates a refusal still to be
+// judged can read — the last maxScan+1 by hi (a bucket's backward walk)
+// and those within twice the longest W and the tolerance — its requests of
+// one attribution window while it has attributions to make, and every
+// key's admissions of one attribution window: on a correct bucket offered
+// 1.5× its rate (2 keys), the most any key holds is the same on a run of
+// 20,000 events as on one of 200,000, under a bound of the policy alone.
+func TestUnderStreamStateIsBounded(t *testing.T) {
+	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
+	require.NoError(t, err)
+	var most []int
+	for _, n := range []int{20_000, 200_000} {
+		file := filepath.Join(t.TempDir(), "h.jsonl")
+		require.NoError(t, bench.WriteHistory(file, bench.Generate(n, 2)))
+		f, err := os.Open(file)
+		require.NoError(t, err)
+		defer f.Close()
+		rec, events, err := history.ReadRecords(file, f)
+		require.NoError(t, err)
+		s, err := NewStreamer(rec, pol, Options{Only: []string{"under-admission"}})
+		require.NoError(t, err)
+		s.SetEvents(events)
+		pass := func(add func(*history.Event, uint64)) {
+			_, err := f.Seek(0, 0)
+			require.NoError(t, err)
+			st := history.NewStream(file, f, history.StreamOptions{})
+			for st.Next() {
+				add(st.Event(), st.Seq())
+			}
+			require.NoError(t, st.Err())
+		}
+		pass(s.Add)
+		require.True(t, s.Again())
+		us := s.under
+		keyMost, admMost, pendMost, trimmed := 0, 0, 0, 0
+		pass(func(e *history.Event, seq uint64) {
+			s.AddAgain(e, seq)
+			k := s.keys[e.Key].under
+			keyMost = max(keyMost, k.u.size()+len(k.recs))
+			admMost = max(admMost, len(us.adm))
+			pendMost = max(pendMost, len(us.pending)-us.head)
+			trimmed = max(trimmed, k.u.c.hiBase)
+		})
+		r := s.Results()[0]
+		require.Equal(t, Pass, r.Verdict, r.Summary)
+		require.Greater(t, r.Figures["rejections_judged"], float64(n)/5)
+		// Twice (the trim's slack) the walk's maxScan+1 and 5 s of
+		// admissions, and 256.
+		require.LessOrEqual(t, keyMost, 2*(maxScan+1+64)+256, "%d events", n)
+		require.LessOrEqual(t, admMost, 2*64+256, "%d events", n)
+		require.LessOrEqual(t, pendMost, 16, "%d events", n)
+		most = append(most, keyMost)
+		if n > 100_000 {
+			require.Positive(t, trimmed, "the long run forgets candidates")
+		}
+	}
+	require.LessOrEqual(t, most[1], most[0]+most[0]/5, "%v", most)
+}
+
+// TestWalkExtendMatchesBuild: a walk grown block by block from a base (the
+// streaming check's, over its final candidates) answers every query as
+// build over the whole array does.
+func TestWalkExtendMatchesBuild(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{1, 63, 64, 65, 300, 2000} {
+		for _, base := range []int{0, 64, 4096} {
+			hi := make([]int64, n)
+			for i := range hi {
+				// Round times: exact ties of j − rate·hi among them.
+				hi[i] = rng.Int64N(int64(n)) * 200_000_000
+			}
+			slices.Sort(hi)
+			var whole, grown walkMin
+			whole.build(hi, base, 5e-9)
+			grown.build(hi[:0], base, 5e-9)
+			for m := 0; m < n; {
+				m = min(n, m+1+rng.IntN(100))
+				grown.extend(hi[:m])
+				for range 50 {
+					l := rng.IntN(m)
+					r := l + rng.IntN(m-l)
+					require.Equal(t, whole.min(base+l, base+r), grown.min(base+l, base+r), "n %d base %d [%d, %d] of %d", n, base, l, r, m)
+				}
+			}
+		}
+	}
+}
