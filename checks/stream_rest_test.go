@@ -421,7 +421,7 @@ func TestStreamerMatchesRunFailMode(t *testing.T) {
 			during(h, 4*sec, 5*sec, 9, admit)
 			during(h, 15*sec, 1<<62, 1, unavailable)
 			during(h, 15*sec, 1<<62, 13, admit)
-		}), closed, checks.Fail, true},
+		}), closed, checks.Fail, false},
 		{"closed, failed closed outside the faults", gen(3000, 10, func(h *history.History) {
 			h.Faults = []history.Fault{{Kind: "store-down", Start: 4 * sec, End: 5 * sec}}
 			during(h, 4*sec, 5*sec, 1, unavailable)
