@@ -50,6 +50,11 @@ type Streamer struct {
 	names    []string
 	// n counts the events of Add, n2 those of AddAgain.
 	n, n2 uint64
+	// tol is the default timing tolerance's sample, taken when sampleTol
+	// (a check needs it: retry-after, under-admission, isolation, and
+	// calibration on a run with a calibrate phase).
+	tol       tolSample
+	sampleTol bool
 	// keys is the state of each key the checks share (its tier) and keep.
 	keys map[string]*streamKey
 	// lastKey and last are the key of the event Add had last and its
@@ -90,7 +95,7 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 	if !rec.Run.Start.IsZero() {
 		ix.startNs = rec.Run.Start.UnixNano()
 	}
-	s := &Streamer{ix: ix, names: names, keys: map[string]*streamKey{}}
+	s := &Streamer{ix: ix, names: names, keys: map[string]*streamKey{}, tol: tolSample{events: -1}}
 	if slices.Contains(names, "oversell") || slices.Contains(names, "bypass") {
 		// Bypass reads oversell's judgement of the plain keys.
 		s.oversell = newOversellStream(ix)
@@ -122,6 +127,16 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 	if slices.Contains(names, "under-admission") || slices.Contains(names, "isolation") {
 		s.under = newUnderStream(ix, slices.Contains(names, "isolation"))
 	}
+	if s.retry != nil {
+		s.retry.tol = &s.tol
+	}
+	if s.under != nil {
+		s.under.tol = &s.tol
+	}
+	if s.cal != nil {
+		s.cal.tol = &s.tol
+	}
+	s.sampleTol = s.retry != nil || s.under != nil || s.cal != nil && s.cal.phases != nil
 	return s, nil
 }
 
@@ -135,21 +150,16 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 // UNKNOWN, saying why, on a run with refusals to judge whose policy
 // declares no tolerance.timing.
 func (s *Streamer) SetEvents(n int64) {
-	if s.retry != nil {
-		s.retry.events = n + int64(len(s.ix.h.Events))
-	}
-	if s.cal != nil {
-		s.cal.tol.events = n + int64(len(s.ix.h.Events))
-	}
-	if s.under != nil {
-		s.under.events = n + int64(len(s.ix.h.Events))
-	}
+	s.tol.events = n + int64(len(s.ix.h.Events))
 }
 
 // Add judges e, the event at position seq among the file's events
 // (history.Stream.Seq). Events must come in the stream's order.
 func (s *Streamer) Add(e *history.Event, seq uint64) {
 	s.n++
+	if s.sampleTol {
+		s.tol.add(s.ix.p, e, seq)
+	}
 	r := s.ix.mkRec(e, 0)
 	s.ix.maxLat = max(s.ix.maxLat, r.hi-r.lo)
 	k := s.last

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/rlverify/rlverify/history"
+	"github.com/rlverify/rlverify/policy"
 )
 
 // calibrationStream is checkCalibration as a stream. Calibrate phases are
@@ -26,7 +27,7 @@ type calibrationStream struct {
 	ix     *index
 	phases map[string]bool
 	kept   []keptEvent
-	tol    tolSample
+	tol    *tolSample // the Streamer's, shared
 }
 
 // keptEvent is a copy of an event the stream handed, with its file
@@ -37,35 +38,51 @@ type keptEvent struct {
 }
 
 // tolSample is the default timing tolerance's sample taken from a stream
-// (timingTolerance in memory): the latency of every tolStep(n)-th event in
-// file order, n the events the stream hands (SetEvents).
+// (timingTolerance in memory), one a Streamer shares between the checks
+// that need it (retry-after, under-admission and isolation, calibration):
+// the latency of every tolStep(n)-th event in file order, n the events
+// the stream hands (SetEvents), sampled only when the policy declares no
+// tolerance.timing.
 type tolSample struct {
 	events int64 // -1: not told
 	lat    []int64
+	// settle's answer, once asked.
+	settled bool
+	tol     int64
+	why     string
 }
 
-func (t *tolSample) add(p interface{ declared() bool }, e *history.Event, seq uint64) {
-	if t.events >= 0 && !p.declared() && int64(seq) < t.events && seq%uint64(tolStep(t.events)) == 0 {
+func (t *tolSample) add(p *policy.Policy, e *history.Event, seq uint64) {
+	if t.events >= 0 && p.Tolerance.Timing.D() <= 0 && int64(seq) < t.events && seq%uint64(tolStep(t.events)) == 0 {
 		t.lat = append(t.lat, e.Recv-e.Sent)
 	}
 }
 
 // settle is the tolerance of a stream that handed n events, or why it is
-// not known.
+// not known; the sample goes once settled.
 func (t *tolSample) settle(ix *index, n uint64) (int64, string) {
+	if t.settled {
+		return t.tol, t.why
+	}
+	t.settled = true
 	switch {
 	case ix.p.Tolerance.Timing.D() > 0:
-		return int64(ix.p.Tolerance.Timing.D()), ""
+		t.tol = int64(ix.p.Tolerance.Timing.D())
 	case t.events < 0:
-		return 0, "the default timing tolerance samples every ⌈n/10,000⌉-th event of the file's n, and the streamer was not told n (Streamer.SetEvents)"
+		t.why = "the default timing tolerance samples every ⌈n/10,000⌉-th event of the file's n, and the streamer was not told n (Streamer.SetEvents)"
 	case tolStep(t.events) != tolStep(int64(n)):
-		return 0, fmt.Sprintf("the default timing tolerance samples every ⌈n/10,000⌉-th event of the file's n, and the streamer was told n = %d but was handed %d events", t.events, n)
+		// Another count with the same step (a cut last line the records
+		// counted) samples the same events.
+		t.why = fmt.Sprintf("the default timing tolerance samples every ⌈n/10,000⌉-th event of the file's n, and the streamer was told n = %d but was handed %d events", t.events, n)
+	default:
+		t.tol = int64(toleranceOf(ix.p, t.lat))
 	}
-	return int64(toleranceOf(ix.p, slices.Clone(t.lat))), ""
+	t.lat = nil
+	return t.tol, t.why
 }
 
 func newCalibrationStream(ix *index) *calibrationStream {
-	cs := &calibrationStream{ix: ix, tol: tolSample{events: -1}}
+	cs := &calibrationStream{ix: ix}
 	for _, ph := range ix.h.Phases {
 		if ph.Kind == "calibrate" {
 			if cs.phases == nil {
@@ -77,13 +94,7 @@ func newCalibrationStream(ix *index) *calibrationStream {
 	return cs
 }
 
-func (cs *calibrationStream) declared() bool { return cs.ix.p.Tolerance.Timing.D() > 0 }
-
 func (cs *calibrationStream) add(e *history.Event, seq uint64) {
-	if cs.phases == nil {
-		return
-	}
-	cs.tol.add(cs, e, seq)
 	if cs.phases[e.Phase] {
 		cs.kept = append(cs.kept, keptEvent{e: *e, seq: seq})
 	}

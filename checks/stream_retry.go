@@ -41,10 +41,8 @@ import (
 // time, whatever the run's length.
 type retryStream struct {
 	ix *index
-	// events is the number of events the stream hands (SetEvents), -1
-	// unknown; lat is the default tolerance's sample.
-	events int64
-	lat    []int64
+	// tol is the default tolerance's sample (the Streamer's, shared).
+	tol *tolSample
 	// cal are the indices of the calibrate phases in ix.h.Phases, bursts
 	// their requests per key.
 	cal    []int
@@ -106,7 +104,7 @@ type retryPending struct {
 }
 
 func newRetryStream(ix *index) *retryStream {
-	rs := &retryStream{ix: ix, events: -1, bursts: map[calKey]*calBurst{}, probes: map[string]bool{}, tl: newRetryTally(), col: orderedCollector{max: ix.o.MaxEvidence}}
+	rs := &retryStream{ix: ix, bursts: map[calKey]*calBurst{}, probes: map[string]bool{}, tl: newRetryTally(), col: orderedCollector{max: ix.o.MaxEvidence}}
 	for i, ph := range ix.h.Phases {
 		switch ph.Kind {
 		case "calibrate":
@@ -127,9 +125,6 @@ func (rs *retryStream) add(e *history.Event, seq uint64, r rec, sk *streamKey) {
 	k := &sk.retry
 	pos := k.n
 	k.n++
-	if rs.events >= 0 && !rs.declared() && int64(seq) < rs.events && seq%uint64(tolStep(rs.events)) == 0 {
-		rs.lat = append(rs.lat, e.Recv-e.Sent)
-	}
 	if rs.ix.h.Run.NoHeaders {
 		return
 	}
@@ -172,21 +167,12 @@ func (rs *retryStream) needAgain(n uint64, keys map[string]*streamKey) bool {
 		return false
 	}
 	ix := rs.ix
-	switch {
-	case rs.declared():
-		ix.tol = int64(rs.ix.p.Tolerance.Timing.D())
-	case rs.events < 0:
-		rs.tolWhy = "the default timing tolerance samples every ⌈n/10,000⌉-th event of the file's n, and the streamer was not told n (Streamer.SetEvents)"
+	tol, why := rs.tol.settle(ix, n)
+	if why != "" {
+		rs.tolWhy = why
 		return false
-	case tolStep(rs.events) != tolStep(int64(n)):
-		// Another count with the same step (a cut last line the records
-		// counted) samples the same events.
-		rs.tolWhy = fmt.Sprintf("the default timing tolerance samples every ⌈n/10,000⌉-th event of the file's n, and the streamer was told n = %d but was handed %d events", rs.events, n)
-		return false
-	default:
-		ix.tol = int64(toleranceOf(ix.p, rs.lat))
 	}
-	rs.lat = nil
+	ix.tol = tol
 	for _, pi := range rs.cal {
 		for ck, b := range rs.bursts {
 			if ck.phase != pi {

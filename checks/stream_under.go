@@ -43,11 +43,9 @@ import (
 // by key, then the key's order (send order); then the exempt keys'.
 type underStream struct {
 	ix *index
-	// events is the number of events the stream hands (SetEvents), -1
-	// unknown; lat is the default tolerance's sample; tolWhy says why the
-	// tolerance is not known ("" when it is).
-	events int64
-	lat    []int64
+	// tol is the default tolerance's sample (the Streamer's, shared);
+	// tolWhy says why the tolerance is not known ("" when it is).
+	tol    *tolSample
 	tolWhy string
 	// candidates counts the refusals to judge (first pass).
 	candidates int
@@ -141,7 +139,7 @@ type admRec struct {
 }
 
 func newUnderStream(ix *index, isolate bool) *underStream {
-	us := &underStream{ix: ix, events: -1, col: orderedCollector{max: ix.o.MaxEvidence}, selfKeys: map[string]bool{}, horizon: horizonOf(ix.p),
+	us := &underStream{ix: ix, col: orderedCollector{max: ix.o.MaxEvidence}, selfKeys: map[string]bool{}, horizon: horizonOf(ix.p),
 		isolate: isolate, isoCol: orderedCollector{max: ix.o.MaxEvidence}}
 	if isolate {
 		us.hp, us.oc = newHdrParser(ix.gen), ix.newObsCache()
@@ -181,9 +179,6 @@ func (us *underStream) key(e *history.Event, sk *streamKey) *underKey {
 // add is the first pass.
 func (us *underStream) add(e *history.Event, seq uint64, r rec, sk *streamKey) {
 	ix := us.ix
-	if us.events >= 0 && ix.p.Tolerance.Timing.D() <= 0 && int64(seq) < us.events && seq%uint64(tolStep(us.events)) == 0 {
-		us.lat = append(us.lat, e.Recv-e.Sent)
-	}
 	k := us.key(e, sk)
 	if k.tier == nil {
 		if k.ex != nil {
@@ -239,19 +234,12 @@ func (us *underStream) needAgain(n uint64) bool {
 		return false
 	}
 	// The tolerance is disclosed whenever the check judged something.
-	switch {
-	case ix.p.Tolerance.Timing.D() > 0:
-		ix.tol = int64(ix.p.Tolerance.Timing.D())
-	case us.events < 0:
-		us.tolWhy = "the default timing tolerance samples every ⌈n/10,000⌉-th event of the file's n, and the streamer was not told n (Streamer.SetEvents)"
+	tol, why := us.tol.settle(ix, n)
+	if why != "" {
+		us.tolWhy = why
 		return false
-	case tolStep(us.events) != tolStep(int64(n)):
-		us.tolWhy = fmt.Sprintf("the default timing tolerance samples every ⌈n/10,000⌉-th event of the file's n, and the streamer was told n = %d but was handed %d events", us.events, n)
-		return false
-	default:
-		ix.tol = int64(toleranceOf(ix.p, us.lat))
 	}
-	us.lat = nil
+	ix.tol = tol
 	if us.candidates == 0 {
 		return false
 	}
