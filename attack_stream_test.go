@@ -68,7 +68,7 @@ func TestAttackJudgesOnTheStreamingPath(t *testing.T) {
 		{"temporary history, copied", 16, checks.Options{Only: []string{"oversell"}}, false, true, true, false, rlverify.Streaming, "every check judged streams: oversell", checks.Fail},
 		{"interrupted", 10, streamable, false, false, false, true, rlverify.Streaming, "every check judged streams", checks.Pass},
 		{"asked for in memory", 16, streamable, true, false, false, false, rlverify.InMemory, "asked for", checks.Fail},
-		{"a check that does not stream", 10, checks.Options{Only: []string{"oversell", "instances"}}, false, false, false, false, rlverify.InMemory, "instances does not stream", checks.Pass},
+		{"a check that does not stream", 10, checks.Options{Only: []string{"oversell", "fail-mode"}}, false, false, false, false, rlverify.InMemory, "fail-mode does not stream", checks.Pass},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -148,7 +148,7 @@ func TestAttackStreamingPathTargetUnreachable(t *testing.T) {
 		checks checks.Options
 	}{
 		{"streaming", checks.Options{Only: checks.Streamable()}},
-		{"in memory", checks.Options{Only: []string{"oversell", "instances"}}},
+		{"in memory", checks.Options{Only: []string{"oversell", "fail-mode"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := rlverify.Attack(context.Background(), rlverify.AttackOptions{Plan: plan, Policy: pol, Checks: tc.checks,

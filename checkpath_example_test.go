@@ -44,7 +44,7 @@ default_tier: free
 		fmt.Println(err)
 		return
 	}
-	for _, only := range [][]string{{"oversell"}, {"oversell", "instances"}} {
+	for _, only := range [][]string{{"oversell"}, {"oversell", "fail-mode"}} {
 		o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: only}}
 		out, err := rlverify.Check(context.Background(), o)
 		if err != nil {
@@ -55,5 +55,5 @@ default_tier: free
 	}
 	// Output:
 	// streaming (every check judged streams: oversell): fail
-	// in-memory (instances does not stream (streaming: oversell, under-admission, token-bounds, retry-after, headers, isolation, downstream)): fail
+	// in-memory (fail-mode does not stream (streaming: oversell, under-admission, token-bounds, retry-after, headers, isolation, downstream)): fail
 }

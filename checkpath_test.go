@@ -199,9 +199,9 @@ func TestChoosePath(t *testing.T) {
 		{"streamable checks", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable}, rlverify.Streaming, "every check judged streams: oversell, under-admission, token-bounds, retry-after, headers, isolation, downstream"},
 		{"one streamable check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"headers"}}}, rlverify.Streaming, "every check judged streams: headers"},
 		{"the rest turned off by the policy", rlverify.CheckOptions{Histories: []string{file}, Policy: off}, rlverify.Streaming, "every check judged streams: oversell, under-admission, token-bounds, retry-after, headers, isolation"},
-		{"the rest turned off by the options", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "instances"}, Off: []string{"instances"}}}, rlverify.Streaming, "every check judged streams: oversell"},
-		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.InMemory, "instances, fail-mode, bypass, calibration, regions, delay do not stream"},
-		{"one that does not stream", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "instances"}}}, rlverify.InMemory, "instances does not stream"},
+		{"the rest turned off by the options", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "fail-mode"}, Off: []string{"fail-mode"}}}, rlverify.Streaming, "every check judged streams: oversell"},
+		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.InMemory, "fail-mode, bypass, calibration, regions, delay do not stream"},
+		{"one that does not stream", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "fail-mode"}}}, rlverify.InMemory, "fail-mode does not stream"},
 		{"stdin", rlverify.CheckOptions{Histories: []string{rlverify.Stdin}, Policy: pol, Checks: streamable}, rlverify.InMemory, "standard input cannot be read twice"},
 		{"shards", rlverify.CheckOptions{Histories: []string{file, file}, Policy: pol, Checks: streamable}, rlverify.InMemory, "2 shards are merged in memory"},
 		{"thresholds", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable, Thresholds: []thresholds.Threshold{th}}, rlverify.InMemory, "thresholds read the events in memory"},
@@ -337,4 +337,45 @@ func TestCheckStreamsWithoutASpill(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, whole.Results, streamed.Results)
 	require.Equal(t, whole.Document, streamed.Document)
+}
+
+// TestCheckJudgesInMemoryWhenAKeySpreadsOverInstances: instances streams
+// only while no key's requests go to two instances; on a run where one's
+// did, Check judges the history in memory after the first pass, saying
+// why, with the in-memory document. A run of keys pinned to instances
+// streams.
+func TestCheckJudgesInMemoryWhenAKeySpreadsOverInstances(t *testing.T) {
+	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name string
+		inst func(i int, key string) int
+		path rlverify.Path
+		why  string
+	}{
+		{"round robin", func(i int, _ string) int { return i % 3 }, rlverify.InMemory, "needs the in-memory path: instances: key "},
+		{"pinned", func(_ int, key string) int { return len(key) % 3 }, rlverify.Streaming, "every check judged streams"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := bench.Generate(4000, 40)
+			for i := range h.Events {
+				h.Events[i].Instance = c.inst(i, h.Events[i].Key)
+			}
+			h.Run.Instances = []string{"http://127.0.0.1:1/a", "http://127.0.0.1:2/a", "http://127.0.0.1:3/a"}
+			file := filepath.Join(t.TempDir(), "h.jsonl")
+			writeHistory(t, file, h)
+			o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "headers", "instances"}}}
+			path, _ := rlverify.ChoosePath(o)
+			require.Equal(t, rlverify.Streaming, path, "chosen before the first pass")
+			got, err := rlverify.Check(context.Background(), o)
+			require.NoError(t, err)
+			require.Equal(t, c.path, got.Path)
+			require.Contains(t, got.PathWhy, c.why)
+			o.InMemory = true
+			whole, err := rlverify.Check(context.Background(), o)
+			require.NoError(t, err)
+			require.Equal(t, whole.Results, got.Results)
+			require.Equal(t, whole.Document, got.Document)
+		})
+	}
 }

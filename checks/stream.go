@@ -42,6 +42,7 @@ type Streamer struct {
 	retry    *retryStream
 	down     *downStream
 	under    *underStream
+	inst     *instancesStream
 	names    []string
 	// n counts the events of Add, n2 those of AddAgain.
 	n, n2 uint64
@@ -61,6 +62,7 @@ type streamKey struct {
 	down     *downKey
 	retry    retryKey
 	under    *underKey
+	inst     instancesKey
 }
 
 // NewStreamer judges, against p, the events of the history whose records
@@ -73,7 +75,7 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 		names = Streamable()
 	}
 	for _, n := range names {
-		if !slices.Contains(Streamable(), n) {
+		if !slices.Contains(Streamable(), n) && !slices.Contains(streamsWhenUnspread, n) {
 			return nil, fmt.Errorf("checks: %q does not stream yet (streaming: %v); judge it in memory", n, Streamable())
 		}
 	}
@@ -102,6 +104,9 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 	}
 	if slices.Contains(names, "under-admission") || slices.Contains(names, "isolation") {
 		s.under = newUnderStream(ix, slices.Contains(names, "isolation"))
+	}
+	if slices.Contains(names, "instances") {
+		s.inst = newInstancesStream(ix)
 	}
 	return s, nil
 }
@@ -165,6 +170,23 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 	if s.under != nil {
 		s.under.add(e, seq, r, k)
 	}
+	if s.inst != nil {
+		s.inst.add(e, &k.inst)
+	}
+}
+
+// InMemory reports, once Add has had every event, whether the history
+// needs the in-memory judgement after all, and why: instances judges on
+// the stream only a run where no key's requests went to two or more
+// instances (see instancesStream). Its result is then UNKNOWN, saying so;
+// the driver judges the history in memory instead.
+func (s *Streamer) InMemory() (why string, ok bool) {
+	if s.inst != nil {
+		if why := s.inst.inMemory(); why != "" {
+			return why, true
+		}
+	}
+	return "", false
 }
 
 // Again reports, once Add has had every event, whether the checks need
@@ -220,7 +242,7 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 // Options.Only = the streamer's checks.
 func (s *Streamer) Results() []Result {
 	var out []Result
-	for _, n := range Streamable() {
+	for _, n := range Names() {
 		if !slices.Contains(s.names, n) {
 			continue
 		}
@@ -257,6 +279,8 @@ func (s *Streamer) Results() []Result {
 				break
 			}
 			r = s.under.result()
+		case "instances":
+			r = s.inst.result()
 		}
 		r.Name = n
 		// The slacks, and the warnings against the run's widest interval

@@ -32,7 +32,7 @@ func StreamChecks(p *policy.Policy, o Options) (names []string, ok bool, why str
 		if !slices.Contains(sel, n) || slices.Contains(p.ChecksOff, n) || slices.Contains(o.Off, n) {
 			continue
 		}
-		if slices.Contains(Streamable(), n) {
+		if slices.Contains(Streamable(), n) || slices.Contains(streamsWhenUnspread, n) {
 			names = append(names, n)
 		} else {
 			not = append(not, n)

@@ -14,14 +14,14 @@ func ExampleStreamChecks() {
 	p := policy.Default()
 	for _, o := range []checks.Options{
 		{Only: []string{"oversell", "headers"}},
-		{Only: []string{"oversell", "instances"}},
-		{Only: []string{"oversell", "instances"}, Off: []string{"instances"}},
+		{Only: []string{"oversell", "fail-mode"}},
+		{Only: []string{"oversell", "fail-mode"}, Off: []string{"fail-mode"}},
 	} {
 		names, ok, why := checks.StreamChecks(p, o)
 		fmt.Printf("%v %v %q\n", names, ok, why)
 	}
 	// Output:
 	// [oversell headers] true ""
-	// [] false "instances does not stream (streaming: oversell, under-admission, token-bounds, retry-after, headers, isolation, downstream)"
+	// [] false "fail-mode does not stream (streaming: oversell, under-admission, token-bounds, retry-after, headers, isolation, downstream)"
 	// [oversell] true ""
 }

@@ -47,8 +47,8 @@ func TestCheckStreamingPathMatchesInMemory(t *testing.T) {
 			require.Regexp(t, `(?m)^token-bounds\s+FAIL`, streamed)
 		}
 	}
-	_, stderr, _ := rl(t, "check", "--policy", pol, "--checks", "oversell,instances", "--history", file, "--fail-on", "none")
-	require.Contains(t, stderr, "rlverify: judged on the in-memory path: instances does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
+	_, stderr, _ := rl(t, "check", "--policy", pol, "--checks", "oversell,fail-mode", "--history", file, "--fail-on", "none")
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: fail-mode does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
 	// Without --checks every check is judged: in memory, and nothing said.
 	_, stderr, _ = rl(t, "check", "--policy", pol, "--history", file, "--fail-on", "none")
 	require.NotContains(t, stderr, "judged on the")
@@ -84,9 +84,9 @@ func TestAttackStreamingPath(t *testing.T) {
 	require.Contains(t, stderr, "rlverify: judged on the in-memory path: standard input cannot be read twice\n")
 	require.Equal(t, inMemory, streamed)
 
-	_, stderr, code = rl(t, append([]string{"attack", "--plan", "soak", "--max-duration", "1s", "--checks", "oversell,instances", "--out", t.TempDir()}, args...)...)
+	_, stderr, code = rl(t, append([]string{"attack", "--plan", "soak", "--max-duration", "1s", "--checks", "oversell,fail-mode", "--out", t.TempDir()}, args...)...)
 	require.Equal(t, ExitPass, code, stderr)
-	require.Contains(t, stderr, "rlverify: judged on the in-memory path: instances does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: fail-mode does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
 	_, stderr, code = rl(t, append([]string{"attack", "--plan", "concurrent-burst", "--out", t.TempDir()}, args...)...)
 	require.Equal(t, ExitPass, code, stderr)
 	require.NotContains(t, stderr, "judged on the")
