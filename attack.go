@@ -634,7 +634,7 @@ func (p *Prepared) judgeRun(file string, co checks.Options, reorder time.Duratio
 	path, why, rec, names := choosePath(o)
 	if path == Streaming {
 		out, reached, err = judgeStreamLean(o, rec, names, reorder)
-		if !errors.Is(err, errReorder) {
+		if !fallsBack(err) {
 			if err != nil {
 				return nil, nil, err
 			}

@@ -49,6 +49,8 @@ phases:
 func TestAttackJudgesOnTheStreamingPath(t *testing.T) {
 	pol, err := policy.Parse("example.yaml", []byte(promise))
 	require.NoError(t, err)
+	delaying, err := policy.Parse("example-delay.yaml", []byte(promise+"delay: {max_wait: 1s}\n"))
+	require.NoError(t, err)
 	plan, err := attacks.Parse("stream-attack.yaml", []byte(streamPlan))
 	require.NoError(t, err)
 	streamable := checks.Options{Only: checks.Streamable()}
@@ -69,11 +71,16 @@ func TestAttackJudgesOnTheStreamingPath(t *testing.T) {
 		{"temporary history, copied", 16, checks.Options{Only: []string{"oversell"}}, false, true, true, false, rlverify.Streaming, "every check judged streams: oversell", checks.Fail},
 		{"interrupted", 10, streamable, false, false, false, true, rlverify.Streaming, "every check judged streams", checks.Pass},
 		{"asked for in memory", 16, streamable, true, false, false, false, rlverify.InMemory, "asked for", checks.Fail},
-		{"a check that does not stream", 10, checks.Options{Only: []string{"oversell", "instances"}}, false, false, false, false, rlverify.InMemory, "instances does not stream", checks.Pass},
+		// (Delay does not stream under a policy that declares a delay.)
+		{"a check that does not stream", 10, checks.Options{Only: []string{"oversell", "delay"}}, false, false, false, false, rlverify.InMemory, "delay streams only when the policy declares no delay", checks.Pass},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			file := filepath.Join(t.TempDir(), "history.jsonl")
+			pol := pol
+			if tc.name == "a check that does not stream" {
+				pol = delaying
+			}
 			o := rlverify.AttackOptions{Plan: plan, Policy: pol, Checks: tc.checks, InMemory: tc.inMemory,
 				Handler: tokenBucket(http.HandlerFunc(hello), tc.burst, 1)}
 			if !tc.temp {
@@ -149,10 +156,10 @@ func TestAttackStreamingPathTargetUnreachable(t *testing.T) {
 		checks checks.Options
 	}{
 		{"streaming", checks.Options{Only: checks.Streamable()}},
-		{"in memory", checks.Options{Only: []string{"oversell", "instances"}}},
+		{"in memory", checks.Options{Only: []string{"oversell"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := rlverify.Attack(context.Background(), rlverify.AttackOptions{Plan: plan, Policy: pol, Checks: tc.checks,
+			_, err := rlverify.Attack(context.Background(), rlverify.AttackOptions{Plan: plan, Policy: pol, Checks: tc.checks, InMemory: tc.name == "in memory",
 				Handler: hangUp, HistoryFile: filepath.Join(t.TempDir(), "h.jsonl")})
 			require.Error(t, err)
 			require.True(t, errors.Is(err, envs.ErrUnreachable), "%v", err)

@@ -3,7 +3,6 @@ package rlverify
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -116,7 +115,7 @@ func Check(ctx context.Context, o CheckOptions) (*Outcome, error) {
 		path, why, rec, names := choosePath(o)
 		if path == Streaming {
 			out, err := judgeStreamMeasured(o, rec, names)
-			if !errors.Is(err, errReorder) {
+			if !fallsBack(err) {
 				if out != nil {
 					out.Path, out.PathWhy = path, why
 				}

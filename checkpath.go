@@ -125,6 +125,15 @@ type records struct {
 // order for the stream: Check then judges it in memory.
 var errReorder = errors.New("out of order")
 
+// errInMemory is how judgeStream gives up on a history one of whose
+// checks found, in the first pass, that only the in-memory path judges it
+// (checks.Streamer.InMemory): Check then judges it in memory.
+var errInMemory = errors.New("needs the in-memory path")
+
+// fallsBack says whether judgeStream's err sends the history to the
+// in-memory path.
+func fallsBack(err error) bool { return errors.Is(err, errReorder) || errors.Is(err, errInMemory) }
+
 // judgeStream is judge on the streaming path: rec are the history's
 // records, names the checks to stream, so how to read the file; also, if
 // any, see every event of the first pass too (the attack's reachability
@@ -157,6 +166,9 @@ func judgeStream(o CheckOptions, recs *records, names []string, so history.Strea
 	h, err := streamPass(file, so, append([]func(*history.Event, uint64){s.Add, doc.Add, sp.add}, also...)...)
 	if err != nil {
 		return nil, err
+	}
+	if why, ok := s.InMemory(); ok {
+		return nil, fmt.Errorf("%w: %s", errInMemory, why)
 	}
 	again := s.Again()
 	if doc.Again() || again {

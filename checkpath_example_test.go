@@ -12,7 +12,8 @@ import (
 )
 
 // Check streams a history file when every check it judges streams, and
-// judges it in memory otherwise; ChoosePath says which, and why, before.
+// judges it in memory otherwise (delay, under a policy that declares a
+// delay); ChoosePath says which, and why, before.
 func ExampleChoosePath() {
 	dir, err := os.MkdirTemp("", "example")
 	if err != nil {
@@ -39,12 +40,13 @@ tiers:
     limits:
       - {algorithm: token-bucket, capacity: 2, rate: 1/s}
 default_tier: free
+delay: {max_wait: 1s}
 `))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for _, only := range [][]string{{"oversell"}, {"oversell", "instances"}} {
+	for _, only := range [][]string{{"oversell"}, {"oversell", "delay"}} {
 		o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: only}}
 		out, err := rlverify.Check(context.Background(), o)
 		if err != nil {
@@ -55,5 +57,5 @@ default_tier: free
 	}
 	// Output:
 	// streaming (every check judged streams: oversell): fail
-	// in-memory (instances does not stream (streaming: oversell, under-admission, token-bounds, retry-after, headers, isolation, fail-mode, downstream, bypass, calibration, regions, delay)): fail
+	// in-memory (delay streams only when the policy declares no delay (this one does)): fail
 }

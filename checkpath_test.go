@@ -186,6 +186,8 @@ func TestChoosePath(t *testing.T) {
 	require.NoError(t, err)
 	off, err := policy.Parse("bench-off", []byte(bench.PolicyYAML+"checks_off: [instances, fail-mode, downstream, bypass, calibration, regions, delay]\n"))
 	require.NoError(t, err)
+	delaying, err := policy.Parse("bench-delay", []byte(bench.PolicyYAML+"delay: {max_wait: 1s}\n"))
+	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "h.jsonl")
 	require.NoError(t, bench.WriteHistory(file, bench.Generate(300, 2)))
 	streamable := checks.Options{Only: checks.Streamable()}
@@ -200,9 +202,9 @@ func TestChoosePath(t *testing.T) {
 		{"streamable checks", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable}, rlverify.Streaming, "every check judged streams: " + strings.Join(checks.Streamable(), ", ")},
 		{"one streamable check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"headers"}}}, rlverify.Streaming, "every check judged streams: headers"},
 		{"the rest turned off by the policy", rlverify.CheckOptions{Histories: []string{file}, Policy: off}, rlverify.Streaming, "every check judged streams: oversell, under-admission, token-bounds, retry-after, headers, isolation"},
-		{"the rest turned off by the options", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "instances"}, Off: []string{"instances"}}}, rlverify.Streaming, "every check judged streams: oversell"},
-		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.InMemory, notStreaming() + " does not stream"},
-		{"one that does not stream", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "instances"}}}, rlverify.InMemory, "instances does not stream"},
+		{"the rest turned off by the options", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "fail-mode"}, Off: []string{"fail-mode"}}}, rlverify.Streaming, "every check judged streams: oversell"},
+		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.Streaming, "every check judged streams: "},
+		{"one that does not stream", rlverify.CheckOptions{Histories: []string{file}, Policy: delaying, Checks: checks.Options{Only: []string{"oversell", "delay"}}}, rlverify.InMemory, "delay streams only when the policy declares no delay (this one does)"},
 		{"stdin", rlverify.CheckOptions{Histories: []string{rlverify.Stdin}, Policy: pol, Checks: streamable}, rlverify.InMemory, "standard input cannot be read twice"},
 		{"shards", rlverify.CheckOptions{Histories: []string{file, file}, Policy: pol, Checks: streamable}, rlverify.InMemory, "2 shards are merged in memory"},
 		{"thresholds", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable, Thresholds: []thresholds.Threshold{th}}, rlverify.InMemory, "thresholds read the events in memory"},
@@ -340,13 +342,43 @@ func TestCheckStreamsWithoutASpill(t *testing.T) {
 	require.Equal(t, whole.Document, streamed.Document)
 }
 
-// notStreaming lists the checks that do not stream, in the order of All.
-func notStreaming() string {
-	var not []string
-	for _, n := range checks.Names() {
-		if !slices.Contains(checks.Streamable(), n) {
-			not = append(not, n)
-		}
+// TestCheckJudgesInMemoryWhenAKeySpreadsOverInstances: instances streams
+// only while no key's requests go to two instances; on a run where one's
+// did, Check judges the history in memory after the first pass, saying
+// why, with the in-memory document. A run of keys pinned to instances
+// streams.
+func TestCheckJudgesInMemoryWhenAKeySpreadsOverInstances(t *testing.T) {
+	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name string
+		inst func(i int, key string) int
+		path rlverify.Path
+		why  string
+	}{
+		{"round robin", func(i int, _ string) int { return i % 3 }, rlverify.InMemory, "needs the in-memory path: instances: key "},
+		{"pinned", func(_ int, key string) int { return len(key) % 3 }, rlverify.Streaming, "every check judged streams"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := bench.Generate(4000, 40)
+			for i := range h.Events {
+				h.Events[i].Instance = c.inst(i, h.Events[i].Key)
+			}
+			h.Run.Instances = []string{"http://127.0.0.1:1/a", "http://127.0.0.1:2/a", "http://127.0.0.1:3/a"}
+			file := filepath.Join(t.TempDir(), "h.jsonl")
+			writeHistory(t, file, h)
+			o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "headers", "instances"}}}
+			path, _ := rlverify.ChoosePath(o)
+			require.Equal(t, rlverify.Streaming, path, "chosen before the first pass")
+			got, err := rlverify.Check(context.Background(), o)
+			require.NoError(t, err)
+			require.Equal(t, c.path, got.Path)
+			require.Contains(t, got.PathWhy, c.why)
+			o.InMemory = true
+			whole, err := rlverify.Check(context.Background(), o)
+			require.NoError(t, err)
+			require.Equal(t, whole.Results, got.Results)
+			require.Equal(t, whole.Document, got.Document)
+		})
 	}
-	return strings.Join(not, ", ")
 }

@@ -200,6 +200,13 @@ const docInstances = "For every key whose requests went to two or more instances
 
 // checkInstances judges the union of a key's instances as oversell judges
 // one key: O(m log m) in the admissions of each multi-instance key.
+// instancesUnspread is instances' result when no key's requests went to
+// two or more instances (of insts in the run): nothing to judge.
+func instancesUnspread(col *collector, insts int) Result {
+	figs := map[string]float64{"instances": float64(insts), "aggregate_ratio": 0, "keys": 0}
+	return col.result(Skip, "no key's requests went to two or more instances", figs, "")
+}
+
 func checkInstances(ix *index) Result {
 	col := ix.collector()
 	figs := map[string]float64{"instances": float64(ix.insts)}
@@ -256,7 +263,7 @@ func checkInstances(ix *index) Result {
 	figs["aggregate_ratio"] = ratio
 	figs["keys"] = float64(keys)
 	if keys == 0 {
-		return col.result(Skip, "no key's requests went to two or more instances", figs, "")
+		return instancesUnspread(col, ix.insts)
 	}
 	v, sum := Pass, fmt.Sprintf("%s spread over instances stayed within one quota (aggregate ratio %.2f)", plural(keys, "key", "keys"), ratio)
 	if perInstance > 0 {

@@ -47,6 +47,7 @@ type Streamer struct {
 	bypass   *bypassStream
 	regions  *regionsStream
 	under    *underStream
+	inst     *instancesStream
 	names    []string
 	// n counts the events of Add, n2 those of AddAgain.
 	n, n2 uint64
@@ -72,6 +73,7 @@ type streamKey struct {
 	retry    retryKey
 	regions  *regionsAcc
 	under    *underKey
+	inst     instancesKey
 }
 
 // NewStreamer judges, against p, the events of the history whose records
@@ -137,6 +139,9 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 		s.cal.tol = &s.tol
 	}
 	s.sampleTol = s.retry != nil || s.under != nil || s.cal != nil && s.cal.phases != nil
+	if slices.Contains(names, "instances") {
+		s.inst = newInstancesStream(ix)
+	}
 	return s, nil
 }
 
@@ -209,6 +214,23 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 	if s.under != nil {
 		s.under.add(e, seq, r, k)
 	}
+	if s.inst != nil {
+		s.inst.add(e, &k.inst)
+	}
+}
+
+// InMemory reports, once Add has had every event, whether the history
+// needs the in-memory judgement after all, and why: instances judges on
+// the stream only a run where no key's requests went to two or more
+// instances (see instancesStream). Its result is then UNKNOWN, saying so;
+// the driver judges the history in memory instead.
+func (s *Streamer) InMemory() (why string, ok bool) {
+	if s.inst != nil {
+		if why := s.inst.inMemory(); why != "" {
+			return why, true
+		}
+	}
+	return "", false
 }
 
 // Again reports, once Add has had every event, whether the checks need
@@ -289,7 +311,7 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 // Options.Only = the streamer's checks.
 func (s *Streamer) Results() []Result {
 	var out []Result
-	for _, n := range Streamable() {
+	for _, n := range Names() {
 		if !slices.Contains(s.names, n) {
 			continue
 		}
@@ -336,6 +358,8 @@ func (s *Streamer) Results() []Result {
 				break
 			}
 			r = s.under.result()
+		case "instances":
+			r = s.inst.result()
 		}
 		r.Name = n
 		// The slacks, and the warnings against the run's widest interval

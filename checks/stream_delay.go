@@ -21,10 +21,11 @@ import (
 // not built, because the float arithmetic must then match the segment
 // tree's to give Run's figures exactly.
 
-// streamsUnder reports whether a Streamer judges check name under p, and
-// why not.
+// streamsUnder reports whether a Streamer judges check name under p
+// (instances only while no key's requests go to two instances:
+// streamsWhenUnspread), and why not.
 func streamsUnder(p *policy.Policy, name string) (bool, string) {
-	if !slices.Contains(Streamable(), name) {
+	if !slices.Contains(Streamable(), name) && !slices.Contains(streamsWhenUnspread, name) {
 		return false, "does not stream yet"
 	}
 	if name == DelayCheck && p.Delays() {

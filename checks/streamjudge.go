@@ -27,24 +27,32 @@ func StreamChecks(p *policy.Policy, o Options) (names []string, ok bool, why str
 	if err := Validate(sel); err != nil {
 		return nil, false, err.Error()
 	}
-	var not []string
+	// not are the checks that do not stream; cond those that do not under
+	// p (delay under a policy that declares a delay).
+	var not, cond []string
 	for _, n := range Names() {
 		if !slices.Contains(sel, n) || slices.Contains(p.ChecksOff, n) || slices.Contains(o.Off, n) {
 			continue
 		}
-		if ok, _ := streamsUnder(p, n); ok {
+		switch ok, _ := streamsUnder(p, n); {
+		case ok:
 			names = append(names, n)
-		} else {
+		case slices.Contains(Streamable(), n):
+			cond = append(cond, n)
+		default:
 			not = append(not, n)
 		}
 	}
+	var whys []string
 	if len(not) > 0 {
-		why := fmt.Sprintf("%s %s not stream (streaming: %s)", strings.Join(not, ", "), map[bool]string{true: "does", false: "do"}[len(not) == 1], strings.Join(Streamable(), ", "))
-		if slices.Contains(not, DelayCheck) && p.Delays() {
-			_, w := streamsUnder(p, DelayCheck)
-			why += "; delay " + w
-		}
-		return nil, false, why
+		whys = append(whys, fmt.Sprintf("%s %s not stream (streaming: %s)", strings.Join(not, ", "), map[bool]string{true: "does", false: "do"}[len(not) == 1], strings.Join(Streamable(), ", ")))
+	}
+	for _, n := range cond {
+		_, w := streamsUnder(p, n)
+		whys = append(whys, n+" "+w)
+	}
+	if len(whys) > 0 {
+		return nil, false, strings.Join(whys, "; ")
 	}
 	return names, true, ""
 }

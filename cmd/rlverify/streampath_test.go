@@ -3,12 +3,10 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rlverify/rlverify/checks"
 	"github.com/rlverify/rlverify/internal/bench"
 )
 
@@ -47,10 +45,15 @@ func TestCheckStreamingPathMatchesInMemory(t *testing.T) {
 			require.Regexp(t, `(?m)^token-bounds\s+FAIL`, streamed)
 		}
 	}
-	_, stderr, _ := rl(t, "check", "--policy", pol, "--checks", "oversell,instances", "--history", file, "--fail-on", "none")
-	require.Contains(t, stderr, "rlverify: judged on the in-memory path: instances does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
-	// Without --checks every check is judged: in memory, and nothing said.
+	// Delay does not stream under a policy that declares a delay.
+	delaying := writeFile(t, "bench-delay.yaml", bench.PolicyYAML+"delay: {max_wait: 1s}\n")
+	_, stderr, _ := rl(t, "check", "--policy", delaying, "--checks", "oversell,delay", "--history", file, "--fail-on", "none")
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: delay streams only when the policy declares no delay (this one does)\n")
+	// Without --checks every check is judged: streamed when every check
+	// streams, saying so; in memory, and nothing said, when one does not.
 	_, stderr, _ = rl(t, "check", "--policy", pol, "--history", file, "--fail-on", "none")
+	require.Contains(t, stderr, "rlverify: judged on the streaming path: every check judged streams: ")
+	_, stderr, _ = rl(t, "check", "--policy", delaying, "--history", file, "--fail-on", "none")
 	require.NotContains(t, stderr, "judged on the")
 }
 
@@ -84,10 +87,16 @@ func TestAttackStreamingPath(t *testing.T) {
 	require.Contains(t, stderr, "rlverify: judged on the in-memory path: standard input cannot be read twice\n")
 	require.Equal(t, inMemory, streamed)
 
-	_, stderr, code = rl(t, append([]string{"attack", "--plan", "soak", "--max-duration", "1s", "--checks", "oversell,instances", "--out", t.TempDir()}, args...)...)
+	delaying := writeFile(t, "delay.yaml", bench.PolicyYAML+"delay: {max_wait: 1s}\n")
+	_, stderr, code = rl(t, append([]string{"attack", "--plan", "soak", "--max-duration", "1s", "--policy", delaying, "--checks", "oversell,delay", "--out", t.TempDir()}, args...)...)
 	require.Equal(t, ExitPass, code, stderr)
-	require.Contains(t, stderr, "rlverify: judged on the in-memory path: instances does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: delay streams only when the policy declares no delay (this one does)\n")
+	// A plan judging every check: streamed, saying so, when every check
+	// streams; in memory, and nothing said, when one does not.
 	_, stderr, code = rl(t, append([]string{"attack", "--plan", "concurrent-burst", "--out", t.TempDir()}, args...)...)
+	require.Equal(t, ExitPass, code, stderr)
+	require.Contains(t, stderr, "rlverify: judged on the streaming path: every check judged streams: ")
+	_, stderr, code = rl(t, append([]string{"attack", "--plan", "concurrent-burst", "--policy", delaying, "--out", t.TempDir()}, args...)...)
 	require.Equal(t, ExitPass, code, stderr)
 	require.NotContains(t, stderr, "judged on the")
 }
