@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,6 +18,7 @@ import (
 	"github.com/rlverify/rlverify/envs"
 	"github.com/rlverify/rlverify/history"
 	"github.com/rlverify/rlverify/policy"
+	"github.com/rlverify/rlverify/thresholds"
 )
 
 // streamPlan is a short attack on two keys: a burst, then a steady rate
@@ -63,18 +65,24 @@ func TestAttackJudgesOnTheStreamingPath(t *testing.T) {
 		why      string
 		oversell checks.Verdict
 	}{
-		{"correct", 10, streamable, false, false, false, false, rlverify.Streaming, "every check judged streams: oversell, under-admission, token-bounds, retry-after, headers, isolation, downstream", checks.Pass},
+		{"correct", 10, streamable, false, false, false, false, rlverify.Streaming, "every check judged streams: " + strings.Join(checks.Streamable(), ", "), checks.Pass},
 		{"oversold", 16, streamable, false, false, false, false, rlverify.Streaming, "every check judged streams", checks.Fail},
 		{"temporary history, copied", 16, checks.Options{Only: []string{"oversell"}}, false, true, true, false, rlverify.Streaming, "every check judged streams: oversell", checks.Fail},
 		{"interrupted", 10, streamable, false, false, false, true, rlverify.Streaming, "every check judged streams", checks.Pass},
 		{"asked for in memory", 16, streamable, true, false, false, false, rlverify.InMemory, "asked for", checks.Fail},
-		{"a check that does not stream", 10, checks.Options{Only: []string{"oversell", "fail-mode"}}, false, false, false, false, rlverify.InMemory, "fail-mode does not stream", checks.Pass},
+		{"thresholds", 10, checks.Options{Only: []string{"oversell"}}, false, false, false, false, rlverify.InMemory, "thresholds read the events in memory", checks.Pass},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			file := filepath.Join(t.TempDir(), "history.jsonl")
 			o := rlverify.AttackOptions{Plan: plan, Policy: pol, Checks: tc.checks, InMemory: tc.inMemory,
 				Handler: tokenBucket(http.HandlerFunc(hello), tc.burst, 1)}
+			if tc.name == "thresholds" {
+				// Thresholds read the events: in memory.
+				th, err := thresholds.Parse("errors<100%")
+				require.NoError(t, err)
+				o.Thresholds = []thresholds.Threshold{th}
+			}
 			if !tc.temp {
 				o.HistoryFile = file
 			}
@@ -113,7 +121,7 @@ func TestAttackJudgesOnTheStreamingPath(t *testing.T) {
 				require.Empty(t, out.History.Events, "the streaming path keeps the records only")
 			}
 			// The same history judged in memory: the same document.
-			whole, err := rlverify.Check(context.Background(), rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: tc.checks, InMemory: true})
+			whole, err := rlverify.Check(context.Background(), rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: tc.checks, Thresholds: o.Thresholds, InMemory: true})
 			require.NoError(t, err)
 			require.Equal(t, rlverify.InMemory, whole.Path)
 			require.Equal(t, whole.Results, out.Results)
@@ -144,15 +152,15 @@ func TestAttackStreamingPathTargetUnreachable(t *testing.T) {
 		}
 	})
 	for _, tc := range []struct {
-		name   string
-		checks checks.Options
+		name     string
+		inMemory bool
 	}{
-		{"streaming", checks.Options{Only: checks.Streamable()}},
-		{"in memory", checks.Options{Only: []string{"oversell", "fail-mode"}}},
+		{"streaming", false},
+		{"in memory", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := rlverify.Attack(context.Background(), rlverify.AttackOptions{Plan: plan, Policy: pol, Checks: tc.checks,
-				Handler: hangUp, HistoryFile: filepath.Join(t.TempDir(), "h.jsonl")})
+			_, err := rlverify.Attack(context.Background(), rlverify.AttackOptions{Plan: plan, Policy: pol, Checks: checks.Options{Only: checks.Streamable()},
+				InMemory: tc.inMemory, Handler: hangUp, HistoryFile: filepath.Join(t.TempDir(), "h.jsonl")})
 			require.Error(t, err)
 			require.True(t, errors.Is(err, envs.ErrUnreachable), "%v", err)
 			require.ErrorContains(t, err, "no request got a response (6 of 6: ")

@@ -39,12 +39,14 @@ tiers:
     limits:
       - {algorithm: token-bucket, capacity: 2, rate: 1/s}
 default_tier: free
+delay:
+  max_wait: 600ms
 `))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for _, only := range [][]string{{"oversell"}, {"oversell", "fail-mode"}} {
+	for _, only := range [][]string{{"oversell"}, {"oversell", "delay"}} {
 		o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: only}}
 		out, err := rlverify.Check(context.Background(), o)
 		if err != nil {
@@ -55,5 +57,5 @@ default_tier: free
 	}
 	// Output:
 	// streaming (every check judged streams: oversell): fail
-	// in-memory (fail-mode does not stream (streaming: oversell, under-admission, token-bounds, retry-after, headers, isolation, downstream)): fail
+	// in-memory (delay does not stream (streaming: oversell, under-admission, token-bounds, retry-after, headers, isolation, fail-mode, downstream, bypass, calibration, regions, delay); delay streams only when the policy declares no delay (this one does)): fail
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,6 +186,9 @@ func TestChoosePath(t *testing.T) {
 	require.NoError(t, err)
 	off, err := policy.Parse("bench-off", []byte(bench.PolicyYAML+"checks_off: [instances, fail-mode, downstream, bypass, calibration, regions, delay]\n"))
 	require.NoError(t, err)
+	// delay streams only under a policy that declares no delay.
+	delaying, err := policy.Parse("bench-delay", []byte(bench.PolicyYAML+"delay:\n  max_wait: 600ms\n"))
+	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "h.jsonl")
 	require.NoError(t, bench.WriteHistory(file, bench.Generate(300, 2)))
 	streamable := checks.Options{Only: checks.Streamable()}
@@ -196,12 +200,13 @@ func TestChoosePath(t *testing.T) {
 		want rlverify.Path
 		why  string
 	}{
-		{"streamable checks", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable}, rlverify.Streaming, "every check judged streams: oversell, under-admission, token-bounds, retry-after, headers, isolation, downstream"},
+		{"streamable checks", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable}, rlverify.Streaming, "every check judged streams: " + strings.Join(checks.Streamable(), ", ")},
 		{"one streamable check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"headers"}}}, rlverify.Streaming, "every check judged streams: headers"},
 		{"the rest turned off by the policy", rlverify.CheckOptions{Histories: []string{file}, Policy: off}, rlverify.Streaming, "every check judged streams: oversell, under-admission, token-bounds, retry-after, headers, isolation"},
-		{"the rest turned off by the options", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "fail-mode"}, Off: []string{"fail-mode"}}}, rlverify.Streaming, "every check judged streams: oversell"},
-		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.InMemory, "fail-mode, bypass, calibration, regions, delay do not stream"},
-		{"one that does not stream", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "fail-mode"}}}, rlverify.InMemory, "fail-mode does not stream"},
+		{"the rest turned off by the options", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: []string{"oversell", "delay"}, Off: []string{"delay"}}}, rlverify.Streaming, "every check judged streams: oversell"},
+		{"every check", rlverify.CheckOptions{Histories: []string{file}, Policy: pol}, rlverify.Streaming, "every check judged streams: " + strings.Join(checks.Names(), ", ")},
+		{"every check, under a policy that declares a delay", rlverify.CheckOptions{Histories: []string{file}, Policy: delaying}, rlverify.InMemory, "delay does not stream"},
+		{"one that does not stream", rlverify.CheckOptions{Histories: []string{file}, Policy: delaying, Checks: checks.Options{Only: []string{"oversell", "delay"}}}, rlverify.InMemory, "delay does not stream"},
 		{"stdin", rlverify.CheckOptions{Histories: []string{rlverify.Stdin}, Policy: pol, Checks: streamable}, rlverify.InMemory, "standard input cannot be read twice"},
 		{"shards", rlverify.CheckOptions{Histories: []string{file, file}, Policy: pol, Checks: streamable}, rlverify.InMemory, "2 shards are merged in memory"},
 		{"thresholds", rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: streamable, Thresholds: []thresholds.Threshold{th}}, rlverify.InMemory, "thresholds read the events in memory"},

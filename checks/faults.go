@@ -25,181 +25,238 @@ const (
 // faults and a sort of their latencies.
 func checkFailMode(ix *index) Result {
 	col := ix.collector()
-	figs := map[string]float64{}
-	f := ix.p.Failure
-	lastRecv := ix.maxRecv
-	n := 0
+	fm := newFailMode(ix)
 	var sc scratch
-	var unverified []string
 	for fi, fault := range ix.h.Faults {
-		if fault.Kind != "store-down" && fault.Kind != "store-slow" {
-			continue
-		}
-		n++
-		end := fault.End
-		if end == 0 {
-			end = lastRecv
-		}
-		if ok, why := ix.faultTookEffect(fault, fault.Start, end); !ok {
-			// Nothing here is evidence about the failure mode.
-			unverified = append(unverified, fmt.Sprintf("%s %s–%s: %s", fault.Kind, fmtDur(time.Duration(fault.Start)), fmtDur(time.Duration(end)), why))
-			figs[fmt.Sprintf("fault%d_unverified", n)] = 1
-			continue
-		}
-		// A slow store that still answers within the timeout is not a failure:
-		// only the latency bound applies then.
-		modeApplies := fault.Kind == "store-down"
-		if fault.Kind == "store-slow" {
-			if fault.Param == "stall" { // nothing gets through
-				modeApplies = true
-			} else if d, err := policy.ParseDuration(fault.Param); err == nil && d > f.StoreTimeout.D() {
-				modeApplies = true
-			}
-		}
-		pre := fmt.Sprintf("fault%d_", n)
-		var adm, rej, errs int
-		var lats []int64
-		latBound := f.StoreTimeout.D() + timeoutMargin
-		if f.Mode == policy.FailQueue {
-			latBound = f.QueueWait.D() + f.StoreTimeout.D() + queueMargin
-		}
-		type ki struct {
-			g    *group
-			inst int
-		}
-		local := map[ki][]rec{}
-		for gi := range ix.groups {
-			g := &ix.groups[gi]
-			for _, r := range g.recs {
-				e := ix.ev(r)
-				if e.Sent < fault.Start || e.Recv > end {
-					continue
-				}
-				lat := e.Recv - e.Sent
-				lats = append(lats, lat)
-				bad := func(format string, args ...any) {
-					col.add(Evidence{Key: g.key, From: fault.Start, To: end, RequestIDs: []uint64{e.ID}, TotalIDs: 1,
-						Message: fmt.Sprintf("%s %s–%s (mode %s): request %d of key %s ", fault.Kind, fmtDur(time.Duration(fault.Start)), fmtDur(time.Duration(end)), f.Mode, e.ID, g.key) + fmt.Sprintf(format, args...)})
-				}
-				switch r.out {
-				case history.Admitted:
-					adm++
-				case history.Rejected:
-					rej++
-				default:
-					errs++
-				}
-				if f.Undeclared {
-					continue // nothing declared to judge it by: measured only
-				}
-				if time.Duration(lat) > latBound && (e.Status != 0 || f.Mode != policy.FailQueue) {
-					bad("took %s, beyond the bound %s", fmtDur(time.Duration(lat)), latBound)
-					continue
-				}
-				if !modeApplies {
-					continue
-				}
-				switch f.Mode {
-				case policy.FailOpen:
-					if r.out == history.Rejected || (e.Status >= 400 && e.Status != 0) {
-						bad("got status %d; fail-open must admit", e.Status)
-					}
-				case policy.FailClosed:
-					if r.out == history.Admitted {
-						bad("was admitted (status %d); fail-closed must reject with 503 + Retry-After or 429", e.Status)
-					} else if e.Status == 503 && e.RetryAfter == "" && !ix.h.Run.NoHeaders {
-						bad("got 503 without Retry-After")
-					}
-				case policy.FailLocal:
-					if r.out == history.Admitted && g.tier != nil && !r.variant {
-						k := ki{g, e.Instance}
-						local[k] = append(local[k], r)
-					}
-				case policy.FailQueue:
-					if r.out == history.Unknown && e.Status != 0 {
-						bad("got status %d; a queued request must be admitted or rejected", e.Status)
-					}
-				}
-			}
-		}
-		// Local fallback: per key and instance within LocalShare of the envelope.
-		keys := make([]ki, 0, len(local))
-		for k := range local {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, func(a, b ki) int {
-			if a.g.key != b.g.key {
-				if a.g.key < b.g.key {
-					return -1
-				}
-				return 1
-			}
-			return a.inst - b.inst
-		})
-		for _, k := range keys {
-			rs := local[k]
-			lo, hi := rs[0].lo, rs[0].hi
-			for _, r := range rs {
-				lo, hi = min(lo, r.lo), max(hi, r.hi)
-			}
-			for li := range k.g.tier.Limits {
-				l := &k.g.tier.Limits[li]
-				bound := f.LocalShare * maxIn(l, time.Duration(hi-lo))
-				if float64(len(rs)) > bound+eps {
-					ct := cert{limit: l, from: lo, to: hi, count: len(rs), bound: bound, recs: rs}
-					col.add(ix.evidence(k.g.key, &ct, fmt.Sprintf("%s (mode local, share %g): key %s on instance %d admitted %d in %s; the local fallback allows %s",
-						fault.Kind, f.LocalShare, k.g.key, k.inst, len(rs), fmtDur(time.Duration(hi-lo)), fmtF(bound))))
-				}
-			}
-		}
-		// Recovery: from End+1s to the next fault, the envelope from full.
-		if fault.End != 0 {
-			from := max(fault.End, fault.Cleared) + recoveryOf(ix.p)
-			until := int64(1<<62 - 1)
-			for _, o := range ix.h.Faults[fi+1:] {
-				if o.Start >= fault.End {
-					until = min(until, o.Start)
-				}
-			}
-			for gi := range ix.groups {
-				g := &ix.groups[gi]
-				if g.tier == nil {
-					continue
-				}
-				sc.recs = sc.recs[:0]
-				for _, r := range g.recs {
-					// An admission the target marks as its failure mode's
-					// (X-RateLimit-Fallback: its store still too slow) is
-					// judged by no envelope, here as in oversell: counting
-					// it would call a store failing under load "credit
-					// created by the downtime".
-					e := ix.ev(r)
-					if r.out == history.Admitted && !r.variant && e.Fallback == "" && e.Sent >= from && e.Recv < until {
-						sc.recs = append(sc.recs, r)
-					}
-				}
-				for li := range g.tier.Limits {
-					st := ix.judgeLimit(sc.recs, &g.tier.Limits[li], &sc)
-					for ci := range st.certs {
-						ct := &st.certs[ci]
-						ev := ix.evidence(g.key, ct, fmt.Sprintf("after the %s ended at %s: %s (credit created by the downtime?)", fault.Kind, fmtDur(time.Duration(fault.End)), certMessage(ct)))
-						ev.Cause, ev.FaultFrom = CauseAfterFault, fault.Start
-						col.add(ev)
-					}
-				}
-			}
-		}
-		figs[pre+"admitted"] = float64(adm)
-		figs[pre+"rejected"] = float64(rej)
-		figs[pre+"errors"] = float64(errs)
-		if len(lats) > 0 {
-			slices.Sort(lats)
-			figs[pre+"p99_latency_ms"] = float64(lats[(len(lats)*99)/100]) / 1e6
+		if fm.storeWindow(fault, col, &sc) && fault.End != 0 {
+			ix.judgeRecovery(fi, fault, col, &sc)
 		}
 	}
-	n += judgeRulesDown(ix, col, figs, &sc)
+	n := judgeRulesDown(ix, col, fm.figs, &sc)
+	uninjected := judgeUninjected(ix, col, fm.figs)
+	return fm.result(col, n, uninjected)
+}
+
+// failMode is what fail-mode gathers over the fault windows, in memory
+// (checkFailMode) and on the stream (failStream) alike.
+type failMode struct {
+	ix         *index
+	figs       map[string]float64
+	n          int // store fault windows
+	unverified []string
+}
+
+func newFailMode(ix *index) *failMode {
+	return &failMode{ix: ix, figs: map[string]float64{}}
+}
+
+// storeWindow judges the requests inside one fault window, if it is a
+// store fault: latency, the declared mode, the local fallback's share. It
+// reports whether the fault is one whose recovery is judged next (a store
+// fault shown to have taken effect). It reads the events in the window
+// (and, in an external run, those of the span before or after it:
+// faultTookEffect).
+func (fm *failMode) storeWindow(fault history.Fault, col *collector, sc *scratch) bool {
+	ix, figs := fm.ix, fm.figs
+	f := ix.p.Failure
+	if fault.Kind != "store-down" && fault.Kind != "store-slow" {
+		return false
+	}
+	fm.n++
+	n := fm.n
+	end := fault.End
+	if end == 0 {
+		end = ix.maxRecv
+	}
+	if ok, why := ix.faultTookEffect(fault, fault.Start, end); !ok {
+		// Nothing here is evidence about the failure mode.
+		fm.unverified = append(fm.unverified, fmt.Sprintf("%s %s–%s: %s", fault.Kind, fmtDur(time.Duration(fault.Start)), fmtDur(time.Duration(end)), why))
+		figs[fmt.Sprintf("fault%d_unverified", n)] = 1
+		return false
+	}
+	// A slow store that still answers within the timeout is not a failure:
+	// only the latency bound applies then.
+	modeApplies := fault.Kind == "store-down"
+	if fault.Kind == "store-slow" {
+		if fault.Param == "stall" { // nothing gets through
+			modeApplies = true
+		} else if d, err := policy.ParseDuration(fault.Param); err == nil && d > f.StoreTimeout.D() {
+			modeApplies = true
+		}
+	}
+	pre := fmt.Sprintf("fault%d_", n)
+	var adm, rej, errs int
+	var lats []int64
+	latBound := f.StoreTimeout.D() + timeoutMargin
+	if f.Mode == policy.FailQueue {
+		latBound = f.QueueWait.D() + f.StoreTimeout.D() + queueMargin
+	}
+	type ki struct {
+		g    *group
+		inst int
+	}
+	local := map[ki][]rec{}
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		for _, r := range g.recs {
+			e := ix.ev(r)
+			if e.Sent < fault.Start || e.Recv > end {
+				continue
+			}
+			lat := e.Recv - e.Sent
+			lats = append(lats, lat)
+			bad := func(format string, args ...any) {
+				col.add(Evidence{Key: g.key, From: fault.Start, To: end, RequestIDs: []uint64{e.ID}, TotalIDs: 1,
+					Message: fmt.Sprintf("%s %s–%s (mode %s): request %d of key %s ", fault.Kind, fmtDur(time.Duration(fault.Start)), fmtDur(time.Duration(end)), f.Mode, e.ID, g.key) + fmt.Sprintf(format, args...)})
+			}
+			switch r.out {
+			case history.Admitted:
+				adm++
+			case history.Rejected:
+				rej++
+			default:
+				errs++
+			}
+			if f.Undeclared {
+				continue // nothing declared to judge it by: measured only
+			}
+			if time.Duration(lat) > latBound && (e.Status != 0 || f.Mode != policy.FailQueue) {
+				bad("took %s, beyond the bound %s", fmtDur(time.Duration(lat)), latBound)
+				continue
+			}
+			if !modeApplies {
+				continue
+			}
+			switch f.Mode {
+			case policy.FailOpen:
+				if r.out == history.Rejected || (e.Status >= 400 && e.Status != 0) {
+					bad("got status %d; fail-open must admit", e.Status)
+				}
+			case policy.FailClosed:
+				if r.out == history.Admitted {
+					bad("was admitted (status %d); fail-closed must reject with 503 + Retry-After or 429", e.Status)
+				} else if e.Status == 503 && e.RetryAfter == "" && !ix.h.Run.NoHeaders {
+					bad("got 503 without Retry-After")
+				}
+			case policy.FailLocal:
+				if r.out == history.Admitted && g.tier != nil && !r.variant {
+					k := ki{g, e.Instance}
+					local[k] = append(local[k], r)
+				}
+			case policy.FailQueue:
+				if r.out == history.Unknown && e.Status != 0 {
+					bad("got status %d; a queued request must be admitted or rejected", e.Status)
+				}
+			}
+		}
+	}
+	// Local fallback: per key and instance within LocalShare of the envelope.
+	keys := make([]ki, 0, len(local))
+	for k := range local {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b ki) int {
+		if a.g.key != b.g.key {
+			if a.g.key < b.g.key {
+				return -1
+			}
+			return 1
+		}
+		return a.inst - b.inst
+	})
+	for _, k := range keys {
+		rs := local[k]
+		lo, hi := rs[0].lo, rs[0].hi
+		for _, r := range rs {
+			lo, hi = min(lo, r.lo), max(hi, r.hi)
+		}
+		for li := range k.g.tier.Limits {
+			l := &k.g.tier.Limits[li]
+			bound := f.LocalShare * maxIn(l, time.Duration(hi-lo))
+			if float64(len(rs)) > bound+eps {
+				ct := cert{limit: l, from: lo, to: hi, count: len(rs), bound: bound, recs: rs}
+				col.add(ix.evidence(k.g.key, &ct, fmt.Sprintf("%s (mode local, share %g): key %s on instance %d admitted %d in %s; the local fallback allows %s",
+					fault.Kind, f.LocalShare, k.g.key, k.inst, len(rs), fmtDur(time.Duration(hi-lo)), fmtF(bound))))
+			}
+		}
+	}
+	figs[pre+"admitted"] = float64(adm)
+	figs[pre+"rejected"] = float64(rej)
+	figs[pre+"errors"] = float64(errs)
+	if len(lats) > 0 {
+		slices.Sort(lats)
+		figs[pre+"p99_latency_ms"] = float64(lats[(len(lats)*99)/100]) / 1e6
+	}
+	return true
+}
+
+// recoverySpan is the span of the recovery judged after the store fault
+// fi of the run (its End set): the admissions sent from its end plus the
+// declared recovery time and answered before the next fault begins.
+func recoverySpan(faults []history.Fault, fi int, p *policy.Policy) (from, until int64) {
+	fault := faults[fi]
+	from = max(fault.End, fault.Cleared) + recoveryOf(p)
+	until = int64(1<<62 - 1)
+	for _, o := range faults[fi+1:] {
+		if o.Start >= fault.End {
+			until = min(until, o.Start)
+		}
+	}
+	return from, until
+}
+
+// recoveryAdmission reports whether r (of e) is an admission the
+// recovery after a fault judges, given the span's from and until.
+func recoveryAdmission(e *history.Event, r rec, from, until int64) bool {
+	// An admission the target marks as its failure mode's
+	// (X-RateLimit-Fallback: its store still too slow) is judged by no
+	// envelope, here as in oversell: counting it would call a store
+	// failing under load "credit created by the downtime".
+	return r.out == history.Admitted && !r.variant && e.Fallback == "" && e.Sent >= from && e.Recv < until
+}
+
+// recoveryEvidence is the evidence of certificate ct found after fault.
+func (ix *index) recoveryEvidence(key string, ct *cert, fault history.Fault, idl []uint64, total int) Evidence {
+	ev := Evidence{Key: key, Limit: ct.limit.Name, From: ct.from, To: ct.to, Bound: ct.bound, Observed: float64(ct.count), RequestIDs: idl, TotalIDs: total,
+		Message: fmt.Sprintf("after the %s ended at %s: %s (credit created by the downtime?)", fault.Kind, fmtDur(time.Duration(fault.End)), certMessage(ct))}
+	ev.Cause, ev.FaultFrom = CauseAfterFault, fault.Start
+	return ev
+}
+
+// judgeRecovery judges, after the store fault fi (its End set), the
+// envelope from a full bucket from its recovery to the next fault.
+func (ix *index) judgeRecovery(fi int, fault history.Fault, col *collector, sc *scratch) {
+	from, until := recoverySpan(ix.h.Faults, fi, ix.p)
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		if g.tier == nil {
+			continue
+		}
+		sc.recs = sc.recs[:0]
+		for _, r := range g.recs {
+			if recoveryAdmission(ix.ev(r), r, from, until) {
+				sc.recs = append(sc.recs, r)
+			}
+		}
+		for li := range g.tier.Limits {
+			st := ix.judgeLimit(sc.recs, &g.tier.Limits[li], sc)
+			for ci := range st.certs {
+				ct := &st.certs[ci]
+				idl, total := ix.idList(ct.recs)
+				col.add(ix.recoveryEvidence(g.key, ct, fault, idl, total))
+			}
+		}
+	}
+}
+
+// result is fail-mode's verdict once every window was judged: n counts
+// the rules-down windows, uninjected the requests answered by a failure
+// mode outside every injected fault.
+func (fm *failMode) result(col *collector, rulesDown, uninjected int) Result {
+	ix, figs := fm.ix, fm.figs
+	f := ix.p.Failure
+	n := fm.n + rulesDown
 	figs["faults"] = float64(n)
-	uninjected := judgeUninjected(ix, col, figs)
 	mode := fmt.Sprintf("fail mode %q", f.Mode)
 	if f.Undeclared {
 		mode = "the failure mode (not declared)"
@@ -213,10 +270,10 @@ func checkFailMode(ix *index) Result {
 		return col.result(Pass, "", figs, fmt.Sprintf("the limiter failed %s with no fault injected (%s)", uninjectedHow(figs), plural(col.total, "observation", "observations")))
 	case f.Undeclared && col.total == 0 && ix.storeFaults() > 0:
 		return col.result(Unknown, fmt.Sprintf("the policy declares no failure mode (no failure section): behaviour in %s measured, not judged (declare failure.mode open, closed, local or queue)", plural(n, "fault window", "fault windows")), figs, "")
-	case len(unverified) > 0 && col.total == 0:
+	case len(fm.unverified) > 0 && col.total == 0:
 		// A pass would claim the failure mode was seen: it was not.
 		return col.result(Unknown, fmt.Sprintf("%s not shown to have taken effect, so the failure mode was not observed: %s",
-			plural(len(unverified), "fault window was", "fault windows were"), unverified[0]), figs, "")
+			plural(len(fm.unverified), "fault window was", "fault windows were"), fm.unverified[0]), figs, "")
 	}
 	return col.result(Pass, fmt.Sprintf("behaviour in %s matched %s", plural(n, "fault window", "fault windows"), mode), figs,
 		fmt.Sprintf("%s departed from %s", plural(col.total, "observation", "observations"), mode))
@@ -265,14 +322,9 @@ const (
 // signature, with the key's availability over that span. It returns how
 // many requests showed one.
 func judgeUninjected(ix *index, col *collector, figs map[string]float64) int {
-	// Headers the limiter sends: declared, recorded, and seen on at least
-	// one response of this run.
-	headered := func(e *history.Event) bool {
-		return e.RateLimit != "" || e.RateLimitPolicy != "" || e.XLimit != "" || e.XRemaining != "" || e.RateLimitLimit != "" || e.RateLimitRemaining != ""
-	}
-	declared := !ix.h.Run.NoHeaders && (ix.p.Headers.RateLimit != policy.RateLimitNone || ix.p.Headers.XRateLimit)
+	u := newUninjected(ix)
 	sendsOnAdmitted := false
-	if declared {
+	if u.declared {
 		for _, r := range ix.recs {
 			if r.out != history.Unknown && headered(ix.ev(r)) {
 				sendsOnAdmitted = true
@@ -280,7 +332,6 @@ func judgeUninjected(ix *index, col *collector, figs map[string]float64) int {
 			}
 		}
 	}
-	closedStatus := ix.p.Failure.Mode == policy.FailClosed && !ix.p.Failure.Undeclared
 	// A limiter still recovering from an injected fault (its breaker lets
 	// one probe through when traffic resumes, however long after) says so
 	// with X-RateLimit-Fallback until its store decides again: that is the
@@ -293,7 +344,7 @@ func judgeUninjected(ix *index, col *collector, figs map[string]float64) int {
 		}
 		back := int64(math.MaxInt64)
 		for _, r := range ix.recs {
-			if e := ix.ev(r); r.lo >= f.End && r.out != history.Unknown && e.Fallback == "" && r.lo < back {
+			if e := ix.ev(r); backAfter(f, e, r) && r.lo < back {
 				back = r.lo
 			}
 		}
@@ -315,9 +366,8 @@ func judgeUninjected(ix *index, col *collector, figs map[string]float64) int {
 			if r.variant || ix.inFault(r.lo, r.hi) {
 				continue
 			}
-			e := ix.ev(r)
-			switch {
-			case e.Fallback != "":
+			switch u.kind(ix.ev(r), r, sendsOnAdmitted) {
+			case uninjectedFallback:
 				// The target says its failure mode decided: a figure, not
 				// a finding. It hides nothing (those decisions are judged
 				// by no envelope), and the built-in services say so
@@ -326,45 +376,101 @@ func judgeUninjected(ix *index, col *collector, figs map[string]float64) int {
 				if !afterInjected(r) {
 					figs["uninjected_fallback"]++
 				}
-			case r.out == history.Admitted && e.Scope == "" && sendsOnAdmitted && !headered(e):
+			case uninjectedOpen:
 				open = append(open, r)
-			case closedStatus && isClosedStatus(ix.p, e.Status):
+			case uninjectedClosed:
 				closed = append(closed, r)
 			}
 		}
-		for _, sig := range []struct {
-			rs    []rec
-			cause string
-			what  string
-		}{
-			{open, CauseFailedOpen, "were admitted without the rate-limit headers its other answers carry: the limiter failed open"},
-			{closed, CauseFailedClosed, fmt.Sprintf("were answered with the fail-closed status (%s): the limiter failed closed", closedStatuses(ix.p))},
-		} {
-			if len(sig.rs) == 0 {
+		for sig, rs := range [2][]rec{open, closed} {
+			if len(rs) == 0 {
 				continue
 			}
-			total += len(sig.rs)
-			figs["uninjected_"+strings.ReplaceAll(sig.cause, "-", "_")] += float64(len(sig.rs))
-			lo, hi := sig.rs[0].lo, sig.rs[0].hi
-			for _, r := range sig.rs {
+			total += len(rs)
+			lo, hi := rs[0].lo, rs[0].hi
+			for _, r := range rs {
 				lo, hi = min(lo, r.lo), max(hi, r.hi)
 			}
 			inSpan, adm := 0, 0
 			for _, r := range g.recs {
 				if r.lo >= lo && r.hi <= hi && !r.variant {
 					inSpan++
-					if r.out == history.Admitted && !slices.ContainsFunc(sig.rs, func(x rec) bool { return x.idx == r.idx }) {
+					if r.out == history.Admitted && !slices.ContainsFunc(rs, func(x rec) bool { return x.idx == r.idx }) {
 						adm++
 					}
 				}
 			}
-			idl, n := ix.idList(sig.rs)
-			col.add(Evidence{Key: g.key, From: lo, To: hi, Bound: 0, Observed: float64(len(sig.rs)), RequestIDs: idl, TotalIDs: n, Cause: sig.cause,
-				Message: fmt.Sprintf("key %s: %d of its requests in %s–%s, outside any injected fault, %s on its own (a store failing under load?); the limiter decided %d of the %d requests of that span (availability %.0f%%)",
-					g.key, len(sig.rs), fmtDur(time.Duration(lo)), fmtDur(time.Duration(hi)), sig.what, adm, inSpan, 100*float64(adm)/float64(max(1, inSpan)))})
+			idl, n := ix.idList(rs)
+			col.add(u.evidence(figs, g.key, sig, len(rs), lo, hi, idl, n, inSpan, adm))
 		}
 	}
 	return total
+}
+
+// headered reports whether e carries any of the rate-limit headers.
+func headered(e *history.Event) bool {
+	return e.RateLimit != "" || e.RateLimitPolicy != "" || e.XLimit != "" || e.XRemaining != "" || e.RateLimitLimit != "" || e.RateLimitRemaining != ""
+}
+
+// backAfter reports whether r (of e) shows the limiter deciding again
+// after the store fault f ended: decided, without X-RateLimit-Fallback,
+// sent after f's end.
+func backAfter(f history.Fault, e *history.Event, r rec) bool {
+	return r.lo >= f.End && r.out != history.Unknown && e.Fallback == ""
+}
+
+// uninjected is judgeUninjected's rule, in memory and on the stream.
+type uninjected struct {
+	ix *index
+	// declared: the limiter is to send rate-limit headers (declared and
+	// recorded); it then sends them on its answers when one of the run's
+	// decided answers carries one.
+	declared bool
+	// closedStatus: the closed status is a signature (fail-closed).
+	closedStatus bool
+}
+
+// What judgeUninjected makes of a request outside every injected fault.
+const (
+	uninjectedNone = iota
+	uninjectedFallback
+	uninjectedOpen
+	uninjectedClosed
+)
+
+func newUninjected(ix *index) uninjected {
+	return uninjected{ix: ix,
+		declared:     !ix.h.Run.NoHeaders && (ix.p.Headers.RateLimit != policy.RateLimitNone || ix.p.Headers.XRateLimit),
+		closedStatus: ix.p.Failure.Mode == policy.FailClosed && !ix.p.Failure.Undeclared}
+}
+
+// kind classifies e (r), a request that is not a variant, outside every
+// fault window, given whether the limiter sends headers on its answers.
+func (u uninjected) kind(e *history.Event, r rec, sendsOnAdmitted bool) int {
+	switch {
+	case e.Fallback != "":
+		return uninjectedFallback
+	case r.out == history.Admitted && e.Scope == "" && sendsOnAdmitted && !headered(e):
+		return uninjectedOpen
+	case u.closedStatus && isClosedStatus(u.ix.p, e.Status):
+		return uninjectedClosed
+	}
+	return uninjectedNone
+}
+
+// evidence is the evidence of key's n requests of signature sig (0 open,
+// 1 closed) in [lo, hi], whose ids are idl (of total), beside inSpan
+// requests of the key in that span, adm of them admitted otherwise; it
+// counts them in figs.
+func (u uninjected) evidence(figs map[string]float64, key string, sig, n int, lo, hi int64, idl []uint64, total, inSpan, adm int) Evidence {
+	cause, what := CauseFailedOpen, "were admitted without the rate-limit headers its other answers carry: the limiter failed open"
+	if sig == 1 {
+		cause, what = CauseFailedClosed, fmt.Sprintf("were answered with the fail-closed status (%s): the limiter failed closed", closedStatuses(u.ix.p))
+	}
+	figs["uninjected_"+strings.ReplaceAll(cause, "-", "_")] += float64(n)
+	return Evidence{Key: key, From: lo, To: hi, Bound: 0, Observed: float64(n), RequestIDs: idl, TotalIDs: total, Cause: cause,
+		Message: fmt.Sprintf("key %s: %d of its requests in %s–%s, outside any injected fault, %s on its own (a store failing under load?); the limiter decided %d of the %d requests of that span (availability %.0f%%)",
+			key, n, fmtDur(time.Duration(lo)), fmtDur(time.Duration(hi)), what, adm, inSpan, 100*float64(adm)/float64(max(1, inSpan)))}
 }
 
 // isClosedStatus reports whether status is the declared fail-closed

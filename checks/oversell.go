@@ -360,13 +360,7 @@ func checkBypass(ix *index) Result {
 				}
 				if len(adm) > 0 {
 					idl, total := ix.idList(adm)
-					why := "the key given more than once (identity.repeated: rejected)"
-					if v == "long" {
-						why = fmt.Sprintf("keys longer than identity.max_length %d (too_long: reject)", ix.p.Identity.MaxLength)
-					}
-					col.add(Evidence{Key: g.key, Limit: limitNames(g.tier), From: adm[0].lo, To: adm[len(adm)-1].hi, Bound: 0, Observed: float64(len(adm)),
-						RequestIDs: idl, TotalIDs: total,
-						Message: fmt.Sprintf("key %s, variant %s: %d of %d requests were admitted although the policy declares %s refused", g.key, v, len(adm), len(vr), why)})
+					col.add(ix.refusedVariantEvidence(g.key, g.tier, v, len(adm), len(vr), adm[0].lo, adm[len(adm)-1].hi, idl, total))
 				}
 				continue
 			}
@@ -402,16 +396,41 @@ func checkBypass(ix *index) Result {
 					continue
 				}
 				ct := &st.certs[0]
-				control := "no control requests of the plain key were sent with it"
-				if cN > 0 {
-					control = fmt.Sprintf("the %d control requests of the plain key sent in the same bursts got %d", cN, cAdm)
-				}
-				msg := fmt.Sprintf("key %s, variant %s: %d of %d variant requests were admitted while %s; the plain key alone stays within its envelope, with the variant %s%s",
-					g.key, v, vAdm, len(vr), control, certMessage(ct), variantCause(&ix.p.Identity, v))
-				col.add(ix.evidence(g.key, ct, msg))
+				col.add(ix.evidence(g.key, ct, ix.bypassMessage(g.key, v, vAdm, len(vr), cN, cAdm, certMessage(ct))))
 			}
 		}
 	}
+	return ix.bypassResult(col, figs, keys, variantsAdmitted, unknown, unattributed)
+}
+
+// refusedVariantEvidence is the evidence of variant v of key, which the
+// declared identity refuses: adm of its n requests were admitted, the
+// first decided from lo, the last by hi.
+func (ix *index) refusedVariantEvidence(key string, t *policy.Tier, v string, adm, n int, lo, hi int64, idl []uint64, total int) Evidence {
+	why := "the key given more than once (identity.repeated: rejected)"
+	if v == "long" {
+		why = fmt.Sprintf("keys longer than identity.max_length %d (too_long: reject)", ix.p.Identity.MaxLength)
+	}
+	return Evidence{Key: key, Limit: limitNames(t), From: lo, To: hi, Bound: 0, Observed: float64(adm),
+		RequestIDs: idl, TotalIDs: total,
+		Message: fmt.Sprintf("key %s, variant %s: %d of %d requests were admitted although the policy declares %s refused", key, v, adm, n, why)}
+}
+
+// bypassMessage is the message of variant v of key bought quota: vAdm of
+// its n requests admitted, cAdm of the cN control requests; certMsg the
+// union's certificate's.
+func (ix *index) bypassMessage(key, v string, vAdm, n, cN, cAdm int, certMsg string) string {
+	control := "no control requests of the plain key were sent with it"
+	if cN > 0 {
+		control = fmt.Sprintf("the %d control requests of the plain key sent in the same bursts got %d", cN, cAdm)
+	}
+	return fmt.Sprintf("key %s, variant %s: %d of %d variant requests were admitted while %s; the plain key alone stays within its envelope, with the variant %s%s",
+		key, v, vAdm, n, control, certMsg, variantCause(&ix.p.Identity, v))
+}
+
+// bypassResult is bypass's verdict from what checkBypass (or
+// bypassStream) gathered.
+func (ix *index) bypassResult(col *collector, figs map[string]float64, keys, variantsAdmitted, unknown, unattributed int) Result {
 	figs["keys"] = float64(keys)
 	figs["variants_admitted"] = float64(variantsAdmitted)
 	if unattributed > 0 {
@@ -438,35 +457,64 @@ func checkRegions(ix *index) Result {
 	if !applies {
 		applies = ix.regionPhase
 	}
+	var keys []regionsKey
+	if applies {
+		for _, ke := range ix.envelopes() {
+			if ke.admitted == 0 {
+				continue
+			}
+			g := ke.g
+			// The earliest possible decision of the key's first admission
+			// and the latest of any (envelopes' span).
+			var first int64
+			for _, r := range g.recs {
+				if r.out == history.Admitted && (!r.fault || r.changed) && !r.variant && r.tokens() > 0 {
+					first = r.lo
+					break
+				}
+			}
+			keys = append(keys, regionsKey{key: g.key, tier: g.tier, admitted: ke.admitted, first: first, last: first + ke.span,
+				ids: func() ([]uint64, int) { return ix.idList(admitted(nil, g.recs, false)) }})
+		}
+	}
+	return ix.judgeRegions(applies, keys)
+}
+
+// regionsKey is what regions judges of one key with admissions: their
+// count (tokens), the earliest possible decision of the first and the
+// latest of any, and the evidence's ids (the first admissions in the
+// key's order, as idList gives them).
+type regionsKey struct {
+	key         string
+	tier        *policy.Tier
+	admitted    int
+	first, last int64
+	ids         func() ([]uint64, int)
+}
+
+// judgeRegions is regions' judgement of keys (in key order, each with
+// admissions) once applies is known: checkRegions in memory and
+// regionsStream alike.
+func (ix *index) judgeRegions(applies bool, keys []regionsKey) Result {
 	col := ix.collector()
 	figs := map[string]float64{"tolerance": ix.p.Tolerance.Regions}
 	if !applies {
 		return col.result(Skip, "no region data: no phase named region* and no declared tolerance with several instances", figs, "")
 	}
 	worst := 0.0
-	keys := 0
-	for _, ke := range ix.envelopes() {
-		if ke.admitted == 0 {
-			continue
-		}
-		keys++
-		g := ke.g
-		for li := range g.tier.Limits {
-			l := &g.tier.Limits[li]
-			bound := (1 + ix.p.Tolerance.Regions) * maxIn(l, time.Duration(ke.span))
-			over := float64(ke.admitted) / bound
+	for _, k := range keys {
+		span := k.last - k.first
+		for li := range k.tier.Limits {
+			l := &k.tier.Limits[li]
+			bound := (1 + ix.p.Tolerance.Regions) * maxIn(l, time.Duration(span))
+			over := float64(k.admitted) / bound
 			worst = math.Max(worst, over)
-			if float64(ke.admitted) > bound+eps {
-				var rs []rec
-				rs = admitted(rs, g.recs, false)
-				first, last := rs[0].lo, rs[0].hi
-				for _, r := range rs {
-					last = max(last, r.hi)
-				}
-				ct := cert{limit: l, from: first, to: last, count: ke.admitted, bound: bound, recs: rs}
+			if float64(k.admitted) > bound+eps {
+				idl, total := k.ids()
 				msg := fmt.Sprintf("key %s admitted %d over %s across regions; one quota plus the declared %.0f%% tolerance allows %s (overrun %.1f%%)",
-					g.key, ke.admitted, fmtDur(time.Duration(ke.span)), ix.p.Tolerance.Regions*100, fmtF(bound), (over*(1+ix.p.Tolerance.Regions)-1)*100)
-				col.add(ix.evidence(g.key, &ct, msg))
+					k.key, k.admitted, fmtDur(time.Duration(span)), ix.p.Tolerance.Regions*100, fmtF(bound), (over*(1+ix.p.Tolerance.Regions)-1)*100)
+				col.add(Evidence{Key: k.key, Limit: l.Name, From: k.first, To: k.last, Bound: bound, Observed: float64(k.admitted),
+					RequestIDs: idl, TotalIDs: total, Message: msg})
 			}
 		}
 	}
@@ -474,11 +522,11 @@ func checkRegions(ix *index) Result {
 	// The overrun over one plain quota: the figure a precision/latency
 	// comparison of region settings puts side by side.
 	figs["global_overrun_pct"] = math.Max(0, worst*(1+ix.p.Tolerance.Regions)-1) * 100
-	figs["keys"] = float64(keys)
-	if keys == 0 {
+	figs["keys"] = float64(len(keys))
+	if len(keys) == 0 {
 		return col.result(Skip, "no admitted requests of a key with a tier", figs, "")
 	}
-	return col.result(Pass, fmt.Sprintf("global admissions of %s within the %.0f%% tolerance (worst %.2f of the bound)", plural(keys, "key", "keys"), ix.p.Tolerance.Regions*100, worst),
+	return col.result(Pass, fmt.Sprintf("global admissions of %s within the %.0f%% tolerance (worst %.2f of the bound)", plural(len(keys), "key", "keys"), ix.p.Tolerance.Regions*100, worst),
 		figs, fmt.Sprintf("%s overran the declared tolerance", plural(col.total, "key", "keys")))
 }
 

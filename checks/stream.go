@@ -28,9 +28,10 @@ import (
 // keeps each with the position the in-memory pass adds it at, and only
 // the MaxEvidence first by that position (orderedCollector).
 
-// Streamable lists the checks a Streamer judges, in the order of All.
+// Streamable lists the checks a Streamer judges, in the order of All
+// (delay only under a policy that declares no delay: StreamableUnder).
 func Streamable() []string {
-	return []string{"oversell", "under-admission", "token-bounds", "retry-after", "headers", "isolation", "downstream"}
+	return []string{"oversell", "under-admission", "token-bounds", "retry-after", "headers", "isolation", "fail-mode", "downstream", "bypass", CalibrationCheck, "regions", DelayCheck}
 }
 
 // Streamer judges a history event by event. Not safe for concurrent use.
@@ -41,6 +42,10 @@ type Streamer struct {
 	headers  *headersStream
 	retry    *retryStream
 	down     *downStream
+	cal      *calibrationStream
+	fail     *failStream
+	bypass   *bypassStream
+	regions  *regionsStream
 	under    *underStream
 	inst     *instancesStream
 	names    []string
@@ -61,6 +66,7 @@ type streamKey struct {
 	oversell *oversellKey
 	down     *downKey
 	retry    retryKey
+	regions  *regionsAcc
 	under    *underKey
 	inst     instancesKey
 }
@@ -75,8 +81,8 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 		names = Streamable()
 	}
 	for _, n := range names {
-		if !slices.Contains(Streamable(), n) && !slices.Contains(streamsWhenUnspread, n) {
-			return nil, fmt.Errorf("checks: %q does not stream yet (streaming: %v); judge it in memory", n, Streamable())
+		if ok, why := streamsUnder(p, n); !ok {
+			return nil, fmt.Errorf("checks: %q %s (streaming: %v); judge it in memory", n, why, Streamable())
 		}
 	}
 	if o.MaxEvidence <= 0 {
@@ -87,8 +93,12 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 		ix.startNs = rec.Run.Start.UnixNano()
 	}
 	s := &Streamer{ix: ix, names: names, keys: map[string]*streamKey{}}
-	if slices.Contains(names, "oversell") {
+	if slices.Contains(names, "oversell") || slices.Contains(names, "bypass") {
+		// Bypass reads oversell's judgement of the plain keys.
 		s.oversell = newOversellStream(ix)
+	}
+	if slices.Contains(names, "bypass") {
+		s.bypass = newBypassStream(ix, s.oversell)
 	}
 	if slices.Contains(names, "token-bounds") {
 		s.bounds = newBoundsStream(ix)
@@ -101,6 +111,15 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 	}
 	if slices.Contains(names, "downstream") {
 		s.down = newDownStream(ix)
+	}
+	if slices.Contains(names, "fail-mode") {
+		s.fail = newFailStream(ix)
+	}
+	if slices.Contains(names, CalibrationCheck) {
+		s.cal = newCalibrationStream(ix)
+	}
+	if slices.Contains(names, "regions") {
+		s.regions = newRegionsStream(ix)
 	}
 	if slices.Contains(names, "under-admission") || slices.Contains(names, "isolation") {
 		s.under = newUnderStream(ix, slices.Contains(names, "isolation"))
@@ -123,6 +142,9 @@ func NewStreamer(rec *history.History, p *policy.Policy, o Options) (*Streamer, 
 func (s *Streamer) SetEvents(n int64) {
 	if s.retry != nil {
 		s.retry.events = n + int64(len(s.ix.h.Events))
+	}
+	if s.cal != nil {
+		s.cal.tol.events = n + int64(len(s.ix.h.Events))
 	}
 	if s.under != nil {
 		s.under.events = n + int64(len(s.ix.h.Events))
@@ -167,6 +189,18 @@ func (s *Streamer) Add(e *history.Event, seq uint64) {
 	if s.down != nil {
 		s.down.add(e, r, k)
 	}
+	if s.cal != nil {
+		s.cal.add(e, seq)
+	}
+	if s.fail != nil {
+		s.fail.add(e, seq, r, k.tier)
+	}
+	if s.bypass != nil {
+		s.bypass.add(e, seq, r, k) // after oversell's: a union is born from the plain key's state
+	}
+	if s.regions != nil {
+		s.regions.add(e, seq, r, k)
+	}
 	if s.under != nil {
 		s.under.add(e, seq, r, k)
 	}
@@ -194,7 +228,11 @@ func (s *Streamer) InMemory() (why string, ok bool) {
 // Results: oversell judges a second time the segments of its keys that
 // its first pass could not clear (see oversellStream), and retry-after
 // judges its refusals there, once the first pass has gathered what they
-// are judged by (see retryStream).
+// are judged by (see retryStream); fail-mode the flagged segments of the
+// recoveries after its faults and the spans of the failures outside them
+// (failStream), bypass its unions' flagged segments and the control
+// requests (bypassStream), regions its counts when a region phase came
+// without its record (regionsStream).
 func (s *Streamer) Again() bool {
 	again := false
 	if s.oversell != nil && !s.oversell.again {
@@ -205,6 +243,15 @@ func (s *Streamer) Again() bool {
 		s.retry.asked = true
 		s.retry.again = s.retry.needAgain(s.n, s.keys)
 		again = again || s.retry.again
+	}
+	if s.regions != nil && !s.regions.again && s.regions.needAgain() {
+		again = true
+	}
+	if s.fail != nil && !s.fail.asked && s.fail.needAgain() {
+		again = true
+	}
+	if s.bypass != nil && !s.bypass.asked && s.bypass.needAgain() {
+		again = true
 	}
 	if s.under != nil && !s.under.asked {
 		again = s.under.needAgain(s.n) || again
@@ -218,8 +265,11 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	s.n2++
 	over := s.oversell != nil && s.oversell.again
 	retry := s.retry != nil && s.retry.again
+	regions := s.regions != nil && s.regions.again
+	fail := s.fail != nil && s.fail.asked
+	bypass := s.bypass != nil && s.bypass.us.again
 	under := s.under != nil && s.under.again
-	if !over && !retry && !under {
+	if !over && !retry && !regions && !fail && !bypass && !under {
 		return
 	}
 	k := s.keys[e.Key]
@@ -232,6 +282,15 @@ func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
 	}
 	if retry {
 		s.retry.addAgain(e, seq, r, k)
+	}
+	if regions {
+		s.regions.addAgain(e, seq, r, k)
+	}
+	if fail {
+		s.fail.addAgain(e, seq, r, k.tier)
+	}
+	if bypass {
+		s.bypass.addAgain(e, seq, r)
 	}
 	if under {
 		s.under.addAgain(e, seq, r, k)
@@ -268,6 +327,16 @@ func (s *Streamer) Results() []Result {
 			r = s.headers.result()
 		case "downstream":
 			r = s.down.result(s.keys)
+		case "bypass":
+			r = s.bypass.result(s.keys, s.n, s.n2)
+		case "fail-mode":
+			r = s.fail.result(s.n, s.n2)
+		case CalibrationCheck:
+			r = s.cal.result(s.n)
+		case "regions":
+			r = s.regions.result(s.keys, s.n, s.n2)
+		case DelayCheck:
+			r = checkDelay(s.ix) // a SKIP (streamsUnder)
 		case "under-admission", "isolation":
 			if !s.under.asked && s.under.needAgain(s.n) || s.under.again && s.n2 != s.n {
 				r = Result{Verdict: Unknown, Summary: fmt.Sprintf("not judged: %s needed a second pass over the events (Streamer.Again), which did not see every event (%d of %d)",

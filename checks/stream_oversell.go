@@ -65,6 +65,11 @@ type oversellStream struct {
 	// fallback counts the events the failure mode decided, unexplained
 	// those outside every injected fault window.
 	fallback, unexplained int
+	// pass is the evidence's pass in the collector's order, evidence the
+	// evidence of a certificate (nil: oversell's): fail-mode's recovery
+	// judges its admissions with the same segments (failStream).
+	pass     int
+	evidence func(key string, ct *cert, idl []uint64, total int) Evidence
 }
 
 // oversellKey is what oversellStream keeps of one key.
@@ -90,6 +95,8 @@ type oversellKey struct {
 	seg []segRec
 	// worst is each limit's worst rolling window (fixed windows).
 	worst []int
+	// certs counts the certificates found per limit (pass 2; nil: none).
+	certs []int
 }
 
 type loRange struct{ from, to int64 }
@@ -307,19 +314,36 @@ func (o *oversellStream) add(e *history.Event, seq uint64, r rec, sk *streamKey)
 			o.unexplained++
 		}
 	}
-	if o.sinceSweep++; o.sinceSweep > len(o.open)+sweepAfter {
-		o.sweep(r.lo)
-	}
+	o.tick(r.lo)
 	t := sk.tier
 	if t == nil || r.out != history.Admitted || r.fault || r.variant || r.tokens() == 0 {
 		return // (a cost-0 peek consumes nothing)
 	}
 	k := sk.oversell
 	if k == nil {
-		k = &oversellKey{key: e.Key, tier: t, gap: cutGap(t), worst: make([]int, len(t.Limits)), screens: screensFor(t, o.ix.startNs)}
+		k = o.newKey(e.Key, t)
 		sk.oversell = k
 	}
-	k.admitted += r.tokens() // a weighted admission is that many (checkOversell's admitted)
+	o.admit(k, r, r.tokens()) // a weighted admission is that many (checkOversell's admitted)
+}
+
+// tick counts an event of the stream (pass 1 or 2) sent at lo, sweeping
+// now and then.
+func (o *oversellStream) tick(lo int64) {
+	if o.sinceSweep++; o.sinceSweep > len(o.open)+sweepAfter {
+		o.sweep(lo)
+	}
+}
+
+// newKey is the state of key, of tier t.
+func (o *oversellStream) newKey(key string, t *policy.Tier) *oversellKey {
+	return &oversellKey{key: key, tier: t, gap: cutGap(t), worst: make([]int, len(t.Limits)), screens: screensFor(t, o.ix.startNs)}
+}
+
+// admit adds r, an admission of k judged as tokens unit admissions in its
+// interval, in pass 1.
+func (o *oversellStream) admit(k *oversellKey, r rec, tokens int) {
+	k.admitted += tokens
 	if k.segN > 0 && k.gap >= 0 && r.lo-k.segHi >= k.gap {
 		o.close(k)
 	}
@@ -335,7 +359,7 @@ func (o *oversellStream) add(e *history.Event, seq uint64, r rec, sk *streamKey)
 	k.segHi = max(k.segHi, r.hi)
 	if !k.flag {
 		for i := range k.screens {
-			for range r.tokens() {
+			for range tokens {
 				if k.screens[i].add(r.lo, r.hi) {
 					k.flag = true
 				}
@@ -378,13 +402,17 @@ func (o *oversellStream) needAgain() bool {
 
 // addAgain collects, in pass 2, the admissions of the flagged segments.
 func (o *oversellStream) addAgain(e *history.Event, seq uint64, r rec, sk *streamKey) {
-	if o.sinceSweep++; o.sinceSweep > len(o.open)+sweepAfter {
-		o.sweep(r.lo)
-	}
+	o.tick(r.lo)
 	k := sk.oversell
 	if k == nil || k.tier == nil || r.out != history.Admitted || r.fault || r.variant || r.tokens() == 0 {
 		return
 	}
+	o.collect(k, e.ID, seq, r, r.tokens())
+}
+
+// collect adds r (the event id at seq), an admission of k judged as tokens
+// unit admissions, in pass 2: kept when a flagged segment holds it.
+func (o *oversellStream) collect(k *oversellKey, id, seq uint64, r rec, tokens int) {
 	for k.pos < len(k.flagged) && r.lo > k.flagged[k.pos].to {
 		if len(k.seg) > 0 {
 			o.judge(k)
@@ -398,8 +426,8 @@ func (o *oversellStream) addAgain(e *history.Event, seq uint64, r rec, sk *strea
 		k.isOpen = true
 		o.open = append(o.open, k)
 	}
-	for range r.tokens() { // as admitted() expands a weighted admission
-		k.seg = append(k.seg, segRec{r: r, id: e.ID, seq: seq})
+	for range tokens { // as admitted() expands a weighted admission
+		k.seg = append(k.seg, segRec{r: r, id: id, seq: seq})
 	}
 }
 
@@ -601,10 +629,19 @@ func (o *oversellStream) judge(k *oversellKey) {
 			ct := &st.certs[ci]
 			o.maxOver = math.Max(o.maxOver, float64(ct.count)/ct.bound)
 			o.certs++
+			if k.certs == nil {
+				k.certs = make([]int, len(k.tier.Limits))
+			}
+			k.certs[li]++
 			idl, total := idListBy(ct.recs, idOf)
-			o.col.add(ordered{pass: 0, key: k.key, sub: uint64(li)<<32 | uint64(ct.inst+1<<16), at: o.certs,
-				ev: Evidence{Key: k.key, Limit: l.Name, From: ct.from, To: ct.to, Bound: ct.bound, Observed: float64(ct.count),
-					RequestIDs: idl, TotalIDs: total, Message: certMessage(ct)}})
+			var ev Evidence
+			if o.evidence != nil {
+				ev = o.evidence(k.key, ct, idl, total)
+			} else {
+				ev = Evidence{Key: k.key, Limit: l.Name, From: ct.from, To: ct.to, Bound: ct.bound, Observed: float64(ct.count),
+					RequestIDs: idl, TotalIDs: total, Message: certMessage(ct)}
+			}
+			o.col.add(ordered{pass: o.pass, key: k.key, sub: uint64(li)<<32 | uint64(ct.inst+1<<16), at: o.certs, ev: ev})
 		}
 	}
 	clear(seg)
@@ -614,12 +651,17 @@ func (o *oversellStream) judge(k *oversellKey) {
 	}
 }
 
-func (o *oversellStream) result(all map[string]*streamKey) Result {
+// finish judges, after pass 2, the segments still being collected.
+func (o *oversellStream) finish() {
 	for _, k := range o.open {
 		o.judge(k)
 		k.isOpen = false
 	}
 	o.open = nil
+}
+
+func (o *oversellStream) result(all map[string]*streamKey) Result {
+	o.finish()
 	var keys []*oversellKey
 	for _, sk := range all {
 		if sk.oversell != nil {

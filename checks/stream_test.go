@@ -144,8 +144,13 @@ func TestStreamerMatchesRun(t *testing.T) {
 }
 
 func TestStreamerRefusesWhatDoesNotStream(t *testing.T) {
-	_, err := checks.NewStreamer(&history.History{}, policy.Default(), checks.Options{Only: []string{"fail-mode"}})
-	require.ErrorContains(t, err, `"fail-mode" does not stream yet`)
+	// delay streams only under a policy that declares no delay.
+	p, err := policy.Parse("delaying.yaml", []byte("name: delaying\ntiers:\n  - name: free\n    key_prefix: \"\"\n    limits:\n      - {algorithm: token-bucket, capacity: 5, rate: 5/s}\ndelay:\n  max_wait: 600ms\n"))
+	require.NoError(t, err)
+	_, err = checks.NewStreamer(&history.History{}, p, checks.Options{Only: []string{"delay"}})
+	require.ErrorContains(t, err, `"delay" streams only when the policy declares no delay (this one does)`)
+	_, err = checks.NewStreamer(&history.History{}, policy.Default(), checks.Options{Only: []string{"nope"}})
+	require.ErrorContains(t, err, `"nope" does not stream yet`)
 }
 
 func readRecords(file string) (*history.History, int64, error) {

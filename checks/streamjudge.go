@@ -32,14 +32,19 @@ func StreamChecks(p *policy.Policy, o Options) (names []string, ok bool, why str
 		if !slices.Contains(sel, n) || slices.Contains(p.ChecksOff, n) || slices.Contains(o.Off, n) {
 			continue
 		}
-		if slices.Contains(Streamable(), n) || slices.Contains(streamsWhenUnspread, n) {
+		if ok, _ := streamsUnder(p, n); ok {
 			names = append(names, n)
 		} else {
 			not = append(not, n)
 		}
 	}
 	if len(not) > 0 {
-		return nil, false, fmt.Sprintf("%s %s not stream (streaming: %s)", strings.Join(not, ", "), map[bool]string{true: "does", false: "do"}[len(not) == 1], strings.Join(Streamable(), ", "))
+		why := fmt.Sprintf("%s %s not stream (streaming: %s)", strings.Join(not, ", "), map[bool]string{true: "does", false: "do"}[len(not) == 1], strings.Join(Streamable(), ", "))
+		if slices.Contains(not, DelayCheck) && p.Delays() {
+			_, w := streamsUnder(p, DelayCheck)
+			why += "; delay " + w
+		}
+		return nil, false, why
 	}
 	return names, true, ""
 }

@@ -47,11 +47,13 @@ func TestCheckStreamingPathMatchesInMemory(t *testing.T) {
 			require.Regexp(t, `(?m)^token-bounds\s+FAIL`, streamed)
 		}
 	}
-	_, stderr, _ := rl(t, "check", "--policy", pol, "--checks", "oversell,fail-mode", "--history", file, "--fail-on", "none")
-	require.Contains(t, stderr, "rlverify: judged on the in-memory path: fail-mode does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
-	// Without --checks every check is judged: in memory, and nothing said.
+	// delay streams only under a policy that declares no delay.
+	delaying := writeFile(t, "delaying.yaml", bench.PolicyYAML+"delay:\n  max_wait: 600ms\n")
+	_, stderr, _ := rl(t, "check", "--policy", delaying, "--checks", "oversell,delay", "--history", file, "--fail-on", "none")
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: delay does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+"); delay streams only when the policy declares no delay (this one does)\n")
+	// Without --checks every check is judged: on the streaming path, said.
 	_, stderr, _ = rl(t, "check", "--policy", pol, "--history", file, "--fail-on", "none")
-	require.NotContains(t, stderr, "judged on the")
+	require.Contains(t, stderr, "rlverify: judged on the streaming path: every check judged streams: "+strings.Join(checks.Names(), ", ")+"\n")
 }
 
 // rlStdin is rl with the file in on standard input.
@@ -84,10 +86,10 @@ func TestAttackStreamingPath(t *testing.T) {
 	require.Contains(t, stderr, "rlverify: judged on the in-memory path: standard input cannot be read twice\n")
 	require.Equal(t, inMemory, streamed)
 
-	_, stderr, code = rl(t, append([]string{"attack", "--plan", "soak", "--max-duration", "1s", "--checks", "oversell,fail-mode", "--out", t.TempDir()}, args...)...)
+	_, stderr, code = rl(t, append([]string{"attack", "--plan", "soak", "--max-duration", "1s", "--checks", "oversell", "--threshold", "errors<100%", "--out", t.TempDir()}, args...)...)
 	require.Equal(t, ExitPass, code, stderr)
-	require.Contains(t, stderr, "rlverify: judged on the in-memory path: fail-mode does not stream (streaming: "+strings.Join(checks.Streamable(), ", ")+")\n")
+	require.Contains(t, stderr, "rlverify: judged on the in-memory path: thresholds read the events in memory\n")
 	_, stderr, code = rl(t, append([]string{"attack", "--plan", "concurrent-burst", "--out", t.TempDir()}, args...)...)
 	require.Equal(t, ExitPass, code, stderr)
-	require.NotContains(t, stderr, "judged on the")
+	require.Contains(t, stderr, "rlverify: judged on the streaming path: every check judged streams: ")
 }
