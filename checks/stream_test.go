@@ -317,6 +317,14 @@ func streamResults(t *testing.T, file string, pol *policy.Policy, o checks.Optio
 // took a second pass.
 func streamResultsAgain(t *testing.T, file string, pol *policy.Policy, o checks.Options) ([]checks.Result, bool) {
 	t.Helper()
+	s, again := streamFile(t, file, pol, o)
+	return s.Results(), again
+}
+
+// streamFile hands file's events to a Streamer, a second time when it
+// asks, and says whether it did.
+func streamFile(t *testing.T, file string, pol *policy.Policy, o checks.Options) (*checks.Streamer, bool) {
+	t.Helper()
 	rec, n, err := readRecords(file)
 	require.NoError(t, err)
 	s, err := checks.NewStreamer(rec, pol, o)
@@ -331,14 +339,14 @@ func streamResultsAgain(t *testing.T, file string, pol *policy.Policy, o checks.
 			add(st.Event(), st.Seq())
 		}
 		require.NoError(t, st.Err())
-		require.Equal(t, n, st.Events())
+		require.Equal(t, n+int64(len(rec.Events)), st.Events())
 	}
 	pass(s.Add)
 	again := s.Again()
 	if again {
 		pass(s.AddAgain)
 	}
-	return s.Results(), again
+	return s, again
 }
 
 func resultNamed(rs []checks.Result, name string) checks.Result {
