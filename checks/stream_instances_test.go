@@ -1,7 +1,6 @@
 package checks_test
 
 import (
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -143,25 +142,7 @@ func TestStreamerInstancesOnFixtures(t *testing.T) {
 // asked for the in-memory path.
 func streamInstances(t *testing.T, file string, pol *policy.Policy, o checks.Options) ([]checks.Result, string, bool) {
 	t.Helper()
-	rec, n, err := readRecords(file)
-	require.NoError(t, err)
-	s, err := checks.NewStreamer(rec, pol, o)
-	require.NoError(t, err)
-	s.SetEvents(n)
-	pass := func(add func(*history.Event, uint64)) {
-		f, err := os.Open(file)
-		require.NoError(t, err)
-		defer f.Close()
-		st := history.NewStream(file, f, history.StreamOptions{})
-		for st.Next() {
-			add(st.Event(), st.Seq())
-		}
-		require.NoError(t, st.Err())
-	}
-	pass(s.Add)
+	s, _ := streamFile(t, file, pol, o)
 	why, inMemory := s.InMemory()
-	if s.Again() {
-		pass(s.AddAgain)
-	}
 	return s.Results(), why, inMemory
 }

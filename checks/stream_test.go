@@ -144,8 +144,13 @@ func TestStreamerMatchesRun(t *testing.T) {
 }
 
 func TestStreamerRefusesWhatDoesNotStream(t *testing.T) {
-	_, err := checks.NewStreamer(&history.History{}, policy.Default(), checks.Options{Only: []string{"no-such-check"}})
-	require.ErrorContains(t, err, `"no-such-check" does not stream yet`)
+	// delay streams only under a policy that declares no delay.
+	p, err := policy.Parse("delaying.yaml", []byte("name: delaying\ntiers:\n  - name: free\n    key_prefix: \"\"\n    limits:\n      - {algorithm: token-bucket, capacity: 5, rate: 5/s}\ndelay:\n  max_wait: 600ms\n"))
+	require.NoError(t, err)
+	_, err = checks.NewStreamer(&history.History{}, p, checks.Options{Only: []string{"delay"}})
+	require.ErrorContains(t, err, `"delay" streams only when the policy declares no delay (this one does)`)
+	_, err = checks.NewStreamer(&history.History{}, policy.Default(), checks.Options{Only: []string{"nope"}})
+	require.ErrorContains(t, err, `"nope" does not stream yet`)
 }
 
 func readRecords(file string) (*history.History, int64, error) {
@@ -312,6 +317,14 @@ func streamResults(t *testing.T, file string, pol *policy.Policy, o checks.Optio
 // took a second pass.
 func streamResultsAgain(t *testing.T, file string, pol *policy.Policy, o checks.Options) ([]checks.Result, bool) {
 	t.Helper()
+	s, again := streamFile(t, file, pol, o)
+	return s.Results(), again
+}
+
+// streamFile hands file's events to a Streamer, a second time when it
+// asks, and says whether it did.
+func streamFile(t *testing.T, file string, pol *policy.Policy, o checks.Options) (*checks.Streamer, bool) {
+	t.Helper()
 	rec, n, err := readRecords(file)
 	require.NoError(t, err)
 	s, err := checks.NewStreamer(rec, pol, o)
@@ -326,14 +339,14 @@ func streamResultsAgain(t *testing.T, file string, pol *policy.Policy, o checks.
 			add(st.Event(), st.Seq())
 		}
 		require.NoError(t, st.Err())
-		require.Equal(t, n, st.Events())
+		require.Equal(t, n+int64(len(rec.Events)), st.Events())
 	}
 	pass(s.Add)
 	again := s.Again()
 	if again {
 		pass(s.AddAgain)
 	}
-	return s.Results(), again
+	return s, again
 }
 
 func resultNamed(rs []checks.Result, name string) checks.Result {
