@@ -10,6 +10,7 @@
 #   bash scripts/soak.sh                          # 10 minutes at 5,000/s
 #   DURATION=1m bash scripts/soak.sh              # a dry run
 #   ONLY=soak bash scripts/bench.sh               # the same, from bench.sh
+#   KEEP=DIR bash scripts/soak.sh                 # keep the run's folder (history, reports) in DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -22,6 +23,9 @@ tmp="$(mktemp -d)"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  if [ -n "${KEEP:-}" ] && [ -d "$tmp/out" ]; then
+    mkdir -p "$KEEP" && cp -rL "$tmp/out/latest/." "$KEEP/" || true
+  fi
   rm -rf "$tmp" || true
 }
 trap cleanup EXIT
