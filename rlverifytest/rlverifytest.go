@@ -53,13 +53,16 @@ func Policy(t testing.TB, yamlText string) *policy.Policy {
 }
 
 // Options are target's attack options for plan (loaded by name or file).
+// The run is judged in memory (InMemory), so the Outcome's History holds
+// its events for the test to read: a test's runs are small, and both
+// paths give the same verdicts.
 func (target Target) Options(t testing.TB, plan string, opts ...Option) rlverify.AttackOptions {
 	t.Helper()
 	p, err := attacks.Load(plan)
 	if err != nil {
 		t.Fatalf("rlverifytest: plan %s: %v", plan, err)
 	}
-	o := rlverify.AttackOptions{Plan: p, Policy: target.Policy, Handler: target.Handler, Targets: target.URLs, Seed: 1}
+	o := rlverify.AttackOptions{Plan: p, Policy: target.Policy, Handler: target.Handler, Targets: target.URLs, Seed: 1, InMemory: true}
 	for _, opt := range opts {
 		opt(&o)
 	}
