@@ -2,14 +2,11 @@ package checks
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/rlverify/rlverify/history"
 )
 
 // TestStreamerMatchesRunOnFixtures runs the differential test of the
@@ -38,23 +35,7 @@ func TestStreamerMatchesRunOnFixtures(t *testing.T) {
 				h, p, _, _ := loadFixture(t, file)
 				o := Options{Only: StreamableUnder(p), MaxEvidence: 1 << 20}
 				want := Run(h, p, o)
-				f, err := os.Open(file)
-				require.NoError(t, err)
-				defer f.Close()
-				rec, n, err := history.ReadRecords(file, f)
-				require.NoError(t, err)
-				s, err := NewStreamer(rec, p, o)
-				require.NoError(t, err)
-				s.SetEvents(n)
-				pass := func(add func(*history.Event, uint64)) {
-					_, err = f.Seek(0, 0)
-					require.NoError(t, err)
-					st := history.NewStream(file, f, history.StreamOptions{})
-					for st.Next() {
-						add(st.Event(), st.Seq())
-					}
-					require.NoError(t, st.Err())
-				}
+				s, pass := fileStreamer(t, file, p, o)
 				pass(s.Add)
 				if s.Again() {
 					pass(s.AddAgain)

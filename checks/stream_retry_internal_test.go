@@ -1,7 +1,6 @@
 package checks
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -24,23 +23,7 @@ func TestRetryStreamStateIsBounded(t *testing.T) {
 	for _, n := range []int{4000, 40_000} {
 		file := filepath.Join(t.TempDir(), "h.jsonl")
 		require.NoError(t, bench.WriteHistory(file, bench.Generate(n, 2)))
-		f, err := os.Open(file)
-		require.NoError(t, err)
-		defer f.Close()
-		rec, events, err := history.ReadRecords(file, f)
-		require.NoError(t, err)
-		s, err := NewStreamer(rec, pol, Options{Only: []string{"retry-after"}})
-		require.NoError(t, err)
-		s.SetEvents(events)
-		pass := func(add func(*history.Event, uint64)) {
-			_, err := f.Seek(0, 0)
-			require.NoError(t, err)
-			st := history.NewStream(file, f, history.StreamOptions{})
-			for st.Next() {
-				add(st.Event(), st.Seq())
-			}
-			require.NoError(t, st.Err())
-		}
+		s, pass := fileStreamer(t, file, pol, Options{Only: []string{"retry-after"}})
 		pass(s.Add)
 		require.True(t, s.Again())
 		most, sum, late := 0, 0, 0

@@ -2,7 +2,6 @@ package checks
 
 import (
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -29,23 +28,7 @@ func TestUnderStreamStateIsBounded(t *testing.T) {
 	for _, n := range []int{20_000, 200_000} {
 		file := filepath.Join(t.TempDir(), "h.jsonl")
 		require.NoError(t, bench.WriteHistory(file, bench.Generate(n, 2)))
-		f, err := os.Open(file)
-		require.NoError(t, err)
-		defer f.Close()
-		rec, events, err := history.ReadRecords(file, f)
-		require.NoError(t, err)
-		s, err := NewStreamer(rec, pol, Options{Only: []string{"under-admission"}})
-		require.NoError(t, err)
-		s.SetEvents(events)
-		pass := func(add func(*history.Event, uint64)) {
-			_, err := f.Seek(0, 0)
-			require.NoError(t, err)
-			st := history.NewStream(file, f, history.StreamOptions{})
-			for st.Next() {
-				add(st.Event(), st.Seq())
-			}
-			require.NoError(t, st.Err())
-		}
+		s, pass := fileStreamer(t, file, pol, Options{Only: []string{"under-admission"}})
 		pass(s.Add)
 		require.True(t, s.Again())
 		us := s.under
