@@ -9,7 +9,7 @@ import (
 )
 
 func TestJudgeMemoryCapsTheJudgementAndRestores(t *testing.T) {
-	t.Setenv("GOMEMLIMIT", "") // unset for this test: judgeMemory reads it
+	t.Setenv("GOMEMLIMIT", "")                  // unset for this test: judgeMemory reads it
 	orig := debug.SetMemoryLimit(math.MaxInt64) // none, as in a process without GOMEMLIMIT
 	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
 
