@@ -272,7 +272,7 @@ func (us *underStream) addAgain(e *history.Event, seq uint64, r rec, sk *streamK
 	k := sk.under
 	if r.out == history.Admitted && !r.variant {
 		us.adm = append(us.adm, admRec{r: r, gid: k.gid})
-		if len(us.adm) > 2*us.admKeep+256 {
+		if len(us.adm) > us.admKeep+us.admKeep/2+256 {
 			us.trimAdm(r.lo)
 		}
 	}
@@ -291,9 +291,19 @@ func (us *underStream) addAgain(e *history.Event, seq uint64, r rec, sk *streamK
 	}
 	if k.u.size()+len(k.recs) > k.trimAt {
 		us.trim(k, r.lo)
-		k.trimAt = 2*(k.u.size()+len(k.recs)) + 256
+		n := k.u.size() + len(k.recs)
+		k.trimAt = n + n/2 + underTrimSlack
 	}
 }
+
+// underTrimSlack: a key's second-pass state is trimmed once it has grown
+// by half since its last trim, plus this many: often enough that many
+// keys of a few hundred requests each keep what their windows still
+// need, not their whole runs (with 256, and twice the size, 10^5 keys of
+// about 100 requests kept every request: 491 MB of 10^7 events), rarely
+// enough that the copies a trim makes stay a constant per request. The
+// run's admissions (underStream.adm) likewise, across keys.
+const underTrimSlack = 16
 
 // from is the earliest lo of a refusal still to be judged (now: the
 // stream's position when none waits).
