@@ -221,6 +221,7 @@ func TestExactWitnessStudy(t *testing.T) {
 		{K: 5, r: 50, n: 40_000, load: 4, tail: 0.1, maxTail: ms},
 		{K: 2, r: 200, n: 40_000, load: 2, tail: 0.3, maxTail: ms},
 		{K: 20, r: 100, n: 100_000, load: 5, tail: 0.2, maxTail: ms, idle: 0.001},
+		{K: 5, r: 2000, n: 400_000, load: 2, tail: 1, maxTail: ms},
 		{K: 5, r: 50, n: 40_000, load: 4, tail: 0.1, maxTail: ms, extra: 1},
 		{K: 5, r: 50, n: 40_000, load: 4, tail: 0.1, maxTail: ms, racy: 20},
 		{K: 100, r: 50, n: 500_000, load: 50, tail: 0.2, maxTail: ms, extra: 1},
@@ -293,6 +294,8 @@ func bruteFeasible(rs []rec, K, r float64) bool {
 // TestExactWitnessMatchesBruteForce: on small random clusters, the exact
 // search finds a schedule exactly when one exists, and proves the others
 // infeasible; forward and backward EDF, which it backs, miss some.
+// RLVERIFY_EDF_BRUTE=N runs N clusters (100,000 agree, 1,092 of them
+// scheduled by the exact search alone).
 func TestExactWitnessMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 1981))
 	var sc scratch
@@ -301,15 +304,22 @@ func TestExactWitnessMatchesBruteForce(t *testing.T) {
 	if raceEnabled {
 		trials = 1000 // pure computation: no race to find, 5–10× slower
 	}
+	if n, _ := strconv.Atoi(os.Getenv("RLVERIFY_EDF_BRUTE")); n > 0 {
+		trials = n // a longer study
+	}
 	for trial := range trials {
 		K := float64(1 + rng.IntN(3))
 		T := int64(1000)
 		r := 1 / float64(T)
 		m := int(K) + 1 + rng.IntN(7-int(K))
+		// Sends on a grid now and then (equal sends and answers).
+		q := []int64{1, 1, 250, 500}[rng.IntN(4)]
+		span := []int64{2, 4, 8}[rng.IntN(3)] * T
+		width := []int64{1, 3, 6}[rng.IntN(3)] * T
 		rs := make([]rec, m)
 		for i := range rs {
-			lo := rng.Int64N(4 * T)
-			rs[i] = rec{lo: lo, hi: lo + rng.Int64N(3*T), idx: int32(i)}
+			lo := rng.Int64N(span) / q * q
+			rs[i] = rec{lo: lo, hi: lo + rng.Int64N(width)/q*q, idx: int32(i)}
 		}
 		slices.SortFunc(rs, cmpRec)
 		want := bruteFeasible(rs, K, r)
@@ -517,13 +527,16 @@ func TestOversellInfeasibleWithoutIntervalIsUnknown(t *testing.T) {
 
 // BenchmarkExactWitness: the exact search on one cluster of a correct
 // bucket (K=2 at 2,000/s offered twice its rate, one latency in three from
-// a tail up to 300 ms), of 10^4 to 10^6 admissions; reports ns per
-// admission.
+// a tail up to 300 ms; or every latency from it, hundreds of requests in
+// flight), of 10^4 to 10^6 admissions; reports ns per admission.
 func BenchmarkExactWitness(b *testing.B) {
-	for _, n := range []int{20_000, 200_000, 2_000_000} {
-		g := bucketGen{K: 2, r: 2000, n: n, load: 2, tail: 0.3, maxTail: 300 * time.Millisecond}
+	for _, c := range []struct {
+		n    int
+		tail float64
+	}{{20_000, 0.3}, {200_000, 0.3}, {2_000_000, 0.3}, {200_000, 1}} {
+		g := bucketGen{K: 2, r: 2000, n: c.n, load: 2, tail: c.tail, maxTail: 300 * time.Millisecond}
 		rs := admittedRecs(genBucket(rand.New(rand.NewPCG(1, 1)), g))
-		b.Run(fmt.Sprintf("admissions=%d", len(rs)), func(b *testing.B) {
+		b.Run(fmt.Sprintf("admissions=%d/tail=%g", len(rs), c.tail), func(b *testing.B) {
 			for b.Loop() {
 				if exactWitness(rs, float64(g.K), g.r/1e9) != exactFeasible {
 					b.Fatal("a correct bucket's cluster has no schedule")
