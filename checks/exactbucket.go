@@ -50,8 +50,9 @@ const (
 	exactFeasible exactOutcome = iota
 	// exactInfeasible: step 1 proved that no schedule exists.
 	exactInfeasible
-	// exactBudget: the search gave up (work bound, or a schedule that did
-	// not replay within the tolerances): nothing is proven.
+	// exactBudget: the search gave up (its work bound; or a schedule that
+	// did not replay within the tolerances, or K < 1 or r not finite and
+	// positive, outside the reduction): nothing is proven.
 	exactBudget
 )
 
@@ -69,8 +70,8 @@ func exactWitness(c []rec, K, r float64) exactOutcome {
 	if m == 0 || float64(m) <= K {
 		return exactFeasible
 	}
-	if K < 1 {
-		return exactBudget // the reduction needs a token to hold a request
+	if K < 1 || !(r > 0) || math.IsInf(r, 0) {
+		return exactBudget // the reduction needs a token per request and a finite refill
 	}
 	base := c[0].lo
 	T := 1 / r

@@ -177,7 +177,7 @@ func undecidedWhy(unknown, infeasible int) string {
 		why = append(why, fmt.Sprintf("%d proven to have no schedule by the exact search, by an argument over several intervals that no single interval's count shows", infeasible))
 	}
 	if n := unknown - infeasible; n > 0 {
-		why = append(why, fmt.Sprintf("%d beyond the exact search's work bound", n))
+		why = append(why, fmt.Sprintf("%d left undecided by the exact search (over its work bound)", n))
 	}
 	return strings.Join(why, "; ")
 }
