@@ -446,7 +446,7 @@ func TestOversellOnGeneratedBuckets(t *testing.T) {
 		under Verdict
 	}{
 		{name: "correct, the regression", g: regressionGen, seed: regressionSeed, want: Pass},
-		{name: "correct, K=1", g: bucketGen{K: 1, r: 20, n: 3000, load: 3, tail: 0.1, maxTail: ms}, seed: 1, want: Pass},
+		{name: "correct, K=1", g: bucketGen{K: 1, r: 20, n: 1500, load: 3, tail: 0.1, maxTail: ms}, seed: 1, want: Pass},
 		{name: "correct, bursty", g: bucketGen{K: 10, r: 5, n: 3000, load: 5, tail: 0.2, maxTail: ms, idle: 0.01}, seed: 1, want: Pass},
 		{name: "one extra admission", g: func() bucketGen { g := reg; g.extra = 1; return g }(), seed: 1, want: Fail},
 		{name: "racy", g: bucketGen{K: 10, r: 5, n: 6000, load: 50, tail: 0.1, maxTail: ms, racy: 3}, seed: 1, want: Fail},
