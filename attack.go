@@ -633,7 +633,9 @@ func (t *teeFile) Write(b []byte) (int, error) {
 func (p *Prepared) judgeRun(file string, co checks.Options, reorder time.Duration) (out *Outcome, reached *reachTally, err error) {
 	// What sending used (connections, buffers, the engine's goroutines) is
 	// garbage now: hand it back before the judgement allocates its own, so
-	// that the run's peak is the larger of the two, not their sum.
+	// that the run's peak is the larger of the two, not their sum; and
+	// hold the judgement to what sending held (judgeMemory).
+	defer judgeMemory()()
 	debug.FreeOSMemory()
 	o := CheckOptions{Histories: []string{file}, Policy: p.declared, Checks: co, Thresholds: p.thresholds, InMemory: p.o.InMemory}
 	path, why, rec, names := choosePath(o)

@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 
+# Each phase's line says when it started (seconds since the script did):
+# CI's budget is 30 minutes, and this is where the time goes.
+start=$SECONDS
+phase() { echo "test: $* (at $((SECONDS - start)) s)" >&2; }
+
 # envoyproxy/ratelimit takes minutes to build from source: it builds beside
 # the installs, Docker's start-up, gofmt and vet, and the tests wait for it
 # before the first one that runs it (envs/gateway, in the units).
@@ -20,7 +25,7 @@ bash scripts/docker-up.sh; export RLVERIFY_REDIS_IMAGE="${RLVERIFY_REDIS_IMAGE:-
 export TESTCONTAINERS_HOST_OVERRIDE="${TESTCONTAINERS_HOST_OVERRIDE:-127.0.0.1}"
 export TESTCONTAINERS_RYUK_DISABLED=true
 
-echo "test: gofmt" >&2
+phase gofmt
 unformatted=$(gofmt -l . | grep -v '^vendor/' || true)
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:" >&2
@@ -32,7 +37,7 @@ fi
 # built in, so what a tagged build adds is tested, and the default build's
 # own answers (what a binary without them says) run once more without tags.
 tags=docker,gubernator
-echo "test: go vet" >&2
+phase go vet
 go vet ./...
 go vet -tags "$tags" ./...
 if ! wait "$envoy_pid"; then
@@ -48,21 +53,31 @@ cat "$envoy_log" >&2
 # at a time, so their timing is the product's and not the test machine's.
 integration="./cmd/rlverify ./compose"
 units=$(go list ./... | grep -v -E '/(cmd/rlverify|compose)$')
-echo "test: go test -race (units)" >&2
+phase "go test -race (units)"
 go test -race -count=1 -timeout 20m -tags "$tags" $units
-echo "test: the default build (no docker, no gubernator)" >&2
-go test -count=1 -run 'TestGubernatorNeedsItsBuildTag|TestDefaultBuild' ./envs/gateway ./cmd/rlverify .
 # The docker tests spend their time waiting for containers (about four
 # minutes, two at a time): the fuzzing, one worker, runs beside them.
 # TestBoundaryBurstOnDocker is not among them: its burst must land on a
 # window's edge, so it runs with the rest, alone.
 docker_tests='^(TestScenariosOnDocker|TestStoreOutageOnDocker|TestStoreFaultModesOnDocker)$'
-echo "test: fuzz, beside go test (end to end, docker)" >&2
+# The default build's own tests (what a binary without the tags says) are
+# a few seconds of tests and a compile: they run beside them too.
+phase "fuzz and the default build (no docker, no gubernator), beside go test (end to end, docker)"
 fuzz_log=$(mktemp)
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-5}" >"$fuzz_log" 2>&1 &
 fuzz_pid=$!
-trap 'kill "$envoy_pid" "$fuzz_pid" 2>/dev/null || true; rm -f "$envoy_log" "$fuzz_log"' EXIT
+default_log=$(mktemp)
+go test -count=1 -run 'TestGubernatorNeedsItsBuildTag|TestDefaultBuild' ./envs/gateway ./cmd/rlverify . >"$default_log" 2>&1 &
+default_pid=$!
+trap 'kill "$envoy_pid" "$fuzz_pid" "$default_pid" 2>/dev/null || true; rm -f "$envoy_log" "$fuzz_log" "$default_log"' EXIT
 go test -count=1 -timeout 30m -tags "$tags" -run "$docker_tests" ./cmd/rlverify
+default_rc=0
+wait "$default_pid" || default_rc=$?
+cat "$default_log" >&2
+if [ "$default_rc" -ne 0 ]; then
+  echo "test: the default build's tests failed (exit $default_rc)" >&2
+  exit 1
+fi
 fuzz_rc=0
 wait "$fuzz_pid" || fuzz_rc=$?
 cat "$fuzz_log" >&2
@@ -70,7 +85,8 @@ if [ "$fuzz_rc" -ne 0 ]; then
   echo "test: fuzz failed (exit $fuzz_rc)" >&2
   exit 1
 fi
-echo "test: go test (end to end)" >&2
+phase "go test (end to end)"
 go test -count=1 -p 1 -timeout 30m -tags "$tags" -skip "$docker_tests" $integration
-echo "test: examples module (the library as a user imports it)" >&2
+phase "examples module (the library as a user imports it)"
 (cd examples && go vet ./... && go test -count=1 ./...)
+phase done
