@@ -25,15 +25,24 @@
 // admissions is possible iff some choice of decision times, each inside its
 // request's interval, puts at most K + r·(b−a) decisions in every [a, b].
 // The checker first looks for a witness schedule: earliest-deadline-first
-// over the bucket's supply, as early as possible, run forwards and (the
-// constraint is symmetric in time) backwards; a witness proves the key
-// clean. Without one it computes the interval [a, b] that maximises
-// #{requests with Sent−slack ≥ a and Recv+slack ≤ b} − (K + r·(b−a)) with a
-// segment tree (O(n log n)); those requests must all have been decided in
-// [a, b], so a positive excess is a certificate, and only a certificate fails
-// a check. Neither a witness nor a certificate gives Unknown. Requests are
-// split into independent clusters wherever a gap of K/r (a full refill)
-// separates them.
+// over the bucket's supply, as early as possible. Without one it computes
+// the interval [a, b] that maximises #{requests with Sent−slack ≥ a and
+// Recv+slack ≤ b} − (K + r·(b−a)) with a segment tree (O(n log n)); those
+// requests must all have been decided in [a, b], so a positive excess is a
+// certificate, and only a certificate fails a check. Without one, EDF runs
+// backwards (the constraint is symmetric in time), then an exact search:
+// the admissions fit the bucket iff unit jobs of length 1/r, released at
+// Sent−slack and due by Recv+slack+K/r, fit one machine (GCRA's virtual
+// schedule), which Garey, Johnson, Simons and Tarjan (1981) decide by
+// forbidden regions, then EDF (see exactWitness: O(n log n) plus a
+// re-packing of neighbours, its work bounded at 256 steps per admission,
+// about 200 ns per admission measured). So a correct bucket's history
+// passes (a schedule exists: its own decision times) unless the search
+// reaches its work bound (never on the histories of TestExactWitnessStudy);
+// that, and a cluster with no schedule but no single-interval certificate
+// (the proof spans several intervals), give Unknown, saying which.
+// Requests are split into independent clusters wherever a gap of K/r (a
+// full refill) separates them.
 //
 // Sliding log and sliding counter: a group of requests, consecutive by send
 // time, that must all have been decided within less than W and counts more

@@ -32,6 +32,10 @@ type envStatus struct {
 	// unknown counts clusters for which neither a witness schedule nor a
 	// certificate was found.
 	unknown int
+	// infeasible counts those of the unknown clusters that the exact search
+	// proved to have no schedule (a proof over several intervals, which no
+	// single interval certificate shows); the others exceeded its work bound.
+	infeasible int
 	// worstRolling is the most admissions (by send time) in any rolling W
 	// (fixed windows only).
 	worstRolling int
@@ -78,6 +82,7 @@ func (ix *index) judgeLimit(rs []rec, l *policy.Limit, sc *scratch) envStatus {
 		}
 		st.certs = append(st.certs, one.certs...)
 		st.unknown += one.unknown
+		st.infeasible += one.infeasible
 		st.worstRolling = max(st.worstRolling, one.worstRolling)
 	}
 	return st
@@ -104,7 +109,9 @@ func (ix *index) judgeScope(rs []rec, l *policy.Limit, sc *scratch) envStatus {
 }
 
 // judgeBucket splits rs into clusters separated by a full refill and judges
-// each: witness (EDF forwards, then backwards) or certificate (max excess).
+// each: witness (EDF forwards), else certificate (max excess), else witness
+// (EDF backwards, then the exact search, which decides whether a schedule
+// exists: see exactWitness).
 func (ix *index) judgeBucket(rs []rec, l *policy.Limit, sc *scratch, st *envStatus) {
 	K := l.K()
 	if float64(len(rs)) <= K {
@@ -126,7 +133,13 @@ func (ix *index) judgeBucket(rs []rec, l *policy.Limit, sc *scratch, st *envStat
 			if ct, ok := hallCert(c, K, r, l, sc); ok {
 				st.certs = append(st.certs, ct)
 			} else if !edfWitnessReverse(c, K, r, sc) {
-				st.unknown++
+				switch exactWitness(c, K, r) {
+				case exactInfeasible:
+					st.unknown++
+					st.infeasible++
+				case exactBudget:
+					st.unknown++
+				}
 			}
 		}
 		if i < len(rs) {

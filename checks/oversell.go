@@ -69,7 +69,7 @@ func (ix *index) computeEnvelopes() {
 // the usual nearly sorted histories of a correct limiter.
 func checkOversell(ix *index) Result {
 	col := ix.collector()
-	var admittedN, keys, unknown int
+	var admittedN, keys, unknown, infeasible int
 	maxOver := 0.0
 	worst, worstN := 0, int64(0)
 	hasFixed := false
@@ -82,6 +82,7 @@ func checkOversell(ix *index) Result {
 		for li, st := range ke.byLimit {
 			l := &ke.g.tier.Limits[li]
 			unknown += st.unknown
+			infeasible += st.infeasible
 			for ci := range st.certs {
 				ct := &st.certs[ci]
 				maxOver = math.Max(maxOver, float64(ct.count)/ct.bound)
@@ -101,7 +102,7 @@ func checkOversell(ix *index) Result {
 	notes, over := ix.judgeChangedLimits(col)
 	maxOver = math.Max(maxOver, over)
 	res := oversellResult(col, oversellFigures{admitted: admittedN, keys: keys, maxOver: maxOver, hasFixed: hasFixed,
-		worst: worst, worstN: worstN, unknown: unknown, unexplained: unexplained, fallback: fallback, weighted: ix.p.Weighted()})
+		worst: worst, worstN: worstN, unknown: unknown, infeasible: infeasible, unexplained: unexplained, fallback: fallback, weighted: ix.p.Weighted()})
 	if len(notes) > 0 {
 		res.Summary += "; " + strings.Join(notes, "; ")
 	}
@@ -117,6 +118,7 @@ type oversellFigures struct {
 	worst                 int
 	worstN                int64
 	unknown               int
+	infeasible            int // of unknown: proven to have no schedule
 	unexplained, fallback int
 	// weighted: the policy declares costs, so admitted counts tokens.
 	weighted bool
@@ -134,6 +136,9 @@ func oversellResult(col *collector, f oversellFigures) Result {
 	if f.unknown > 0 {
 		figs["undecided_clusters"] = float64(f.unknown)
 	}
+	if f.infeasible > 0 {
+		figs["infeasible_clusters"] = float64(f.infeasible)
+	}
 	if f.keys == 0 {
 		return col.result(Skip, "no admitted requests of a key with a tier", figs, "")
 	}
@@ -144,7 +149,7 @@ func oversellResult(col *collector, f oversellFigures) Result {
 	v, sum := Pass, fmt.Sprintf("%s admitted across %s stayed within their envelopes", plural(f.admitted, one, many), plural(f.keys, "key", "keys"))
 	if f.unknown > 0 {
 		v = Unknown
-		sum = fmt.Sprintf("%s could neither be scheduled within the envelope nor proven to exceed it (EDF found no schedule, no interval certificate exists)", plural(f.unknown, "burst", "bursts"))
+		sum = fmt.Sprintf("%s could neither be scheduled within the envelope nor proven to exceed it by one interval (%s)", plural(f.unknown, "burst", "bursts"), undecidedWhy(f.unknown, f.infeasible))
 	}
 	// Decisions the target made by its failure mode although no fault was
 	// injected mean the store was too slow or down on its own: the envelope
@@ -162,6 +167,19 @@ func oversellResult(col *collector, f oversellFigures) Result {
 		fail = fmt.Sprintf("%s over the limit (worst %.2f× the envelope)", plural(col.total, "proven interval", "proven intervals"), f.maxOver)
 	}
 	return col.result(v, sum, figs, fail)
+}
+
+// undecidedWhy says why unknown bucket clusters were left undecided, of
+// which infeasible were proven to have no schedule.
+func undecidedWhy(unknown, infeasible int) string {
+	var why []string
+	if infeasible > 0 {
+		why = append(why, fmt.Sprintf("%d proven to have no schedule by the exact search, by an argument over several intervals that no single interval's count shows", infeasible))
+	}
+	if n := unknown - infeasible; n > 0 {
+		why = append(why, fmt.Sprintf("%d left undecided by the exact search (over its work bound)", n))
+	}
+	return strings.Join(why, "; ")
 }
 
 // unexplainedFallbacks counts the events the target marked as decided by

@@ -62,6 +62,7 @@ type oversellStream struct {
 	certs      uint64
 	maxOver    float64
 	unknown    int
+	infeasible int
 	// fallback counts the events the failure mode decided, unexplained
 	// those outside every injected fault window.
 	fallback, unexplained int
@@ -624,6 +625,7 @@ func (o *oversellStream) judge(k *oversellKey) {
 		l := &k.tier.Limits[li]
 		st := o.ix.judgeLimit(recs, l, &o.sc)
 		o.unknown += st.unknown
+		o.infeasible += st.infeasible
 		k.worst[li] = max(k.worst[li], st.worstRolling)
 		for ci := range st.certs {
 			ct := &st.certs[ci]
@@ -685,7 +687,7 @@ func (o *oversellStream) result(all map[string]*streamKey) Result {
 		}
 	}
 	return oversellResult(o.col.collector(), oversellFigures{admitted: admittedN, keys: len(keys), maxOver: o.maxOver, hasFixed: hasFixed,
-		worst: worst, worstN: worstN, unknown: o.unknown, unexplained: o.unexplained, fallback: o.fallback, weighted: o.ix.p.Weighted()})
+		worst: worst, worstN: worstN, unknown: o.unknown, infeasible: o.infeasible, unexplained: o.unexplained, fallback: o.fallback, weighted: o.ix.p.Weighted()})
 }
 
 // idListBy is idList with the events' ids given by id.
