@@ -10,6 +10,17 @@ export PATH="/usr/local/go/bin:$PATH"
 # CI's budget is 30 minutes, and this is where the time goes.
 start=$SECONDS
 phase() { echo "test: $* (at $((SECONDS - start)) s)" >&2; }
+# reap PID LOG WHAT waits for a job started in the background, prints its
+# log, and stops the script if it failed.
+reap() {
+  local rc=0
+  wait "$1" || rc=$?
+  cat "$2" >&2
+  if [ "$rc" -ne 0 ]; then
+    echo "test: $3 failed (exit $rc)" >&2
+    exit 1
+  fi
+}
 
 # envoyproxy/ratelimit takes minutes to build from source: it builds beside
 # the installs, Docker's start-up, gofmt and vet, and the tests wait for it
@@ -71,20 +82,8 @@ go test -count=1 -run 'TestGubernatorNeedsItsBuildTag|TestDefaultBuild' ./envs/g
 default_pid=$!
 trap 'kill "$envoy_pid" "$fuzz_pid" "$default_pid" 2>/dev/null || true; rm -f "$envoy_log" "$fuzz_log" "$default_log"' EXIT
 go test -count=1 -timeout 30m -tags "$tags" -run "$docker_tests" ./cmd/rlverify
-default_rc=0
-wait "$default_pid" || default_rc=$?
-cat "$default_log" >&2
-if [ "$default_rc" -ne 0 ]; then
-  echo "test: the default build's tests failed (exit $default_rc)" >&2
-  exit 1
-fi
-fuzz_rc=0
-wait "$fuzz_pid" || fuzz_rc=$?
-cat "$fuzz_log" >&2
-if [ "$fuzz_rc" -ne 0 ]; then
-  echo "test: fuzz failed (exit $fuzz_rc)" >&2
-  exit 1
-fi
+reap "$default_pid" "$default_log" "the default build's tests"
+reap "$fuzz_pid" "$fuzz_log" fuzz
 phase "go test (end to end)"
 go test -count=1 -p 1 -timeout 30m -tags "$tags" -skip "$docker_tests" $integration
 phase "examples module (the library as a user imports it)"
