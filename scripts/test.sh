@@ -65,7 +65,11 @@ cat "$envoy_log" >&2
 integration="./cmd/rlverify ./compose"
 units=$(go list ./... | grep -v -E '/(cmd/rlverify|compose)$')
 phase "go test -race (units)"
-go test -race -count=1 -timeout 20m -tags "$tags" $units
+# Three packages at a time on two CPUs: the race detector keeps checks on
+# one CPU for about 150 s, while most of the others wait on their services
+# (attacks, docker, discovery); two at a time left them in a queue behind
+# it (430 s for the phase in CI of bd8806a, the run at 1,810 s).
+go test -race -count=1 -p 3 -timeout 20m -tags "$tags" $units
 # The docker tests spend their time waiting for containers (about four
 # minutes, two at a time): the fuzzing, one worker, runs beside them.
 # TestBoundaryBurstOnDocker is not among them: its burst must land on a
