@@ -181,41 +181,8 @@ func edfWitnessReverse(c []rec, K, r float64, sc *scratch) bool {
 func edf(lo, hi []int64, K, r float64, sc *scratch) bool {
 	n := len(lo)
 	base := lo[0]
-	h := sc.heap[:0]
-	defer func() { sc.heap = h[:0] }()
-	less := func(a, b int32) bool { return hi[a] < hi[b] }
-	push := func(x int32) {
-		h = append(h, x)
-		for j := len(h) - 1; j > 0; {
-			p := (j - 1) / 2
-			if !less(h[j], h[p]) {
-				break
-			}
-			h[j], h[p] = h[p], h[j]
-			j = p
-		}
-	}
-	pop := func() int32 {
-		top := h[0]
-		last := len(h) - 1
-		h[0] = h[last]
-		h = h[:last]
-		for j := 0; ; {
-			l, m := 2*j+1, j
-			if l < len(h) && less(h[l], h[m]) {
-				m = l
-			}
-			if l+1 < len(h) && less(h[l+1], h[m]) {
-				m = l + 1
-			}
-			if m == j {
-				break
-			}
-			h[j], h[m] = h[m], h[j]
-			j = m
-		}
-		return top
-	}
+	h := &idxHeap[int64]{key: hi, ix: sc.heap[:0]}
+	defer func() { sc.heap = h.ix[:0] }()
 	L := K
 	t := 0.0
 	i := 0
@@ -225,16 +192,16 @@ func edf(lo, hi []int64, K, r float64, sc *scratch) bool {
 			t = nt
 		}
 	}
-	for i < n || len(h) > 0 {
-		if len(h) == 0 {
+	for i < n || len(h.ix) > 0 {
+		if len(h.ix) == 0 {
 			advance(float64(lo[i] - base))
 		}
 		for i < n && float64(lo[i]-base) <= t {
-			push(int32(i))
+			h.push(int32(i))
 			i++
 		}
 		if L >= 1-1e-9 {
-			j := pop()
+			j := h.pop()
 			if float64(hi[j]-base) < t-1 {
 				return false
 			}
@@ -246,7 +213,7 @@ func edf(lo, hi []int64, K, r float64, sc *scratch) bool {
 			advance(float64(lo[i] - base))
 			continue
 		}
-		if float64(hi[h[0]]-base) < tn-1 {
+		if float64(hi[h.ix[0]]-base) < tn-1 {
 			return false
 		}
 		t, L = tn, 1

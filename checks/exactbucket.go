@@ -1,6 +1,7 @@
 package checks
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -203,7 +204,7 @@ func forbiddenRegions(rel, due []float64, T float64, budget int) (*regions, bool
 func edfWithRegions(rel, due []float64, T float64, g *regions) ([]float64, bool) {
 	m := len(rel)
 	v := make([]float64, m)
-	h := &dueHeap{due: due}
+	h := &idxHeap[float64]{key: due}
 	t := math.Inf(-1)
 	i := 0
 	for i < m || len(h.ix) > 0 {
@@ -231,17 +232,18 @@ func edfWithRegions(rel, due []float64, T float64, g *regions) ([]float64, bool)
 	return v, true
 }
 
-// dueHeap is a min-heap of job indices by due.
-type dueHeap struct {
-	due []float64
+// idxHeap is a min-heap of indices into key, by key: the job to serve
+// next, earliest deadline first (edf's by hi, edfWithRegions' by due).
+type idxHeap[T cmp.Ordered] struct {
+	key []T
 	ix  []int32
 }
 
-func (h *dueHeap) push(x int32) {
+func (h *idxHeap[T]) push(x int32) {
 	h.ix = append(h.ix, x)
 	for j := len(h.ix) - 1; j > 0; {
 		p := (j - 1) / 2
-		if h.due[h.ix[j]] >= h.due[h.ix[p]] {
+		if h.key[h.ix[j]] >= h.key[h.ix[p]] {
 			break
 		}
 		h.ix[j], h.ix[p] = h.ix[p], h.ix[j]
@@ -249,17 +251,17 @@ func (h *dueHeap) push(x int32) {
 	}
 }
 
-func (h *dueHeap) pop() int32 {
+func (h *idxHeap[T]) pop() int32 {
 	top := h.ix[0]
 	last := len(h.ix) - 1
 	h.ix[0] = h.ix[last]
 	h.ix = h.ix[:last]
 	for j := 0; ; {
 		l, m := 2*j+1, j
-		if l < len(h.ix) && h.due[h.ix[l]] < h.due[h.ix[m]] {
+		if l < len(h.ix) && h.key[h.ix[l]] < h.key[h.ix[m]] {
 			m = l
 		}
-		if l+1 < len(h.ix) && h.due[h.ix[l+1]] < h.due[h.ix[m]] {
+		if l+1 < len(h.ix) && h.key[h.ix[l+1]] < h.key[h.ix[m]] {
 			m = l + 1
 		}
 		if m == j {
