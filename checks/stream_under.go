@@ -28,10 +28,11 @@ import (
 // have been decided by then is among the candidates), in send order, on a
 // key's candidates that can still matter: those with lo or hi within the
 // tolerance plus twice the tier's longest W before the earliest refusal
-// still to be judged, and — for a bucket's backward walk, which reads up
-// to maxScan candidates by hi whatever their age — the last maxScan+1 by
-// hi before that; the counts before them stay as bases (cands.loBase,
-// hiBase), so every index room reads is the one Run reads. Attribution
+// still to be judged, and — for a bucket's backward walk, which reads
+// every earlier candidate by hi whatever its age — of those before, per
+// rate, the one the walk would find (cands.gone); the counts before them
+// stay as bases (cands.loBase, hiBase), so every index room reads is the
+// one Run reads. Attribution
 // (the key's first maxAttributed wrong refusals: attribute) reads the
 // key's own requests and every key's admissions within the attribution
 // window (two refill horizons and the run's widest interval) before the
@@ -328,11 +329,11 @@ func (us *underStream) trim(k *underKey, now int64) {
 	ix := us.ix
 	lo := before(us.from(now), ix.tol)
 	cut := before(before(lo, 2*k.wmax), 1)
-	k.u.c.drop(cut)
-	k.u.all.drop(cut)
+	k.u.c.drop(cut, k.u.rates)
+	k.u.all.drop(cut, k.u.rates)
 	for _, m := range []map[int16]*cands{k.u.perInst, k.u.allInst} {
 		for _, c := range m {
-			c.drop(cut)
+			c.drop(cut, k.u.rates)
 		}
 	}
 	if len(k.u.refunded) > 0 {
@@ -419,23 +420,48 @@ func (c *cands) sortTail() {
 }
 
 // drop forgets the candidates with lo before from, and those with hi
-// before it but the last maxScan+1 (a bucket's walk reads them), keeping
-// hiBase a multiple of walkBlock (walkMin's blocks stay Run's).
-func (c *cands) drop(from int64) {
+// before it: of those by hi a bucket's walk at each of rates reads only
+// the leftmost least walkV (room's walk spans every earlier candidate),
+// which c.gone keeps. walkMin answers the leftmost whatever its blocks, so
+// hiBase need not be one of Run's block bounds.
+func (c *cands) drop(from int64, rates []float64) {
 	if i := sort.Search(len(c.lo), func(i int) bool { return c.lo[i] >= from }); i > 0 && i >= len(c.lo)/2 {
 		c.lo = c.lo[:copy(c.lo, c.lo[i:])]
 		c.loBase += i
 		c.nearLo = 0
 	}
-	j := sort.Search(len(c.hi), func(i int) bool { return c.hi[i] >= from }) - (maxScan + 1)
-	j = (c.hiBase+j)/walkBlock*walkBlock - c.hiBase
+	j := sort.Search(len(c.hi), func(i int) bool { return c.hi[i] >= from })
 	if j > 0 && j >= len(c.hi)/2 {
+		for _, rate := range rates {
+			c.fold(c.hi[:j], rate)
+		}
 		c.hi = c.hi[:copy(c.hi, c.hi[j:])]
 		c.hiBase += j
 		c.sorted -= j
 		c.final = max(0, c.final-j)
 		c.nearHi = 0
 		c.nwalks = 0
+	}
+}
+
+// fold adds hi, the next candidates by hi from hiBase on, to c.gone at
+// rate: those already there are to their left and win ties.
+func (c *cands) fold(hi []int64, rate float64) {
+	g := -1
+	for i := range c.gone {
+		if c.gone[i].rate == rate {
+			g = i
+		}
+	}
+	if g < 0 {
+		g = len(c.gone)
+		c.gone = append(c.gone, walkLeast{rate: rate, j: -1})
+	}
+	least := &c.gone[g]
+	for i, h := range hi {
+		if v := walkV(c.hiBase+i, h, rate); least.j < 0 || v < least.v {
+			*least = walkLeast{rate: rate, j: c.hiBase + i, hi: h, v: v}
+		}
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 
 // TestUnderStreamStateIsBounded: the second pass of the streamed
 // under-admission holds per key the candidates a refusal still to be
-// judged can read — the last maxScan+1 by hi (a bucket's backward walk)
-// and those within twice the longest W and the tolerance — its requests of
+// judged can read — those within twice the longest W and the tolerance,
+// and of older ones by hi the one a bucket's backward walk finds — its requests of
 // one attribution window while it has attributions to make, and every
 // key's admissions of one attribution window: on a correct bucket offered
 // 1.5× its rate (2 keys), the most any key holds is the same on a run of
@@ -44,9 +44,11 @@ func TestUnderStreamStateIsBounded(t *testing.T) {
 		r := s.Results()[0]
 		require.Equal(t, Pass, r.Verdict, r.Summary)
 		require.Greater(t, r.Figures["rejections_judged"], float64(n)/5)
-		// Twice (the trim's slack) the walk's maxScan+1 and 5 s of
-		// admissions, and 256.
-		require.LessOrEqual(t, keyMost, 2*(maxScan+1+64)+256, "%d events", n)
+		// Half again (the trim's slack) a walk block (hiBase stays a
+		// multiple) and 5 s of candidates and of requests for attribution
+		// (under 40 each at 7.5/s), and the slack: the walk's old
+		// candidates are one per rate (cands.gone), whatever their number.
+		require.LessOrEqual(t, keyMost, 2*(64+2*40)+underTrimSlack, "%d events", n)
 		require.LessOrEqual(t, admMost, 2*64+256, "%d events", n)
 		require.LessOrEqual(t, pendMost, 16, "%d events", n)
 		most = append(most, keyMost)
@@ -83,5 +85,67 @@ func TestWalkExtendMatchesBuild(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestWalkMinIsLeftmost: of equal walkV, min answers the leftmost (the
+// streaming check's dropped candidates, left of its walk, win ties).
+func TestWalkMinIsLeftmost(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{2, 64, 65, 129, 700} {
+		hi := make([]int64, n)
+		for i := range hi {
+			// 200 ms at 5/s is one token: many exact ties.
+			hi[i] = int64(i+rng.IntN(3)) * 200_000_000
+		}
+		slices.Sort(hi)
+		var w walkMin
+		w.build(hi, 0, 5e-9)
+		for range 300 {
+			l := rng.IntN(n)
+			r := l + rng.IntN(n-l)
+			want := l
+			for j := l + 1; j <= r; j++ {
+				if w.v[j] < w.v[want] {
+					want = j
+				}
+			}
+			require.Equal(t, want, w.min(l, r), "n %d [%d, %d]", n, l, r)
+		}
+	}
+}
+
+// TestDroppedWalkMatchesWhole: candidates dropped from the front, a walk
+// block at a time at two rates, leave room's walk over every earlier
+// candidate (least) the answer of a walk over them all.
+func TestDroppedWalkMatchesWhole(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	rates := []float64{5e-9, 1e-10}
+	for _, n := range []int{100, 1000, 5000} {
+		hi := make([]int64, n)
+		at := int64(0)
+		for i := range hi {
+			// Bursts and lulls around 5/s, in round steps: ties too.
+			at += rng.Int64N(3) * 100_000_000
+			hi[i] = at
+		}
+		var whole [2]walkMin
+		for i, rate := range rates {
+			whole[i].build(hi, 0, rate)
+		}
+		c := &cands{indexed: true, hi: slices.Clone(hi), lo: slices.Clone(hi)}
+		for q := 1; q <= n; q++ {
+			if rng.IntN(50) == 0 && q > 1 {
+				c.drop(hi[q-1], rates)
+				c.nwalks = 0
+			}
+			for i, rate := range rates {
+				j, h := c.least(c.walk(rate), q)
+				want := whole[i].min(0, q-1)
+				require.Equal(t, want, j, "n %d q %d rate %g hiBase %d", n, q, rate, c.hiBase)
+				require.Equal(t, hi[want], h)
+			}
+		}
+		require.Positive(t, c.hiBase, "n %d: something was dropped", n)
 	}
 }

@@ -16,8 +16,10 @@ import (
 
 const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged. A key of an exempt class (policy exempt) is never to be refused: each refusal outside a fault window is wrong. Weighted requests (policy cost) need room for their whole cost, and a refused cost-0 peek is wrong; an answer the policy declares refunded (refund_on) holds its tokens only while it may be being decided. After a declared limit change (changes), the changed tier is judged by the changed limits from each key's first request after a refill from empty under them (their longest W plus the timing tolerance after both the change is in force and the key's last consumption); its requests before that point are not judged, and the summary says so."
 
-// maxScan bounds the backward scan per rejection; past it a rejection is
-// left undecided unless a coarser bound already proves it.
+// maxScan bounds the backward scan per rejection of room's linear walk
+// (candidates without a walkMin: attribution's); past it a rejection is
+// left undecided unless a coarser bound already proves it. A walkMin
+// answers over every earlier candidate at once and needs no bound.
 const maxScan = 4096
 
 type wrongRej struct {
@@ -71,6 +73,10 @@ type cands struct {
 	indexed bool
 	walks   []walkMin
 	nwalks  int // walks[:nwalks] are built for the current hi
+	// gone summarises, per walk rate, the candidates by hi that the
+	// streaming check dropped (hi[:0] starts at hiBase): the leftmost
+	// least walkV among them, all a walk reads of them.
+	gone []walkLeast
 	// nearLo, nearHi: the last answers of loUpTo and hiBelow, where the
 	// next search starts (successive refusals of a key ask nearby).
 	nearLo, nearHi int
@@ -161,6 +167,41 @@ func (c *cands) reset() {
 	c.lo, c.hi = c.lo[:0], c.hi[:0]
 	c.loBase, c.hiBase, c.sorted = 0, 0, 0
 	c.nwalks = 0
+	c.gone = c.gone[:0]
+}
+
+// walkLeast is a candidate of absolute index j (in hi order) with its hi
+// and walkV at a rate.
+type walkLeast struct {
+	rate float64
+	j    int
+	hi   int64
+	v    float64
+}
+
+// walkV is what a bucket's backward walk minimises over candidates j (hi
+// order) at rate: j − rate·hi[j]. One expression for every caller, so
+// equal inputs give equal floats.
+func walkV(j int, hi int64, rate float64) float64 {
+	return float64(j) - rate*float64(hi)
+}
+
+// least returns the candidate among the first q by hi (absolute; q >
+// 0) with the least walkV at w's rate, the leftmost of equals: over
+// those dropped (gone) and those w covers.
+func (c *cands) least(w *walkMin, q int) (j int, hi int64) {
+	j, v := -1, 0.0
+	for _, g := range c.gone {
+		if g.rate == w.rate {
+			j, hi, v = g.j, g.hi, g.v
+		}
+	}
+	if q > c.hiBase {
+		if k := w.min(c.hiBase, q-1); j < 0 || w.v[k-w.base] < v {
+			j, hi = k, c.hiAt(k)
+		}
+	}
+	return j, hi
 }
 
 // hiAt is the candidate of absolute index j in hi order.
@@ -204,7 +245,7 @@ const walkBlock = 64
 // every prefix and suffix, across blocks a sparse table of block arg mins.
 type walkMin struct {
 	rate     float64
-	base     int       // the absolute index of v[0] (a multiple of walkBlock)
+	base     int       // the absolute index of v[0]
 	v        []float64 // j − rate·hi[j]
 	pre, suf []int32   // arg min of v over j's block up to j, from j
 	sparse   [][]int32 // sparse[k][b]: arg min over blocks b … b+2^k−1
@@ -217,7 +258,7 @@ func (w *walkMin) build(hi []int64, base int, rate float64) {
 	w.pre = slices.Grow(w.pre[:0], n)[:n]
 	w.suf = slices.Grow(w.suf[:0], n)[:n]
 	for j, h := range hi {
-		w.v[j] = float64(base+j) - rate*float64(h)
+		w.v[j] = walkV(base+j, h, rate)
 	}
 	nb := (n + walkBlock - 1) / walkBlock
 	if len(w.sparse) == 0 {
@@ -259,7 +300,7 @@ func (w *walkMin) build(hi []int64, base int, rate float64) {
 // minima, so it gets build's answer over the whole hi.
 func (w *walkMin) extend(hi []int64) {
 	for j := len(w.v); j < len(hi); j++ {
-		w.v = append(w.v, float64(w.base+j)-w.rate*float64(hi[j]))
+		w.v = append(w.v, walkV(w.base+j, hi[j], w.rate))
 		if j%walkBlock == 0 {
 			w.pre = append(w.pre, int32(j))
 		} else {
@@ -303,12 +344,14 @@ func (w *walkMin) min(l, r int) int {
 		}
 		return int(m) + w.base
 	}
-	m := w.argMin(w.suf[l], w.pre[r])
+	// Left to right, so that of equals the leftmost wins (the streaming
+	// check's dropped candidates, left of every block, rely on it).
+	m := w.suf[l]
 	if bl+1 < br {
 		k := bits.Len(uint(br-bl-1)) - 1
 		m = w.argMin(m, w.argMin(w.sparse[k][bl+1], w.sparse[k][br-1<<k]))
 	}
-	return int(m) + w.base
+	return int(w.argMin(m, w.pre[r])) + w.base
 }
 
 // upTo returns #{candidates with lo ≤ t}.
@@ -445,6 +488,9 @@ type underCands struct {
 	// perInst, allInst: c and all per instance (nil: no limit per instance).
 	perInst, allInst map[int16]*cands
 	countsAll        bool
+	// rates are the tier's bucket rates (tokens per ns): the walks room
+	// asks for (the streaming check's dropped candidates keep theirs).
+	rates []float64
 	// refunded: answers after which the service gave the tokens back
 	// (policy refund_on); each holds its tokens only while decided.
 	refunded []rec
@@ -458,11 +504,15 @@ func (u *underCands) reset(ix *index, t *policy.Tier) {
 	u.c.anch, u.c.anchAt, u.all.anch, u.all.anchAt = nil, nil, nil, nil
 	u.perInst, u.allInst, u.countsAll = nil, nil, false
 	u.refunded = u.refunded[:0]
+	u.rates = u.rates[:0]
 	for _, l := range t.Limits {
 		if l.PerInstance() {
 			u.perInst, u.allInst = map[int16]*cands{}, map[int16]*cands{}
 		}
 		u.countsAll = u.countsAll || l.CountsRejected()
+		if l.Algorithm == policy.TokenBucket || l.Algorithm == policy.GCRA {
+			u.rates = append(u.rates, l.R()/1e9)
+		}
 	}
 }
 
@@ -630,22 +680,12 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 		// Walk back over candidates surely decided before r.lo, latest first:
 		// from a = their hi, the bucket gained r·(r.lo−a) and lost at most
 		// everything that could have been decided in [a, r.hi]. The walk
-		// only needs its least value, which a walkMin finds at once.
-		if w := c.walk(rate); w != nil && q > walkBlock {
-			from := max(0, q-maxScan)
-			j := w.min(from, q-1)
-			lb = math.Min(lb, K+rate*float64(r.lo-c.hiAt(j))-float64(P-j))
-			if lb < need-eps {
-				return lb, false, true
-			}
-			if q >= maxScan {
-				rest := K + rate*float64(r.lo-c.hiAt(from)) - float64(P)
-				if rest < need-eps {
-					return lb, false, false
-				}
-				return math.Min(lb, rest), true, true
-			}
-			return lb, true, true
+		// only needs its least value, which a walkMin finds at once over
+		// every earlier candidate.
+		if w := c.walk(rate); w != nil && (q > walkBlock || c.hiBase > 0) {
+			j, h := c.least(w, q)
+			lb = math.Min(lb, K+rate*float64(r.lo-h)-float64(P-j))
+			return lb, lb >= need-eps, true
 		}
 		steps := 0
 		for j := q - 1; j >= 0; j-- {
