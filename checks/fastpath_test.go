@@ -14,17 +14,28 @@ import (
 )
 
 // TestWalkMinMatchesBruteForce: walkMin.min finds the least value of every
-// range, short (inside a block) or long (across blocks).
+// range, short (inside a block) or long (across blocks), and of equals the
+// leftmost (the streaming check's dropped candidates, left of its walk,
+// win ties: cands.least).
 func TestWalkMinMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	for _, n := range []int{1, 5, 64, 65, 200, 1000, 5000} {
+	for _, n := range []int{1, 5, 64, 65, 129, 200, 1000, 1001, 5000, 5001} {
 		hi := make([]int64, n)
+		rate := 5e-9
 		for i := range hi {
+			if n%2 == 1 {
+				// A token every 2^28 ns, candidates on whole tokens: j −
+				// rate·hi is exact, and falls by one every 100
+				// candidates, equal in between (plateaus across blocks).
+				rate = 1.0 / (1 << 28)
+				hi[i] = int64(i+i/100) << 28
+				continue
+			}
 			hi[i] = rng.Int64N(int64(n) * 200_000_000)
 		}
 		slices.Sort(hi)
 		var w walkMin
-		w.build(hi, 0, 5e-9)
+		w.build(hi, 0, rate)
 		for range 300 {
 			l := rng.IntN(n)
 			r := l + rng.IntN(n-l)
@@ -34,10 +45,7 @@ func TestWalkMinMatchesBruteForce(t *testing.T) {
 					want = j
 				}
 			}
-			got := w.min(l, r)
-			require.GreaterOrEqual(t, got, l)
-			require.LessOrEqual(t, got, r)
-			require.Equal(t, w.v[want], w.v[got], "n=%d [%d, %d]", n, l, r)
+			require.Equal(t, want, w.min(l, r), "n=%d [%d, %d]", n, l, r)
 		}
 	}
 }

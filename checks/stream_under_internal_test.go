@@ -88,33 +88,6 @@ func TestWalkExtendMatchesBuild(t *testing.T) {
 	}
 }
 
-// TestWalkMinIsLeftmost: of equal walkV, min answers the leftmost (the
-// streaming check's dropped candidates, left of its walk, win ties).
-func TestWalkMinIsLeftmost(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	for _, n := range []int{2, 64, 65, 129, 700} {
-		hi := make([]int64, n)
-		for i := range hi {
-			// 200 ms at 5/s is one token: many exact ties.
-			hi[i] = int64(i+rng.IntN(3)) * 200_000_000
-		}
-		slices.Sort(hi)
-		var w walkMin
-		w.build(hi, 0, 5e-9)
-		for range 300 {
-			l := rng.IntN(n)
-			r := l + rng.IntN(n-l)
-			want := l
-			for j := l + 1; j <= r; j++ {
-				if w.v[j] < w.v[want] {
-					want = j
-				}
-			}
-			require.Equal(t, want, w.min(l, r), "n %d [%d, %d]", n, l, r)
-		}
-	}
-}
-
 // TestDroppedWalkMatchesWhole: candidates dropped from the front, a walk
 // block at a time at two rates, leave room's walk over every earlier
 // candidate (least) the answer of a walk over them all.
