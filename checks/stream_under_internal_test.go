@@ -1,10 +1,12 @@
 package checks
 
 import (
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -121,4 +123,54 @@ func TestDroppedWalkMatchesWhole(t *testing.T) {
 		}
 		require.Positive(t, c.hiBase, "n %d: something was dropped", n)
 	}
+}
+
+// TestUnderStreamBuffersFollowTheWindow: a key's buffer of requests for
+// attribution grows to its busiest window (a burst at 200/s to a correct
+// bucket, K=10 at 5/s: 4 s hold about 800) and, once the key is back at
+// 7.5/s, returns to about its window's size at a trim rather than keeping
+// the burst's (over a long run of 10^5 keys, most keys' high marks).
+func TestUnderStreamBuffersFollowTheWindow(t *testing.T) {
+	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
+	require.NoError(t, err)
+	h := &history.History{Run: history.Run{T: history.TypeRun, Version: history.Version, ID: "burst", Start: time.Unix(1_700_000_000, 0)}}
+	level, last := 10.0, int64(0)
+	add := func(at int64) {
+		level = math.Min(10, level+5*float64(at-last)/1e9)
+		last = at
+		e := history.Event{T: history.TypeEvent, ID: uint64(len(h.Events) + 1), Key: "free-a", Sent: at, Intended: at, Recv: at + 1_000_000, Phase: "run", Status: 200}
+		if level >= 1 {
+			level--
+		} else {
+			e.Status, e.RetryAfter = 429, "1"
+		}
+		h.Events = append(h.Events, e)
+	}
+	at := int64(0)
+	for range 2000 { // 10 s at 200/s
+		at += 5_000_000
+		add(at)
+	}
+	for range 2250 { // 300 s at 7.5/s
+		at += 133_333_333
+		add(at)
+	}
+	h.End = &history.End{T: history.TypeEnd, Elapsed: at + 1_000_000, Requests: int64(len(h.Events))}
+	file := filepath.Join(t.TempDir(), "h.jsonl")
+	require.NoError(t, bench.WriteHistory(file, h))
+	s, pass := fileStreamer(t, file, pol, Options{Only: []string{"under-admission"}})
+	pass(s.Add)
+	require.True(t, s.Again())
+	most := 0
+	var k *underKey
+	pass(func(e *history.Event, seq uint64) {
+		s.AddAgain(e, seq)
+		k = s.keys[e.Key].under
+		most = max(most, cap(k.recs))
+	})
+	require.Equal(t, Pass, s.Results()[0].Verdict)
+	require.Greater(t, most, 700, "the burst's window")
+	// The last 4.1 s at 7.5/s, half again and 16 before a trim, at most
+	// twice that plus 32 after it.
+	require.LessOrEqual(t, cap(k.recs), 2*(31+31/2+16)+32)
 }
