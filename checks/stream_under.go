@@ -429,7 +429,11 @@ func (c *cands) sortTail() {
 // before it: of those by hi a bucket's walk at each of rates reads only
 // the leftmost least walkV (room's walk spans every earlier candidate),
 // which c.gone keeps. walkMin answers the leftmost whatever its blocks, so
-// hiBase need not be one of Run's block bounds.
+// hiBase need not be one of Run's block bounds; but the first drop waits
+// until it can drop past walkBlock candidates: room answers a refusal
+// with at most walkBlock candidates before it by its linear loop, whose
+// float rounding may pick another of equals than the walk, so a dropped
+// key must never ask that (Run, which drops nothing, would loop).
 func (c *cands) drop(from int64, rates []float64) {
 	if i := sort.Search(len(c.lo), func(i int) bool { return c.lo[i] >= from }); i > 0 && i >= len(c.lo)/2 {
 		c.lo = c.lo[:copy(c.lo, c.lo[i:])]
@@ -437,7 +441,7 @@ func (c *cands) drop(from int64, rates []float64) {
 		c.nearLo = 0
 	}
 	j := sort.Search(len(c.hi), func(i int) bool { return c.hi[i] >= from })
-	if j > 0 && j >= len(c.hi)/2 {
+	if j > 0 && j >= len(c.hi)/2 && c.hiBase+j > walkBlock {
 		for _, rate := range rates {
 			c.fold(c.hi[:j], rate)
 		}

@@ -46,8 +46,9 @@ func TestUnderStreamStateIsBounded(t *testing.T) {
 		r := s.Results()[0]
 		require.Equal(t, Pass, r.Verdict, r.Summary)
 		require.Greater(t, r.Figures["rejections_judged"], float64(n)/5)
-		// Half again (the trim's slack) a walk block (hiBase stays a
-		// multiple) and 5 s of candidates and of requests for attribution
+		// Half again (the trim's slack) a walk block (a key's first
+		// candidates are kept until past one) and 5 s of candidates and
+		// of requests for attribution
 		// (under 40 each at 7.5/s), and the slack: the walk's old
 		// candidates are one per rate (cands.gone), whatever their number.
 		require.LessOrEqual(t, keyMost, 2*(64+2*40)+underTrimSlack, "%d events", n)
@@ -67,7 +68,7 @@ func TestUnderStreamStateIsBounded(t *testing.T) {
 func TestWalkExtendMatchesBuild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{1, 63, 64, 65, 300, 2000} {
-		for _, base := range []int{0, 64, 4096} {
+		for _, base := range []int{0, 37, 64, 4096} {
 			hi := make([]int64, n)
 			for i := range hi {
 				// Round times: exact ties of j − rate·hi among them.
@@ -113,6 +114,9 @@ func TestDroppedWalkMatchesWhole(t *testing.T) {
 			if rng.IntN(50) == 0 && q > 1 {
 				c.drop(hi[q-1], rates)
 				c.nwalks = 0
+				// room's linear loop (at most walkBlock candidates
+				// before a refusal) never meets a dropped key.
+				require.True(t, c.hiBase == 0 || c.hiBase > walkBlock, "hiBase %d", c.hiBase)
 			}
 			for i, rate := range rates {
 				j, h := c.least(c.walk(rate), q)

@@ -17,9 +17,10 @@ import (
 const docUnder = "A 429 is wrong when every limit of the key provably had room at every possible decision time, even if every admitted or unknown request of the key (variants included; refused ones too for a limit that counts all) that could have been decided earlier consumed as early as possible; windows anchored at a key's first request are not assumed aligned; 503s and requests overlapping a store fault are not judged. A key of an exempt class (policy exempt) is never to be refused: each refusal outside a fault window is wrong. Weighted requests (policy cost) need room for their whole cost, and a refused cost-0 peek is wrong; an answer the policy declares refunded (refund_on) holds its tokens only while it may be being decided. After a declared limit change (changes), the changed tier is judged by the changed limits from each key's first request after a refill from empty under them (their longest W plus the timing tolerance after both the change is in force and the key's last consumption); its requests before that point are not judged, and the summary says so."
 
 // maxScan bounds the backward scan per rejection of room's linear walk
-// (candidates without a walkMin: attribution's); past it a rejection is
-// left undecided unless a coarser bound already proves it. A walkMin
-// answers over every earlier candidate at once and needs no bound.
+// (candidates without a walkMin: attribution's, oversell's); past it a
+// rejection is left undecided unless a coarser bound already proves it.
+// A walkMin answers over every earlier candidate at once and needs no
+// bound (under-admission's candidates: its refusals are always decided).
 const maxScan = 4096
 
 type wrongRej struct {
@@ -682,7 +683,7 @@ func (ix *index) room(c *cands, r rec, l *policy.Limit, self float64) (v float64
 		// everything that could have been decided in [a, r.hi]. The walk
 		// only needs its least value, which a walkMin finds at once over
 		// every earlier candidate.
-		if w := c.walk(rate); w != nil && (q > walkBlock || c.hiBase > 0) {
+		if w := c.walk(rate); w != nil && q > walkBlock {
 			j, h := c.least(w, q)
 			lb = math.Min(lb, K+rate*float64(r.lo-h)-float64(P-j))
 			return lb, lb >= need-eps, true
