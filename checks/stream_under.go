@@ -457,17 +457,11 @@ func (c *cands) drop(from int64, rates []float64) {
 // fold adds hi, the next candidates by hi from hiBase on, to c.gone at
 // rate: those already there are to their left and win ties.
 func (c *cands) fold(hi []int64, rate float64) {
-	g := -1
-	for i := range c.gone {
-		if c.gone[i].rate == rate {
-			g = i
-		}
-	}
-	if g < 0 {
-		g = len(c.gone)
+	least := c.goneAt(rate)
+	if least == nil {
 		c.gone = append(c.gone, walkLeast{rate: rate, j: -1})
+		least = &c.gone[len(c.gone)-1]
 	}
-	least := &c.gone[g]
 	for i, h := range hi {
 		if v := walkV(c.hiBase+i, h, rate); least.j < 0 || v < least.v {
 			*least = walkLeast{rate: rate, j: c.hiBase + i, hi: h, v: v}

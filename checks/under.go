@@ -192,10 +192,8 @@ func walkV(j int, hi int64, rate float64) float64 {
 // those dropped (gone) and those w covers.
 func (c *cands) least(w *walkMin, q int) (j int, hi int64) {
 	j, v := -1, 0.0
-	for _, g := range c.gone {
-		if g.rate == w.rate {
-			j, hi, v = g.j, g.hi, g.v
-		}
+	if g := c.goneAt(w.rate); g != nil {
+		j, hi, v = g.j, g.hi, g.v
 	}
 	if q > c.hiBase {
 		if k := w.min(c.hiBase, q-1); j < 0 || w.v[k-w.base] < v {
@@ -203,6 +201,16 @@ func (c *cands) least(w *walkMin, q int) (j int, hi int64) {
 		}
 	}
 	return j, hi
+}
+
+// goneAt is c.gone's candidate at rate (nil: none dropped yet).
+func (c *cands) goneAt(rate float64) *walkLeast {
+	for i := range c.gone {
+		if c.gone[i].rate == rate {
+			return &c.gone[i]
+		}
+	}
+	return nil
 }
 
 // hiAt is the candidate of absolute index j in hi order.
