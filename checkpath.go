@@ -158,10 +158,14 @@ func judgeStream(o CheckOptions, recs *records, names []string, so history.Strea
 	}
 	s.SetEvents(recs.events)
 	doc := reports.NewDocStream(rec, pol)
-	// The document's second pass reads a few fields of each event: the
-	// first keeps them in a spill file, which the second reads instead of
-	// decoding the history again.
+	// The second pass reads the first pass's events from a spill file
+	// rather than decode the history again: whole events when the checks
+	// are likely to ask for them, else the few fields of each that the
+	// document's second pass reads.
 	sp := newSpill("", doc)
+	if s.MayAgain() {
+		sp = newEventSpill("")
+	}
 	defer sp.close()
 	h, err := streamPass(file, so, append([]func(*history.Event, uint64){s.Add, doc.Add, sp.add}, also...)...)
 	if err != nil {
@@ -176,16 +180,25 @@ func judgeStream(o CheckOptions, recs *records, names []string, so history.Strea
 		// garbage now: collect them before the second pass allocates its
 		// own, rather than let the heap grow to hold both.
 		runtime.GC()
-		// The history is read again when oversell asks for its events, or
-		// the document draws its requests one by one, or the spill could
-		// not be written; a spill that fails while it is read back has
-		// been partly added, so that is the check's error.
-		if again || doc.Lanes() || sp.failed() {
-			if _, err := streamPass(file, so, s.AddAgain, doc.AddAgain); err != nil {
+		// The history is read again when the spill could not be written,
+		// or it keeps compact records and the checks ask for the events or
+		// the document draws its requests one by one; a spill that fails
+		// while it is read back has been partly added, so that is the
+		// check's error.
+		again2 := []func(*history.Event, uint64){s.AddAgain, doc.AddAgain}
+		switch {
+		case sp.failed() || !sp.events() && (again || doc.Lanes()):
+			if _, err := streamPass(file, so, again2...); err != nil {
 				return nil, err
 			}
-		} else if err := sp.replay(doc.AddCompact); err != nil {
-			return nil, err
+		case sp.events():
+			if err := sp.replayEvents(again2...); err != nil {
+				return nil, err
+			}
+		default:
+			if err := sp.replay(doc.AddCompact); err != nil {
+				return nil, err
+			}
 		}
 	}
 	sp.close()

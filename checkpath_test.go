@@ -120,11 +120,7 @@ func TestCheckPathsGiveOneDocument(t *testing.T) {
 				streamed, err := rlverify.Check(context.Background(), o)
 				require.NoError(t, err)
 				require.Equal(t, rlverify.Streaming, streamed.Path)
-				o.InMemory = true
-				whole, err := rlverify.Check(context.Background(), o)
-				require.NoError(t, err)
-				require.Equal(t, rlverify.InMemory, whole.Path)
-				require.Equal(t, whole.Results, streamed.Results)
+				whole := requireInMemoryGives(t, o, streamed)
 				d := streamed.Document
 				require.NotNil(t, d.Timeline)
 				require.NotNil(t, d.Latency)
@@ -145,7 +141,6 @@ func TestCheckPathsGiveOneDocument(t *testing.T) {
 				case "few events":
 					require.NotNil(t, d.Timeline.Traffic.Ops)
 				}
-				require.Equal(t, whole.Document, streamed.Document)
 				if tc.name != "few events" && tc.name != "oversold" {
 					return // rendering the larger documents in every format would take most of a CI minute under -race
 				}
@@ -304,13 +299,23 @@ func TestCheckFallsBackWhenTheFileIsTooFarOutOfOrder(t *testing.T) {
 			require.Contains(t, got.PathWhy, c.why)
 			require.Equal(t, c.verdict, got.Document.Verdict)
 			require.Equal(t, int64(66_000), got.Document.Stats.Requests)
-			o.InMemory = true
-			whole, err := rlverify.Check(context.Background(), o)
-			require.NoError(t, err)
-			require.Equal(t, whole.Results, got.Results)
-			require.Equal(t, whole.Document, got.Document)
+			requireInMemoryGives(t, o, got)
 		})
 	}
+}
+
+// requireInMemoryGives judges o's history in memory and requires the
+// results and document got (from another path) to be those; it returns
+// the in-memory outcome.
+func requireInMemoryGives(t *testing.T, o rlverify.CheckOptions, got *rlverify.Outcome) *rlverify.Outcome {
+	t.Helper()
+	o.InMemory = true
+	whole, err := rlverify.Check(context.Background(), o)
+	require.NoError(t, err)
+	require.Equal(t, rlverify.InMemory, whole.Path)
+	require.Equal(t, whole.Results, got.Results)
+	require.Equal(t, whole.Document, got.Document)
+	return whole
 }
 
 // eventSent is the send time of an event's line.
@@ -320,26 +325,40 @@ func eventSent(t *testing.T, line []byte) int64 {
 	return e.Sent
 }
 
-// TestCheckStreamsWithoutASpill: where the first pass's spill cannot be
-// made (no temporary directory), the streaming path decodes the history a
-// second time instead, and gives the same document.
-func TestCheckStreamsWithoutASpill(t *testing.T) {
+// TestCheckStreamsWithOrWithoutASpill: the streaming path's second pass
+// reads the first pass's events back from a spill of whole events (checks
+// that ask for the events again: every check), or of compact records (the
+// document's alone: oversell and headers), or, where the spill cannot be
+// made (no temporary directory), decodes the history a second time; each
+// way gives the in-memory document.
+func TestCheckStreamsWithOrWithoutASpill(t *testing.T) {
 	pol, err := policy.Parse("bench", []byte(bench.PolicyYAML))
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "h.jsonl")
 	// More events than reports.MaxLaneOps: the spill is what the second
 	// pass would have read.
 	writeHistory(t, file, bench.Generate(reports.MaxLaneOps+100, 20))
-	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
-	o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: checks.Streamable()}}
-	streamed, err := rlverify.Check(context.Background(), o)
-	require.NoError(t, err)
-	require.Equal(t, rlverify.Streaming, streamed.Path)
-	o.InMemory = true
-	whole, err := rlverify.Check(context.Background(), o)
-	require.NoError(t, err)
-	require.Equal(t, whole.Results, streamed.Results)
-	require.Equal(t, whole.Document, streamed.Document)
+	for _, c := range []struct {
+		name    string
+		only    []string
+		noSpill bool
+	}{
+		{"events", checks.Streamable(), false},
+		{"compact", []string{"oversell", "headers"}, false},
+		{"none, every check", checks.Streamable(), true},
+		{"none, oversell and headers", []string{"oversell", "headers"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.noSpill {
+				t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+			}
+			o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: c.only}}
+			streamed, err := rlverify.Check(context.Background(), o)
+			require.NoError(t, err)
+			require.Equal(t, rlverify.Streaming, streamed.Path)
+			requireInMemoryGives(t, o, streamed)
+		})
+	}
 }
 
 // TestCheckJudgesInMemoryWhenAKeySpreadsOverInstances: instances streams
@@ -374,11 +393,7 @@ func TestCheckJudgesInMemoryWhenAKeySpreadsOverInstances(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, c.path, got.Path)
 			require.Contains(t, got.PathWhy, c.why)
-			o.InMemory = true
-			whole, err := rlverify.Check(context.Background(), o)
-			require.NoError(t, err)
-			require.Equal(t, whole.Results, got.Results)
-			require.Equal(t, whole.Document, got.Document)
+			requireInMemoryGives(t, o, got)
 		})
 	}
 }

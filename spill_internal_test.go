@@ -1,9 +1,12 @@
 package rlverify
 
 import (
+	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,6 +66,13 @@ func TestSpillReplaysWhatItKept(t *testing.T) {
 		})
 	}
 	t.Run("no directory", func(t *testing.T) {
+		sp := newEventSpill(filepath.Join(t.TempDir(), "missing"))
+		sp.add(&history.Event{Key: "free-a", Status: 200}, 0)
+		require.True(t, sp.failed())
+		require.ErrorContains(t, sp.replayEvents(func(*history.Event, uint64) {}), "spill")
+		sp.close()
+	})
+	t.Run("no directory, compact", func(t *testing.T) {
 		doc := reports.NewDocStream(&history.History{}, pol)
 		sp := newSpill(filepath.Join(t.TempDir(), "missing"), doc)
 		sp.add(&history.Event{Key: "free-a", Status: 200}, 0)
@@ -70,4 +80,77 @@ func TestSpillReplaysWhatItKept(t *testing.T) {
 		require.ErrorContains(t, sp.replay(func(reports.Compact) {}), "spill")
 		sp.close()
 	})
+}
+
+// TestEventSpillReplaysWhatItKept: a spill of whole events gives back
+// every event and its file position, in the order kept, across flushes,
+// refills of a buffer smaller than a record, and batches of the reading
+// goroutine; each replay reads from the start.
+func TestEventSpillReplaysWhatItKept(t *testing.T) {
+	for _, n := range []int{0, 1, spillBatch, 3*spillBatch + 7} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			dir := t.TempDir()
+			sp := newEventSpill(dir)
+			defer sp.close()
+			require.NoError(t, sp.err)
+			require.True(t, sp.events())
+			sp.flushAt = 1000
+			sp.buf = make([]byte, 0, 100) // records longer than the buffer
+			type kept struct {
+				e   history.Event
+				seq uint64
+			}
+			var want []kept
+			keys := []string{"free-a", "free-b", "paid-c"}
+			for i := range n {
+				e := history.Event{T: history.TypeEvent, ID: uint64(i + 1), Key: keys[i%3], Phase: "rate", Instance: i % 4, Sent: int64(i) * 1e6, Recv: int64(i)*1e6 + int64(i%9), Status: []int{200, 429, 0, 503}[i%4]}
+				if i%4 == 1 {
+					e.RetryAfter = "1"
+				}
+				if i%97 == 0 {
+					e.Body = strings.Repeat("x", 300)
+				}
+				seq := uint64(n - i) // out of file order
+				sp.add(&e, seq)
+				want = append(want, kept{e, seq})
+			}
+			names, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			require.Empty(t, names, "the spill's file is removed once open")
+			require.False(t, sp.failed())
+			for range 2 {
+				var got []kept
+				require.NoError(t, sp.replayEvents(func(e *history.Event, seq uint64) { got = append(got, kept{*e, seq}) }))
+				require.Equal(t, want, got)
+			}
+			require.ErrorContains(t, sp.replay(func(reports.Compact) {}), "whole events")
+		})
+	}
+}
+
+// TestEventSpillStopsAtADamagedRecord: a record the spill cannot read
+// back ends the replay with an error naming it, after the events before
+// it.
+func TestEventSpillStopsAtADamagedRecord(t *testing.T) {
+	sp := newEventSpill(t.TempDir())
+	defer sp.close()
+	for i := range 3000 {
+		sp.add(&history.Event{T: history.TypeEvent, ID: uint64(i), Key: "free-a", Status: 200}, uint64(i))
+	}
+	require.False(t, sp.failed())
+	// The 2,001st record's mask names no string field.
+	off := int64(0)
+	buf := make([]byte, 16)
+	for range 2000 {
+		_, err := sp.f.ReadAt(buf, off)
+		require.NoError(t, err)
+		size, k := binary.Uvarint(buf)
+		off += int64(k) + int64(size)
+	}
+	_, err := sp.f.WriteAt([]byte{0xff, 0xff, 0xff, 0xff, 0x0f}, off+1)
+	require.NoError(t, err)
+	var got int
+	err = sp.replayEvents(func(*history.Event, uint64) { got++ })
+	require.ErrorContains(t, err, "record 2001 of 3000")
+	require.Equal(t, 2000, got)
 }

@@ -269,6 +269,16 @@ func (s *Streamer) Again() bool {
 	return again
 }
 
+// MayAgain says, before the first pass, whether Again is likely to ask for
+// the events a second time: retry-after and under-admission do whenever
+// the run has refusals to judge, fail-mode, bypass and regions often;
+// oversell only for the rare segments its first pass could not clear. A
+// driver may then keep the first pass's events in a form quicker to read
+// back than the history (the root package's spill of whole events).
+func (s *Streamer) MayAgain() bool {
+	return s.retry != nil || s.under != nil || s.fail != nil || s.bypass != nil || s.regions != nil
+}
+
 // AddAgain is Add's second pass (see Again): e is the event at position
 // seq, in the stream's order again.
 func (s *Streamer) AddAgain(e *history.Event, seq uint64) {
