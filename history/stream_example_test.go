@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/rlverify/rlverify/headers"
 	"github.com/rlverify/rlverify/history"
 )
 
@@ -49,4 +50,35 @@ func ExampleScanRecords() {
 	fmt.Println(n, h.Run.ID, h.Faults[0].Kind, h.End.Elapsed, h.Integrity == "")
 	// Output:
 	// 2 r store-down 100 true
+}
+
+// An EventEncoder keeps a stream's events in the binary form, each record
+// relative to the one before; an EventDecoder reads them back in the same
+// order, with their file positions (what a second pass over a streamed
+// history reads instead of the JSON lines).
+func ExampleEventEncoder() {
+	evs := []history.Event{
+		{T: history.TypeEvent, ID: 1, Key: "free-a", Sent: 1_000_000, Recv: 3_000_000, Status: 200},
+		{T: history.TypeEvent, ID: 2, Key: "free-a", Sent: 1_500_000, Recv: 2_000_000, Status: 429, Fields: headers.Fields{RetryAfter: "1"}},
+	}
+	var enc history.EventEncoder
+	var recs [][]byte
+	for i := range evs {
+		recs = append(recs, enc.AppendEvent(nil, &evs[i], uint64(i)))
+	}
+	fmt.Println("bytes:", len(recs[0]), len(recs[1]))
+	dec := history.NewEventDecoder()
+	for _, rec := range recs {
+		var e history.Event
+		seq, err := dec.DecodeEvent(rec, &e)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("%d %d %s %d %d %d %q\n", seq, e.ID, e.Key, e.Sent, e.Recv, e.Status, e.RetryAfter)
+	}
+	// Output:
+	// bytes: 26 19
+	// 0 1 free-a 1000000 3000000 200 ""
+	// 1 2 free-a 1500000 2000000 429 "1"
 }
