@@ -343,13 +343,9 @@ func (us *underStream) trim(k *underKey, now int64) {
 		k.recs = nil
 	} else if w := before(before(lo, 2*k.wmax), ix.maxLat); len(k.recs) > 0 && k.recs[0].lo < w {
 		i := sort.Search(len(k.recs), func(i int) bool { return k.recs[i].lo >= w })
-		k.recs = k.recs[:copy(k.recs, k.recs[i:])]
-		if cap(k.recs) > 2*len(k.recs)+32 {
-			// A buffer grows to the key's busiest window and would keep
-			// that size: over a long run of many keys, most keys' (10^5
-			// keys: 131 MB more at 3·10^7 events than at 10^7).
-			k.recs = slices.Clone(k.recs)
-		}
+		// (10^5 keys: 131 MB more at 3·10^7 events than at 10^7 before
+		// this buffer shrank.)
+		k.recs = shrunk(k.recs[:copy(k.recs, k.recs[i:])])
 	}
 }
 
@@ -436,7 +432,7 @@ func (c *cands) sortTail() {
 // key must never ask that (Run, which drops nothing, would loop).
 func (c *cands) drop(from int64, rates []float64) {
 	if i := sort.Search(len(c.lo), func(i int) bool { return c.lo[i] >= from }); i > 0 && i >= len(c.lo)/2 {
-		c.lo = c.lo[:copy(c.lo, c.lo[i:])]
+		c.lo = shrunk(c.lo[:copy(c.lo, c.lo[i:])])
 		c.loBase += i
 		c.nearLo = 0
 	}
@@ -445,13 +441,29 @@ func (c *cands) drop(from int64, rates []float64) {
 		for _, rate := range rates {
 			c.fold(c.hi[:j], rate)
 		}
-		c.hi = c.hi[:copy(c.hi, c.hi[j:])]
+		c.hi = shrunk(c.hi[:copy(c.hi, c.hi[j:])])
 		c.hiBase += j
 		c.sorted -= j
 		c.final = max(0, c.final-j)
 		c.nearHi = 0
 		c.nwalks = 0
+		for i := range c.walks {
+			if w := &c.walks[i]; cap(w.v) > 2*len(c.hi)+32 {
+				*w = walkMin{} // rebuilt at the candidates' size
+			}
+		}
 	}
+}
+
+// shrunk is b, in a buffer of about its size when b's has more than twice
+// that: a key's buffers grow to its busiest window (and, before its first
+// drop, to more than walkBlock candidates) and would keep that size over
+// a long run of many keys (10^5 keys: 169 MB more at 10^8 events).
+func shrunk[T any](b []T) []T {
+	if cap(b) > 2*len(b)+32 {
+		return slices.Clone(b)
+	}
+	return b
 }
 
 // fold adds hi, the next candidates by hi from hiBase on, to c.gone at
