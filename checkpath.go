@@ -162,9 +162,11 @@ func judgeStream(o CheckOptions, recs *records, names []string, so history.Strea
 	// rather than decode the history again: whole events when the checks
 	// are likely to ask for them, else the few fields of each that the
 	// document's second pass reads.
-	sp := newSpill("", doc)
+	var sp *spill
 	if s.MayAgain() {
 		sp = newEventSpill("")
+	} else {
+		sp = newSpill("", doc)
 	}
 	defer sp.close()
 	h, err := streamPass(file, so, append([]func(*history.Event, uint64){s.Add, doc.Add, sp.add}, also...)...)

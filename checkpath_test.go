@@ -304,6 +304,15 @@ func TestCheckFallsBackWhenTheFileIsTooFarOutOfOrder(t *testing.T) {
 	}
 }
 
+// openFiles counts the process's open files (-1 where /proc cannot say).
+func openFiles(t *testing.T) int {
+	names, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(names)
+}
+
 // requireInMemoryGives judges o's history in memory and requires the
 // results and document got (from another path) to be those; it returns
 // the in-memory outcome.
@@ -353,9 +362,11 @@ func TestCheckStreamsWithOrWithoutASpill(t *testing.T) {
 				t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
 			}
 			o := rlverify.CheckOptions{Histories: []string{file}, Policy: pol, Checks: checks.Options{Only: c.only}}
+			fds := openFiles(t)
 			streamed, err := rlverify.Check(context.Background(), o)
 			require.NoError(t, err)
 			require.Equal(t, rlverify.Streaming, streamed.Path)
+			require.Equal(t, fds, openFiles(t), "the check closes every file it opened (its spill too)")
 			requireInMemoryGives(t, o, streamed)
 		})
 	}
