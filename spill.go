@@ -21,8 +21,9 @@ import (
 //     event's): 10^8 events, a 20 GB history, make about 1.3 GB;
 //   - events (newEventSpill): whole events in history's binary form, for
 //     checks that read the events a second time (checks.Streamer.Again),
-//     about 25–40 bytes an event (about 3 GB for 10^8), read back three to
-//     four times faster than their JSON lines are decoded.
+//     about 20–31 bytes an event (one key; 10^5 keys), 2–3 GB for 10^8,
+//     read back three to four times faster than their JSON lines are
+//     decoded.
 //
 // Each record is its length and its bytes. The file is removed as soon as
 // it is made where the system allows (it is read through the open file),
