@@ -189,11 +189,11 @@ func judgeStream(o CheckOptions, recs *records, names []string, so history.Strea
 		// check's error.
 		again2 := []func(*history.Event, uint64){s.AddAgain, doc.AddAgain}
 		switch {
-		case sp.failed() || !sp.events() && (again || doc.Lanes()):
+		case sp.failed() || !sp.keepsEvents() && (again || doc.Lanes()):
 			if _, err := streamPass(file, so, again2...); err != nil {
 				return nil, err
 			}
-		case sp.events():
+		case sp.keepsEvents():
 			if err := sp.replayEvents(again2...); err != nil {
 				return nil, err
 			}

@@ -43,14 +43,21 @@ type spill struct {
 	// flushAt is how many bytes it buffers before it writes (spillFlush;
 	// less in tests).
 	flushAt int
-	// A spill of whole events encodes and writes them on a goroutine of
-	// its own (write), which add hands batches of copied events: the
-	// first pass's own goroutine, which judges, is what the pass waits on,
-	// and encoding there made it about a tenth slower. The writer owns
-	// enc, buf, rec and err until join.
-	batch         *eventBatch
-	toWrite, free chan *eventBatch
-	written       chan struct{}
+	// The records are made and written on a goroutine of their own
+	// (write), which add hands copies of the events, or their compact
+	// forms, through a relay: the first pass's own goroutine, which
+	// judges, is what the pass waits on, and encoding and writing there
+	// made it about a tenth slower. The writer owns enc, buf, rec, last
+	// and err until join.
+	events   *relay[seqEvent]
+	compacts *relay[reports.Compact]
+	written  chan struct{}
+}
+
+// seqEvent is an event with its file position.
+type seqEvent struct {
+	e   history.Event
+	seq uint64
 }
 
 // spillFlush is how many bytes the spill buffers before it writes.
@@ -62,6 +69,22 @@ const spillFlush = 1 << 20
 func newSpill(dir string, doc *reports.DocStream) *spill {
 	s := openSpill(dir)
 	s.doc = doc
+	if s.err == nil {
+		s.compacts = newRelay[reports.Compact]()
+		s.written = make(chan struct{})
+		go s.write(func() {
+			s.compacts.each(func(c *reports.Compact) {
+				r := s.rec[:0]
+				r = binary.AppendVarint(r, c.Sent-s.last)
+				r = binary.AppendVarint(r, c.Recv-c.Sent)
+				r = binary.AppendVarint(r, int64(c.Instance))
+				r = binary.AppendVarint(r, int64(c.Key))
+				r = append(r, byte(c.Outcome))
+				s.last = c.Sent
+				s.keep(r)
+			})
+		})
+	}
 	return s
 }
 
@@ -70,12 +93,11 @@ func newEventSpill(dir string) *spill {
 	s := openSpill(dir)
 	s.enc = new(history.EventEncoder)
 	if s.err == nil {
-		s.toWrite, s.free = make(chan *eventBatch, spillBatches), make(chan *eventBatch, spillBatches)
-		for range spillBatches {
-			s.free <- &eventBatch{}
-		}
+		s.events = newRelay[seqEvent]()
 		s.written = make(chan struct{})
-		go s.write()
+		go s.write(func() {
+			s.events.each(func(it *seqEvent) { s.keep(s.enc.AppendEvent(s.rec[:0], &it.e, it.seq)) })
+		})
 	}
 	return s
 }
@@ -95,82 +117,58 @@ func openSpill(dir string) *spill {
 	return s
 }
 
-// events says whether the spill keeps whole events (replayEvents) rather
+// keepsEvents says whether the spill keeps whole events (replayEvents) rather
 // than compact records (replay).
-func (s *spill) events() bool { return s.enc != nil }
+func (s *spill) keepsEvents() bool { return s.enc != nil }
 
 // add keeps e, the event at file position seq (which doc.Add has just
 // had, for a compact spill).
 func (s *spill) add(e *history.Event, seq uint64) {
-	if s.toWrite != nil {
-		b := s.batch
-		if b == nil {
-			b = <-s.free
-			b.evs, b.seqs = b.evs[:0], b.seqs[:0]
-		}
-		b.evs = append(b.evs, *e)
-		b.seqs = append(b.seqs, seq)
-		s.batch = b
-		if len(b.evs) == spillBatch {
-			s.toWrite <- b
-			s.batch = nil
-		}
-		s.n++
-		return
+	switch {
+	case s.events != nil:
+		*s.events.slot() = seqEvent{*e, seq}
+	case s.compacts != nil:
+		*s.compacts.slot() = s.doc.Compact(e)
+	default:
+		return // not written
 	}
-	if s.err != nil {
-		return
-	}
-	c := s.doc.Compact(e)
-	r := s.rec[:0]
-	r = binary.AppendVarint(r, c.Sent-s.last)
-	r = binary.AppendVarint(r, c.Recv-c.Sent)
-	r = binary.AppendVarint(r, int64(c.Instance))
-	r = binary.AppendVarint(r, int64(c.Key))
-	r = append(r, byte(c.Outcome))
-	s.last = c.Sent
-	s.keep(r)
 	s.n++
 }
 
-// keep buffers the record r, and writes the buffer once it is full.
+// keep buffers the record r, and writes the buffer once it is full; after
+// an error it keeps nothing.
 func (s *spill) keep(r []byte) {
 	s.rec = r
+	if s.err != nil {
+		return
+	}
 	s.buf = append(binary.AppendUvarint(s.buf, uint64(len(r))), r...)
 	if len(s.buf) >= s.flushAt {
 		s.flush()
 	}
 }
 
-// write is the writer of a spill of whole events: it encodes the batches
-// add hands it until join.
-func (s *spill) write() {
+// write is the spill's writer: drain has every event add handed over
+// until join, and keeps its record.
+func (s *spill) write(drain func()) {
 	defer close(s.written)
-	for b := range s.toWrite {
-		for i := range b.evs {
-			if s.err != nil {
-				break
-			}
-			s.keep(s.enc.AppendEvent(s.rec[:0], &b.evs[i], b.seqs[i]))
-		}
-		s.free <- b
-	}
+	drain()
 	s.flush()
 }
 
-// join hands the writer the last batch and waits until it has written
-// everything (for a spill of whole events; else nothing to do).
+// join hands the writer what add has not handed over yet and waits until
+// it has written everything.
 func (s *spill) join() {
-	if s.toWrite == nil {
+	if s.written == nil {
 		return
 	}
-	if s.batch != nil {
-		s.toWrite <- s.batch
-		s.batch = nil
+	if s.events != nil {
+		s.events.close()
+	} else {
+		s.compacts.close()
 	}
-	close(s.toWrite)
 	<-s.written
-	s.toWrite = nil
+	s.events, s.compacts, s.written = nil, nil, nil
 }
 
 // flush writes what add has buffered.
@@ -193,13 +191,15 @@ func (s *spill) failed() bool {
 }
 
 // replay hands every event kept in a compact spill, in the order added,
-// to add; it fails when the spill could not be written or read whole.
+// to add; it fails when the spill could not be written or read whole
+// (after handing over the events before the fault). The records are read
+// and decoded on a goroutine of their own, a batch ahead of add.
 func (s *spill) replay(add func(reports.Compact)) error {
 	if s.enc != nil {
 		return errors.New("spill: replay of a spill of whole events")
 	}
 	var last int64
-	return s.records(func(n int64, r []byte) error {
+	return readBack(s, func(n int64, r []byte, c *reports.Compact) error {
 		var v [4]int64
 		at := 0
 		for i := range v {
@@ -213,75 +213,49 @@ func (s *spill) replay(add func(reports.Compact)) error {
 			return fmt.Errorf("spill: %s: record %d of %d is not a compact event", s.f.Name(), n+1, s.n)
 		}
 		last += v[0]
-		add(reports.Compact{Sent: last, Recv: last + v[1], Instance: int(v[2]), Key: int32(v[3]), Outcome: history.Outcome(int8(r[at]))})
+		*c = reports.Compact{Sent: last, Recv: last + v[1], Instance: int(v[2]), Key: int32(v[3]), Outcome: history.Outcome(int8(r[at]))}
 		return nil
-	})
+	}, func(c *reports.Compact) { add(*c) })
 }
 
 // replayEvents hands every event kept in a spill of whole events, with
-// its file position, in the order added, to each of add; it fails when
-// the spill could not be written or read whole (after handing over the
-// events before the fault). The records are read and decoded on a
-// goroutine of their own, a batch ahead of add, as the history's lines
-// would be.
+// its file position, in the order added, to each of add, as replay.
 func (s *spill) replayEvents(add ...func(*history.Event, uint64)) error {
 	if s.enc == nil {
 		return errors.New("spill: replayEvents of a compact spill")
 	}
-	full := make(chan *eventBatch, spillBatches)
-	free := make(chan *eventBatch, spillBatches)
-	for range spillBatches {
-		free <- &eventBatch{}
-	}
+	d := history.NewEventDecoder()
+	return readBack(s, func(n int64, r []byte, it *seqEvent) (err error) {
+		if it.seq, err = d.DecodeEvent(r, &it.e); err != nil {
+			return fmt.Errorf("spill: %s: record %d of %d: %w", s.f.Name(), n+1, s.n, err)
+		}
+		return nil
+	}, func(it *seqEvent) {
+		for _, a := range add {
+			a(&it.e, it.seq)
+		}
+	})
+}
+
+// readBack reads s's records on a goroutine of its own, decoding each
+// into a slot of a relay, and hands every slot to use in order; it
+// returns the error that ended the reading, after the slots before it.
+func readBack[T any](s *spill, decode func(n int64, rec []byte, slot *T) error, use func(*T)) error {
+	r := newRelay[T]()
+	var err error
 	go func() {
-		defer close(full)
-		d := history.NewEventDecoder()
-		b := <-free
-		err := s.records(func(n int64, r []byte) error {
-			if len(b.evs) == spillBatch {
-				full <- b
-				b = <-free
-				b.evs, b.seqs = b.evs[:0], b.seqs[:0]
+		defer r.close()
+		err = s.records(func(n int64, rec []byte) error {
+			if err := decode(n, rec, r.slot()); err != nil {
+				r.unslot()
+				return err
 			}
-			b.evs = append(b.evs, history.Event{})
-			seq, err := d.DecodeEvent(r, &b.evs[len(b.evs)-1])
-			if err != nil {
-				b.evs = b.evs[:len(b.evs)-1]
-				return fmt.Errorf("spill: %s: record %d of %d: %w", s.f.Name(), n+1, s.n, err)
-			}
-			b.seqs = append(b.seqs, seq)
 			return nil
 		})
-		b.err = err
-		full <- b
 	}()
-	var err error
-	for b := range full {
-		for i := range b.evs {
-			for _, a := range add {
-				a(&b.evs[i], b.seqs[i])
-			}
-		}
-		err = b.err
-		b.evs, b.seqs = b.evs[:0], b.seqs[:0]
-		free <- b
-	}
+	r.each(use)
 	return err
 }
-
-// eventBatch is a run of events replayEvents decoded, with their file
-// positions; err ends the replay after them.
-type eventBatch struct {
-	evs  []history.Event
-	seqs []uint64
-	err  error
-}
-
-// spillBatch events make a batch, spillBatches batches circulate.
-const (
-	spillBatch   = 1024
-	spillBatches = 3
-)
 
 // records reads back every record kept, in the order added.
 func (s *spill) records(each func(n int64, rec []byte) error) error {

@@ -87,13 +87,13 @@ func TestSpillReplaysWhatItKept(t *testing.T) {
 // refills of a buffer smaller than a record, and batches of the reading
 // goroutine; each replay reads from the start.
 func TestEventSpillReplaysWhatItKept(t *testing.T) {
-	for _, n := range []int{0, 1, spillBatch, 3*spillBatch + 7} {
+	for _, n := range []int{0, 1, relayBatch, 3*relayBatch + 7} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			dir := t.TempDir()
 			sp := newEventSpill(dir)
 			defer sp.close()
 			require.NoError(t, sp.err)
-			require.True(t, sp.events())
+			require.True(t, sp.keepsEvents())
 			sp.flushAt = 1000
 			sp.buf = make([]byte, 0, 100) // records longer than the buffer
 			type kept struct {
