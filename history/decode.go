@@ -58,7 +58,61 @@ const (
 	fBody
 	fCost
 	fDate
+	fieldCount
 )
+
+// fieldToken is each field's name as it is written before its value,
+// `"name":`, and as a pattern.
+var fieldToken, fieldPattern = func() (t [fieldCount]string, p [fieldCount]pattern) {
+	for name, f := range eventFieldNames {
+		t[f] = `"` + name + `":`
+		p[f] = newPattern([]byte(t[f]))
+	}
+	return t, p
+}()
+
+// pattern is a few bytes (1 to 16; none when n is 0) to find at the start
+// of a slice, as two little-endian words and their masks: found with two
+// loads and compares rather than a call to compare strings, which took a
+// fifth of the decoder's time on the names alone.
+type pattern struct {
+	w, m [2]uint64
+	n    int
+}
+
+// newPattern is b's pattern; none when b is longer than 16 bytes.
+func newPattern(b []byte) (p pattern) {
+	if len(b) > 16 {
+		return p
+	}
+	var buf [16]byte
+	copy(buf[:], b)
+	for k := range 2 {
+		p.w[k] = binary.LittleEndian.Uint64(buf[8*k:])
+		if n := len(b) - 8*k; n >= 8 {
+			p.m[k] = ^uint64(0)
+		} else if n > 0 {
+			p.m[k] = 1<<(8*n) - 1
+		}
+	}
+	p.n = len(b)
+	return p
+}
+
+// at says whether b starts with the pattern.
+func (p *pattern) at(b []byte) bool {
+	if p.n == 0 {
+		return false
+	}
+	if len(b) < 16 {
+		var buf [16]byte
+		if copy(buf[:], b) < p.n {
+			return false
+		}
+		b = buf[:]
+	}
+	return binary.LittleEndian.Uint64(b)&p.m[0] == p.w[0] && binary.LittleEndian.Uint64(b[8:])&p.m[1] == p.w[1]
+}
 
 // eventFieldNames lists every JSON name of Event (TestDecodeKnowsEveryField
 // keeps it in step with the struct tags).
@@ -153,10 +207,24 @@ func lookupField(name []byte) eventField {
 // internBits is log2 of the slots of an internCache.
 const internBits = 14
 
-// internCache is a direct-mapped cache of recently decoded strings.
+// internCache is a direct-mapped cache of recently decoded strings, and
+// what the decoder remembers of the line it decoded last.
 type internCache struct {
 	slots [1 << internBits]string
 	buf   []byte // unescaping scratch
+	// Lines of one file mostly repeat the previous line's fields in the
+	// same order, spelt the same way, many with the same values, so the
+	// decoder reads a line against what it saw: next[f] is the field that
+	// followed f last (next[fNone] the first), and last[f] the value of
+	// string field f. A name is first compared with its expected
+	// spelling, `"name":`, a value with the last one, before the general
+	// scan and the cache's hash; a line that differs takes the general
+	// path from there, with the same result.
+	next [fieldCount]eventField
+	last [fieldCount]string
+	// lastAt is last[f] as written, with its closing quote, when it was
+	// written without escapes.
+	lastAt [fieldCount]pattern
 }
 
 var internPool = sync.Pool{New: func() any { return new(internCache) }}
@@ -229,27 +297,41 @@ func (c *internCache) decode(b []byte, e *Event) bool {
 		i++
 		return skipSpace(b, i) == len(b)
 	}
+	prev := fNone
 	for {
-		// Field name.
-		if i >= len(b) || b[i] != '"' {
-			return false
+		// Field name: the one expected, spelt as expected, else scanned.
+		var f eventField
+		if p := &fieldPattern[c.next[prev]]; p.at(b[i:]) {
+			f = c.next[prev]
+			i += p.n
+		} else if tok := fieldToken[c.next[prev]]; len(tok) > 16 && len(b)-i >= len(tok) && string(b[i:i+len(tok)]) == tok {
+			f = c.next[prev]
+			i += len(tok)
+		} else {
+			if i >= len(b) || b[i] != '"' {
+				return false
+			}
+			j := i + 1
+			for j < len(b) && b[j] != '"' && b[j] != '\\' && b[j] >= 0x20 && b[j] < utf8.RuneSelf {
+				j++
+			}
+			if j >= len(b) || b[j] != '"' {
+				return false // escapes or non-ASCII in a name: not ours
+			}
+			if f = lookupField(b[i+1 : j]); f == fNone {
+				return false
+			}
+			c.next[prev] = f
+			i = skipSpace(b, j+1)
+			if i >= len(b) || b[i] != ':' {
+				return false
+			}
+			i++
 		}
-		j := i + 1
-		for j < len(b) && b[j] != '"' && b[j] != '\\' && b[j] >= 0x20 && b[j] < utf8.RuneSelf {
-			j++
+		prev = f
+		if i < len(b) && isSpace(b[i]) {
+			i = skipSpace(b, i)
 		}
-		if j >= len(b) || b[j] != '"' {
-			return false // escapes or non-ASCII in a name: not ours
-		}
-		f := lookupField(b[i+1 : j])
-		if f == fNone {
-			return false
-		}
-		i = skipSpace(b, j+1)
-		if i >= len(b) || b[i] != ':' {
-			return false
-		}
-		i = skipSpace(b, i+1)
 		if i >= len(b) {
 			return false
 		}
@@ -288,7 +370,7 @@ func (c *internCache) decode(b []byte, e *Event) bool {
 				e.Status = int(v)
 			}
 		default:
-			s, n, ok := c.parseString(b[i:])
+			s, n, ok := c.parseString(b[i:], f)
 			if !ok {
 				return false
 			}
@@ -336,14 +418,20 @@ func (c *internCache) decode(b []byte, e *Event) bool {
 				e.Date = s
 			}
 		}
-		i = skipSpace(b, i)
+		if i < len(b) && isSpace(b[i]) {
+			i = skipSpace(b, i)
+		}
 		if i >= len(b) {
 			return false
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i++
+			if i < len(b) && isSpace(b[i]) {
+				i = skipSpace(b, i)
+			}
 		case '}':
+			c.next[prev] = fNone
 			return skipSpace(b, i+1) == len(b)
 		default:
 			return false
@@ -372,18 +460,33 @@ func parseUint(b []byte) (v uint64, n int, ok bool) {
 	if b[0] == '0' {
 		return 0, 1, endOfNumber(b, 1)
 	}
-	// Eight digits at a time while there are (a send time has 9 to 13),
-	// then one at a time; the value is exact up to 19 digits.
+	if len(b) >= 16 {
+		// Up to 15 digits (a send time has 9 to 13) from two words: where
+		// the digits end, then their value, without a loop.
+		x := binary.LittleEndian.Uint64(b)
+		if nd := nonDigits(x); nd != 0 {
+			k := bits.TrailingZeros64(nd) / 8
+			v = digitsValue(x << (64 - 8*k))
+			return v, k, endOfNumber(b, k)
+		}
+		y := binary.LittleEndian.Uint64(b[8:])
+		if nd := nonDigits(y); nd != 0 {
+			k := bits.TrailingZeros64(nd) / 8
+			v = digitsValue(x)
+			if k > 0 {
+				v = v*pow10[k] + digitsValue(y<<(64-8*k))
+			}
+			return v, 8 + k, endOfNumber(b, 8+k)
+		}
+	}
+	// Eight digits at a time while there are, then one at a time; the
+	// value is exact up to 19 digits.
 	for n+8 <= len(b) && n <= 8 {
 		x := binary.LittleEndian.Uint64(b[n:])
-		if x&0xF0F0F0F0F0F0F0F0 != 0x3030303030303030 || (x+0x0606060606060606)&0xF0F0F0F0F0F0F0F0 != 0x3030303030303030 {
-			break // not eight digits
+		if nonDigits(x) != 0 {
+			break
 		}
-		x &= 0x0F0F0F0F0F0F0F0F
-		x = (x * (10<<8 + 1)) >> 8 & 0x00FF00FF00FF00FF
-		x = (x * (100<<16 + 1)) >> 16 & 0x0000FFFF0000FFFF
-		x = (x * (10000<<32 + 1)) >> 32
-		v = v*100_000_000 + x
+		v = v*100_000_000 + digitsValue(x)
 		n += 8
 	}
 	for n < len(b) {
@@ -401,6 +504,27 @@ func parseUint(b []byte) (v uint64, n int, ok bool) {
 	}
 	return v, n, endOfNumber(b, n)
 }
+
+// nonDigits has the top bit of each byte of x (little-endian: the first
+// byte lowest) set where the byte is not an ASCII digit. No byte's sum
+// carries into the next: each adds to the byte's low seven bits.
+func nonDigits(x uint64) uint64 {
+	const low7, top = 0x7F7F7F7F7F7F7F7F, 0x8080808080808080
+	above9 := (x&low7 + 0x4646464646464646)   // top bit: the byte's low 7 bits ≥ '9'+1
+	atLeast0 := (x&low7 + 0x5050505050505050) // top bit: ≥ '0'
+	return (above9 | x | ^atLeast0) & top
+}
+
+// digitsValue is the value of the eight ASCII digits in x, the first
+// lowest; leading zero bytes (a shift left) count as leading zeros.
+func digitsValue(x uint64) uint64 {
+	x &= 0x0F0F0F0F0F0F0F0F
+	x = (x * (10<<8 + 1)) >> 8 & 0x00FF00FF00FF00FF
+	x = (x * (100<<16 + 1)) >> 16 & 0x0000FFFF0000FFFF
+	return (x * (10000<<32 + 1)) >> 32
+}
+
+var pow10 = [8]uint64{1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000}
 
 // parseInt parses a JSON integer into an int64.
 func parseInt(b []byte) (v int64, n int, ok bool) {
@@ -425,12 +549,15 @@ func parseInt(b []byte) (v int64, n int, ok bool) {
 	return int64(u), m, true
 }
 
-// parseString parses a JSON string at the start of b: plain bytes, valid
-// UTF-8 and the two-character escapes; \u escapes are left to
-// encoding/json.
-func (c *internCache) parseString(b []byte) (s string, n int, ok bool) {
+// parseString parses a JSON string at the start of b, the value of field
+// f: plain bytes, valid UTF-8 and the two-character escapes; \u escapes
+// are left to encoding/json.
+func (c *internCache) parseString(b []byte, f eventField) (s string, n int, ok bool) {
 	if len(b) == 0 || b[0] != '"' {
 		return "", 0, false
+	}
+	if p := &c.lastAt[f]; p.at(b[1:]) {
+		return c.last[f], p.n + 1, true
 	}
 	i := 1
 	ascii := true
@@ -442,9 +569,11 @@ func (c *internCache) parseString(b []byte) (s string, n int, ok bool) {
 			if !ascii && !utf8.Valid(raw) {
 				return "", 0, false
 			}
-			return c.str(raw), i + 1, true
+			s = c.value(raw, f)
+			c.lastAt[f] = newPattern(b[1 : i+1])
+			return s, i + 1, true
 		case x == '\\':
-			return c.parseEscaped(b, i, ascii)
+			return c.parseEscaped(b, i, ascii, f)
 		case x < 0x20:
 			return "", 0, false
 		case x >= utf8.RuneSelf:
@@ -455,8 +584,19 @@ func (c *internCache) parseString(b []byte) (s string, n int, ok bool) {
 	return "", 0, false
 }
 
+// value is b as a string, the value of field f: the field's last value
+// when it is the same, else the cache's.
+func (c *internCache) value(b []byte, f eventField) string {
+	if l := c.last[f]; l == string(b) {
+		return l
+	}
+	s := c.str(b)
+	c.last[f] = s
+	return s
+}
+
 // parseEscaped continues parseString from the first backslash at b[i].
-func (c *internCache) parseEscaped(b []byte, i int, ascii bool) (string, int, bool) {
+func (c *internCache) parseEscaped(b []byte, i int, ascii bool, f eventField) (string, int, bool) {
 	out := append(c.buf[:0], b[1:i]...)
 	for i < len(b) {
 		x := b[i]
@@ -466,7 +606,9 @@ func (c *internCache) parseEscaped(b []byte, i int, ascii bool) (string, int, bo
 			if !ascii && !utf8.Valid(out) {
 				return "", 0, false
 			}
-			return c.str(out), i + 1, true
+			s := c.value(out, f)
+			c.lastAt[f] = pattern{}
+			return s, i + 1, true
 		case x == '\\':
 			if i+1 >= len(b) {
 				return "", 0, false

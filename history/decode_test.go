@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -226,4 +227,73 @@ func TestDecodeBenchLinesAgree(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 	}
+}
+
+// TestDecodeReadsEachLineAsItIs: the decoder reads a line against the
+// previous one's field names and values (internCache.next, last, lastAt);
+// lines that differ from the one before in order, spelling, escapes,
+// whitespace and values of every length around its 16-byte patterns are
+// still read as encoding/json reads them, whatever came before.
+func TestDecodeReadsEachLineAsItIs(t *testing.T) {
+	var lines []string
+	for _, v := range []string{"", "a", "1234567", "12345678", "123456789012345", "1234567890123456", "12345678901234567", "free-k187"} {
+		q := `"` + v + `"`
+		lines = append(lines,
+			`{"t":"e","id":1,"key":`+q+`,"inst":0,"phase":"rate","intended":5,"sent":5,"recv":9,"status":200,"x_limit":`+q+`}`,
+			`{"t":"e","id":2,"key":`+q+`,"inst":0,"phase":"rate","intended":5,"sent":5,"recv":9,"status":429,"retry_after":`+q+`,"x_limit":"10"}`,
+			`{"t":"e","key":`+q+`,"id":3,"sent":5,"recv":9,"status":200}`,
+			`{ "t" : "e" , "id" : 4 , "key" : `+q+` , "sent" : 5 , "recv" : 9 }`,
+			`{"t":"e","id":5,"key":"\/`+v+`","x_limit":"\"`+v+`\""}`,
+			`{"t":"e","id":6,"key":`+q+`,"ratelimit_policy":`+q+`,"ratelimit":`+q+`}`,
+			`{"t":"e","id":7,"key":`+q+`,"sent":1234567890123456789,"recv":12345678901234567,"intended":-123456789012345}`,
+			`{"t":"e","id":8,"key":`+q+`,"Key":"other"}`,
+			`{"t":"e","id":9,"key":`+q+`,"key":null}`,
+			`{"t":"e","id":10,"key":`+q+`}  `,
+			`{"t":"e","id":11,"key":`+q+`,"sent":007}`,
+			`{"t":"e","id":12,"key":`+q+`,"sent":1.5}`,
+			`{"t":"e","id":13,"key":`+q+`,"x_limit":"`+v+`\u0041"}`,
+			`{"t":"e","id":14,"key":`+q[:len(q)-1],
+		)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	c := new(internCache)
+	for range 20 {
+		rng.Shuffle(len(lines), func(i, j int) { lines[i], lines[j] = lines[j], lines[i] })
+		for _, line := range lines {
+			want, werr := strictEvent([]byte(line))
+			var got, alone Event
+			took := c.decode([]byte(line), &got)
+			require.Equal(t, new(internCache).decode([]byte(line), &alone), took, "a decoder with no past takes %s, or declines it, alike", line)
+			if !took {
+				continue // declined: encoding/json reads it
+			}
+			require.NoError(t, werr, "the decoder took %s", line)
+			require.Equal(t, want, got, "%s", line)
+		}
+	}
+}
+
+// TestPatternFindsItsBytes: a pattern is found exactly where a slice starts
+// with its bytes, for patterns of every length it takes and slices shorter
+// and longer than its 16 bytes.
+func TestPatternFindsItsBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 20_000 {
+		p := make([]byte, 1+rng.IntN(16))
+		b := make([]byte, rng.IntN(24))
+		for i := range p {
+			p[i] = "ab\"\x00\xff"[rng.IntN(5)]
+		}
+		for i := range b {
+			b[i] = "ab\"\x00\xff"[rng.IntN(5)]
+		}
+		if rng.IntN(2) == 0 && len(b) >= len(p) {
+			copy(b, p)
+		}
+		pat := newPattern(p)
+		require.Equal(t, len(p), pat.n)
+		require.Equal(t, bytes.HasPrefix(b, p), pat.at(b), "pattern %q in %q", p, b)
+	}
+	require.Zero(t, newPattern(make([]byte, 17)).n, "longer than 16 bytes: no pattern")
+	require.False(t, new(pattern).at([]byte("anything")), "no pattern is found nowhere")
 }

@@ -9,10 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestParseUintAgreesWithStrconv: the decoder's integer parser (eight
-// digits at a time, then one) gives strconv's value, length and refusal
-// for integers of every length, followed by what may and may not end a
-// JSON integer.
+// TestParseUintAgreesWithStrconv: the decoder's integer parser (two
+// words at once when 16 bytes are there, else eight digits at a time, then
+// one) gives strconv's value, length and refusal for integers of every
+// length, followed by what may and may not end a JSON integer, short and
+// long (every byte value but digits after one).
 func TestParseUintAgreesWithStrconv(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var inputs []string
@@ -27,9 +28,15 @@ func TestParseUintAgreesWithStrconv(t *testing.T) {
 		}
 		inputs = append(inputs, strings.Repeat("9", digits), "1"+strings.Repeat("0", digits-1))
 	}
+	for c := range 256 {
+		if c < '0' || c > '9' {
+			inputs = append(inputs, "12345678"+string([]byte{byte(c)})+"0000000000000000", "9"+string([]byte{byte(c)})+"0000000000000000", "123456789012"+string([]byte{byte(c)})+"0000000000000000")
+		}
+	}
 	inputs = append(inputs, "0", "18446744073709551615", "18446744073709551616", "12345678:", "1234567/8", "123456789012345678901234")
 	for _, num := range inputs {
-		for _, tail := range []string{"", ",", "}", " ", ".5", "e3", "a", "/", ":", "1234567x"} {
+		for _, tail := range []string{"", ",", "}", " ", ".5", "e3", "a", "/", ":", "1234567x",
+			`,"x_limit":"10","x_reset":"1"}`, "\xff\x80\xb9\xba\xb0\xaf\x00\x7f\xff\x80\xb9\xba\xb0\xaf\x00\x7f", "/:/:/:/:/:/:/:/:/:", ".0000000000000000", "e10000000000000000"} {
 			b := []byte(num + tail)
 			v, n, ok := parseUint(b)
 			// The digits at the front, as strconv reads them.
