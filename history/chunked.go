@@ -268,7 +268,15 @@ func (s *lineState) reserve(need int, window int64) {
 	if s.size > 0 {
 		estimate = max(estimate, int(float64(need)*float64(s.size)/float64(s.consumed+window)))
 	}
-	grown := make([]Event, len(h.Events), max(need, min(estimate, 4*len(h.Events))))
+	size := max(need, min(estimate, 4*len(h.Events)))
+	if len(h.Events) == 0 {
+		// A stream's window (or a read's first): a quarter more room, so
+		// that the window, once the stream hands it back to be decoded
+		// into again, holds the next window's lines too (their count
+		// varies with the lines' lengths).
+		size = max(size, need+need/4)
+	}
+	grown := make([]Event, len(h.Events), size)
 	// In steps: the copy of a slice of hundreds of megabytes cannot be
 	// preempted, and a garbage collection waiting for it spun in preemption
 	// signals for a third of the read (pprof, 10^6 events).

@@ -24,9 +24,12 @@ import (
 // been read, or until it holds MaxHeld events, then passes it on; an
 // event that comes further out of order than that (its send time before
 // one already passed on) ends the read with a *ReorderError instead of
-// being passed on out of order. So the memory is at most the events sent
-// within one ReorderBound or MaxHeld events (about 70 MB by default), and
-// one window of the file being decoded, whatever the length of the run.
+// being passed on out of order. The events held stay where they were
+// decoded, in the windows of the file, and the stream hands a window back
+// to be decoded into once it has passed all its events on. So the memory
+// is at most the windows that hold the events sent within one
+// ReorderBound or MaxHeld events (about 70 MB by default), as many
+// spare, and one window being decoded, whatever the length of the run.
 //
 // Every line is judged as Read judges it (the same lineState): the same
 // errors on the same lines, a cut last line tolerated, the digest checked.
@@ -73,15 +76,15 @@ type StreamOptions struct {
 	// Decoders is how many goroutines decode a window, each its own chunk
 	// of ChunkBytes; WindowLines bounds the lines of a window. Zero: one
 	// per CPU (at most 8), 4 MB and 65,536 lines, the fastest read. The
-	// window being decoded and the one handed over are most of a stream's
-	// memory besides its held events (tens of MB on two CPUs): a caller
-	// short of memory gives one decoder, a smaller chunk and fewer lines
-	// (LeanStreamOptions).
+	// windows (the one being decoded, those holding events not passed on
+	// yet, one spare) are most of a stream's memory: tens of MB on two
+	// CPUs (about 15 MB a window). A caller short of memory gives one
+	// decoder, a smaller chunk and fewer lines (LeanStreamOptions).
 	Decoders, ChunkBytes, WindowLines int
 }
 
 // LeanStreamOptions read with one decoder and windows of at most 256 KB
-// and 2,048 lines: about 1 MB for the windows, where the default's are
+// and 2,048 lines: a few MB for the windows, where the default's are
 // tens of MB; one decoder is slower where other CPUs are idle (10^6 events
 // read alone: 0.37 s against 0.26 s at best for the default on two CPUs).
 // The attack judges its own history with them (its memory while judging
@@ -117,9 +120,16 @@ type Stream struct {
 	result  chan streamEnd
 	closed  bool
 
-	// Events in send order so far are queued in fifo; the others are
-	// held in slots, ordered by (Sent, Recv, seq) in heap.
+	// Events in send order so far are queued in fifo, where they were
+	// decoded: in the windows of wins, which go back to the decoder
+	// (through spare) once the fifo has passed their events on. The spare
+	// windows are at most as many as those held, and one: as many as the
+	// events held span (then the decoder rarely needs a new one), but not
+	// those of a moment that held many more. The others
+	// are copied into slots, ordered by (Sent, Recv, seq) in heap.
 	fifo  queue
+	wins  []heldWindow
+	spare [][]Event
 	slots []Event
 	seq   []uint64
 	free  []int32
@@ -137,6 +147,13 @@ type Stream struct {
 	started                     bool
 	n                           int64
 	ids                         idSet
+}
+
+// heldWindow is a window of decoded events some of which the fifo holds:
+// its events up to the fifo's end-th push.
+type heldWindow struct {
+	evs []Event
+	end uint64
 }
 
 type streamEnd struct {
@@ -231,7 +248,15 @@ func (st *Stream) Next() bool {
 		st.cur = -1
 	}
 	st.curFifo = nil
-	st.fifo.release()
+	for len(st.wins) > 0 && st.wins[0].end <= st.fifo.popped {
+		// Every event of the window is passed on, the last one no longer in
+		// use: the window can be decoded into again.
+		if len(st.spare) <= len(st.wins) {
+			st.spare = append(st.spare, st.wins[0].evs)
+		}
+		st.wins[0] = heldWindow{}
+		st.wins = st.wins[1:]
+	}
 	for st.err == nil && !st.closed {
 		if ok, fromHeap := st.ready(); ok {
 			if fromHeap {
@@ -319,9 +344,16 @@ func (st *Stream) fill() {
 		}
 		st.next++
 	}
-	// evs goes back to the decoder as it is: it zeroes each event before
+	// The decoder decodes the next window into a window whose events are
+	// all passed on, or into a new one (nil): evs is held until the fifo
+	// has passed its events on. The decoder zeroes each event before
 	// decoding into it.
-	st.back <- evs
+	st.wins = append(st.wins, heldWindow{evs, st.fifo.pushed})
+	var next []Event
+	if n := len(st.spare); n > 0 {
+		next, st.spare = st.spare[n-1], st.spare[:n-1]
+	}
+	st.back <- next
 	if st.err != nil {
 		st.Close()
 	}
@@ -409,74 +441,53 @@ func (st *Stream) pop() int32 {
 	return top
 }
 
-// queue is a FIFO of events in blocks of queueBlock, recycled: holding a
-// steady number of events costs no garbage and no copying as it moves.
+// queue is a FIFO of events in send order, as pointers to where they were
+// decoded (the windows the stream holds): copying each event into the
+// queue took a tenth of the judging goroutine's time. The pointers are
+// in a ring that grows to the most events held at once.
 type queue struct {
-	blocks []*queueBlk
-	spare  []*queueBlk
-	head   int // next to pop in blocks[0]
-	n      int
+	ring []queued // a power of two long
+	head int
+	n    int
+	// pushed and popped count the events ever pushed and popped.
+	pushed, popped uint64
 	// lastSent and lastRecv are the times of the last event pushed.
 	lastSent, lastRecv int64
-	// done is a block popped to its end, recycled by release (the event
-	// last popped may still be in use until then).
-	done *queueBlk
 }
 
-const queueBlock = 4096
-
-type queueBlk struct {
-	ev  [queueBlock]Event
-	seq [queueBlock]uint64
-	len int
+type queued struct {
+	e   *Event
+	seq uint64
 }
 
 func (q *queue) push(e *Event, seq uint64) {
-	k := len(q.blocks)
-	if k == 0 || q.blocks[k-1].len == queueBlock {
-		var b *queueBlk
-		if m := len(q.spare); m > 0 {
-			b, q.spare = q.spare[m-1], q.spare[:m-1]
-			b.len = 0
-		} else {
-			b = new(queueBlk)
+	if q.n == len(q.ring) {
+		ring := make([]queued, max(1024, 2*len(q.ring)))
+		for i := range q.n {
+			ring[i] = q.ring[(q.head+i)&(len(q.ring)-1)]
 		}
-		q.blocks = append(q.blocks, b)
-		k++
+		q.ring, q.head = ring, 0
 	}
-	b := q.blocks[k-1]
-	b.ev[b.len], b.seq[b.len] = *e, seq
-	b.len++
+	q.ring[(q.head+q.n)&(len(q.ring)-1)] = queued{e, seq}
 	q.n++
+	q.pushed++
 	q.lastSent, q.lastRecv = e.Sent, e.Recv
 }
 
 func (q *queue) front() (*Event, uint64) {
-	b := q.blocks[0]
-	return &b.ev[q.head], b.seq[q.head]
+	it := &q.ring[q.head]
+	return it.e, it.seq
 }
 
+// pop takes the front event; it stays valid until its window goes back
+// to the decoder (Next).
 func (q *queue) pop() (*Event, uint64) {
-	b := q.blocks[0]
-	e, seq := &b.ev[q.head], b.seq[q.head]
-	q.head++
+	it := q.ring[q.head]
+	q.ring[q.head] = queued{}
+	q.head = (q.head + 1) & (len(q.ring) - 1)
 	q.n--
-	if q.head == queueBlock || q.n == 0 && q.head == b.len {
-		q.done = b
-		q.blocks = q.blocks[1:]
-		q.head = 0
-	}
-	return e, seq
-}
-
-// release recycles the block popped to its end, once its last event is no
-// longer in use.
-func (q *queue) release() {
-	if q.done != nil {
-		clear(q.done.ev[:q.done.len]) // drop the strings for the collector
-		q.spare = append(q.spare, q.done)
-		q.done = nil
-	}
+	q.popped++
+	return it.e, it.seq
 }
 
 // idSet is the set of event ids seen, as a bitmap in pages of idPage ids:

@@ -248,3 +248,42 @@ func TestStreamLineTooLong(t *testing.T) {
 	require.False(t, st.Next())
 	require.ErrorIs(t, st.Err(), bufio.ErrTooLong)
 }
+
+// TestStreamDecodesIntoItsWindowsAgain: the events held stay in the
+// windows they were decoded into, and a window is decoded into again once
+// its events are passed on: over hundreds of windows the stream makes only
+// as many as the events it holds at once span, whether it holds back few
+// events or many.
+func TestStreamDecodesIntoItsWindowsAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		maxLat int64
+		bound  time.Duration
+	}{
+		{"in send order", 0, time.Nanosecond},
+		{"held within 20 µs", 20_000, 20 * time.Microsecond},
+		{"held within 200 µs", 200_000, 200 * time.Microsecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, _ := completionOrdered(t, 6000, 5, tc.maxLat, 9)
+			for _, line := range bytes.Split(data, []byte{'\n'}) {
+				require.Less(t, len(line), 256, "a window of 1 KB holds at least 4 lines")
+			}
+			// Windows of at most 1 KB: more than 700 of them.
+			st := NewStream("h.jsonl", bytes.NewReader(data), StreamOptions{ReorderBound: tc.bound, Decoders: 2, ChunkBytes: 512, WindowLines: 16})
+			made := map[*Event]bool{}
+			held := 0
+			for st.Next() {
+				held = max(held, st.Held())
+				for _, w := range st.wins {
+					made[&w.evs[:1][0]] = true
+				}
+			}
+			require.NoError(t, st.Err())
+			require.Greater(t, len(data)/1024, 700)
+			// The windows that hold the events held (at least 4 lines each),
+			// the one being decoded, the spare one and one handed over.
+			require.LessOrEqual(t, len(made), held/4+4, "windows made, for %d events held at most", held)
+		})
+	}
+}
