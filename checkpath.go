@@ -162,17 +162,23 @@ func judgeStream(o CheckOptions, recs *records, names []string, so history.Strea
 	// rather than decode the history again: whole events when the checks
 	// are likely to ask for them, else the few fields of each that the
 	// document's second pass reads.
+	// The document's passes run beside the checks' where the spill keeps
+	// whole events: on its writer in the first pass, on its reader in the
+	// second.
 	var sp *spill
+	first := []func(*history.Event, uint64){s.Add}
 	if s.MayAgain() {
-		sp = newEventSpill("")
+		sp = newEventSpill("", doc.Add)
 	} else {
 		sp = newSpill("", doc)
+		first = append(first, doc.Add)
 	}
 	defer sp.close()
-	h, err := streamPass(file, so, append([]func(*history.Event, uint64){s.Add, doc.Add, sp.add}, also...)...)
+	h, err := streamPass(file, so, append(append(first, sp.add), also...)...)
 	if err != nil {
 		return nil, err
 	}
+	sp.join() // the document has had every event
 	if why, ok := s.InMemory(); ok {
 		return nil, fmt.Errorf("%w: %s", errInMemory, why)
 	}
@@ -194,7 +200,7 @@ func judgeStream(o CheckOptions, recs *records, names []string, so history.Strea
 				return nil, err
 			}
 		case sp.keepsEvents():
-			if err := sp.replayEvents(again2...); err != nil {
+			if err := sp.replayEvents(doc.AddAgain, s.AddAgain); err != nil {
 				return nil, err
 			}
 		default:

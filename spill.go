@@ -52,6 +52,9 @@ type spill struct {
 	events   *relay[seqEvent]
 	compacts *relay[reports.Compact]
 	written  chan struct{}
+	// beside has the events of a spill of whole events too
+	// (newEventSpill).
+	beside func(*history.Event, uint64)
 }
 
 // seqEvent is an event with its file position.
@@ -89,14 +92,23 @@ func newSpill(dir string, doc *reports.DocStream) *spill {
 }
 
 // newEventSpill makes a spill of whole events in dir, as newSpill.
-func newEventSpill(dir string) *spill {
+// beside, if not nil, has every event added too, in the same order: on
+// the spill's writer, off the judging goroutine, or at add when the spill
+// could not be opened. (The document's first pass goes there: the writer
+// has its copy of the event anyway.)
+func newEventSpill(dir string, beside func(*history.Event, uint64)) *spill {
 	s := openSpill(dir)
-	s.enc = new(history.EventEncoder)
+	s.enc, s.beside = new(history.EventEncoder), beside
 	if s.err == nil {
 		s.events = newRelay[seqEvent]()
 		s.written = make(chan struct{})
 		go s.write(func() {
-			s.events.each(func(it *seqEvent) { s.keep(s.enc.AppendEvent(s.rec[:0], &it.e, it.seq)) })
+			s.events.each(func(it *seqEvent) {
+				if beside != nil {
+					beside(&it.e, it.seq)
+				}
+				s.keep(s.enc.AppendEvent(s.rec[:0], &it.e, it.seq))
+			})
 		})
 	}
 	return s
@@ -129,8 +141,11 @@ func (s *spill) add(e *history.Event, seq uint64) {
 		*s.events.slot() = seqEvent{*e, seq}
 	case s.compacts != nil:
 		*s.compacts.slot() = s.doc.Compact(e)
-	default:
-		return // not written
+	default: // not written
+		if s.beside != nil {
+			s.beside(e, seq)
+		}
+		return
 	}
 	s.n++
 }
@@ -219,8 +234,11 @@ func (s *spill) replay(add func(reports.Compact)) error {
 }
 
 // replayEvents hands every event kept in a spill of whole events, with
-// its file position, in the order added, to each of add, as replay.
-func (s *spill) replayEvents(add ...func(*history.Event, uint64)) error {
+// its file position, in the order added, to each of add, as replay;
+// beside, if not nil, has each event first, on the goroutine that reads
+// and decodes them (the document's second pass goes there, beside the
+// checks').
+func (s *spill) replayEvents(beside func(*history.Event, uint64), add ...func(*history.Event, uint64)) error {
 	if s.enc == nil {
 		return errors.New("spill: replayEvents of a compact spill")
 	}
@@ -228,6 +246,9 @@ func (s *spill) replayEvents(add ...func(*history.Event, uint64)) error {
 	return readBack(s, func(n int64, r []byte, it *seqEvent) (err error) {
 		if it.seq, err = d.DecodeEvent(r, &it.e); err != nil {
 			return fmt.Errorf("spill: %s: record %d of %d: %w", s.f.Name(), n+1, s.n, err)
+		}
+		if beside != nil {
+			beside(&it.e, it.seq)
 		}
 		return nil
 	}, func(it *seqEvent) {

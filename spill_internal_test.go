@@ -66,10 +66,12 @@ func TestSpillReplaysWhatItKept(t *testing.T) {
 		})
 	}
 	t.Run("no directory", func(t *testing.T) {
-		sp := newEventSpill(filepath.Join(t.TempDir(), "missing"))
-		sp.add(&history.Event{Key: "free-a", Status: 200}, 0)
+		var beside []uint64
+		sp := newEventSpill(filepath.Join(t.TempDir(), "missing"), func(_ *history.Event, seq uint64) { beside = append(beside, seq) })
+		sp.add(&history.Event{Key: "free-a", Status: 200}, 7)
+		require.Equal(t, []uint64{7}, beside, "beside has the events all the same")
 		require.True(t, sp.failed())
-		require.ErrorContains(t, sp.replayEvents(func(*history.Event, uint64) {}), "spill")
+		require.ErrorContains(t, sp.replayEvents(nil, func(*history.Event, uint64) {}), "spill")
 		sp.close()
 	})
 	t.Run("no directory, compact", func(t *testing.T) {
@@ -85,21 +87,24 @@ func TestSpillReplaysWhatItKept(t *testing.T) {
 // TestEventSpillReplaysWhatItKept: a spill of whole events gives back
 // every event and its file position, in the order kept, across flushes,
 // refills of a buffer smaller than a record, and batches of the reading
-// goroutine; each replay reads from the start.
+// goroutine; each replay reads from the start. What runs beside (on the
+// writer, on the reader) has every event too, in the same order, by join
+// and by the replay's end.
 func TestEventSpillReplaysWhatItKept(t *testing.T) {
 	for _, n := range []int{0, 1, relayBatch, 3*relayBatch + 7} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			dir := t.TempDir()
-			sp := newEventSpill(dir)
+			type kept struct {
+				e   history.Event
+				seq uint64
+			}
+			var written []kept
+			sp := newEventSpill(dir, func(e *history.Event, seq uint64) { written = append(written, kept{*e, seq}) })
 			defer sp.close()
 			require.NoError(t, sp.err)
 			require.True(t, sp.keepsEvents())
 			sp.flushAt = 1000
 			sp.buf = make([]byte, 0, 100) // records longer than the buffer
-			type kept struct {
-				e   history.Event
-				seq uint64
-			}
 			var want []kept
 			keys := []string{"free-a", "free-b", "paid-c"}
 			for i := range n {
@@ -118,10 +123,13 @@ func TestEventSpillReplaysWhatItKept(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, names, "the spill's file is removed once open")
 			require.False(t, sp.failed())
+			require.Equal(t, want, written, "beside the writer")
 			for range 2 {
-				var got []kept
-				require.NoError(t, sp.replayEvents(func(e *history.Event, seq uint64) { got = append(got, kept{*e, seq}) }))
+				var got, read []kept
+				require.NoError(t, sp.replayEvents(func(e *history.Event, seq uint64) { read = append(read, kept{*e, seq}) },
+					func(e *history.Event, seq uint64) { got = append(got, kept{*e, seq}) }))
 				require.Equal(t, want, got)
+				require.Equal(t, want, read, "beside the reader")
 			}
 			require.ErrorContains(t, sp.replay(func(reports.Compact) {}), "whole events")
 		})
@@ -132,7 +140,7 @@ func TestEventSpillReplaysWhatItKept(t *testing.T) {
 // back ends the replay with an error naming it, after the events before
 // it.
 func TestEventSpillStopsAtADamagedRecord(t *testing.T) {
-	sp := newEventSpill(t.TempDir())
+	sp := newEventSpill(t.TempDir(), nil)
 	defer sp.close()
 	for i := range 3000 {
 		sp.add(&history.Event{T: history.TypeEvent, ID: uint64(i), Key: "free-a", Status: 200}, uint64(i))
@@ -150,7 +158,7 @@ func TestEventSpillStopsAtADamagedRecord(t *testing.T) {
 	_, err := sp.f.WriteAt([]byte{0xff, 0xff, 0xff, 0xff, 0x0f}, off+1)
 	require.NoError(t, err)
 	var got int
-	err = sp.replayEvents(func(*history.Event, uint64) { got++ })
+	err = sp.replayEvents(nil, func(*history.Event, uint64) { got++ })
 	require.ErrorContains(t, err, "record 2001 of 3000")
 	require.Equal(t, 2000, got)
 }
