@@ -162,19 +162,17 @@ func judgeStream(o CheckOptions, recs *records, names []string, so history.Strea
 	// rather than decode the history again: whole events when the checks
 	// are likely to ask for them, else the few fields of each that the
 	// document's second pass reads.
-	// The document's passes run beside the checks' where the spill keeps
-	// whole events: on its writer in the first pass, on its reader in the
-	// second.
+	// The document's first pass runs beside the checks', on the spill's
+	// writer (which has its copy of each event), and so does its second
+	// pass where the spill keeps whole events (on the spill's reader).
 	var sp *spill
-	first := []func(*history.Event, uint64){s.Add}
 	if s.MayAgain() {
 		sp = newEventSpill("", doc.Add)
 	} else {
 		sp = newSpill("", doc)
-		first = append(first, doc.Add)
 	}
 	defer sp.close()
-	h, err := streamPass(file, so, append(append(first, sp.add), also...)...)
+	h, err := streamPass(file, so, append([]func(*history.Event, uint64){s.Add, sp.add}, also...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -44,17 +44,14 @@ type spill struct {
 	// less in tests).
 	flushAt int
 	// The records are made and written on a goroutine of their own
-	// (write), which add hands copies of the events, or their compact
-	// forms, through a relay: the first pass's own goroutine, which
-	// judges, is what the pass waits on, and encoding and writing there
-	// made it about a tenth slower. The writer owns enc, buf, rec, last
-	// and err until join.
-	events   *relay[seqEvent]
-	compacts *relay[reports.Compact]
-	written  chan struct{}
-	// beside has the events of a spill of whole events too
-	// (newEventSpill).
-	beside func(*history.Event, uint64)
+	// (write), which add hands copies of the events through a relay: the
+	// first pass's own goroutine, which judges, is what the pass waits
+	// on, and encoding and writing there made it about a tenth slower.
+	// beside, if not nil, has each event there too, before its record is
+	// made. The writer owns doc, enc, buf, rec, last and err until join.
+	events  *relay[seqEvent]
+	written chan struct{}
+	beside  func(*history.Event, uint64)
 }
 
 // seqEvent is an event with its file position.
@@ -67,27 +64,24 @@ type seqEvent struct {
 const spillFlush = 1 << 20
 
 // newSpill makes a spill of doc's first pass, in compact records, in dir
-// ("" for the system's temporary directory); its error is kept in s.err,
-// and s then writes nothing.
+// ("" for the system's temporary directory): the spill hands every event
+// to doc.Add itself, on its writer, then keeps its compact form. Its
+// error is kept in s.err, and s then writes nothing (and hands each event
+// to doc.Add at add).
 func newSpill(dir string, doc *reports.DocStream) *spill {
-	s := openSpill(dir)
+	s := openSpill(dir, doc.Add)
 	s.doc = doc
-	if s.err == nil {
-		s.compacts = newRelay[reports.Compact]()
-		s.written = make(chan struct{})
-		go s.write(func() {
-			s.compacts.each(func(c *reports.Compact) {
-				r := s.rec[:0]
-				r = binary.AppendVarint(r, c.Sent-s.last)
-				r = binary.AppendVarint(r, c.Recv-c.Sent)
-				r = binary.AppendVarint(r, int64(c.Instance))
-				r = binary.AppendVarint(r, int64(c.Key))
-				r = append(r, byte(c.Outcome))
-				s.last = c.Sent
-				s.keep(r)
-			})
-		})
-	}
+	s.start(func(it *seqEvent) []byte {
+		c := doc.Compact(&it.e)
+		r := s.rec[:0]
+		r = binary.AppendVarint(r, c.Sent-s.last)
+		r = binary.AppendVarint(r, c.Recv-c.Sent)
+		r = binary.AppendVarint(r, int64(c.Instance))
+		r = binary.AppendVarint(r, int64(c.Key))
+		r = append(r, byte(c.Outcome))
+		s.last = c.Sent
+		return r
+	})
 	return s
 }
 
@@ -97,25 +91,34 @@ func newSpill(dir string, doc *reports.DocStream) *spill {
 // could not be opened. (The document's first pass goes there: the writer
 // has its copy of the event anyway.)
 func newEventSpill(dir string, beside func(*history.Event, uint64)) *spill {
-	s := openSpill(dir)
-	s.enc, s.beside = new(history.EventEncoder), beside
-	if s.err == nil {
-		s.events = newRelay[seqEvent]()
-		s.written = make(chan struct{})
-		go s.write(func() {
-			s.events.each(func(it *seqEvent) {
-				if beside != nil {
-					beside(&it.e, it.seq)
-				}
-				s.keep(s.enc.AppendEvent(s.rec[:0], &it.e, it.seq))
-			})
-		})
-	}
+	s := openSpill(dir, beside)
+	s.enc = new(history.EventEncoder)
+	s.start(func(it *seqEvent) []byte { return s.enc.AppendEvent(s.rec[:0], &it.e, it.seq) })
 	return s
 }
 
-func openSpill(dir string) *spill {
-	s := &spill{flushAt: spillFlush}
+// start starts the writer of an open spill: for each event add hands
+// over, beside, then the record record makes of it.
+func (s *spill) start(record func(*seqEvent) []byte) {
+	if s.err != nil {
+		return
+	}
+	s.events = newRelay[seqEvent]()
+	s.written = make(chan struct{})
+	go func() {
+		defer close(s.written)
+		s.events.each(func(it *seqEvent) {
+			if s.beside != nil {
+				s.beside(&it.e, it.seq)
+			}
+			s.keep(record(it))
+		})
+		s.flush()
+	}()
+}
+
+func openSpill(dir string, beside func(*history.Event, uint64)) *spill {
+	s := &spill{flushAt: spillFlush, beside: beside}
 	f, err := os.CreateTemp(dir, "rlverify-pass-*.bin")
 	if err != nil {
 		s.err = fmt.Errorf("spill: %w", err)
@@ -133,20 +136,15 @@ func openSpill(dir string) *spill {
 // than compact records (replay).
 func (s *spill) keepsEvents() bool { return s.enc != nil }
 
-// add keeps e, the event at file position seq (which doc.Add has just
-// had, for a compact spill).
+// add keeps e, the event at file position seq.
 func (s *spill) add(e *history.Event, seq uint64) {
-	switch {
-	case s.events != nil:
-		*s.events.slot() = seqEvent{*e, seq}
-	case s.compacts != nil:
-		*s.compacts.slot() = s.doc.Compact(e)
-	default: // not written
+	if s.events == nil { // not written
 		if s.beside != nil {
 			s.beside(e, seq)
 		}
 		return
 	}
+	*s.events.slot() = seqEvent{*e, seq}
 	s.n++
 }
 
@@ -163,27 +161,15 @@ func (s *spill) keep(r []byte) {
 	}
 }
 
-// write is the spill's writer: drain has every event add handed over
-// until join, and keeps its record.
-func (s *spill) write(drain func()) {
-	defer close(s.written)
-	drain()
-	s.flush()
-}
-
 // join hands the writer what add has not handed over yet and waits until
 // it has written everything.
 func (s *spill) join() {
 	if s.written == nil {
 		return
 	}
-	if s.events != nil {
-		s.events.close()
-	} else {
-		s.compacts.close()
-	}
+	s.events.close()
 	<-s.written
-	s.events, s.compacts, s.written = nil, nil, nil
+	s.events, s.written = nil, nil
 }
 
 // flush writes what add has buffered.

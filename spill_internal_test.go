@@ -34,7 +34,7 @@ func TestSpillReplaysWhatItKept(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			doc := reports.NewDocStream(&history.History{}, pol)
+			doc, wantDoc := reports.NewDocStream(&history.History{}, pol), reports.NewDocStream(&history.History{}, pol)
 			sp := newSpill(dir, doc)
 			defer sp.close()
 			require.NoError(t, sp.err)
@@ -48,14 +48,15 @@ func TestSpillReplaysWhatItKept(t *testing.T) {
 					e.Sent, e.Recv = math.MaxInt64/2, math.MinInt64/2 // far apart
 				}
 				sent += int64(i % 1000)
-				doc.Add(e, uint64(i))
-				sp.add(e, uint64(i))
-				want = append(want, doc.Compact(e))
+				sp.add(e, uint64(i)) // doc.Add, on the writer
+				wantDoc.Add(e, uint64(i))
+				want = append(want, wantDoc.Compact(e))
 			}
 			names, err := os.ReadDir(dir)
 			require.NoError(t, err)
 			require.Empty(t, names, "the spill's file is removed once open")
 			require.False(t, sp.failed())
+			require.Equal(t, wantDoc.Stats(), doc.Stats(), "the spill's writer hands every event to the document")
 			var got []reports.Compact
 			require.NoError(t, sp.replay(func(c reports.Compact) { got = append(got, c) }))
 			require.Equal(t, want, got)
@@ -79,6 +80,7 @@ func TestSpillReplaysWhatItKept(t *testing.T) {
 		sp := newSpill(filepath.Join(t.TempDir(), "missing"), doc)
 		sp.add(&history.Event{Key: "free-a", Status: 200}, 0)
 		require.True(t, sp.failed())
+		require.EqualValues(t, 1, doc.Stats().Admitted, "the document has the events all the same")
 		require.ErrorContains(t, sp.replay(func(reports.Compact) {}), "spill")
 		sp.close()
 	})
