@@ -2,6 +2,7 @@ package limiters
 
 import (
 	"fmt"
+	"hash/maphash"
 	"testing"
 	"time"
 
@@ -63,9 +64,21 @@ func TestMemoryExpiry(t *testing.T) {
 				t.Fatalf("held %d keys, want 20000", n)
 			}
 			later := now + int64(time.Hour)
-			for i := 0; i < 200000; i++ {
-				// 640 live keys spread the calls over every shard, so each sweeps.
-				l.AllowAt(later, fmt.Sprintf("spread-%d", i%640), 1)
+			// Live keys, ten on every shard (the shards follow the process's
+			// random seed: 640 keys taken at random left a shard with three
+			// or fewer about one run in seven, too few calls to sweep), so
+			// every shard has 3,120 calls, enough to sweep.
+			var live []string
+			per := make([]int, shards)
+			for i := 0; len(live) < 10*shards; i++ {
+				k := fmt.Sprintf("spread-%d", i)
+				if sh := maphash.String(seed, k) % shards; per[sh] < 10 {
+					per[sh]++
+					live = append(live, k)
+				}
+			}
+			for i := 0; i < 312*len(live); i++ {
+				l.AllowAt(later, live[i%len(live)], 1)
 			}
 			if n := tab(); n > 1000 {
 				t.Errorf("still %d keys after the old ones expired", n)
