@@ -77,7 +77,7 @@ type StreamOptions struct {
 	// of ChunkBytes; WindowLines bounds the lines of a window. Zero: one
 	// per CPU (at most 8), 4 MB and 65,536 lines, the fastest read. The
 	// windows (the one being decoded, those holding events not passed on
-	// yet, one spare) are most of a stream's memory: tens of MB on two
+	// yet, as many spare) are most of a stream's memory: tens of MB on two
 	// CPUs (about 15 MB a window). A caller short of memory gives one
 	// decoder, a smaller chunk and fewer lines (LeanStreamOptions).
 	Decoders, ChunkBytes, WindowLines int
@@ -125,8 +125,8 @@ type Stream struct {
 	// (through spare) once the fifo has passed their events on. The spare
 	// windows are at most as many as those held, and one: as many as the
 	// events held span (then the decoder rarely needs a new one), but not
-	// those of a moment that held many more. The others
-	// are copied into slots, ordered by (Sent, Recv, seq) in heap.
+	// those of a moment that held many more. The other events are copied
+	// into slots, ordered by (Sent, Recv, seq) in heap.
 	fifo  queue
 	wins  []heldWindow
 	spare [][]Event
