@@ -248,16 +248,8 @@ func (st *Stream) Next() bool {
 		st.cur = -1
 	}
 	st.curFifo = nil
-	for len(st.wins) > 0 && st.wins[0].end <= st.fifo.popped {
-		// Every event of the window is passed on, the last one no longer in
-		// use: the window can be decoded into again.
-		if len(st.spare) <= len(st.wins) {
-			st.spare = append(st.spare, st.wins[0].evs)
-		}
-		st.wins[0] = heldWindow{}
-		st.wins = st.wins[1:]
-	}
 	for st.err == nil && !st.closed {
+		st.recycle()
 		if ok, fromHeap := st.ready(); ok {
 			if fromHeap {
 				st.cur = st.pop()
@@ -276,6 +268,19 @@ func (st *Stream) Next() bool {
 		st.fill()
 	}
 	return false
+}
+
+// recycle makes spare the windows whose events are all passed on (none is
+// in use between Next's start and its return): they can be decoded into
+// again.
+func (st *Stream) recycle() {
+	for len(st.wins) > 0 && st.wins[0].end <= st.fifo.popped {
+		if len(st.spare) <= len(st.wins) {
+			st.spare = append(st.spare, st.wins[0].evs)
+		}
+		st.wins[0] = heldWindow{}
+		st.wins = st.wins[1:]
+	}
 }
 
 // ready says whether the earliest event held may be passed on, and
@@ -317,6 +322,7 @@ func (st *Stream) fill() {
 		st.h = end.h
 		return
 	}
+	pushed := st.fifo.pushed
 	for i := range evs {
 		e := &evs[i]
 		if st.started && (e.Sent < st.passed || e.Sent == st.passed && e.Recv < st.passedRecv) {
@@ -348,10 +354,17 @@ func (st *Stream) fill() {
 	// all passed on, or into a new one (nil): evs is held until the fifo
 	// has passed its events on. The decoder zeroes each event before
 	// decoding into it.
-	st.wins = append(st.wins, heldWindow{evs, st.fifo.pushed})
 	var next []Event
-	if n := len(st.spare); n > 0 {
+	switch n := len(st.spare); {
+	case st.fifo.pushed == pushed:
+		// The fifo holds none of its events (blank lines, junk, events
+		// out of order, copied): decode into it again at once.
+		next = evs
+	case n > 0:
+		st.wins = append(st.wins, heldWindow{evs, st.fifo.pushed})
 		next, st.spare = st.spare[n-1], st.spare[:n-1]
+	default:
+		st.wins = append(st.wins, heldWindow{evs, st.fifo.pushed})
 	}
 	st.back <- next
 	if st.err != nil {

@@ -287,3 +287,27 @@ func TestStreamDecodesIntoItsWindowsAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamDecodesBlankWindowsIntoOne: windows that hold no event the
+// queue keeps (blank lines, junk) are decoded into again at once, even
+// while the stream reads on for its next event: a file of blank lines
+// takes one window, not one per window read (it took 15 GB for a 32 MB
+// file before).
+func TestStreamDecodesBlankWindowsIntoOne(t *testing.T) {
+	data, _ := completionOrdered(t, 10, 1, 0, 3)
+	header, rest, _ := bytes.Cut(data, []byte{'\n'})
+	file := append(append(append(header, '\n'), bytes.Repeat([]byte("\n  \n"), 20_000)...), rest...)
+	st := NewStream("h.jsonl", bytes.NewReader(file), StreamOptions{ReorderBound: time.Nanosecond, Decoders: 2, ChunkBytes: 512, WindowLines: 16})
+	made := map[*Event]bool{}
+	for st.Next() {
+		for _, w := range st.wins {
+			made[&w.evs[:1][0]] = true
+		}
+		for _, evs := range st.spare {
+			made[&evs[:1][0]] = true
+		}
+	}
+	require.NoError(t, st.Err())
+	require.EqualValues(t, 10, st.Events())
+	require.LessOrEqual(t, len(made), 4, "windows made for 40,000 blank lines")
+}
