@@ -10,8 +10,7 @@ package rlverify
 // pass waits on, does nothing else.
 type relay[T any] struct {
 	full, free chan []T
-	cur        []T
-	started    bool
+	cur        []T // nil until the first slot
 }
 
 // relayBatch items make a batch, relayBatches batches circulate.
@@ -31,8 +30,8 @@ func newRelay[T any]() *relay[T] {
 // slot is the producer's next item, handed over in order; a full batch is
 // handed over first.
 func (r *relay[T]) slot() *T {
-	if !r.started {
-		r.cur, r.started = <-r.free, true
+	if r.cur == nil {
+		r.cur = <-r.free
 	}
 	if len(r.cur) == cap(r.cur) {
 		r.full <- r.cur

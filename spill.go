@@ -31,8 +31,7 @@ import (
 // cannot be written (no temporary directory, a full disk) is given up: the
 // second pass then decodes the history again, as before.
 type spill struct {
-	doc  *reports.DocStream    // compact records of its events
-	enc  *history.EventEncoder // or whole events
+	enc  *history.EventEncoder // whole events; nil: compact records
 	f    *os.File
 	name string // the file's name while it is still to be removed
 	buf  []byte
@@ -48,7 +47,7 @@ type spill struct {
 	// first pass's own goroutine, which judges, is what the pass waits
 	// on, and encoding and writing there made it about a tenth slower.
 	// beside, if not nil, has each event there too, before its record is
-	// made. The writer owns doc, enc, buf, rec, last and err until join.
+	// made. The writer owns enc, buf, rec, last and err until join.
 	events  *relay[seqEvent]
 	written chan struct{}
 	beside  func(*history.Event, uint64)
@@ -70,7 +69,6 @@ const spillFlush = 1 << 20
 // to doc.Add at add).
 func newSpill(dir string, doc *reports.DocStream) *spill {
 	s := openSpill(dir, doc.Add)
-	s.doc = doc
 	s.start(func(it *seqEvent) []byte {
 		c := doc.Compact(&it.e)
 		r := s.rec[:0]
