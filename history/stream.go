@@ -26,9 +26,12 @@ import (
 // one already passed on) ends the read with a *ReorderError instead of
 // being passed on out of order. The events held stay where they were
 // decoded, in the windows of the file, and the stream hands a window back
-// to be decoded into once it has passed all its events on. So the memory
-// is at most the windows that hold the events sent within one
-// ReorderBound or MaxHeld events (about 70 MB by default), as many
+// to be decoded into once it has passed all its events on, or once the
+// windows held have room for more than twice MaxHeld events (then the
+// few events held of the earliest are copied out: a file far out of
+// order can hold one event of each of many windows). So the memory is at
+// most the windows that hold the events sent within one ReorderBound or
+// MaxHeld events (about 70 MB by default, twice that at worst), as many
 // spare, and one window being decoded, whatever the length of the run.
 //
 // Every line is judged as Read judges it (the same lineState): the same
@@ -130,11 +133,16 @@ type Stream struct {
 	fifo  queue
 	wins  []heldWindow
 	spare [][]Event
-	slots []Event
-	seq   []uint64
-	free  []int32
-	heap  []int32
-	next  uint64
+	// pinned is the room (in events) of the windows in wins; past
+	// pinLimit the events the fifo holds of the earliest are copied into
+	// slots and the window let go (see unpin).
+	pinned, pinLimit int
+	unpinned         int // windows let go so (for tests)
+	slots            []Event
+	seq              []uint64
+	free             []int32
+	heap             []int32
+	next             uint64
 	// cur is the event last passed on: slots[cur] (-1: none, or the
 	// fifo's, curFifo).
 	cur     int32
@@ -182,6 +190,10 @@ func NewStream(name string, r io.Reader, o StreamOptions) *Stream {
 	if o.WindowLines > 0 {
 		st.win.lines = o.WindowLines
 	}
+	// The fifo's events, dense in their windows, take about MaxHeld
+	// events' room and the window they end in (each with a quarter more
+	// room, reserve's); twice that is never reached in order.
+	st.pinLimit = 2*mh + 3*st.win.lines
 	st.back <- nil
 	go st.read(r)
 	return st
@@ -278,9 +290,46 @@ func (st *Stream) recycle() {
 		if len(st.spare) <= len(st.wins) {
 			st.spare = append(st.spare, st.wins[0].evs)
 		}
+		st.pinned -= cap(st.wins[0].evs)
 		st.wins[0] = heldWindow{}
 		st.wins = st.wins[1:]
 	}
+}
+
+// unpin bounds the windows held whatever the order of the file. The fifo
+// holds events in the windows they were decoded into, and it can hold a
+// few events of each of many windows: a file where one event in each
+// window was sent ahead of the rest, the others a moment earlier (copied
+// into slots and passed on first), would otherwise keep every window
+// until the MaxHeld-th: gigabytes. Past pinLimit, the fifo's events of
+// the earliest window go into slots, as copies, and the window goes back
+// to be decoded into. In order, or as the engine writes, that never
+// happens (TestStreamLetsSparseWindowsGo).
+func (st *Stream) unpin() {
+	for st.pinned > st.pinLimit && len(st.wins) > 1 {
+		for st.fifo.popped < st.wins[0].end {
+			e, q := st.fifo.pop()
+			st.push(st.slot(e, q))
+		}
+		st.unpinned++
+		st.recycle()
+	}
+}
+
+// slot copies e, the seq-th event of the file, into a free slot.
+func (st *Stream) slot(e *Event, seq uint64) int32 {
+	var i int32
+	if n := len(st.free); n > 0 {
+		i = st.free[n-1]
+		st.free = st.free[:n-1]
+	} else {
+		i = int32(len(st.slots))
+		st.slots = append(st.slots, Event{})
+		st.seq = append(st.seq, 0)
+	}
+	st.slots[i] = *e
+	st.seq[i] = seq
+	return i
 }
 
 // ready says whether the earliest event held may be passed on, and
@@ -335,18 +384,7 @@ func (st *Stream) fill() {
 		if st.fifo.n == 0 || e.Sent > st.fifo.lastSent || e.Sent == st.fifo.lastSent && e.Recv >= st.fifo.lastRecv {
 			st.fifo.push(e, st.next)
 		} else {
-			var i int32
-			if n := len(st.free); n > 0 {
-				i = st.free[n-1]
-				st.free = st.free[:n-1]
-			} else {
-				i = int32(len(st.slots))
-				st.slots = append(st.slots, Event{})
-				st.seq = append(st.seq, 0)
-			}
-			st.slots[i] = *e
-			st.seq[i] = st.next
-			st.push(i)
+			st.push(st.slot(e, st.next))
 		}
 		st.next++
 	}
@@ -355,16 +393,18 @@ func (st *Stream) fill() {
 	// has passed its events on. The decoder zeroes each event before
 	// decoding into it.
 	var next []Event
-	switch n := len(st.spare); {
+	switch {
 	case st.fifo.pushed == pushed:
 		// The fifo holds none of its events (blank lines, junk, events
 		// out of order, copied): decode into it again at once.
 		next = evs
-	case n > 0:
-		st.wins = append(st.wins, heldWindow{evs, st.fifo.pushed})
-		next, st.spare = st.spare[n-1], st.spare[:n-1]
 	default:
 		st.wins = append(st.wins, heldWindow{evs, st.fifo.pushed})
+		st.pinned += cap(evs)
+		st.unpin()
+		if n := len(st.spare); n > 0 {
+			next, st.spare = st.spare[n-1], st.spare[:n-1]
+		}
 	}
 	st.back <- next
 	if st.err != nil {

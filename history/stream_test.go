@@ -311,3 +311,54 @@ func TestStreamDecodesBlankWindowsIntoOne(t *testing.T) {
 	require.EqualValues(t, 10, st.Events())
 	require.LessOrEqual(t, len(made), 4, "windows made for 40,000 blank lines")
 }
+
+// TestStreamLetsSparseWindowsGo: a file where one event in each window was
+// sent ahead of the others (a second ahead; the others, sent earlier, are
+// passed on first) would keep every window until MaxHeld events are
+// held: the stream copies the few events of the earliest windows out
+// instead and keeps within twice MaxHeld events' room, in the same order.
+// A file as the engine writes it never needs that.
+func TestStreamLetsSparseWindowsGo(t *testing.T) {
+	const windows, lines, maxHeld = 600, 16, 1000
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	require.NoError(t, w.WriteRun(Run{ID: "s", Start: time.Unix(1_700_000_000, 0)}))
+	id, behind := uint64(0), int64(0)
+	event := func(sent int64) {
+		id++
+		require.NoError(t, w.WriteEvent(&Event{ID: id, Key: "k", Phase: "rate", Intended: sent, Sent: sent, Recv: sent + 5, Status: 200}))
+	}
+	for g := range int64(windows) {
+		event(int64(time.Second) + g)
+		for range lines - 1 {
+			behind += 100
+			event(behind)
+		}
+	}
+	require.NoError(t, w.WriteEnd(End{Elapsed: int64(2 * time.Second), Requests: int64(id)}))
+	require.NoError(t, w.Flush())
+	want, err := Read("h.jsonl", bytes.NewReader(buf.Bytes()))
+	require.NoError(t, err)
+	slices.SortStableFunc(want.Events, func(a, b Event) int { return cmp.Compare(a.Sent, b.Sent) })
+
+	o := StreamOptions{MaxHeld: maxHeld, Decoders: 1, ChunkBytes: 64 << 10, WindowLines: lines}
+	st := NewStream("h.jsonl", bytes.NewReader(buf.Bytes()), o)
+	var got []Event
+	pinned := 0
+	for st.Next() {
+		pinned = max(pinned, st.pinned)
+		got = append(got, *st.Event())
+	}
+	require.NoError(t, st.Err())
+	require.Equal(t, want.Events, got)
+	// Each window has room for its lines and a quarter more.
+	require.LessOrEqual(t, pinned, 2*maxHeld+4*lines, "room of the windows held, in events (%d windows read)", windows)
+	require.Positive(t, st.unpinned, "windows let go")
+
+	data, reorder := completionOrdered(t, 20_000, 5, 20_000, 4)
+	st = NewStream("h.jsonl", bytes.NewReader(data), StreamOptions{ReorderBound: reorder, MaxHeld: 64, Decoders: 2, ChunkBytes: 512, WindowLines: 16})
+	for st.Next() {
+	}
+	require.NoError(t, st.Err())
+	require.Zero(t, st.unpinned, "windows let go of a file the engine wrote")
+}
